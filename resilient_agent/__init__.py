@@ -1,0 +1,5 @@
+"""resilient-agent: race-free voice agents on LiveKit Agents."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

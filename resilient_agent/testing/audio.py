@@ -1,0 +1,340 @@
+"""Scripted audio in and out, with word and sentence markers carried inside the samples.
+
+Every 10 ms frame of scripted speech carries a marker in its first samples: who speaks (user or
+agent), which utterance or sentence, and which part of it. Markers live in the audio itself, so
+they survive livekit's re-framing and vanish exactly where livekit replaces audio with silence
+(protected speech, AEC warm-up): the scripted STT cannot transcribe what it never received, and
+the scripted audio output knows which sentence a caller heard, when, and how far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from livekit import rtc
+from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
+
+__all__ = [
+    "FRAME_SAMPLES",
+    "FRAME_SECONDS",
+    "SAMPLE_RATE",
+    "AudioMarker",
+    "PlayedSegment",
+    "PlayoutAudioOutput",
+    "ScriptedAudioInput",
+    "SpeechWindow",
+    "marker_frame_samples",
+    "read_markers",
+]
+
+SAMPLE_RATE = 16_000
+FRAME_SECONDS = 0.01
+FRAME_SAMPLES = int(SAMPLE_RATE * FRAME_SECONDS)
+
+_MAGIC = 23_130  # never produced by the marker tone, whose amplitude stays below it
+_TONE_AMPLITUDE = 3_000
+_HEADER = 6
+KIND_USER = 1
+KIND_AGENT = 2
+_TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TONE_AMPLITUDE).astype(
+    np.int16
+)
+
+
+@dataclass(frozen=True)
+class AudioMarker:
+    """What one 10 ms slice of scripted audio belongs to.
+
+    Attributes:
+        kind: ``KIND_USER`` for caller speech, ``KIND_AGENT`` for synthesized agent speech.
+        source_id: The utterance index (user) or sentence id (agent).
+        part: The word index (user) or the frame index within the sentence (agent).
+        frame_in_part: The frame index inside the word (user); 0 for agent audio.
+        frames_in_part: Frames the word lasts (user) or the sentence lasts (agent).
+    """
+
+    kind: int
+    source_id: int
+    part: int
+    frame_in_part: int
+    frames_in_part: int
+
+
+def marker_frame_samples(marker: AudioMarker, base: np.ndarray | None = None) -> np.ndarray:
+    """Return one frame of int16 samples carrying ``marker`` (on a tone, or on ``base``)."""
+    samples = (_TONE if base is None else base).copy()
+    samples[:_HEADER] = (
+        _MAGIC,
+        marker.kind,
+        marker.source_id,
+        marker.part,
+        marker.frame_in_part,
+        marker.frames_in_part,
+    )
+    return samples
+
+
+def read_markers(data: np.ndarray) -> list[AudioMarker]:
+    """Find every marker in a block of int16 samples, in order."""
+    positions = np.flatnonzero(data == _MAGIC)
+    found: list[AudioMarker] = []
+    for pos in positions:
+        if pos + _HEADER > len(data):
+            continue
+        _, kind, source_id, part, frame_in_part, frames_in_part = (
+            int(v) for v in data[pos : pos + _HEADER]
+        )
+        if kind in (KIND_USER, KIND_AGENT):
+            found.append(AudioMarker(kind, source_id, part, frame_in_part, frames_in_part))
+    return found
+
+
+def frame_markers(frame: rtc.AudioFrame) -> list[AudioMarker]:
+    """Markers carried by a livekit audio frame."""
+    return read_markers(np.frombuffer(frame.data, dtype=np.int16))
+
+
+@dataclass(frozen=True)
+class SpeechWindow:
+    """One user utterance as audio: when it starts and ends, and its words.
+
+    Attributes:
+        index: The utterance index, unique within a scenario.
+        start: Seconds from the start of the call.
+        end: Seconds from the start of the call.
+        words: The words, spread evenly over the window.
+        samples: Optional real speech (int16, 16 kHz) to play instead of a marker tone.
+    """
+
+    index: int
+    start: float
+    end: float
+    words: tuple[str, ...]
+    samples: np.ndarray | None = None
+
+
+class ScriptedAudioInput(AudioInput):
+    """A microphone that plays the user's speech windows as 10 ms frames on the loop clock."""
+
+    def __init__(self, windows: Sequence[SpeechWindow], *, duration: float) -> None:
+        super().__init__(label="ScriptedAudioInput")
+        self._windows = sorted(windows, key=lambda w: w.start)
+        self._total_frames = round(duration / FRAME_SECONDS)
+        self._next_frame = 0
+        self._started_at: float | None = None
+        self._silence = np.zeros(FRAME_SAMPLES, dtype=np.int16)
+        self.frames_sent = 0
+
+    def _samples_for(self, frame_index: int) -> np.ndarray:
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
+        for window in self._windows:
+            if window.start <= t < window.end:
+                return self._speech_samples(window, t)
+        return self._silence
+
+    @staticmethod
+    def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
+        total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
+        frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
+        n_words = max(1, len(window.words))
+        word = min(frame * n_words // total_frames, n_words - 1)
+        first = -(-word * total_frames // n_words)
+        last = -(-(word + 1) * total_frames // n_words)
+        base = None
+        if window.samples is not None:
+            chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
+            if len(chunk) == FRAME_SAMPLES:
+                base = chunk
+        marker = AudioMarker(KIND_USER, window.index, word, frame - first, last - first)
+        return marker_frame_samples(marker, base)
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        loop = asyncio.get_running_loop()
+        if self._started_at is None:
+            self._started_at = loop.time()
+        if self._next_frame >= self._total_frames:
+            raise StopAsyncIteration
+        # frames are produced in real time: frame n is ready once n+1 frames have elapsed
+        due = self._started_at + (self._next_frame + 1) * FRAME_SECONDS
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        samples = self._samples_for(self._next_frame)
+        self._next_frame += 1
+        self.frames_sent += 1
+        return rtc.AudioFrame(
+            data=samples.tobytes(),
+            sample_rate=SAMPLE_RATE,
+            num_channels=1,
+            samples_per_channel=FRAME_SAMPLES,
+        )
+
+
+@dataclass
+class PlayedSegment:
+    """One playout segment (usually one speech generation) as the caller heard it.
+
+    Attributes:
+        started_at: Session seconds when its first audio played, None if nothing played.
+        ended_at: Session seconds when playout finished or was cut.
+        pushed: Seconds of audio livekit pushed into the segment.
+        played: Seconds of audio that actually played.
+        interrupted: Whether the buffer was cleared before it played out.
+        sentences: Sentence id to (start offset in the segment, seconds heard, seconds long).
+    """
+
+    started_at: float | None = None
+    ended_at: float | None = None
+    pushed: float = 0.0
+    played: float = 0.0
+    interrupted: bool = False
+    sentences: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    _layout: list[tuple[float, AudioMarker]] = field(default_factory=list, repr=False)
+
+
+class PlayoutAudioOutput(AudioOutput):
+    """A speaker that plays pushed audio on the loop clock, like RoomIO's audio output.
+
+    It supports pause/resume and ``clear_buffer``, reports ``playback_finished`` exactly once per
+    segment, and records which marked sentences played and how far (:attr:`segments`).
+    """
+
+    def __init__(
+        self,
+        *,
+        can_pause: bool = True,
+        clock: Callable[[], float] | None = None,
+        on_segment_done: Callable[[PlayedSegment], None] | None = None,
+    ) -> None:
+        super().__init__(
+            label="PlayoutAudioOutput",
+            next_in_chain=None,
+            sample_rate=SAMPLE_RATE,
+            capabilities=AudioOutputCapabilities(pause=can_pause),
+        )
+        self._clock = clock or time.time
+        self._on_segment_done = on_segment_done
+        self.segments: list[PlayedSegment] = []
+        self._segment: PlayedSegment | None = None
+        self._play_started: float | None = None
+        self._paused_at: float | None = None
+        self._paused_total = 0.0
+        self._flushed = False
+        self._finish_timer: asyncio.TimerHandle | None = None
+
+    def _played(self) -> float:
+        if self._play_started is None or self._segment is None:
+            return 0.0
+        end = self._paused_at if self._paused_at is not None else self._clock()
+        return min(max(end - self._play_started - self._paused_total, 0.0), self._segment.pushed)
+
+    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        await super().capture_frame(frame)
+        if self._segment is None:
+            self._segment = PlayedSegment()
+            self.segments.append(self._segment)
+        segment = self._segment
+        data = np.frombuffer(frame.data, dtype=np.int16)
+        offset = segment.pushed
+        for pos in np.flatnonzero(data == _MAGIC):
+            found = read_markers(data[pos : pos + _HEADER])
+            if found:
+                segment._layout.append((offset + float(pos) / frame.sample_rate, found[0]))
+        segment.pushed += frame.duration
+        if self._play_started is None and self._paused_at is None:
+            self._play_started = self._clock()
+            segment.started_at = self._play_started
+            self.on_playback_started(created_at=self._play_started)
+
+    def flush(self) -> None:
+        super().flush()
+        if self._segment is None or self._segment.pushed == 0:
+            return
+        self._flushed = True
+        self._arm_finish()
+
+    def _arm_finish(self) -> None:
+        if self._finish_timer is not None:
+            self._finish_timer.cancel()
+            self._finish_timer = None
+        if self._paused_at is not None or self._segment is None:
+            return
+        remaining = max(self._segment.pushed - self._played(), 0.0)
+        self._finish_timer = asyncio.get_running_loop().call_later(
+            remaining, self._finish, False
+        )
+
+    def _finish(self, interrupted: bool) -> None:
+        segment = self._segment
+        if segment is None:
+            return
+        played = segment.pushed if not interrupted else self._played()
+        if self._finish_timer is not None:
+            self._finish_timer.cancel()
+            self._finish_timer = None
+        segment.played = played
+        segment.interrupted = interrupted
+        segment.ended_at = self._clock()
+        segment.sentences = _heard_sentences(segment._layout, played)
+        self._segment = None
+        self._play_started = None
+        self._paused_at = None
+        self._paused_total = 0.0
+        self._flushed = False
+        self.on_playback_finished(
+            playback_position=played, interrupted=interrupted, synchronized_transcript=None
+        )
+        if self._on_segment_done is not None:
+            self._on_segment_done(segment)
+
+    def clear_buffer(self) -> None:
+        if self._segment is None:
+            return
+        self._finish(True)
+
+    def pause(self) -> None:
+        super().pause()
+        if self._paused_at is None:
+            self._paused_at = self._clock()
+        if self._finish_timer is not None:
+            self._finish_timer.cancel()
+            self._finish_timer = None
+
+    def resume(self) -> None:
+        super().resume()
+        if self._paused_at is not None:
+            if self._play_started is not None:
+                self._paused_total += self._clock() - self._paused_at
+            self._paused_at = None
+        if self._play_started is None and self._segment is not None and self._segment.pushed:
+            self._play_started = self._clock()
+            self._segment.started_at = self._play_started
+            self.on_playback_started(created_at=self._play_started)
+        if self._flushed:
+            self._arm_finish()
+
+    @property
+    def playing(self) -> Literal["idle", "playing", "paused"]:
+        """Whether the caller currently hears agent audio."""
+        if self._segment is None or self._play_started is None:
+            return "idle"
+        return "paused" if self._paused_at is not None else "playing"
+
+
+def _heard_sentences(
+    layout: list[tuple[float, AudioMarker]], played: float
+) -> dict[int, tuple[float, float, float]]:
+    sentences: dict[int, tuple[float, float, float]] = {}
+    for offset, marker in layout:
+        length = marker.frames_in_part * FRAME_SECONDS
+        start, heard, _ = sentences.get(marker.source_id, (float(offset), 0.0, length))
+        if offset < played:
+            heard = min(heard + FRAME_SECONDS, length)
+        sentences[marker.source_id] = (start, heard, length)
+    return sentences

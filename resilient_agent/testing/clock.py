@@ -1,0 +1,216 @@
+"""A virtual clock for running real ``AgentSession`` timelines in a fraction of a second.
+
+``VirtualTimeLoop`` is an asyncio event loop whose clock jumps straight to the next timer whenever
+there is nothing ready to run, so ``asyncio.sleep(5)`` costs no wall time. livekit-agents also reads
+the wall clock directly (``time.time()`` in endpointing, ``time.perf_counter()`` in metrics,
+``Field(default_factory=time.time)`` on chat items), so :func:`virtual_time` points those reads at
+the running loop's clock while it is active. Reads from any other thread or loop see real time.
+
+Work handed to an executor thread is waited for in real time while the virtual clock stands
+still: a thread's result arrives at the same virtual instant on every run, which keeps runs
+deterministic even when a real model (the embedded VAD) runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import selectors
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+__all__ = ["VirtualTimeLoop", "run_virtual", "virtual_time"]
+
+_T = TypeVar("_T")
+
+# Patched wall-clock reads look like a real epoch; only differences between them matter.
+_EPOCH = 1_800_000_000.0
+# Reads within one loop tick are nudged apart so items created in the same tick keep their order
+# (ChatContext inserts by created_at).
+_READ_NUDGE = 1e-6
+# Timers due at the same virtual instant fire in the order they were scheduled, as real time would.
+_TIMER_NUDGE = 1e-9
+# A thread that does not answer within this much real time is not worth freezing the clock for.
+_EXECUTOR_REAL_WAIT_S = 5.0
+
+_real_time = time.time
+_real_perf_counter = time.perf_counter
+_real_monotonic = time.monotonic
+
+
+class _JumpingSelector(selectors.BaseSelector):
+    """Polls real file descriptors without blocking and jumps the clock instead of sleeping."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self._loop = loop
+        self._real = selectors.DefaultSelector()
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._real.select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:
+            return self._real.select(None)
+        if self._loop.executor_jobs_in_flight:
+            # A thread is working for the loop: its answer must land at this virtual instant.
+            ready = self._real.select(_EXECUTOR_REAL_WAIT_S)
+            if ready:
+                return ready
+        self._loop.advance(timeout)
+        return []
+
+    def get_map(self) -> Any:
+        return self._real.get_map()
+
+    def close(self) -> None:
+        self._real.close()
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock only moves when every task is waiting for a timer."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        self._last_read = 0.0
+        self._timer_seq = 0
+        self._executor_jobs = 0
+        self._executor_lock = threading.Lock()
+        super().__init__(selector=_JumpingSelector(self))
+        self._clock_resolution = 1e-12
+
+    @property
+    def executor_jobs_in_flight(self) -> int:
+        """Executor jobs started by this loop that have not finished yet."""
+        return self._executor_jobs
+
+    def time(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward; called by the selector when the loop would sleep."""
+        if seconds > 0:
+            self._now += seconds
+
+    def read(self) -> float:
+        """Seconds since the loop started, strictly increasing across calls."""
+        self._last_read = max(self._now, self._last_read + _READ_NUDGE)
+        return self._last_read
+
+    def call_at(
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        self._timer_seq += 1
+        return super().call_at(
+            when + self._timer_seq * _TIMER_NUDGE, callback, *args, context=context
+        )
+
+    def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
+        with self._executor_lock:
+            self._executor_jobs += 1
+
+        def _counted() -> _T:
+            try:
+                return func(*args)
+            finally:
+                with self._executor_lock:
+                    self._executor_jobs -= 1
+                # wake the selector so the clock may move again
+                self.call_soon_threadsafe(lambda: None)
+
+        return super().run_in_executor(executor, _counted)
+
+
+def _running_virtual_loop() -> VirtualTimeLoop | None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop if isinstance(loop, VirtualTimeLoop) else None
+
+
+def _wall_now() -> float:
+    loop = _running_virtual_loop()
+    return _EPOCH + loop.read() if loop is not None else _real_time()
+
+
+def _perf_now() -> float:
+    loop = _running_virtual_loop()
+    return loop.read() if loop is not None else _real_perf_counter()
+
+
+def _monotonic_now() -> float:
+    loop = _running_virtual_loop()
+    return loop.read() if loop is not None else _real_monotonic()
+
+
+_models_patched = False
+
+
+def _patch_model_clocks() -> None:
+    """Point pydantic ``default_factory=time.time`` fields of livekit models at the virtual clock.
+
+    A module patch cannot reach a factory captured at import, so the field info is updated and
+    the model rebuilt. The replacement falls back to real time off the virtual loop, so the patch
+    is safe to leave in place for the rest of the process.
+    """
+    global _models_patched
+    if _models_patched:
+        return
+    from pydantic import BaseModel
+
+    from livekit.agents.inference import interruption
+    from livekit.agents.llm import chat_context
+    from livekit.agents.voice import events
+
+    replacements: dict[Callable[[], float], Callable[[], float]] = {
+        _real_time: _wall_now,
+        _real_perf_counter: _perf_now,
+    }
+    for module in (chat_context, events, interruption):
+        for obj in list(vars(module).values()):
+            if not (isinstance(obj, type) and issubclass(obj, BaseModel)):
+                continue
+            changed = False
+            for field in obj.model_fields.values():
+                factory = field.default_factory
+                if factory in replacements:
+                    field.default_factory = replacements[factory]  # type: ignore[index]
+                    changed = True
+            if changed:
+                obj.model_rebuild(force=True)
+    _models_patched = True
+
+
+@contextlib.contextmanager
+def virtual_time() -> Iterator[None]:
+    """Route wall-clock reads made on a :class:`VirtualTimeLoop` to its virtual clock."""
+    _patch_model_clocks()
+    saved = (time.time, time.perf_counter, time.monotonic)
+    time.time, time.perf_counter, time.monotonic = _wall_now, _perf_now, _monotonic_now
+    try:
+        yield
+    finally:
+        time.time, time.perf_counter, time.monotonic = saved
+
+
+def run_virtual(main: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``main`` to completion on a fresh :class:`VirtualTimeLoop` with virtual wall clocks."""
+    loop = VirtualTimeLoop()
+    try:
+        with virtual_time():
+            return loop.run_until_complete(main)
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

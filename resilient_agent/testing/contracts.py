@@ -1,0 +1,215 @@
+"""The contracts every lab call is judged by, computed from what the caller experienced.
+
+* every utterance that expects a reply is answered audibly and completely, starting within the
+  scenario's ``reply_bound`` after the caller stopped;
+* every word the caller said reaches the LLM;
+* ``user_state`` is not stuck at ``speaking`` when the call is over;
+* no speech handle is left unfinished;
+* livekit never force-cancels a speech (``speech not done in time after interruption``);
+* the call ends if and only if the farewell was heard to the end and the caller said nothing
+  after it began.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .recorder import INTERRUPTION_TIMEOUT_LOG
+
+if TYPE_CHECKING:
+    from .runner import CallWorld
+
+__all__ = ["CallOutcome", "HeardSentence", "evaluate", "heard_sentences"]
+
+# A sentence counts as heard to the end when no more than one frame of it is missing.
+_HEARD_TOLERANCE_S = 0.015
+_WORD = re.compile(r"[\w']+")
+
+
+@dataclass(frozen=True)
+class HeardSentence:
+    """One synthesized sentence as the caller heard it.
+
+    Attributes:
+        id: The TTS sentence id.
+        text: The sentence.
+        synthesized_at: Call seconds when synthesis was requested.
+        started_at: Call seconds when it began to play, None if it never did.
+        heard: Seconds of it that played.
+        length: Seconds it lasts.
+    """
+
+    id: int
+    text: str
+    synthesized_at: float
+    started_at: float | None
+    heard: float
+    length: float
+
+    @property
+    def complete(self) -> bool:
+        """Whether the caller heard it to the end."""
+        return self.started_at is not None and self.heard >= self.length - _HEARD_TOLERANCE_S
+
+
+@dataclass
+class CallOutcome:
+    """The verdict on one call and the figures behind it.
+
+    Attributes:
+        passed: Whether every contract held.
+        reasons: One line per broken contract.
+        reply_latency_s: The slowest answer among the utterances answered (end of speech to
+            first audio of the answer), None if none was answered.
+        lost_words: Words the caller said that never reached the LLM.
+        end_user_state: ``user_state`` when the scripted call was over.
+        unfinished_handles: Speech handles not done by then.
+        interruption_timeouts: ``speech not done in time after interruption`` logs.
+        hung_up: Whether the app ended the call.
+        farewell_heard: Whether the farewell played to the end.
+        race_events: Races the agent under test reported (filled by ``ResilientAgent``).
+    """
+
+    passed: bool
+    reasons: list[str]
+    reply_latency_s: float | None
+    lost_words: int
+    end_user_state: str
+    unfinished_handles: int
+    interruption_timeouts: int
+    hung_up: bool
+    farewell_heard: bool
+    race_events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def heard_sentences(world: CallWorld) -> list[HeardSentence]:
+    """Every sentence the TTS synthesized, with how much of it the caller heard."""
+    played: dict[int, tuple[float, float, float]] = {}
+    for segment in world.audio_out.segments:
+        if segment.started_at is None:
+            continue
+        for sentence_id, (offset, heard, length) in segment.sentences.items():
+            if heard > 0:
+                played[sentence_id] = (segment.started_at + float(offset), heard, length)
+    t0 = world.t0
+    result = []
+    for sentence_id, text in world.tts.sentences.items():
+        start, heard, length = played.get(
+            sentence_id, (None, 0.0, world.tts.duration_of(text))
+        )
+        result.append(
+            HeardSentence(
+                id=sentence_id,
+                text=text,
+                synthesized_at=world.tts.synthesized_at[sentence_id] - t0,
+                started_at=start,
+                heard=heard,
+                length=length,
+            )
+        )
+    return result
+
+
+def evaluate(world: CallWorld) -> CallOutcome:
+    """Judge one finished call against the contracts."""
+    scenario = world.scenario
+    reasons: list[str] = []
+    sentences = heard_sentences(world)
+    t0 = world.t0
+    requests = [(r.at - t0, r) for r in world.llm.requests]
+
+    # Each sentence belongs to the latest LLM answer, made before it was synthesized, that says it.
+    owned: dict[int, list[HeardSentence]] = {}
+    for sentence in sentences:
+        owner = None
+        for index, (at, request) in enumerate(requests):
+            if at <= sentence.synthesized_at and sentence.text and sentence.text in request.reply:
+                owner = index
+        if owner is not None:
+            owned.setdefault(owner, []).append(sentence)
+
+    latencies: list[float] = []
+    lost_words = 0
+    for number, utterance in enumerate(scenario.utterances, start=1):
+        label = f"utterance {number} ({utterance.start:.1f}-{utterance.end:.1f}s)"
+        seen = [
+            (index, at, request)
+            for index, (at, request) in enumerate(requests)
+            if at >= utterance.start
+        ]
+        reached: set[str] = set()
+        for _, _, request in seen:
+            for text in request.user_texts:
+                reached |= _words(text)
+        missing = [w for w in utterance.words if w.lower().strip(".,?!") not in reached]
+        if missing:
+            lost_words += len(missing)
+            reasons.append(f"{label}: {len(missing)} word(s) never reached the LLM")
+        if not utterance.expect_reply:
+            continue
+        answers = []
+        for index, _, request in seen:
+            if not (_words(utterance.text) <= {w for t in request.user_texts for w in _words(t)}):
+                continue
+            spoken = owned.get(index, [])
+            if spoken and all(s.complete for s in spoken):
+                first = min(s.started_at for s in spoken if s.started_at is not None)
+                if first >= utterance.end:
+                    answers.append(first - utterance.end)
+        if not answers:
+            reasons.append(f"{label}: never answered audibly to the end")
+            continue
+        latency = min(answers)
+        latencies.append(latency)
+        if latency > scenario.reply_bound:
+            reasons.append(
+                f"{label}: answered after {latency:.2f}s (bound {scenario.reply_bound:.1f}s)"
+            )
+
+    if world.end_user_state == "speaking":
+        reasons.append("user_state stuck at 'speaking'")
+    unfinished = len(world.unfinished_handles)
+    if unfinished:
+        reasons.append(f"{unfinished} speech handle(s) never finished")
+    timeouts = world.logs.count(INTERRUPTION_TIMEOUT_LOG)
+    if timeouts:
+        reasons.append(f"{timeouts} x '{INTERRUPTION_TIMEOUT_LOG}'")
+
+    hung_up = world.job.hung_up_at is not None or world.closed_by_app
+    farewell_heard = False
+    expected_hang_up = False
+    if scenario.farewell is not None:
+        farewells = [s for s in sentences if scenario.farewell in s.text]
+        heard = [s for s in farewells if s.complete]
+        farewell_heard = bool(heard)
+        if heard:
+            began = min(s.started_at for s in heard if s.started_at is not None)
+            spoke_after = any(u.end > began for u in scenario.utterances)
+            expected_hang_up = not spoke_after
+    if hung_up and not expected_hang_up:
+        why = "the farewell was not heard to the end" if not farewell_heard else (
+            "the caller spoke after the farewell began"
+        )
+        if scenario.farewell is None:
+            why = "no farewell was planned"
+        reasons.append(f"call hung up although {why}")
+    elif expected_hang_up and not hung_up:
+        reasons.append("farewell heard and caller silent, but the call was not ended")
+
+    return CallOutcome(
+        passed=not reasons,
+        reasons=reasons,
+        reply_latency_s=round(max(latencies), 3) if latencies else None,
+        lost_words=lost_words,
+        end_user_state=world.end_user_state,
+        unfinished_handles=unfinished,
+        interruption_timeouts=timeouts,
+        hung_up=hung_up,
+        farewell_heard=farewell_heard,
+    )

@@ -1,0 +1,206 @@
+"""A scripted LLM: replies and tool calls chosen from the context it is given.
+
+Rules are matched against the last item of the chat context: a user message (by the words it
+contains), or a tool output (by tool name). Answers are a pure function of the context, so
+livekit's preemptive generation, which may ask twice for the same turn, gets the same answer.
+Every request is recorded with the user text it saw, so a test can ask whether given words
+reached the LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit.agents import llm, utils
+from livekit.agents.llm import ChatContext, Tool
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
+
+__all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript"]
+
+
+@dataclass(frozen=True)
+class ToolCallScript:
+    """A tool call the LLM makes.
+
+    Attributes:
+        name: The function tool to call.
+        arguments: Its JSON arguments.
+    """
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LLMRule:
+    """One scripted answer.
+
+    Attributes:
+        text: What the assistant says (may be empty when it only calls tools).
+        tool_calls: Tools it calls after the text.
+        when_user_says: Match a user message containing this word (case-insensitive).
+        after_tool: Match the turn that follows this tool's output.
+        ttft: Seconds to the first token.
+        duration: Seconds until the whole answer (tool calls included) is out.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCallScript, ...] = ()
+    when_user_says: str | None = None
+    after_tool: str | None = None
+    ttft: float = 0.3
+    duration: float = 0.5
+
+    def matches(self, last_user_text: str | None, last_tool: str | None) -> bool:
+        """Whether this rule answers a context ending as described."""
+        if self.after_tool is not None:
+            return last_tool == self.after_tool
+        if last_tool is not None:
+            return False
+        if self.when_user_says is None:
+            return True
+        return last_user_text is not None and self.when_user_says.lower() in last_user_text.lower()
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call to the LLM as the lab saw it.
+
+    Attributes:
+        at: Loop seconds when the request was made.
+        user_texts: The text of every user message in its context.
+        last_user_text: The last user message, if the context ends in one.
+        last_tool: The tool whose output ends the context, if any.
+        reply: The text the LLM answered with.
+        tool_calls: Names of the tools it called.
+    """
+
+    at: float
+    user_texts: tuple[str, ...]
+    last_user_text: str | None
+    last_tool: str | None
+    reply: str
+    tool_calls: tuple[str, ...]
+
+
+class ScriptedLLM(llm.LLM):
+    """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``)."""
+
+    def __init__(self, rules: Sequence[LLMRule] = (), *, fallback_ttft: float = 0.3) -> None:
+        super().__init__()
+        self.rules = tuple(rules)
+        self.fallback_ttft = fallback_ttft
+        self.requests: list[LLMRequest] = []
+
+    @property
+    def model(self) -> str:
+        return "scripted-llm"
+
+    @property
+    def provider(self) -> str:
+        return "resilient_agent.testing"
+
+    def answer_for(self, chat_ctx: ChatContext) -> tuple[LLMRule, str | None, str | None]:
+        """The rule answering ``chat_ctx``, with the last user text and last tool name."""
+        last_user_text: str | None = None
+        last_tool: str | None = None
+        items = [i for i in chat_ctx.items if i.type in ("message", "function_call_output")]
+        if items:
+            last = items[-1]
+            if last.type == "function_call_output":
+                last_tool = last.name
+            elif last.type == "message" and last.role == "user":
+                last_user_text = last.text_content
+        for rule in self.rules:
+            if rule.matches(last_user_text, last_tool):
+                return rule, last_user_text, last_tool
+        if last_tool is not None:
+            return LLMRule(text="Done.", ttft=self.fallback_ttft), None, last_tool
+        echo = f"Sure: {last_user_text}." if last_user_text else "How can I help?"
+        return LLMRule(text=echo, ttft=self.fallback_ttft), last_user_text, None
+
+    def chat(
+        self,
+        *,
+        chat_ctx: ChatContext,
+        tools: list[Tool] | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
+        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
+        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
+    ) -> ScriptedLLMStream:
+        rule, last_user_text, last_tool = self.answer_for(chat_ctx)
+        allow_tools = tool_choice != "none"
+        calls = rule.tool_calls if allow_tools else ()
+        user_texts = tuple(
+            i.text_content or ""
+            for i in chat_ctx.items
+            if i.type == "message" and i.role == "user"
+        )
+        self.requests.append(
+            LLMRequest(
+                at=asyncio.get_running_loop().time(),
+                user_texts=user_texts,
+                last_user_text=last_user_text,
+                last_tool=last_tool,
+                reply=rule.text,
+                tool_calls=tuple(c.name for c in calls),
+            )
+        )
+        return ScriptedLLMStream(
+            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, rule=rule,
+            calls=calls,
+        )
+
+
+class ScriptedLLMStream(llm.LLMStream):
+    """The streamed answer of :class:`ScriptedLLM`."""
+
+    def __init__(
+        self,
+        owner: ScriptedLLM,
+        *,
+        chat_ctx: ChatContext,
+        tools: list[Tool],
+        conn_options: APIConnectOptions,
+        rule: LLMRule,
+        calls: tuple[ToolCallScript, ...],
+    ) -> None:
+        super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        self._rule = rule
+        self._calls = calls
+
+    async def _run(self) -> None:
+        rule = self._rule
+        request_id = utils.shortuuid("llm_")
+        await asyncio.sleep(rule.ttft)
+        words = rule.text.split(" ") if rule.text else []
+        for i, word in enumerate(words):
+            delta = word if i == 0 else " " + word
+            self._event_ch.send_nowait(
+                llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant", content=delta))
+            )
+        remaining = rule.duration - rule.ttft
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        if self._calls:
+            self._event_ch.send_nowait(
+                llm.ChatChunk(
+                    id=request_id,
+                    delta=llm.ChoiceDelta(
+                        role="assistant",
+                        tool_calls=[
+                            llm.FunctionToolCall(
+                                name=call.name,
+                                arguments=json.dumps(call.arguments),
+                                call_id=utils.shortuuid("call_"),
+                            )
+                            for call in self._calls
+                        ],
+                    ),
+                )
+            )

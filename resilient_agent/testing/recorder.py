@@ -1,0 +1,137 @@
+"""Records what happened in one lab call, from public session events and livekit's logs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit.agents import AgentSession
+from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+__all__ = ["CallRecorder", "LivekitLogCapture", "SpeechRecord"]
+
+INTERRUPTION_TIMEOUT_LOG = "speech not done in time after interruption"
+
+
+@dataclass
+class SpeechRecord:
+    """One speech handle's life.
+
+    Attributes:
+        id: The handle id.
+        source: ``say`` or ``generate_reply``.
+        created_at: Loop seconds at creation.
+        allow_interruptions: As created.
+        done_at: Loop seconds when it finished, None if it never did.
+        interrupted: Whether it was interrupted.
+    """
+
+    id: str
+    source: str
+    created_at: float
+    allow_interruptions: bool
+    done_at: float | None = None
+    interrupted: bool = False
+
+
+@dataclass
+class CallRecorder:
+    """Listens to one session's public events; every list is in event order.
+
+    Attributes:
+        clock: Returns seconds since the call started.
+    """
+
+    clock: Callable[[], float]
+    user_states: list[tuple[float, str]] = field(default_factory=list)
+    agent_states: list[tuple[float, str]] = field(default_factory=list)
+    speeches: dict[str, SpeechRecord] = field(default_factory=dict)
+    handles: dict[str, SpeechHandle] = field(default_factory=dict)
+    transcripts: list[tuple[float, str, bool]] = field(default_factory=list)
+    items: list[tuple[float, str, str]] = field(default_factory=list)
+    tool_calls: list[tuple[float, str, str]] = field(default_factory=list)
+    closed_at: float | None = None
+    close_reason: str | None = None
+
+    def attach(self, session: AgentSession[Any]) -> None:
+        """Subscribe to ``session``."""
+        session.on("user_state_changed", self._on_user_state)
+        session.on("agent_state_changed", self._on_agent_state)
+        session.on("speech_created", self._on_speech_created)
+        session.on("user_input_transcribed", self._on_transcribed)
+        session.on("conversation_item_added", self._on_item)
+        session.on("function_tools_executed", self._on_tools_executed)
+        session.on("close", self._on_close)
+
+    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
+        self.user_states.append((self.clock(), ev.new_state))
+
+    def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
+        self.agent_states.append((self.clock(), ev.new_state))
+
+    def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
+        handle = ev.speech_handle
+        record = SpeechRecord(
+            id=handle.id,
+            source=ev.source,
+            created_at=self.clock(),
+            allow_interruptions=handle.allow_interruptions,
+        )
+        self.speeches[handle.id] = record
+        self.handles[handle.id] = handle
+
+        def _done(h: SpeechHandle) -> None:
+            record.done_at = self.clock()
+            record.interrupted = h.interrupted
+
+        handle.add_done_callback(_done)
+
+    def _on_transcribed(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        self.transcripts.append((self.clock(), ev.transcript, ev.is_final))
+
+    def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
+        item = ev.item
+        if item.type == "message":
+            self.items.append((self.clock(), item.role, item.text_content or ""))
+
+    def _on_tools_executed(self, ev: lk_events.FunctionToolsExecutedEvent) -> None:
+        for call, output in zip(ev.function_calls, ev.function_call_outputs):
+            status = "none" if output is None else ("error" if output.is_error else "ok")
+            self.tool_calls.append((self.clock(), call.name, status))
+
+    def _on_close(self, ev: lk_events.CloseEvent) -> None:
+        self.closed_at = self.clock()
+        self.close_reason = str(ev.reason.value if hasattr(ev.reason, "value") else ev.reason)
+
+    def unfinished(self) -> list[SpeechRecord]:
+        """Speech handles that are not done."""
+        return [r for r in self.speeches.values() if not self.handles[r.id].done()]
+
+    def user_state(self) -> str:
+        """The last user state seen (``listening`` before any event)."""
+        return self.user_states[-1][1] if self.user_states else "listening"
+
+
+class LivekitLogCapture(logging.Handler):
+    """Keeps livekit-agents' warnings and errors raised during one call."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(level=logging.WARNING)
+        self._clock = clock
+        self.records: list[tuple[float, int, str]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken log call must not break the lab
+            message = str(record.msg)
+        self.records.append((self._clock(), record.levelno, message))
+
+    def count(self, fragment: str) -> int:
+        """How many captured messages contain ``fragment``."""
+        return sum(1 for _, _, message in self.records if fragment in message)

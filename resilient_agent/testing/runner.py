@@ -1,0 +1,166 @@
+"""Runs a :class:`Scenario` against a real ``AgentSession`` on virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import Agent, AgentSession
+from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
+
+from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
+from .clock import run_virtual
+from .contracts import CallOutcome, evaluate
+from .job import JobRecorder, recorded_job_context
+from .llm import ScriptedLLM
+from .recorder import CallRecorder, LivekitLogCapture
+from .scenario import Scenario
+from .stt import ScriptedSTT
+from .tts import ScriptedTTS
+from .vad import ScriptedVAD
+
+__all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
+
+_LIVEKIT_LOGGER = "livekit.agents"
+# After the scripted call, how long the session may go on finishing what it started.
+_SETTLE_SECONDS = 8.0
+
+
+@dataclass
+class CallWorld:
+    """Everything one lab call is made of; tests may inspect any part after the run.
+
+    Attributes:
+        scenario: The script.
+        session: The real livekit session.
+        agent: The app's agent.
+        audio_in: The caller's microphone.
+        audio_out: The caller's speaker.
+        vad: The scripted VAD.
+        stt: The scripted STT.
+        llm: The scripted LLM.
+        tts: The scripted TTS.
+        recorder: Session events.
+        job: Hang-up requests.
+        logs: livekit's warnings.
+        t0: Loop time at which the call started (fakes record loop time).
+        end_user_state: ``user_state`` when the scripted call was over.
+        ended_at: Call seconds when the scripted call was over.
+        closed_by_app: Whether the session closed before the script ended.
+        unfinished_handles: Ids of the speech handles not done by then.
+        wall_seconds: Real seconds the run took.
+        virtual_seconds: Call seconds simulated.
+    """
+
+    scenario: Scenario
+    session: AgentSession[Any]
+    agent: Agent
+    audio_in: ScriptedAudioInput
+    audio_out: PlayoutAudioOutput
+    vad: ScriptedVAD
+    stt: ScriptedSTT
+    llm: ScriptedLLM
+    tts: ScriptedTTS
+    recorder: CallRecorder
+    job: JobRecorder
+    logs: LivekitLogCapture
+    t0: float = 0.0
+    end_user_state: str = "listening"
+    ended_at: float = 0.0
+    closed_by_app: bool = False
+    unfinished_handles: tuple[str, ...] = ()
+    wall_seconds: float = 0.0
+    virtual_seconds: float = 0.0
+
+
+def _session_options(scenario: Scenario) -> dict[str, Any]:
+    turn_handling = TurnHandlingOptions(
+        turn_detection="vad",
+        endpointing=EndpointingOptions(min_delay=0.5, max_delay=3.0),
+        interruption=InterruptionOptions(min_duration=0.5, false_interruption_timeout=2.0),
+        preemptive_generation={"enabled": False},
+    )
+    options: dict[str, Any] = {
+        "turn_handling": turn_handling,
+        "aec_warmup_duration": scenario.aec_warmup,
+        "user_away_timeout": None,
+    }
+    for key, value in scenario.session_options.items():
+        if key == "interruption":
+            turn_handling["interruption"] = InterruptionOptions(
+                **{**turn_handling["interruption"], **value}
+            )
+        elif key == "preemptive_generation":
+            turn_handling["preemptive_generation"] = value
+        else:
+            options[key] = value
+    return options
+
+
+async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> CallWorld:
+    """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+
+    def clock() -> float:
+        return loop.time() - t0
+
+    windows = [
+        SpeechWindow(index=i, start=u.start, end=u.end, words=u.words)
+        for i, u in enumerate(scenario.utterances)
+    ]
+    words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
+    audio_in = ScriptedAudioInput(windows, duration=scenario.duration + _SETTLE_SECONDS)
+    segments: list[PlayedSegment] = []
+    audio_out = PlayoutAudioOutput(
+        can_pause=scenario.can_pause, clock=clock, on_segment_done=segments.append
+    )
+    vad = ScriptedVAD(fault=scenario.vad_fault)
+    stt = ScriptedSTT(lambda u, w: words[(u, w)])
+    llm = ScriptedLLM(scenario.llm)
+    tts = ScriptedTTS()
+    session: AgentSession[Any] = AgentSession(
+        vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
+    )
+    session.input.audio = audio_in
+    session.output.audio = audio_out
+    recorder = CallRecorder(clock=clock)
+    recorder.attach(session)
+    job = JobRecorder(clock=clock, session=session)
+    logs = LivekitLogCapture(clock)
+    lk_logger = logging.getLogger(_LIVEKIT_LOGGER)
+    lk_logger.addHandler(logs)
+    agent = scenario.agent(agent_class)
+    world = CallWorld(
+        scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
+    )
+    world.t0 = t0
+    closed = asyncio.Event()
+    session.on("close", lambda _ev: closed.set())
+    try:
+        with recorded_job_context(job):
+            await session.start(agent, record=False)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(closed.wait(), timeout=scenario.duration)
+            world.closed_by_app = closed.is_set()
+            world.end_user_state = session.user_state
+            world.ended_at = clock()
+            world.unfinished_handles = tuple(r.id for r in recorder.unfinished())
+            if not closed.is_set():
+                await session.aclose()
+    finally:
+        lk_logger.removeHandler(logs)
+    world.virtual_seconds = clock()
+    return world
+
+
+def run_scenario(scenario: Scenario, agent_class: type[Agent]) -> tuple[CallWorld, CallOutcome]:
+    """Run ``scenario`` on a fresh virtual-time loop and judge it against the contracts."""
+    started = time.perf_counter()
+    world = run_virtual(run_scenario_async(scenario, agent_class))
+    world.wall_seconds = time.perf_counter() - started
+    return world, evaluate(world)

@@ -1,0 +1,130 @@
+"""The declarative scenario model: a call's timeline, its scripts and what must hold.
+
+A :class:`Scenario` says when the caller speaks and what, how the VAD misbehaves, what the LLM
+answers, and which agent answers the call, written once against any ``Agent`` base class so the
+same app code runs on a plain ``livekit.agents.Agent`` and on ``ResilientAgent``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from livekit.agents import Agent
+
+from .llm import LLMRule
+from .vad import VADFault
+
+__all__ = ["AgentFactory", "Scenario", "Sweep", "Utterance"]
+
+AgentFactory = Callable[[type[Agent]], Agent]
+"""Builds the agent for one call from the base class under test."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Something the caller says.
+
+    Attributes:
+        start: Seconds from the start of the call.
+        end: Seconds from the start of the call.
+        text: The words; keep them distinct across a scenario so each can be traced.
+        expect_reply: Whether the agent must answer it (a farewell acknowledgement may not).
+    """
+
+    start: float
+    end: float
+    text: str
+    expect_reply: bool = True
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ValueError(f"Utterance.end ({self.end}) must be after start ({self.start})")
+        if not self.text.split():
+            raise ValueError("Utterance.text must contain at least one word")
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The words, as the STT will transcribe them."""
+        return tuple(self.text.split())
+
+    def shifted(self, onset: float) -> Utterance:
+        """The same utterance starting at ``onset``."""
+        return dataclasses.replace(self, start=onset, end=onset + self.end - self.start)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """How ``--sweep`` moves one utterance across a race window.
+
+    Attributes:
+        utterance: Index of the utterance to move.
+        start: Earliest onset, in seconds from the start of the call.
+        stop: Latest onset.
+        step: Distance between onsets.
+    """
+
+    utterance: int
+    start: float
+    stop: float
+    step: float = 0.1
+
+    def onsets(self) -> list[float]:
+        """Every onset in the window, both ends included."""
+        count = int(round((self.stop - self.start) / self.step))
+        return [round(self.start + i * self.step, 6) for i in range(count + 1)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scripted call.
+
+    Attributes:
+        name: Unique, ``family/variant``.
+        family: The race family it belongs to.
+        description: One sentence on what happens.
+        agent: Builds the app's agent from the base class under test.
+        utterances: What the caller says, in order.
+        llm: The LLM script.
+        vad_fault: How the VAD misbehaves.
+        duration: Seconds of call to simulate.
+        farewell: Text of the agent's farewell sentence, for hang-up contracts.
+        can_pause: Whether the audio output can pause (RoomIO's can).
+        aec_warmup: AEC warm-up seconds (livekit's default is 3.0; None disables it).
+        session_options: Extra ``AgentSession`` keyword arguments.
+        reply_bound: Seconds from the end of an utterance to the start of its answer.
+        control: A control: it must pass on a plain ``Agent`` as well.
+        sweep: The race window ``--sweep`` explores.
+    """
+
+    name: str
+    family: str
+    description: str
+    agent: AgentFactory
+    utterances: tuple[Utterance, ...]
+    llm: tuple[LLMRule, ...] = ()
+    vad_fault: VADFault = field(default_factory=VADFault)
+    duration: float = 20.0
+    farewell: str | None = None
+    can_pause: bool = True
+    aec_warmup: float | None = None
+    session_options: dict[str, Any] = field(default_factory=dict)
+    reply_bound: float = 3.0
+    control: bool = False
+    sweep: Sweep | None = None
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.utterances, key=lambda u: u.start)
+        for before, after in zip(ordered, ordered[1:]):
+            if after.start < before.end:
+                raise ValueError(f"{self.name}: utterances overlap at {after.start}s")
+        if any(u.end > self.duration for u in self.utterances):
+            raise ValueError(f"{self.name}: an utterance ends after duration={self.duration}")
+
+    def with_onset(self, utterance: int, onset: float) -> Scenario:
+        """A copy with utterance ``utterance`` moved to start at ``onset``."""
+        moved = list(self.utterances)
+        moved[utterance] = moved[utterance].shifted(onset)
+        return dataclasses.replace(self, utterances=tuple(moved))

@@ -1,0 +1,149 @@
+"""A streaming STT that transcribes exactly the words whose audio reached it.
+
+Each user word is spread over a run of marked 10 ms frames (see :mod:`.audio`). The STT counts the
+frames of each word it actually receives; a word is recognised once at least half of its frames
+arrived. Frames that livekit replaced with silence carry no marker, so words spoken over protected
+agent speech or during AEC warm-up are lost here exactly as a real STT would lose them.
+
+Interim transcripts follow each recognised word; the final transcript comes after
+``endpoint_silence`` of frames without speech, or at once when livekit flushes the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from livekit import rtc
+from livekit.agents import LanguageCode, stt, utils
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
+from livekit.agents.utils.audio import AudioBuffer
+
+from .audio import KIND_USER, frame_markers
+
+__all__ = ["HeardWord", "ScriptedSTT"]
+
+WordLookup = Callable[[int, int], str]
+
+
+@dataclass(frozen=True)
+class HeardWord:
+    """A word the STT recognised.
+
+    Attributes:
+        utterance: The index of the utterance it belongs to.
+        index: The word index within the utterance.
+        text: The word.
+    """
+
+    utterance: int
+    index: int
+    text: str
+
+
+@dataclass
+class _Segment:
+    words: list[HeardWord] = field(default_factory=list)
+    frames: dict[tuple[int, int], int] = field(default_factory=dict)
+    silence_frames: int = 0
+
+
+class ScriptedSTT(stt.STT):
+    """Streaming STT over marked audio. ``word_lookup(utterance, word)`` gives the text."""
+
+    def __init__(self, word_lookup: WordLookup, *, endpoint_silence: float = 0.2) -> None:
+        super().__init__(
+            capabilities=stt.STTCapabilities(
+                streaming=True, interim_results=True, offline_recognize=False
+            )
+        )
+        self._word_lookup = word_lookup
+        self.endpoint_silence = endpoint_silence
+        self.finals: list[tuple[float, str, tuple[HeardWord, ...]]] = []
+        self.frames_received = 0
+        self.frames_with_speech = 0
+
+    @property
+    def model(self) -> str:
+        return "scripted-marker-stt"
+
+    @property
+    def provider(self) -> str:
+        return "resilient_agent.testing"
+
+    async def _recognize_impl(
+        self,
+        buffer: AudioBuffer,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions,
+    ) -> stt.SpeechEvent:
+        raise NotImplementedError("ScriptedSTT only streams")
+
+    def stream(
+        self,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+    ) -> ScriptedRecognizeStream:
+        return ScriptedRecognizeStream(self, conn_options=conn_options)
+
+    def word(self, utterance: int, index: int) -> str:
+        """The text of word ``index`` of utterance ``utterance``."""
+        return self._word_lookup(utterance, index)
+
+
+class ScriptedRecognizeStream(stt.RecognizeStream):
+    """One recognition stream of :class:`ScriptedSTT`."""
+
+    def __init__(self, owner: ScriptedSTT, *, conn_options: APIConnectOptions) -> None:
+        super().__init__(stt=owner, conn_options=conn_options)
+        self._owner = owner
+
+    async def _run(self) -> None:
+        owner = self._owner
+        segment = _Segment()
+        async for item in self._input_ch:
+            if not isinstance(item, rtc.AudioFrame):
+                self._finalize(segment)
+                segment = _Segment()
+                continue
+            owner.frames_received += 1
+            markers = [m for m in frame_markers(item) if m.kind == KIND_USER]
+            if not markers:
+                segment.silence_frames += 1
+                if segment.words and segment.silence_frames * item.duration >= (
+                    owner.endpoint_silence - 1e-9
+                ):
+                    self._finalize(segment)
+                    segment = _Segment()
+                continue
+            owner.frames_with_speech += 1
+            segment.silence_frames = 0
+            marker = markers[0]
+            key = (marker.source_id, marker.part)
+            count = segment.frames.get(key, 0) + 1
+            segment.frames[key] = count
+            already = any(w.utterance == key[0] and w.index == key[1] for w in segment.words)
+            if not already and count * 2 >= marker.frames_in_part:
+                segment.words.append(HeardWord(key[0], key[1], owner.word(*key)))
+                self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
+        self._finalize(segment)
+
+    def _finalize(self, segment: _Segment) -> None:
+        if not segment.words:
+            return
+        text = self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, segment.words)
+        self._owner.finals.append((asyncio.get_running_loop().time(), text, tuple(segment.words)))
+        segment.words = []
+
+    def _emit(self, event_type: stt.SpeechEventType, words: list[HeardWord]) -> str:
+        text = " ".join(w.text for w in words)
+        self._event_ch.send_nowait(
+            stt.SpeechEvent(
+                type=event_type,
+                alternatives=[stt.SpeechData(language=LanguageCode("en"), text=text, confidence=1.0)],
+            )
+        )
+        return text

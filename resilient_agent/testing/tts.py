@@ -1,0 +1,105 @@
+"""A TTS whose audio says which sentence it is, so the lab knows what the caller heard.
+
+Each synthesized sentence gets an id and lasts ``len(text) * seconds_per_char`` (at least
+``min_seconds``); every 10 ms of its audio carries that id (see :mod:`.audio`). The
+:class:`~resilient_agent.testing.audio.PlayoutAudioOutput` reads the ids back while playing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from livekit.agents import tts, utils
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
+
+from .audio import FRAME_SAMPLES, FRAME_SECONDS, KIND_AGENT, SAMPLE_RATE, AudioMarker
+from .audio import marker_frame_samples
+
+__all__ = ["ScriptedTTS"]
+
+
+class ScriptedTTS(tts.TTS):
+    """Non-streaming TTS (livekit drives it sentence by sentence through its StreamAdapter).
+
+    Attributes:
+        sentences: Sentence id to text, for every sentence synthesized so far.
+        synthesized_at: Sentence id to the loop time its synthesis was requested.
+    """
+
+    def __init__(
+        self,
+        *,
+        seconds_per_char: float = 1 / 15,
+        min_seconds: float = 0.3,
+        ttfb: float = 0.15,
+    ) -> None:
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=False),
+            sample_rate=SAMPLE_RATE,
+            num_channels=1,
+        )
+        self.seconds_per_char = seconds_per_char
+        self.min_seconds = min_seconds
+        self.ttfb = ttfb
+        self.sentences: dict[int, str] = {}
+        self.synthesized_at: dict[int, float] = {}
+
+    @property
+    def model(self) -> str:
+        return "scripted-marker-tts"
+
+    @property
+    def provider(self) -> str:
+        return "resilient_agent.testing"
+
+    def duration_of(self, text: str) -> float:
+        """How long the audio for ``text`` lasts."""
+        return max(self.min_seconds, len(text.strip()) * self.seconds_per_char)
+
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> ScriptedChunkedStream:
+        sentence_id = len(self.sentences) + 1
+        self.sentences[sentence_id] = text.strip()
+        self.synthesized_at[sentence_id] = asyncio.get_running_loop().time()
+        return ScriptedChunkedStream(
+            owner=self, input_text=text, sentence_id=sentence_id, conn_options=conn_options
+        )
+
+
+class ScriptedChunkedStream(tts.ChunkedStream):
+    """Synthesis of one sentence by :class:`ScriptedTTS`."""
+
+    def __init__(
+        self,
+        *,
+        owner: ScriptedTTS,
+        input_text: str,
+        sentence_id: int,
+        conn_options: APIConnectOptions,
+    ) -> None:
+        super().__init__(tts=owner, input_text=input_text, conn_options=conn_options)
+        self._owner = owner
+        self._sentence_id = sentence_id
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        owner = self._owner
+        output_emitter.initialize(
+            request_id=utils.shortuuid("tts_"),
+            sample_rate=SAMPLE_RATE,
+            num_channels=1,
+            mime_type="audio/pcm",
+        )
+        await asyncio.sleep(owner.ttfb)
+        frames = max(1, round(owner.duration_of(self.input_text) / FRAME_SECONDS))
+        audio = np.concatenate(
+            [
+                marker_frame_samples(AudioMarker(KIND_AGENT, self._sentence_id, i, 0, frames))
+                for i in range(frames)
+            ]
+        )
+        assert len(audio) == frames * FRAME_SAMPLES
+        output_emitter.push(audio.tobytes())
+        output_emitter.flush()

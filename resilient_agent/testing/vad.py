@@ -1,0 +1,183 @@
+"""A deterministic VAD that hears the audio it is given, with scripted fault modes.
+
+Speech is any 10 ms frame with energy; the VAD applies minimum speech and silence durations like
+Silero's. Faults reproduce what production VAD models do wrong, pinned to one user utterance:
+
+* ``no_end_of_speech``: the END_OF_SPEECH after that utterance is swallowed;
+* ``stuck``: from that utterance on, the model reports speech forever;
+* ``dead``: ``after`` seconds into that utterance the stream stops producing events (it does not
+  end, so livekit's end-of-stream recovery never runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from livekit import rtc
+from livekit.agents import vad
+
+from .audio import KIND_USER, frame_markers
+
+__all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
+
+VADFaultMode = Literal["healthy", "no_end_of_speech", "stuck", "dead"]
+_ENERGY_THRESHOLD = 100.0
+_INFERENCE_EVERY_FRAMES = 3
+
+
+@dataclass(frozen=True)
+class VADFault:
+    """A VAD failure pinned to one user utterance.
+
+    Attributes:
+        mode: What goes wrong.
+        utterance: The index of the utterance it happens in.
+        after: For ``dead``: seconds of that utterance the VAD still hears before it dies.
+    """
+
+    mode: VADFaultMode = "healthy"
+    utterance: int = 0
+    after: float = 0.3
+
+
+class ScriptedVAD(vad.VAD):
+    """Energy VAD with Silero-like timing and optional :class:`VADFault` injection."""
+
+    def __init__(
+        self,
+        *,
+        min_speech_duration: float = 0.05,
+        min_silence_duration: float = 0.55,
+        fault: VADFault | None = None,
+    ) -> None:
+        super().__init__(capabilities=vad.VADCapabilities(update_interval=0.03))
+        self.min_speech_duration = min_speech_duration
+        self.min_silence_duration = min_silence_duration
+        self.fault = fault or VADFault()
+        self.streams: list[ScriptedVADStream] = []
+
+    @property
+    def model(self) -> str:
+        return "scripted-energy"
+
+    @property
+    def provider(self) -> str:
+        return "resilient_agent.testing"
+
+    def stream(self) -> ScriptedVADStream:
+        stream = ScriptedVADStream(self)
+        self.streams.append(stream)
+        return stream
+
+
+class ScriptedVADStream(vad.VADStream):
+    """One VAD stream; see :class:`ScriptedVAD`."""
+
+    def __init__(self, owner: ScriptedVAD) -> None:
+        self._owner = owner
+        self.dead = False
+        self.stuck = False
+        super().__init__(owner)
+
+    async def _main_task(self) -> None:
+        owner = self._owner
+        fault = owner.fault
+        speaking = False
+        speech_run = 0.0
+        silence_run = 0.0
+        speech_total = 0.0
+        samples_index = 0
+        frame_count = 0
+        swallow_next_end = False
+        fault_frames = 0
+        async for item in self._input_ch:
+            if not isinstance(item, rtc.AudioFrame):
+                # a flush is a hard segment boundary: forget the running speech state silently
+                speaking, speech_run, silence_run, speech_total = False, 0.0, 0.0, 0.0
+                continue
+            frame = item
+            samples_index += frame.samples_per_channel
+            frame_count += 1
+            if self.dead:
+                continue
+            voiced = _has_energy(frame)
+            markers = [m for m in frame_markers(frame) if m.kind == KIND_USER]
+            if markers and fault.mode != "healthy" and markers[0].source_id == fault.utterance:
+                if fault.mode == "stuck":
+                    self.stuck = True
+                elif fault.mode == "no_end_of_speech":
+                    swallow_next_end = True
+                elif fault.mode == "dead":
+                    fault_frames += 1
+                    if fault_frames * frame.duration > fault.after:
+                        self.dead = True
+                        continue
+            if self.stuck:
+                voiced = True
+
+            if voiced:
+                speech_run += frame.duration
+                silence_run = 0.0
+                if speaking:
+                    speech_total += frame.duration
+            else:
+                silence_run += frame.duration
+                speech_run = 0.0 if not speaking else speech_run
+
+            if not speaking and voiced and speech_run >= owner.min_speech_duration:
+                speaking = True
+                speech_total = speech_run
+                self._send(vad.VADEventType.START_OF_SPEECH, samples_index, speech_total, 0.0, True)
+            elif speaking and not voiced and silence_run >= owner.min_silence_duration:
+                speaking = False
+                if swallow_next_end:
+                    swallow_next_end = False
+                else:
+                    self._send(
+                        vad.VADEventType.END_OF_SPEECH, samples_index, speech_total, silence_run, False
+                    )
+                speech_total = 0.0
+
+            if frame_count % _INFERENCE_EVERY_FRAMES == 0:
+                self._send(
+                    vad.VADEventType.INFERENCE_DONE,
+                    samples_index,
+                    speech_total if speaking else 0.0,
+                    0.0 if voiced else silence_run,
+                    speaking,
+                    probability=1.0 if voiced else 0.0,
+                )
+
+    def _send(
+        self,
+        event_type: vad.VADEventType,
+        samples_index: int,
+        speech_duration: float,
+        silence_duration: float,
+        speaking: bool,
+        *,
+        probability: float = 1.0,
+    ) -> None:
+        self._event_ch.send_nowait(
+            vad.VADEvent(
+                type=event_type,
+                samples_index=samples_index,
+                timestamp=asyncio.get_running_loop().time(),
+                speech_duration=speech_duration,
+                silence_duration=silence_duration,
+                probability=probability,
+                speaking=speaking,
+                raw_accumulated_speech=speech_duration,
+                raw_accumulated_silence=silence_duration,
+            )
+        )
+
+
+def _has_energy(frame: rtc.AudioFrame) -> bool:
+    data = np.frombuffer(frame.data, dtype=np.int16)
+    return bool(np.abs(data.astype(np.int32)).mean() > _ENERGY_THRESHOLD)
+
