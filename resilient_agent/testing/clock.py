@@ -211,6 +211,22 @@ def run_virtual(main: Coroutine[Any, Any, _T]) -> _T:
         with virtual_time():
             return loop.run_until_complete(main)
     finally:
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(loop.shutdown_asyncgens())
+        with virtual_time():
+            _cancel_leftovers(loop)
         loop.close()
+
+
+def _cancel_leftovers(loop: VirtualTimeLoop) -> None:
+    """Cancel what a (possibly deadlocked) run left behind, so nothing leaks into the next run."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(
+                asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=30.0)
+            )
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(loop.shutdown_default_executor())

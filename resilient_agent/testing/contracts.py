@@ -167,10 +167,11 @@ def evaluate(world: CallWorld) -> CallOutcome:
             continue
         latency = min(answers)
         latencies.append(latency)
-        if latency > scenario.reply_bound:
-            reasons.append(
-                f"{label}: answered after {latency:.2f}s (bound {scenario.reply_bound:.1f}s)"
-            )
+        bound = utterance.reply_within if utterance.reply_within is not None else (
+            scenario.reply_bound
+        )
+        if latency > bound:
+            reasons.append(f"{label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
 
     if world.end_user_state == "speaking":
         reasons.append("user_state stuck at 'speaking'")
@@ -180,6 +181,9 @@ def evaluate(world: CallWorld) -> CallOutcome:
     timeouts = world.logs.count(INTERRUPTION_TIMEOUT_LOG)
     if timeouts:
         reasons.append(f"{timeouts} x '{INTERRUPTION_TIMEOUT_LOG}'")
+
+    if world.close_deadlocked:
+        reasons.append("the session could not be closed (deadlock)")
 
     hung_up = world.job.hung_up_at is not None or world.closed_by_app
     farewell_heard = False

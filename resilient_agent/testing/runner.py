@@ -28,6 +28,8 @@ __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 _LIVEKIT_LOGGER = "livekit.agents"
 # After the scripted call, how long the session may go on finishing what it started.
 _SETTLE_SECONDS = 8.0
+# A session that cannot close within this many seconds is deadlocked.
+CLOSE_BOUND_SECONDS = 10.0
 
 
 @dataclass
@@ -51,6 +53,7 @@ class CallWorld:
         end_user_state: ``user_state`` when the scripted call was over.
         ended_at: Call seconds when the scripted call was over.
         closed_by_app: Whether the session closed before the script ended.
+        close_deadlocked: Whether closing the session did not finish within the bound.
         unfinished_handles: Ids of the speech handles not done by then.
         wall_seconds: Real seconds the run took.
         virtual_seconds: Call seconds simulated.
@@ -72,6 +75,7 @@ class CallWorld:
     end_user_state: str = "listening"
     ended_at: float = 0.0
     closed_by_app: bool = False
+    close_deadlocked: bool = False
     unfinished_handles: tuple[str, ...] = ()
     wall_seconds: float = 0.0
     virtual_seconds: float = 0.0
@@ -150,12 +154,22 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
             world.end_user_state = session.user_state
             world.ended_at = clock()
             world.unfinished_handles = tuple(r.id for r in recorder.unfinished())
-            if not closed.is_set():
-                await session.aclose()
+            try:
+                if not closed.is_set():
+                    await asyncio.wait_for(session.aclose(), timeout=CLOSE_BOUND_SECONDS)
+                else:
+                    await asyncio.wait_for(_closing_done(session), timeout=CLOSE_BOUND_SECONDS)
+            except asyncio.TimeoutError:
+                world.close_deadlocked = True
     finally:
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+async def _closing_done(session: AgentSession[Any]) -> None:
+    # a session closed by the app may still be tearing down; aclose() waits for that
+    await session.aclose()
 
 
 def run_scenario(scenario: Scenario, agent_class: type[Agent]) -> tuple[CallWorld, CallOutcome]:

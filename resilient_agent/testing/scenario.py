@@ -31,13 +31,17 @@ class Utterance:
         start: Seconds from the start of the call.
         end: Seconds from the start of the call.
         text: The words; keep them distinct across a scenario so each can be traced.
-        expect_reply: Whether the agent must answer it (a farewell acknowledgement may not).
+        expect_reply: Whether the agent must answer it (a goodbye is answered by the farewell,
+            which the hang-up contract judges).
+        reply_within: Seconds from its end to the start of its answer; None uses the
+            scenario's ``reply_bound``.
     """
 
     start: float
     end: float
     text: str
     expect_reply: bool = True
+    reply_within: float | None = None
 
     def __post_init__(self) -> None:
         if self.end <= self.start:

@@ -1,0 +1,141 @@
+"""App agents written the way developers write them today, on any ``Agent`` base class.
+
+Each factory takes the base class under test (a plain ``livekit.agents.Agent`` or
+``ResilientAgent``) and returns an agent whose code is identical in both cases: the lab measures
+what the base class does with the same app code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from livekit.agents import Agent, RunContext, function_tool, get_job_context
+from livekit.agents.llm import ChatContext, ChatMessage
+
+from ..testing.scenario import AgentFactory
+
+__all__ = [
+    "ToolStyle",
+    "booking_agent",
+    "closing_tool_agent",
+    "end_call_agent",
+    "filler_agent",
+    "greeting_agent",
+    "plain_agent",
+]
+
+ToolStyle = Literal["plain", "disallow", "protected_say", "disallow_and_say"]
+ShutdownStyle = Literal["job", "session"]
+
+INSTRUCTIONS = "You are a helpful restaurant assistant. Keep answers short."
+FAREWELL = "Thank you for calling, goodbye and have a great evening!"
+HOLD_MESSAGE = "One moment while I book that table for you."
+FILLER = "Let me think about that for a second."
+
+
+def plain_agent(base: type[Agent]) -> Agent:
+    """An agent with no tools."""
+    return base(instructions=INSTRUCTIONS)
+
+
+def booking_agent(style: ToolStyle, work_seconds: float) -> AgentFactory:
+    """A factory for an agent whose ``book_table`` tool protects itself as ``style`` says."""
+
+    def build(base: type[Agent]) -> Agent:
+        class BookingAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            @function_tool
+            async def book_table(self, ctx: RunContext, time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                if style in ("disallow", "disallow_and_say"):
+                    ctx.disallow_interruptions()
+                if style in ("protected_say", "disallow_and_say"):
+                    await ctx.session.say(HOLD_MESSAGE, allow_interruptions=False)
+                await asyncio.sleep(work_seconds)  # the booking system
+                return f"Table booked for {time}."
+
+        return BookingAgent()
+
+    return build
+
+
+def end_call_agent(
+    *, farewell_protected: bool, shutdown: ShutdownStyle, sleep_seconds: float | None = None
+) -> AgentFactory:
+    """The production end_call: say the farewell, sleep, shut down in ``finally``."""
+    pause = sleep_seconds if sleep_seconds is not None else len(FAREWELL) / 15 + 1.5
+
+    def build(base: type[Agent]) -> Agent:
+        class EndCallAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            @function_tool
+            async def end_call(self, ctx: RunContext) -> None:
+                """End the call when the caller says goodbye."""
+                try:
+                    await ctx.session.say(FAREWELL, allow_interruptions=not farewell_protected)
+                    await asyncio.sleep(pause)  # let the farewell reach the phone line
+                finally:
+                    if shutdown == "job":
+                        get_job_context().shutdown(reason="end_call")
+                    else:
+                        ctx.session.shutdown()
+
+        return EndCallAgent()
+
+    return build
+
+
+def closing_tool_agent(base: type[Agent]) -> Agent:
+    """A tool that closes the session by awaiting ``session.aclose()`` from inside itself."""
+
+    class ClosingAgent(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        @function_tool
+        async def hang_up(self, ctx: RunContext) -> None:
+            """Hang up the call."""
+            await ctx.session.say(FAREWELL)
+            await ctx.session.aclose()
+
+    return ClosingAgent()
+
+
+def greeting_agent(*, protected: bool, text: str) -> AgentFactory:
+    """An agent that greets from ``on_enter``, optionally uninterruptible."""
+
+    def build(base: type[Agent]) -> Agent:
+        class GreetingAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            async def on_enter(self) -> None:
+                self.session.say(text, allow_interruptions=not protected)
+
+        return GreetingAgent()
+
+    return build
+
+
+def filler_agent(base: type[Agent]) -> Agent:
+    """An agent that says a protected filler from ``on_user_turn_completed``."""
+
+    class FillerAgent(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        async def on_user_turn_completed(
+            self, turn_ctx: ChatContext, new_message: ChatMessage
+        ) -> None:
+            self.session.say(FILLER, allow_interruptions=False)
+
+    return FillerAgent()

@@ -1,0 +1,304 @@
+"""The race catalog: every timing race the lab reproduces, plus controls that must keep passing.
+
+Timings are chosen from the lab's own clock: the caller's turn ends 0.55 s after they stop (VAD
+silence), the scripted LLM answers after 0.3 s, and TTS speaks 15 characters a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance, VADFault
+from ..testing.vad import VADFaultMode
+from . import agents
+
+__all__ = ["CATALOG", "scenarios"]
+
+_BOOK = LLMRule(
+    when_user_says="book",
+    tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
+    ttft=0.3,
+    duration=0.5,
+)
+_BOOK_WITH_PREAMBLE = LLMRule(
+    text="Let me check the reservation book for you right now.",
+    when_user_says="book",
+    tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
+)
+_BOOKED = LLMRule(text="Your table is booked.", after_tool="book_table")
+_BYE = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("end_call"),))
+_HANG_UP = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("hang_up"),))
+
+# The booking is answered by the tool's result, after the hold message and the booking work.
+_ASK_BOOKING = Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0)
+_GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)
+
+
+def _tool_gap() -> list[Scenario]:
+    found = []
+    change = "actually make it nine instead"
+    for style in ("protected_say", "disallow_and_say"):
+        found.append(
+            Scenario(
+                name=f"tool_gap/gap_{style}",
+                family="tool_gap",
+                description=(
+                    "The caller goes on talking in the gap between the tool call and the tool's "
+                    f"protected hold message ({style})."
+                ),
+                agent=agents.booking_agent(style, work_seconds=2.0),
+                utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
+                llm=(_BOOK, _BOOKED),
+                sweep=Sweep(utterance=1, start=3.2, stop=5.0, step=0.1),
+            )
+        )
+    found.append(
+        Scenario(
+            name="tool_gap/business_logic_long",
+            family="tool_gap",
+            description=(
+                "The caller speaks while a tool runs 9 s of business logic after its protected "
+                "hold message; the owning speech is interrupted with more than 5 s left."
+            ),
+            agent=agents.booking_agent("protected_say", work_seconds=9.0),
+            utterances=(
+                dataclasses.replace(_ASK_BOOKING, reply_within=14.0),
+                Utterance(6.5, 7.8, change),
+            ),
+            llm=(_BOOK, _BOOKED),
+            duration=25.0,
+            sweep=Sweep(utterance=1, start=5.5, stop=10.0, step=0.25),
+        )
+    )
+    found.append(
+        Scenario(
+            name="tool_gap/business_logic_plain",
+            family="tool_gap",
+            description=(
+                "A plain slow tool (7 s) is interrupted by the caller: the interruption waits "
+                "for the tool and the result is never spoken."
+            ),
+            agent=agents.booking_agent("plain", work_seconds=7.0),
+            utterances=(
+                dataclasses.replace(_ASK_BOOKING, reply_within=12.0),
+                Utterance(4.5, 5.8, change),
+            ),
+            llm=(_BOOK, _BOOKED),
+            duration=25.0,
+        )
+    )
+    faults: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")
+    for mode in faults:
+        found.append(
+            Scenario(
+                name=f"tool_gap/vad_{mode}",
+                family="tool_gap",
+                description=(
+                    f"The caller speaks in the tool gap and the VAD fails ({mode}) on that "
+                    "utterance."
+                ),
+                agent=agents.booking_agent("disallow_and_say", work_seconds=2.0),
+                utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
+                llm=(_BOOK, _BOOKED),
+                vad_fault=VADFault(mode=mode, utterance=1),
+            )
+        )
+    return found
+
+
+def _end_call() -> list[Scenario]:
+    found = []
+    question = "wait what time do you open tomorrow"
+    for protected in (True, False):
+        tag = "protected" if protected else "interruptible"
+        found.append(
+            Scenario(
+                name=f"end_call/question_over_farewell_end_{tag}",
+                family="end_call",
+                description=(
+                    "The caller asks a question over the end of the farewell; the tool sleeps, "
+                    "then shuts the job down in finally."
+                ),
+                agent=agents.end_call_agent(farewell_protected=protected, shutdown="job"),
+                utterances=(_GOODBYE, Utterance(5.6, 7.4, question)),
+                llm=(_BYE,),
+                farewell=agents.FAREWELL,
+                duration=20.0,
+            )
+        )
+        found.append(
+            Scenario(
+                name=f"end_call/question_during_sleep_{tag}",
+                family="end_call",
+                description=(
+                    "The farewell played; the caller asks a question while the tool sleeps "
+                    "before shutting down."
+                ),
+                agent=agents.end_call_agent(
+                    farewell_protected=protected, shutdown="job", sleep_seconds=7.0
+                ),
+                utterances=(_GOODBYE, Utterance(8.0, 9.5, question)),
+                llm=(_BYE,),
+                farewell=agents.FAREWELL,
+                duration=22.0,
+                sweep=Sweep(utterance=1, start=7.0, stop=13.0, step=0.25),
+            )
+        )
+    return found
+
+
+def _shutdown_in_finally() -> list[Scenario]:
+    found = []
+    for shutdown in ("job", "session"):
+        found.append(
+            Scenario(
+                name=f"shutdown_finally/interrupted_farewell_{shutdown}",
+                family="shutdown_finally",
+                description=(
+                    "The caller interrupts an interruptible farewell; the tool shuts down in "
+                    f"finally ({shutdown} shutdown) anyway."
+                ),
+                agent=agents.end_call_agent(
+                    farewell_protected=False, shutdown=shutdown, sleep_seconds=1.0
+                ),
+                utterances=(_GOODBYE, Utterance(4.4, 6.0, "no wait one more question please")),
+                llm=(_BYE,),
+                farewell=agents.FAREWELL,
+            )
+        )
+    return found
+
+
+def _lost_words() -> list[Scenario]:
+    notice = "This call is recorded for quality and training purposes, thank you for waiting."
+    found = [
+        Scenario(
+            name="lost_words/over_protected_say",
+            family="lost_words",
+            description="The caller speaks entirely over a protected announcement.",
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(Utterance(1.5, 3.5, "hello can you hear me"),),
+        ),
+        Scenario(
+            name="lost_words/straddling_protected_end",
+            family="lost_words",
+            description="The caller starts during a protected announcement and ends after it.",
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(Utterance(4.3, 6.8, "I want to change my booking please"),),
+            sweep=Sweep(utterance=0, start=3.0, stop=6.0, step=0.25),
+        ),
+        Scenario(
+            name="lost_words/between_call_and_output",
+            family="lost_words",
+            description=(
+                "The caller speaks over the protected preamble the LLM says before a tool that "
+                "disallows interruptions."
+            ),
+            agent=agents.booking_agent("disallow", work_seconds=3.0),
+            utterances=(_ASK_BOOKING, Utterance(4.4, 6.0, "for four people outside")),
+            llm=(_BOOK_WITH_PREAMBLE, _BOOKED),
+            duration=22.0,
+        ),
+        Scenario(
+            name="lost_words/over_greeting_aec_warmup",
+            family="lost_words",
+            description="The caller talks over the greeting during AEC warm-up.",
+            agent=agents.greeting_agent(protected=False, text="Hello, how can I help?"),
+            utterances=(Utterance(0.6, 1.8, "hi I need help"),),
+            aec_warmup=3.0,
+        ),
+        Scenario(
+            name="lost_words/protected_filler",
+            family="lost_words",
+            description=(
+                "A protected filler from on_user_turn_completed plays while the caller adds "
+                "to their request."
+            ),
+            agent=agents.filler_agent,
+            utterances=(
+                # the filler is heard first, so the real answer comes after it
+                Utterance(1.0, 2.5, "what is on the menu", reply_within=6.0),
+                Utterance(3.3, 4.8, "and any vegan options"),
+            ),
+        ),
+    ]
+    return found
+
+
+def _stuck_and_deadlock() -> list[Scenario]:
+    found = []
+    faults: tuple[VADFaultMode, ...] = ("stuck", "dead", "no_end_of_speech")
+    for mode in faults:
+        found.append(
+            Scenario(
+                name=f"vad/{mode}_plain_agent",
+                family="vad",
+                description=f"The VAD fails ({mode}) on a plain agent with no tools.",
+                agent=agents.plain_agent,
+                utterances=(Utterance(1.0, 2.5, "do you have parking"),),
+                vad_fault=VADFault(mode=mode, utterance=0),
+            )
+        )
+    found.append(
+        Scenario(
+            name="deadlock/aclose_inside_tool",
+            family="deadlock",
+            description="A tool awaits session.aclose() from inside itself.",
+            agent=agents.closing_tool_agent,
+            utterances=(_GOODBYE,),
+            llm=(_HANG_UP,),
+            farewell=agents.FAREWELL,
+        )
+    )
+    return found
+
+
+def _controls() -> list[Scenario]:
+    return [
+        Scenario(
+            name="control/speech_at_end_of_reply",
+            family="control",
+            description="The caller speaks just as the agent's reply ends.",
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "what time is it"),
+                Utterance(5.2, 6.5, "thanks a lot"),
+            ),
+            control=True,
+        ),
+        Scenario(
+            name="control/interrupt_tool_reply_generation",
+            family="control",
+            description="The caller interrupts while the tool reply is being generated.",
+            agent=agents.booking_agent("plain", work_seconds=1.0),
+            utterances=(_ASK_BOOKING, Utterance(4.9, 6.2, "sorry for four people")),
+            llm=(_BOOK, LLMRule(text="Your table is booked.", after_tool="book_table", ttft=1.5)),
+            control=True,
+        ),
+        Scenario(
+            name="control/two_turns",
+            family="control",
+            description="Two ordinary turns with a pause between them.",
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have a terrace"),
+                Utterance(7.0, 8.0, "great thanks"),
+            ),
+            control=True,
+        ),
+    ]
+
+
+CATALOG: tuple[Scenario, ...] = (
+    *_tool_gap(),
+    *_end_call(),
+    *_shutdown_in_finally(),
+    *_lost_words(),
+    *_stuck_and_deadlock(),
+    *_controls(),
+)
+
+
+def scenarios() -> tuple[Scenario, ...]:
+    """The whole catalog, in display order."""
+    return CATALOG
