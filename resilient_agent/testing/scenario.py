@@ -128,7 +128,11 @@ class Scenario:
             raise ValueError(f"{self.name}: an utterance ends after duration={self.duration}")
 
     def with_onset(self, utterance: int, onset: float) -> Scenario:
-        """A copy with utterance ``utterance`` moved to start at ``onset``."""
+        """A copy with utterance ``utterance`` moved to start at ``onset``.
+
+        Raises:
+            ValueError: The moved utterance would overlap another one or outlast the call.
+        """
         moved = list(self.utterances)
         moved[utterance] = moved[utterance].shifted(onset)
         return dataclasses.replace(self, utterances=tuple(moved))

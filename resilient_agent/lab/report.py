@@ -1,0 +1,101 @@
+"""Plain-text lines, the summary table and the JSON file of a lab run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .run import AgentUnderTest, LabResult
+
+__all__ = ["exit_code", "format_line", "print_summary", "write_json"]
+
+
+def _figure(value: float | None, unit: str = "s") -> str:
+    return "-" if value is None else f"{value:.2f}{unit}"
+
+
+def format_line(result: LabResult) -> str:
+    """One line per call: verdict, scenario, agent and the figures behind the verdict."""
+    o = result.outcome
+    verdict = "PASS" if o.passed else "FAIL"
+    onset = f" @{result.onset:.2f}s" if result.onset is not None else ""
+    line = (
+        f"{verdict}  {result.scenario.name + onset:<52} {result.agent.label:<16} "
+        f"latency={_figure(o.reply_latency_s):>6} lost_words={o.lost_words:<2} "
+        f"user_state={o.end_user_state:<9} unfinished={o.unfinished_handles} "
+        f"timeouts={o.interruption_timeouts} hung_up={'yes' if o.hung_up else 'no'}"
+    )
+    if o.reasons:
+        line += "\n" + "\n".join(f"        - {reason}" for reason in o.reasons)
+    return line
+
+
+def expected_verdict(result: LabResult) -> bool:
+    """What a reference agent should show: controls pass, races reproduce."""
+    return result.scenario.control
+
+
+def exit_code(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]) -> int:
+    """0 when every contract holds for the agents under test.
+
+    With only reference agents (no ``ResilientAgent`` yet), 0 means the lab works: every race
+    reproduces and every control passes.
+    """
+    under_test = [a for a in agents if not a.reference]
+    if under_test:
+        paths = {a.path for a in under_test}
+        return 0 if all(r.outcome.passed for r in results if r.agent.path in paths) else 1
+    return 0 if all(r.outcome.passed == expected_verdict(r) for r in results) else 1
+
+
+def print_summary(
+    results: Sequence[LabResult], agents: Sequence[AgentUnderTest], out: TextIO
+) -> None:
+    """The table a newcomer reads: one row per scenario, one column per agent."""
+    names: list[str] = []
+    for result in results:
+        if result.scenario.name not in names:
+            names.append(result.scenario.name)
+    width = max([len("scenario")] + [len(n) for n in names]) + 2
+    header = f"{'scenario':<{width}}" + "".join(f"{a.label:>18}" for a in agents)
+    print("", file=out)
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for name in names:
+        cells = []
+        for agent in agents:
+            runs = [r for r in results if r.scenario.name == name and r.agent.path == agent.path]
+            passed = sum(r.outcome.passed for r in runs)
+            if len(runs) == 1:
+                run = runs[0]
+                latency = _figure(run.outcome.reply_latency_s)
+                cells.append(f"{'pass' if run.outcome.passed else 'FAIL'} {latency:>7}")
+            else:
+                cells.append(f"{passed}/{len(runs)} pass")
+        marker = "  (control)" if any(r.scenario.control for r in results if r.scenario.name == name) else ""
+        print(f"{name:<{width}}" + "".join(f"{c:>18}" for c in cells) + marker, file=out)
+    print("-" * len(header), file=out)
+    for agent in agents:
+        runs = [r for r in results if r.agent.path == agent.path]
+        failed = sum(not r.outcome.passed for r in runs)
+        role = "reference" if agent.reference else "under test"
+        print(
+            f"{agent.label} ({agent.path}, {role}): {len(runs) - failed} passed, {failed} failed",
+            file=out,
+        )
+    wall = sum(r.wall_seconds for r in results)
+    virtual = sum(r.virtual_seconds for r in results)
+    ratio = virtual / wall if wall else 0.0
+    print(
+        f"{len(results)} calls, {virtual:.0f}s of call time simulated in {wall:.1f}s "
+        f"({ratio:.0f}x real time)",
+        file=out,
+    )
+
+
+def write_json(results: Sequence[LabResult], path: Path) -> None:
+    """Write ``{"results": [...]}`` as documented for ``--json``."""
+    payload = {"results": [r.as_json() for r in results]}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,173 @@
+"""Runs the catalog against the agents under test and collects one result per call."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import Agent
+
+from ..testing import CallOutcome, Scenario, run_scenario
+
+__all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
+
+BASELINE_PATH = "livekit.agents:Agent"
+RESILIENT_PATH = "resilient_agent:ResilientAgent"
+
+
+@dataclass(frozen=True)
+class AgentUnderTest:
+    """An agent base class the lab runs the catalog on.
+
+    Attributes:
+        path: ``module:Class``.
+        cls: The class.
+        reference: A reference run (the plain ``Agent`` beside ``ResilientAgent``): its races are
+            expected, and it does not decide the exit code.
+    """
+
+    path: str
+    cls: type[Agent]
+    reference: bool = False
+
+    @property
+    def label(self) -> str:
+        """The class name, as shown in tables."""
+        return self.cls.__name__
+
+
+@dataclass(frozen=True)
+class LabResult:
+    """One scenario run on one agent.
+
+    Attributes:
+        scenario: The scenario.
+        agent: The agent it ran on.
+        outcome: The verdict and figures.
+        onset: The moved utterance's onset in a ``--sweep`` run, else None.
+        wall_seconds: Real seconds the run took.
+        virtual_seconds: Call seconds simulated.
+    """
+
+    scenario: Scenario
+    agent: AgentUnderTest
+    outcome: CallOutcome
+    onset: float | None
+    wall_seconds: float
+    virtual_seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON record ``--json`` writes."""
+        o = self.outcome
+        record: dict[str, Any] = {
+            "scenario": self.scenario.name,
+            "family": self.scenario.family,
+            "agent": self.agent.path,
+            "passed": o.passed,
+            "reasons": list(o.reasons),
+            "reply_latency_s": o.reply_latency_s,
+            "lost_words": o.lost_words,
+            "end_user_state": o.end_user_state,
+            "unfinished_handles": o.unfinished_handles,
+            "interruption_timeouts": o.interruption_timeouts,
+            "hung_up": o.hung_up,
+            "race_events": list(o.race_events),
+        }
+        if self.onset is not None:
+            record["onset_s"] = self.onset
+        return record
+
+
+class AgentPathError(ValueError):
+    """``--agent`` does not name an importable ``Agent`` subclass."""
+
+
+def load_agent_class(path: str) -> type[Agent]:
+    """Import ``module:Class`` and check it is an ``Agent`` subclass."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentPathError(f"--agent {path!r}: expected 'module:Class', e.g. {BASELINE_PATH}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AgentPathError(f"--agent {path!r}: cannot import {module_name!r} ({exc})") from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        raise AgentPathError(
+            f"--agent {path!r}: {attr!r} is not a livekit.agents.Agent subclass in {module_name}"
+        )
+    return cls
+
+
+def default_agents() -> list[AgentUnderTest]:
+    """Plain ``Agent`` as the reference and ``ResilientAgent`` under test, once it exists.
+
+    Until ``ResilientAgent`` exists the plain ``Agent`` runs alone, as the lab's self-check.
+    """
+    baseline = load_agent_class(BASELINE_PATH)
+    try:
+        resilient = load_agent_class(RESILIENT_PATH)
+    except AgentPathError:
+        return [AgentUnderTest(BASELINE_PATH, baseline, reference=True)]
+    return [
+        AgentUnderTest(BASELINE_PATH, baseline, reference=True),
+        AgentUnderTest(RESILIENT_PATH, resilient),
+    ]
+
+
+def select(catalog: Iterable[Scenario], only: str | None) -> list[Scenario]:
+    """The scenarios whose name matches ``only`` (a regular expression), all if None."""
+    pattern = re.compile(only) if only else None
+    return [s for s in catalog if pattern is None or pattern.search(s.name)]
+
+
+def run_lab(
+    catalog: Sequence[Scenario],
+    agents: Sequence[AgentUnderTest],
+    *,
+    sweep: bool = False,
+    on_result: Callable[[LabResult], None] | None = None,
+) -> list[LabResult]:
+    """Run every scenario (every onset of its window with ``sweep``) on every agent."""
+    results: list[LabResult] = []
+    # livekit logs every race it runs into; the lab reports them in its own terms
+    quiet = logging.getLogger("livekit.agents")
+    saved_propagate = quiet.propagate
+    silent = logging.NullHandler()
+    quiet.addHandler(silent)
+    quiet.propagate = False
+    try:
+        for scenario in catalog:
+            variants: list[tuple[Scenario, float | None]] = [(scenario, None)]
+            if sweep and scenario.sweep is not None:
+                window = scenario.sweep
+                variants = [
+                    (scenario.with_onset(window.utterance, onset), onset)
+                    for onset in window.onsets()
+                    if _fits(scenario, window.utterance, onset)
+                ]
+            for variant, onset in variants:
+                for agent in agents:
+                    world, outcome = run_scenario(variant, agent.cls)
+                    result = LabResult(
+                        variant, agent, outcome, onset, world.wall_seconds, world.virtual_seconds
+                    )
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
+    finally:
+        quiet.propagate = saved_propagate
+        quiet.removeHandler(silent)
+    return results
+
+
+def _fits(scenario: Scenario, index: int, onset: float) -> bool:
+    try:
+        scenario.with_onset(index, onset)
+    except ValueError:
+        return False
+    return True
