@@ -200,6 +200,17 @@ def _lost_words() -> list[Scenario]:
             duration=22.0,
         ),
         Scenario(
+            name="lost_words/over_protected_say_real_vad",
+            family="lost_words",
+            description=(
+                "Real speech (espeak-ng) over a protected announcement, heard by livekit's "
+                "embedded Silero VAD."
+            ),
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(Utterance.recorded(1.5, "table_for_two"),),
+            vad="silero",
+        ),
+        Scenario(
             name="lost_words/over_greeting_aec_warmup",
             family="lost_words",
             description="The caller talks over the greeting during AEC warm-up.",
@@ -273,6 +284,18 @@ def _controls() -> list[Scenario]:
             agent=agents.booking_agent("plain", work_seconds=1.0),
             utterances=(_ASK_BOOKING, Utterance(4.9, 6.2, "sorry for four people")),
             llm=(_BOOK, LLMRule(text="Your table is booked.", after_tool="book_table", ttft=1.5)),
+            control=True,
+        ),
+        Scenario(
+            name="control/real_vad_two_turns",
+            family="control",
+            description="Two turns of real speech heard by livekit's embedded Silero VAD.",
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance.recorded(1.0, "table_for_two"),
+                Utterance.recorded(8.0, "thank_you"),
+            ),
+            vad="silero",
             control=True,
         ),
         Scenario(

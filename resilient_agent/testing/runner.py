@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import Agent, AgentSession
+from livekit.agents import Agent, AgentSession, inference
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
@@ -18,10 +18,10 @@ from .contracts import CallOutcome, evaluate
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .recorder import CallRecorder, LivekitLogCapture
-from .scenario import Scenario
+from .scenario import Scenario, load_utterance_audio
 from .stt import ScriptedSTT
 from .tts import ScriptedTTS
-from .vad import ScriptedVAD
+from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 
 __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 
@@ -64,7 +64,7 @@ class CallWorld:
     agent: Agent
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
-    vad: ScriptedVAD
+    vad: ScriptedVAD | inference.VAD
     stt: ScriptedSTT
     llm: ScriptedLLM
     tts: ScriptedTTS
@@ -114,7 +114,13 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         return loop.time() - t0
 
     windows = [
-        SpeechWindow(index=i, start=u.start, end=u.end, words=u.words)
+        SpeechWindow(
+            index=i,
+            start=u.start,
+            end=u.end,
+            words=u.words,
+            samples=load_utterance_audio(u.audio) if u.audio is not None else None,
+        )
         for i, u in enumerate(scenario.utterances)
     ]
     words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
@@ -123,7 +129,11 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     audio_out = PlayoutAudioOutput(
         can_pause=scenario.can_pause, clock=clock, on_segment_done=segments.append
     )
-    vad = ScriptedVAD(fault=scenario.vad_fault)
+    vad: ScriptedVAD | inference.VAD = (
+        ScriptedVAD(fault=scenario.vad_fault)
+        if scenario.vad == "scripted"
+        else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
+    )
     stt = ScriptedSTT(lambda u, w: words[(u, w)])
     llm = ScriptedLLM(scenario.llm)
     tts = ScriptedTTS()

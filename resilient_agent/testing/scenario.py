@@ -10,14 +10,28 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
 
 from livekit.agents import Agent
 
+from .audio import SAMPLE_RATE
 from .llm import LLMRule
+from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
-__all__ = ["AgentFactory", "Scenario", "Sweep", "Utterance"]
+__all__ = ["AgentFactory", "Scenario", "Sweep", "Utterance", "VADKind", "load_utterance_audio"]
+
+VADKind = Literal["scripted", "silero"]
+"""``scripted``: :class:`~resilient_agent.testing.vad.ScriptedVAD`; ``silero``: livekit's
+embedded ``inference.VAD`` (runs offline from the livekit-local-inference wheel)."""
+
+
+def load_utterance_audio(audio: str) -> np.ndarray:
+    """Samples of a bundled recording name or of a 16 kHz mono WAV path."""
+    return bundled_speech(audio) if audio in BUNDLED else load_wav(Path(audio))
 
 AgentFactory = Callable[[type[Agent]], Agent]
 """Builds the agent for one call from the base class under test."""
@@ -35,6 +49,8 @@ class Utterance:
             which the hang-up contract judges).
         reply_within: Seconds from its end to the start of its answer; None uses the
             scenario's ``reply_bound``.
+        audio: A bundled recording name (see :data:`resilient_agent.testing.speech.BUNDLED`) or
+            a 16 kHz WAV path, played instead of a tone; build with :meth:`recorded`.
     """
 
     start: float
@@ -42,6 +58,22 @@ class Utterance:
     text: str
     expect_reply: bool = True
     reply_within: float | None = None
+    audio: str | None = None
+
+    @classmethod
+    def recorded(cls, start: float, audio: str, text: str | None = None) -> Utterance:
+        """An utterance of real speech: a bundled recording or a WAV file, as long as it lasts.
+
+        Args:
+            start: Seconds from the start of the call.
+            audio: A bundled recording name or a 16 kHz mono WAV path.
+            text: The words said; defaults to the bundled recording's words.
+        """
+        samples = load_utterance_audio(audio)
+        words = text if text is not None else BUNDLED.get(audio)
+        if words is None:
+            raise ValueError(f"Utterance.recorded({audio!r}): pass text= with the words it says")
+        return cls(start, start + len(samples) / SAMPLE_RATE, words, audio=audio)
 
     def __post_init__(self) -> None:
         if self.end <= self.start:
@@ -92,7 +124,8 @@ class Scenario:
         agent: Builds the app's agent from the base class under test.
         utterances: What the caller says, in order.
         llm: The LLM script.
-        vad_fault: How the VAD misbehaves.
+        vad_fault: How the scripted VAD misbehaves.
+        vad: Which VAD runs: the scripted one or livekit's embedded Silero model.
         duration: Seconds of call to simulate.
         farewell: Text of the agent's farewell sentence, for hang-up contracts.
         can_pause: Whether the audio output can pause (RoomIO's can).
@@ -110,6 +143,7 @@ class Scenario:
     utterances: tuple[Utterance, ...]
     llm: tuple[LLMRule, ...] = ()
     vad_fault: VADFault = field(default_factory=VADFault)
+    vad: VADKind = "scripted"
     duration: float = 20.0
     farewell: str | None = None
     can_pause: bool = True
@@ -126,6 +160,8 @@ class Scenario:
                 raise ValueError(f"{self.name}: utterances overlap at {after.start}s")
         if any(u.end > self.duration for u in self.utterances):
             raise ValueError(f"{self.name}: an utterance ends after duration={self.duration}")
+        if self.vad == "silero" and self.vad_fault.mode != "healthy":
+            raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
 
     def with_onset(self, utterance: int, onset: float) -> Scenario:
         """A copy with utterance ``utterance`` moved to start at ``onset``.

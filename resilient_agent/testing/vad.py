@@ -25,6 +25,8 @@ from .audio import KIND_USER, frame_markers
 __all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
 
 VADFaultMode = Literal["healthy", "no_end_of_speech", "stuck", "dead"]
+SILENCE_TO_END_SPEECH = 0.55
+"""Seconds of silence before END_OF_SPEECH, as livekit's Silero plugin defaults to."""
 _ENERGY_THRESHOLD = 100.0
 _INFERENCE_EVERY_FRAMES = 3
 
@@ -51,7 +53,7 @@ class ScriptedVAD(vad.VAD):
         self,
         *,
         min_speech_duration: float = 0.05,
-        min_silence_duration: float = 0.55,
+        min_silence_duration: float = SILENCE_TO_END_SPEECH,
         fault: VADFault | None = None,
     ) -> None:
         super().__init__(capabilities=vad.VADCapabilities(update_interval=0.03))
