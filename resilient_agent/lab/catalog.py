@@ -299,6 +299,16 @@ def _controls() -> list[Scenario]:
             control=True,
         ),
         Scenario(
+            name="control/end_call_farewell_heard",
+            family="control",
+            description="The caller says goodbye and listens to the whole farewell: hang up.",
+            agent=agents.end_call_agent(farewell_protected=False, shutdown="job"),
+            utterances=(_GOODBYE,),
+            llm=(_BYE,),
+            farewell=agents.FAREWELL,
+            control=True,
+        ),
+        Scenario(
             name="control/two_turns",
             family="control",
             description="Two ordinary turns with a pause between them.",

@@ -32,9 +32,21 @@ def format_line(result: LabResult) -> str:
     return line
 
 
-def expected_verdict(result: LabResult) -> bool:
-    """What a reference agent should show: controls pass, races reproduce."""
-    return result.scenario.control
+def reference_as_expected(results: Sequence[LabResult]) -> bool:
+    """Whether a reference agent shows what the lab claims: controls pass, races reproduce.
+
+    A race reproduces when at least one of its runs (one per onset with ``--sweep``) fails.
+    """
+    by_scenario: dict[tuple[str, str], list[LabResult]] = {}
+    for result in results:
+        by_scenario.setdefault((result.scenario.name, result.agent.path), []).append(result)
+    for runs in by_scenario.values():
+        if runs[0].scenario.control:
+            if not all(r.outcome.passed for r in runs):
+                return False
+        elif all(r.outcome.passed for r in runs):
+            return False
+    return True
 
 
 def exit_code(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]) -> int:
@@ -47,7 +59,7 @@ def exit_code(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]) ->
     if under_test:
         paths = {a.path for a in under_test}
         return 0 if all(r.outcome.passed for r in results if r.agent.path in paths) else 1
-    return 0 if all(r.outcome.passed == expected_verdict(r) for r in results) else 1
+    return 0 if reference_as_expected(results) else 1
 
 
 def print_summary(
@@ -77,6 +89,7 @@ def print_summary(
         marker = "  (control)" if any(r.scenario.control for r in results if r.scenario.name == name) else ""
         print(f"{name:<{width}}" + "".join(f"{c:>18}" for c in cells) + marker, file=out)
     print("-" * len(header), file=out)
+    _print_sweeps(results, agents, out)
     for agent in agents:
         runs = [r for r in results if r.agent.path == agent.path]
         failed = sum(not r.outcome.passed for r in runs)
@@ -93,6 +106,25 @@ def print_summary(
         f"({ratio:.0f}x real time)",
         file=out,
     )
+
+
+def _print_sweeps(
+    results: Sequence[LabResult], agents: Sequence[AgentUnderTest], out: TextIO
+) -> None:
+    swept = [r for r in results if r.onset is not None]
+    if not swept:
+        return
+    print("sweeps: one mark per onset across the race window ('.' pass, 'x' fail)", file=out)
+    names = list(dict.fromkeys(r.scenario.name for r in swept))
+    for name in names:
+        for agent in agents:
+            runs = [r for r in swept if r.scenario.name == name and r.agent.path == agent.path]
+            if not runs:
+                continue
+            marks = "".join("." if r.outcome.passed else "x" for r in runs)
+            first, last = runs[0].onset, runs[-1].onset
+            print(f"  {name:<50} {agent.label:<16} {first:5.2f}s {marks} {last:5.2f}s", file=out)
+    print("", file=out)
 
 
 def write_json(results: Sequence[LabResult], path: Path) -> None:

@@ -227,6 +227,7 @@ class PlayoutAudioOutput(AudioOutput):
         self._paused_total = 0.0
         self._flushed = False
         self._finish_timer: asyncio.TimerHandle | None = None
+        self._segment_finished = asyncio.Event()
 
     def _played(self) -> float:
         if self._play_started is None or self._segment is None:
@@ -236,6 +237,10 @@ class PlayoutAudioOutput(AudioOutput):
 
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
         await super().capture_frame(frame)
+        while self._flushed and self._segment is not None:
+            # like RoomIO, the next segment waits for the flushed one to play out (or be cleared)
+            self._segment_finished.clear()
+            await self._segment_finished.wait()
         if self._segment is None:
             self._segment = PlayedSegment()
             self.segments.append(self._segment)
@@ -287,6 +292,7 @@ class PlayoutAudioOutput(AudioOutput):
         self._paused_at = None
         self._paused_total = 0.0
         self._flushed = False
+        self._segment_finished.set()
         self.on_playback_finished(
             playback_position=played, interrupted=interrupted, synchronized_transcript=None
         )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import selectors
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -85,7 +84,6 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._last_read = 0.0
         self._timer_seq = 0
         self._executor_jobs = 0
-        self._executor_lock = threading.Lock()
         super().__init__(selector=_JumpingSelector(self))
         self._clock_resolution = 1e-12
 
@@ -116,19 +114,15 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         )
 
     def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
-        with self._executor_lock:
-            self._executor_jobs += 1
+        future = super().run_in_executor(executor, func, *args)
+        # A job counts until its result is on the loop, not merely until the thread returns: the
+        # thread hands the result over with a later wake-up, and the clock must not move between.
+        self._executor_jobs += 1
+        future.add_done_callback(self._executor_job_done)
+        return future
 
-        def _counted() -> _T:
-            try:
-                return func(*args)
-            finally:
-                with self._executor_lock:
-                    self._executor_jobs -= 1
-                # wake the selector so the clock may move again
-                self.call_soon_threadsafe(lambda: None)
-
-        return super().run_in_executor(executor, _counted)
+    def _executor_job_done(self, _future: Any) -> None:
+        self._executor_jobs -= 1
 
 
 def _running_virtual_loop() -> VirtualTimeLoop | None:

@@ -30,8 +30,20 @@ embedded ``inference.VAD`` (runs offline from the livekit-local-inference wheel)
 
 
 def load_utterance_audio(audio: str) -> np.ndarray:
-    """Samples of a bundled recording name or of a 16 kHz mono WAV path."""
-    return bundled_speech(audio) if audio in BUNDLED else load_wav(Path(audio))
+    """Samples of a bundled recording name or of a 16 kHz mono WAV path.
+
+    Raises:
+        ValueError: ``audio`` is neither a bundled recording nor an existing file.
+    """
+    if audio in BUNDLED:
+        return bundled_speech(audio)
+    path = Path(audio)
+    if not path.is_file():
+        raise ValueError(
+            f"Utterance.audio={audio!r}: unknown bundled speech (choose one of "
+            f"{sorted(BUNDLED)}) and no such WAV file"
+        )
+    return load_wav(path)
 
 AgentFactory = Callable[[type[Agent]], Agent]
 """Builds the agent for one call from the base class under test."""

@@ -1,0 +1,157 @@
+"""Self-check of the race lab: every race reproduces on a plain Agent and the controls pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from livekit.agents import Agent
+from resilient_agent.cli import main
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
+
+BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
+
+# What each race breaks on livekit-agents 1.8.9, as a fragment of the contract's reason.
+EXPECTED_BREAKS = {
+    "tool_gap/gap_protected_say": "never reached the LLM",
+    "tool_gap/gap_disallow_and_say": "never reached the LLM",
+    "tool_gap/business_logic_long": "speech not done in time",
+    "tool_gap/business_logic_plain": "answered after",
+    "tool_gap/vad_no_end_of_speech": "stuck at 'speaking'",
+    "tool_gap/vad_stuck": "stuck at 'speaking'",
+    "tool_gap/vad_dead": "stuck at 'speaking'",
+    "end_call/question_over_farewell_end_protected": "call hung up although",
+    "end_call/question_during_sleep_protected": "call hung up although",
+    "end_call/question_over_farewell_end_interruptible": "call hung up although",
+    "end_call/question_during_sleep_interruptible": "call hung up although",
+    "shutdown_finally/interrupted_farewell_job": "farewell was not heard to the end",
+    "shutdown_finally/interrupted_farewell_session": "farewell was not heard to the end",
+    "lost_words/over_protected_say": "never reached the LLM",
+    "lost_words/straddling_protected_end": "never reached the LLM",
+    "lost_words/between_call_and_output": "never reached the LLM",
+    "lost_words/over_protected_say_real_vad": "never reached the LLM",
+    "lost_words/over_greeting_aec_warmup": "never reached the LLM",
+    "lost_words/protected_filler": "never reached the LLM",
+    "vad/stuck_plain_agent": "stuck at 'speaking'",
+    "vad/dead_plain_agent": "stuck at 'speaking'",
+    "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",
+    "deadlock/aclose_inside_tool": "could not be closed",
+}
+
+
+@pytest.fixture(scope="module")
+def baseline_results() -> dict[str, LabResult]:
+    return {r.scenario.name: r for r in run_lab(scenarios(), [BASELINE])}
+
+
+def test_catalog_is_large_enough_and_names_are_unique() -> None:
+    names = [s.name for s in scenarios()]
+    assert len(names) == len(set(names))
+    races = [s for s in scenarios() if not s.control]
+    assert len(races) >= 20
+    families = {s.family for s in races}
+    assert {"tool_gap", "end_call", "shutdown_finally", "lost_words", "vad", "deadlock"} <= families
+
+
+def test_every_race_is_specified() -> None:
+    races = {s.name for s in scenarios() if not s.control}
+    assert races == set(EXPECTED_BREAKS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BREAKS))
+def test_race_reproduces_on_plain_agent(baseline_results: dict[str, LabResult], name: str) -> None:
+    outcome = baseline_results[name].outcome
+    assert not outcome.passed
+    assert any(EXPECTED_BREAKS[name] in reason for reason in outcome.reasons), outcome.reasons
+
+
+@pytest.mark.parametrize("name", sorted(s.name for s in scenarios() if s.control))
+def test_control_passes_on_plain_agent(baseline_results: dict[str, LabResult], name: str) -> None:
+    outcome = baseline_results[name].outcome
+    assert outcome.passed, outcome.reasons
+
+
+def test_lost_words_are_the_ones_said_over_protected_speech(
+    baseline_results: dict[str, LabResult],
+) -> None:
+    # the whole utterance is said over the announcement: all five words are lost
+    assert baseline_results["lost_words/over_protected_say"].outcome.lost_words == 5
+    # the controls lose nothing
+    assert baseline_results["control/two_turns"].outcome.lost_words == 0
+
+
+def test_interruption_timeout_is_counted(baseline_results: dict[str, LabResult]) -> None:
+    assert baseline_results["tool_gap/business_logic_long"].outcome.interruption_timeouts == 1
+    assert baseline_results["tool_gap/gap_protected_say"].outcome.interruption_timeouts == 0
+
+
+def test_hang_up_contract_distinguishes_heard_and_interrupted_farewells(
+    baseline_results: dict[str, LabResult],
+) -> None:
+    heard = baseline_results["control/end_call_farewell_heard"].outcome
+    assert heard.hung_up and heard.farewell_heard
+    interrupted = baseline_results["shutdown_finally/interrupted_farewell_job"].outcome
+    assert interrupted.hung_up and not interrupted.farewell_heard
+
+
+def test_repeated_runs_give_the_same_verdicts_and_latencies() -> None:
+    chosen = [
+        s
+        for s in scenarios()
+        if s.name
+        in {
+            "tool_gap/gap_protected_say",
+            "end_call/question_during_sleep_interruptible",
+            "control/real_vad_two_turns",
+        }
+    ]
+    first = [r.as_json() for r in run_lab(chosen, [BASELINE])]
+    second = [r.as_json() for r in run_lab(chosen, [BASELINE])]
+    assert first == second
+    assert all(r["reply_latency_s"] is not None for r in first if r["passed"])
+
+
+def test_sweep_moves_the_onset_across_the_window() -> None:
+    scenario = next(s for s in scenarios() if s.name == "lost_words/straddling_protected_end")
+    assert scenario.sweep is not None
+    results = run_lab([scenario], [BASELINE], sweep=True)
+    onsets = [r.onset for r in results]
+    assert onsets == scenario.sweep.onsets()
+    # early onsets overlap the protected announcement and lose words; late ones do not
+    assert not results[0].outcome.passed
+    assert results[-1].outcome.passed
+
+
+def test_cli_json_and_exit_code_for_reference_run(tmp_path: Path) -> None:
+    out = tmp_path / "lab.json"
+    code = main(["lab", "--quiet", "--only", "control/two_turns|lost_words/over_protected_say$",
+                 "--json", str(out)])
+    assert code == 0  # reference only: the race reproduced and the control passed
+    records = json.loads(out.read_text())["results"]
+    assert [r["scenario"] for r in records] == [
+        "lost_words/over_protected_say",
+        "control/two_turns",
+    ]
+    keys = {
+        "scenario", "agent", "passed", "reasons", "reply_latency_s", "lost_words",
+        "end_user_state", "unfinished_handles", "interruption_timeouts", "race_events",
+    }
+    assert keys <= set(records[0])
+    assert records[0]["passed"] is False and records[0]["lost_words"] == 5
+
+
+def test_cli_agent_under_test_fails_on_races() -> None:
+    code = main(["lab", "--quiet", "--agent", "livekit.agents:Agent", "--only", "vad/stuck"])
+    assert code == 1
+
+
+def test_cli_rejects_bad_agent_and_empty_selection(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lab", "--agent", "livekit.agents"]) == 2
+    assert "expected 'module:Class'" in capsys.readouterr().err
+    assert main(["lab", "--agent", "livekit.agents:AgentSession"]) == 2
+    assert "not a livekit.agents.Agent subclass" in capsys.readouterr().err
+    assert main(["lab", "--only", "no-such-scenario"]) == 2
+    assert "matches no scenario" in capsys.readouterr().err
