@@ -41,8 +41,14 @@ def _parser() -> argparse.ArgumentParser:
 def _lab(args: argparse.Namespace) -> int:
     from .lab.catalog import scenarios
     from .lab.report import exit_code, format_line, print_summary, write_json
-    from .lab.run import AgentPathError, AgentUnderTest, default_agents, load_agent_class, select
-    from .lab.run import run_lab
+    from .lab.run import (
+        AgentPathError,
+        AgentUnderTest,
+        default_agents,
+        load_agent_class,
+        run_lab,
+        select,
+    )
 
     chosen = select(scenarios(), args.only)
     if args.list:

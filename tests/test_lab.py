@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from livekit.agents import Agent
+
 from resilient_agent.cli import main
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
@@ -127,8 +127,16 @@ def test_sweep_moves_the_onset_across_the_window() -> None:
 
 def test_cli_json_and_exit_code_for_reference_run(tmp_path: Path) -> None:
     out = tmp_path / "lab.json"
-    code = main(["lab", "--quiet", "--only", "control/two_turns|lost_words/over_protected_say$",
-                 "--json", str(out)])
+    code = main(
+        [
+            "lab",
+            "--quiet",
+            "--only",
+            "control/two_turns|lost_words/over_protected_say$",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0  # reference only: the race reproduced and the control passed
     records = json.loads(out.read_text())["results"]
     assert [r["scenario"] for r in records] == [
@@ -136,8 +144,16 @@ def test_cli_json_and_exit_code_for_reference_run(tmp_path: Path) -> None:
         "control/two_turns",
     ]
     keys = {
-        "scenario", "agent", "passed", "reasons", "reply_latency_s", "lost_words",
-        "end_user_state", "unfinished_handles", "interruption_timeouts", "race_events",
+        "scenario",
+        "agent",
+        "passed",
+        "reasons",
+        "reply_latency_s",
+        "lost_words",
+        "end_user_state",
+        "unfinished_handles",
+        "interruption_timeouts",
+        "race_events",
     }
     assert keys <= set(records[0])
     assert records[0]["passed"] is False and records[0]["lost_words"] == 5

@@ -12,7 +12,7 @@ def _agent(base):  # type: ignore[no-untyped-def]
 
 
 def test_utterance_must_end_after_it_starts() -> None:
-    with pytest.raises(ValueError, match=r"Utterance.end \(1.0\) must be after start"):
+    with pytest.raises(ValueError, match=r"Utterance\.end \(1\.0\) must be after start"):
         Utterance(2.0, 1.0, "hello")
 
 
@@ -22,7 +22,7 @@ def test_utterance_needs_words() -> None:
 
 
 def test_overlapping_utterances_are_rejected() -> None:
-    with pytest.raises(ValueError, match="overlap at 1.5s"):
+    with pytest.raises(ValueError, match=r"overlap at 1\.5s"):
         Scenario(
             name="x/y",
             family="x",
@@ -33,18 +33,26 @@ def test_overlapping_utterances_are_rejected() -> None:
 
 
 def test_utterance_past_the_end_of_the_call_is_rejected() -> None:
-    with pytest.raises(ValueError, match="duration=5"):
+    with pytest.raises(ValueError, match=r"duration=5"):
         Scenario(
-            name="x/y", family="x", description="", agent=_agent,
-            utterances=(Utterance(4.0, 6.0, "a b"),), duration=5.0,
+            name="x/y",
+            family="x",
+            description="",
+            agent=_agent,
+            utterances=(Utterance(4.0, 6.0, "a b"),),
+            duration=5.0,
         )
 
 
 def test_faults_need_the_scripted_vad() -> None:
     with pytest.raises(ValueError, match="vad_fault needs vad='scripted'"):
         Scenario(
-            name="x/y", family="x", description="", agent=_agent,
-            utterances=(Utterance(1.0, 2.0, "a b"),), vad="silero",
+            name="x/y",
+            family="x",
+            description="",
+            agent=_agent,
+            utterances=(Utterance(1.0, 2.0, "a b"),),
+            vad="silero",
             vad_fault=VADFault(mode="stuck"),
         )
 

@@ -48,7 +48,7 @@ def booking_agent(style: ToolStyle, work_seconds: float) -> AgentFactory:
                 super().__init__(instructions=INSTRUCTIONS)
 
             @function_tool
-            async def book_table(self, ctx: RunContext, time: str) -> str:
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
                 """Book a table.
 
                 Args:
@@ -78,7 +78,7 @@ def end_call_agent(
                 super().__init__(instructions=INSTRUCTIONS)
 
             @function_tool
-            async def end_call(self, ctx: RunContext) -> None:
+            async def end_call(self, ctx: RunContext[None]) -> None:
                 """End the call when the caller says goodbye."""
                 try:
                     await ctx.session.say(FAREWELL, allow_interruptions=not farewell_protected)
@@ -102,7 +102,7 @@ def closing_tool_agent(base: type[Agent]) -> Agent:
             super().__init__(instructions=INSTRUCTIONS)
 
         @function_tool
-        async def hang_up(self, ctx: RunContext) -> None:
+        async def hang_up(self, ctx: RunContext[None]) -> None:
             """Hang up the call."""
             await ctx.session.say(FAREWELL)
             await ctx.session.aclose()

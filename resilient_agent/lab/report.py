@@ -86,7 +86,8 @@ def print_summary(
                 cells.append(f"{'pass' if run.outcome.passed else 'FAIL'} {latency:>7}")
             else:
                 cells.append(f"{passed}/{len(runs)} pass")
-        marker = "  (control)" if any(r.scenario.control for r in results if r.scenario.name == name) else ""
+        control = any(r.scenario.control for r in results if r.scenario.name == name)
+        marker = "  (control)" if control else ""
         print(f"{name:<{width}}" + "".join(f"{c:>18}" for c in cells) + marker, file=out)
     print("-" * len(header), file=out)
     _print_sweeps(results, agents, out)

@@ -100,9 +100,7 @@ def heard_sentences(world: CallWorld) -> list[HeardSentence]:
     t0 = world.t0
     result = []
     for sentence_id, text in world.tts.sentences.items():
-        start, heard, length = played.get(
-            sentence_id, (None, 0.0, world.tts.duration_of(text))
-        )
+        start, heard, length = played.get(sentence_id, (None, 0.0, world.tts.duration_of(text)))
         result.append(
             HeardSentence(
                 id=sentence_id,
@@ -167,8 +165,8 @@ def evaluate(world: CallWorld) -> CallOutcome:
             continue
         latency = min(answers)
         latencies.append(latency)
-        bound = utterance.reply_within if utterance.reply_within is not None else (
-            scenario.reply_bound
+        bound = (
+            utterance.reply_within if utterance.reply_within is not None else (scenario.reply_bound)
         )
         if latency > bound:
             reasons.append(f"{label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
@@ -197,8 +195,10 @@ def evaluate(world: CallWorld) -> CallOutcome:
             spoke_after = any(u.end > began for u in scenario.utterances)
             expected_hang_up = not spoke_after
     if hung_up and not expected_hang_up:
-        why = "the farewell was not heard to the end" if not farewell_heard else (
-            "the caller spoke after the farewell began"
+        why = (
+            "the farewell was not heard to the end"
+            if not farewell_heard
+            else ("the caller spoke after the farewell began")
         )
         if scenario.farewell is None:
             why = "no farewell was planned"

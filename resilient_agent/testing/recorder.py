@@ -99,7 +99,7 @@ class CallRecorder:
             self.items.append((self.clock(), item.role, item.text_content or ""))
 
     def _on_tools_executed(self, ev: lk_events.FunctionToolsExecutedEvent) -> None:
-        for call, output in zip(ev.function_calls, ev.function_call_outputs):
+        for call, output in zip(ev.function_calls, ev.function_call_outputs, strict=False):
             status = "none" if output is None else ("error" if output.is_error else "ok")
             self.tool_calls.append((self.clock(), call.name, status))
 
@@ -126,9 +126,10 @@ class LivekitLogCapture(logging.Handler):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Keep the record's time, level and message."""
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken log call must not break the lab
+        except Exception:
             message = str(record.msg)
         self.records.append((self._clock(), record.levelno, message))
 

@@ -8,13 +8,13 @@ same app code runs on a plain ``livekit.agents.Agent`` and on ``ResilientAgent``
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
 from livekit.agents import Agent
 
 from .audio import SAMPLE_RATE
@@ -44,6 +44,7 @@ def load_utterance_audio(audio: str) -> np.ndarray:
             f"{sorted(BUNDLED)}) and no such WAV file"
         )
     return load_wav(path)
+
 
 AgentFactory = Callable[[type[Agent]], Agent]
 """Builds the agent for one call from the base class under test."""
@@ -121,7 +122,7 @@ class Sweep:
 
     def onsets(self) -> list[float]:
         """Every onset in the window, both ends included."""
-        count = int(round((self.stop - self.start) / self.step))
+        count = round((self.stop - self.start) / self.step)
         return [round(self.start + i * self.step, 6) for i in range(count + 1)]
 
 
@@ -167,7 +168,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
-        for before, after in zip(ordered, ordered[1:]):
+        for before, after in itertools.pairwise(ordered):
             if after.start < before.end:
                 raise ValueError(f"{self.name}: utterances overlap at {after.start}s")
         if any(u.end > self.duration for u in self.utterances):
