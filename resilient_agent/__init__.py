@@ -1,5 +1,40 @@
-"""resilient-agent: race-free voice agents on LiveKit Agents."""
+"""resilient-agent: race-free voice agents on LiveKit Agents.
+
+``ResilientAgent`` is a drop-in ``livekit.agents.Agent`` whose tool calls, speeches and session
+events run through a middleware chain; ``resilient_agent.testing`` is the offline race lab.
+"""
 
 from __future__ import annotations
 
+from .agent import ResilientAgent, default_middleware
+from .errors import MiddlewareError, MiddlewareNotUsed
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
+from .hooks import HOOKS, Middleware, Position, ToolCallNext
+from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .spec import MiddlewareSpec
+from .state import ConversationState, MiddlewareContext
+from .tools import current_tool
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "HOOKS",
+    "ConversationState",
+    "Middleware",
+    "MiddlewareContext",
+    "MiddlewareError",
+    "MiddlewareErrorEvent",
+    "MiddlewareNotUsed",
+    "MiddlewareSpec",
+    "Position",
+    "RaceDetectedEvent",
+    "RaceHandledEvent",
+    "ResilientAgent",
+    "SpeechDecision",
+    "SpeechInfo",
+    "ToolCall",
+    "ToolCallNext",
+    "ToolOutcome",
+    "current_tool",
+    "default_middleware",
+]

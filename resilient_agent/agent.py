@@ -1,0 +1,128 @@
+"""``ResilientAgent``: a drop-in ``livekit.agents.Agent`` that runs a middleware chain."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+from livekit.agents import Agent, utils
+from livekit.agents.llm import FunctionTool, RawFunctionTool, Tool, Toolset
+
+from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
+from .chain import MiddlewareChain
+from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
+from .hooks import Middleware
+from .plugins import load_plugins
+from .requests import ToolCall
+from .spec import MiddlewareSpec, build_middleware
+from .tools import class_tools, wrap_tool
+
+__all__ = ["ResilientAgent", "default_middleware"]
+
+MiddlewareEntry = Middleware | MiddlewareSpec
+
+
+def default_middleware() -> list[MiddlewareEntry]:
+    """The first-party middleware ``ResilientAgent`` runs when ``middleware=`` is not given."""
+    # imported by name: the first-party package lives in the top-level middleware/ folder
+    # and is mapped to resilient_agent.middleware by the packaging (see docs/middleware.md)
+    first_party = importlib.import_module("resilient_agent.middleware")
+    entries: list[MiddlewareEntry] = list(first_party.default_middleware())
+    return entries
+
+
+class ResilientAgent(Agent):
+    """An ``Agent`` whose tool calls, speeches and session events run through middleware.
+
+    Any ``Agent(...)`` call works unchanged as ``ResilientAgent(...)``.
+
+    Args:
+        *args: Passed to ``Agent``.
+        middleware: Middleware instances or ``MiddlewareSpec`` s, in order; None runs the
+            first-party set (:func:`default_middleware`).
+        plugins: Names of middleware plugins (entry point group ``resilient_agent.middleware``)
+            to append, in order.
+        **kwargs: Passed to ``Agent``.
+
+    Raises:
+        MiddlewareError: A middleware, hook, option or plugin is invalid; raised here, never
+            during a call.
+
+    Attributes:
+        events: Emits ``middleware_error``, ``race_detected`` and ``race_handled``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        middleware: Sequence[MiddlewareEntry] | None = None,
+        plugins: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
+        entries = default_middleware() if middleware is None else list(middleware)
+        entries.extend(load_plugins(plugins))
+        self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
+        self._bridge: SessionBridge | None = None
+        self._last_chain: MiddlewareChain | None = None
+        self.events: utils.EventEmitter[ResilientEventTypes] = utils.EventEmitter()
+        # instance attributes shadow the class tools, so livekit's discovery finds the wrappers
+        for attr, tool in class_tools(type(self)):
+            setattr(self, attr, wrap_tool(tool.__get__(self, type(self)), self._run_tool))
+        tools: list[Tool | Toolset] = list(kwargs.pop("tools", None) or [])
+        kwargs["tools"] = [self._wrap(t) for t in tools]
+        super().__init__(*args, **kwargs)
+        self._app_on_enter = self.on_enter
+        self._app_on_exit = self.on_exit
+        self.on_enter = self._enter  # type: ignore[method-assign]
+        self.on_exit = self._exit  # type: ignore[method-assign]
+
+    @property
+    def middleware(self) -> tuple[Middleware, ...]:
+        """The chain in dispatch order: the current (or last) session's instances, else the
+        prototypes each session copies."""
+        if self._bridge is not None:
+            return self._bridge.chain.middleware
+        if self._last_chain is not None:
+            return self._last_chain.middleware
+        return self._chain_prototype.middleware
+
+    async def update_tools(self, tools: list[Tool | Toolset]) -> None:
+        """Like ``Agent.update_tools``; new function tools run through the chain too."""
+        await super().update_tools([self._wrap(t) for t in tools])
+
+    def _wrap(self, tool: Tool | Toolset) -> Tool | Toolset:
+        if isinstance(tool, (FunctionTool, RawFunctionTool)):
+            return wrap_tool(tool, self._run_tool)
+        return tool
+
+    def _emit(self, event: ResilientEvent) -> None:
+        self.events.emit(event.type, event)
+
+    def _on_hook_error(self, mw: Middleware, hook: str, exc: BaseException) -> None:
+        self._emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
+
+    async def _enter(self) -> None:
+        chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
+        self._bridge = SessionBridge(chain, self.session, self, self._emit)
+        await self._bridge.start()
+        await self._app_on_enter()
+
+    async def _exit(self) -> None:
+        try:
+            await self._app_on_exit()
+        finally:
+            bridge, self._bridge = self._bridge, None
+            if bridge is not None:
+                self._last_chain = bridge.chain
+                await bridge.stop()
+
+    async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
+        try:
+            if self._bridge is None:
+                return await run_body(call)
+            return await self._bridge.run_tool(call, run_body)
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:
+            raise tool_error_boundary(call.name, exc) from exc

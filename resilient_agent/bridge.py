@@ -1,0 +1,229 @@
+"""Connects one session's events and tool calls to the chain.
+
+livekit calls event listeners synchronously inside its own tasks. The bridge updates the
+:class:`ConversationState` and runs decide hooks right there (they must answer before livekit
+goes on), and queues notify hooks for one dispatcher task per session, which keeps their order
+and lets urgent events (the caller starts speaking) overtake bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from livekit.agents import AgentSession, StopResponse
+from livekit.agents.llm import ToolError
+from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+from .chain import MiddlewareChain
+from .errors import MiddlewareNotUsed
+from .events import MiddlewareErrorEvent, ResilientEvent
+from .hooks import Middleware
+from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .state import ConversationState, MiddlewareContext
+from .tools import current_tool
+
+__all__ = ["SessionBridge"]
+
+logger = logging.getLogger("resilient_agent.bridge")
+
+_SESSION_EVENTS = (
+    "user_state_changed",
+    "agent_state_changed",
+    "user_input_transcribed",
+    "conversation_item_added",
+    "speech_created",
+    "agent_false_interruption",
+    "close",
+)
+
+
+class SessionBridge:
+    """The chain's presence in one session, from the agent's ``on_enter`` to its exit."""
+
+    def __init__(
+        self,
+        chain: MiddlewareChain,
+        session: AgentSession[Any],
+        agent: Any,
+        emit: Callable[[ResilientEvent], None],
+    ) -> None:
+        self.state = ConversationState(
+            user_state=session.user_state, agent_state=session.agent_state
+        )
+        self.ctx = MiddlewareContext(session=session, agent=agent, state=self.state, emit=emit)
+        self.chain = chain
+        self._session = session
+        self._urgent: deque[tuple[str, tuple[Any, ...]]] = deque()
+        self._normal: deque[tuple[str, tuple[Any, ...]]] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._listeners: dict[str, Callable[[Any], None]] = {
+            "user_state_changed": self._on_user_state,
+            "agent_state_changed": self._on_agent_state,
+            "user_input_transcribed": self._on_transcript,
+            "conversation_item_added": self._on_item,
+            "speech_created": self._on_speech_created,
+            "agent_false_interruption": self._on_false_interruption,
+            "close": self._on_close,
+        }
+        self._closed = False
+        self._tool_seq = 0
+
+    async def start(self) -> None:
+        """Set the middleware up, subscribe, and tell the chain the session started."""
+        unused: list[Middleware] = []
+        for mw in self.chain.middleware:
+            try:
+                await mw.setup(self.ctx)
+            except MiddlewareNotUsed:
+                unused.append(mw)
+        if unused:
+            self.chain = self.chain.without(unused)
+        for event in _SESSION_EVENTS:
+            self._session.on(event, self._listeners[event])
+        self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
+        self.submit("on_session_start")
+
+    async def stop(self) -> None:
+        """Unsubscribe, let queued hooks run, and close the middleware in reverse order."""
+        if self._closed:
+            return
+        self._closed = True
+        for event in _SESSION_EVENTS:
+            with contextlib.suppress(Exception):
+                self._session.off(event, self._listeners[event])
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        for mw in reversed(self.chain.middleware):
+            try:
+                await mw.aclose()
+            except Exception as exc:  # noqa: BLE001 - one failing close must not stop the others
+                self._report(mw, "aclose", exc)
+
+    def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
+        logger.error(
+            "middleware failed", extra={"middleware": mw.display_name, "hook": hook}, exc_info=exc
+        )
+        self.ctx.emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
+
+    # -- queue ---------------------------------------------------------------------------------
+    def submit(self, hook: str, *args: Any, urgent: bool = False) -> None:
+        """Queue ``hook`` for the dispatcher, if any middleware listens to it."""
+        if self._closed or not self.chain.handles(hook):
+            return
+        (self._urgent if urgent else self._normal).append((hook, args))
+        self._wake.set()
+
+    async def _dispatch(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._urgent or self._normal:
+                hook, args = (self._urgent or self._normal).popleft()
+                await self.chain.notify(hook, self.ctx, *args)
+            if self._closed:
+                return
+
+    # -- livekit events (synchronous, inside livekit's tasks) ---------------------------------
+    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
+        self.state.user_state = ev.new_state
+        self.submit("on_user_state", ev, urgent=ev.new_state == "speaking")
+
+    def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
+        self.state.agent_state = ev.new_state
+        self.submit("on_agent_state", ev)
+
+    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        if ev.is_final and ev.transcript.strip():
+            self.state.pending_user_fragments.append(ev.transcript)
+        self.submit("on_user_transcript", ev)
+
+    def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
+        item = ev.item
+        if item.type == "message" and item.role == "user":
+            self.state.pending_user_fragments.clear()
+        self.submit("on_conversation_item", ev)
+
+    def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
+        info = SpeechInfo(
+            handle=ev.speech_handle,
+            source=ev.source,
+            user_initiated=ev.user_initiated,
+            tool=current_tool(),
+        )
+        if self.chain.handles("decide_speech"):
+            decision = self.chain.decide("decide_speech", self.ctx, info)
+            if isinstance(decision, SpeechDecision):
+                _apply_speech_decision(info.handle, decision)
+        self.state.speeches[info.id] = info
+
+        def _done(_: SpeechHandle) -> None:
+            self.state.speeches.pop(info.id, None)
+            self.submit("on_speech_done", info)
+
+        info.handle.add_done_callback(_done)
+        self.submit("on_speech_created", info)
+
+    def _on_false_interruption(self, ev: lk_events.AgentFalseInterruptionEvent) -> None:
+        self.submit("on_false_interruption", ev)
+
+    def _on_close(self, ev: lk_events.CloseEvent) -> None:
+        self.submit("on_session_end", ev)
+        asyncio.get_running_loop().create_task(self.stop())
+
+    # -- tools ---------------------------------------------------------------------------------
+    async def run_tool(
+        self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]
+    ) -> Any:
+        """Run one tool call through ``wrap_tool_call`` and report its start and exit."""
+        self._tool_seq += 1
+        key = self._tool_seq
+        self.state.tools_in_flight[key] = call
+        self.submit("on_tool_start", call)
+        started = time.perf_counter()
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = await self.chain.wrap_tool_call(self.ctx, call, run_body)
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self.state.tools_in_flight.pop(key, None)
+            outcome = ToolOutcome(result, error, time.perf_counter() - started)
+            self.submit("on_tool_exit", call, outcome)
+
+
+def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> None:
+    if handle.allow_interruptions == decision.allow_interruptions:
+        return
+    try:
+        handle.allow_interruptions = decision.allow_interruptions
+    except RuntimeError:
+        # livekit refuses to protect a speech that was already interrupted; nothing to protect
+        logger.info(
+            "speech already interrupted, decision not applied",
+            extra={"speech_id": handle.id, "reason": decision.reason},
+        )
+
+
+def tool_error_boundary(name: str, exc: Exception) -> ToolError:
+    """The ``ToolError`` the LLM voices when a tool (or a wrap hook) fails unexpectedly."""
+    logger.error("tool failed", extra={"tool": name}, exc_info=exc)
+    return ToolError(
+        f"The {name} tool failed ({type(exc).__name__}). Tell the caller it did not work and "
+        "offer to try again."
+    )
+
+
+PASS_THROUGH = (ToolError, StopResponse)
+"""Exceptions livekit gives meaning to; the boundary lets them through unchanged."""

@@ -1,0 +1,197 @@
+"""The middleware chain: validation, order, and dispatch of the three hook kinds."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .errors import MiddlewareError
+from .hooks import API_VERSION, HOOKS, LIFECYCLE, Middleware, ToolCallNext
+from .requests import ToolCall
+from .state import MiddlewareContext
+
+__all__ = ["MiddlewareChain", "validate_middleware"]
+
+logger = logging.getLogger("resilient_agent.chain")
+
+_POSITIONS = {"first": 0, "normal": 1, "last": 2}
+_PREFIXES = ("on_", "decide_", "wrap_")
+
+ErrorReporter = Callable[[Middleware, str, BaseException], None]
+
+
+def _overridden(mw: Middleware, hook: str) -> bool:
+    return getattr(type(mw), hook) is not getattr(Middleware, hook)
+
+
+def validate_middleware(mw: object) -> Middleware:
+    """Check one middleware's class, position, API version and hooks.
+
+    Raises:
+        MiddlewareError: Naming the middleware, the hook and the fix.
+    """
+    if not isinstance(mw, Middleware):
+        raise MiddlewareError(
+            repr(mw),
+            "is not a Middleware",
+            fix="pass an instance of a resilient_agent.Middleware subclass or a MiddlewareSpec",
+        )
+    name = mw.display_name
+    if type(mw).position not in _POSITIONS:
+        raise MiddlewareError(
+            name,
+            f"position={type(mw).position!r} is not one of {sorted(_POSITIONS)}",
+            fix='set position to "first", "normal" or "last"',
+            hook="position",
+        )
+    if type(mw).api_version != API_VERSION:
+        raise MiddlewareError(
+            name,
+            f"written for middleware API {type(mw).api_version}, this is API {API_VERSION}",
+            fix="upgrade the middleware (or resilient-agent) so both speak the same API version",
+            hook="api_version",
+        )
+    for attr in dir(type(mw)):
+        if not attr.startswith(_PREFIXES) or attr in HOOKS:
+            continue
+        if not callable(getattr(type(mw), attr, None)):
+            continue
+        close = difflib.get_close_matches(attr, HOOKS, n=1)
+        hint = f"rename it to {close[0]!r}" if close else "rename it so it does not start with on_, decide_ or wrap_"
+        raise MiddlewareError(name, f"unknown hook {attr!r}", fix=hint, hook=attr)
+    for hook, spec in HOOKS.items():
+        if _overridden(mw, hook):
+            _check_signature(mw, hook, spec.kind)
+    for hook in LIFECYCLE:
+        method = getattr(type(mw), hook)
+        if hook != "for_session" and not inspect.iscoroutinefunction(method):
+            raise MiddlewareError(name, f"{hook} must be 'async def'", fix=f"write 'async def {hook}'", hook=hook)
+    return mw
+
+
+def _check_signature(mw: Middleware, hook: str, kind: str) -> None:
+    name = mw.display_name
+    method = getattr(type(mw), hook)
+    is_async = inspect.iscoroutinefunction(method)
+    if kind == "decide" and is_async:
+        raise MiddlewareError(
+            name,
+            "decide hooks run synchronously inside livekit's own call and must not be async",
+            fix=f"write 'def {hook}(...)' and start a task for any async work",
+            hook=hook,
+        )
+    if kind != "decide" and not is_async:
+        raise MiddlewareError(name, f"{kind} hooks must be 'async def'", fix=f"write 'async def {hook}(...)'", hook=hook)
+    expected = list(inspect.signature(getattr(Middleware, hook)).parameters)
+    actual = list(inspect.signature(method).parameters)
+    if len(actual) != len(expected):
+        raise MiddlewareError(
+            name,
+            f"takes ({', '.join(actual)}), the hook passes ({', '.join(expected)})",
+            fix=f"declare it as {hook}({', '.join(expected)})",
+            hook=hook,
+        )
+
+
+class MiddlewareChain:
+    """An ordered, validated, frozen list of middleware and the hooks each one overrides.
+
+    Args:
+        middleware: Instances, in the order given; ``position`` then sorts them stably.
+        on_error: Told when a notify or decide hook raises.
+
+    Raises:
+        MiddlewareError: A middleware is invalid or two share a name.
+    """
+
+    def __init__(
+        self, middleware: Sequence[Middleware], *, on_error: ErrorReporter | None = None
+    ) -> None:
+        checked = [validate_middleware(mw) for mw in middleware]
+        seen: dict[str, Middleware] = {}
+        for mw in checked:
+            if mw.display_name in seen:
+                raise MiddlewareError(
+                    mw.display_name,
+                    "appears twice in the chain",
+                    fix="remove the duplicate, or give one of them another `name`",
+                    hook="name",
+                )
+            seen[mw.display_name] = mw
+        self.middleware: tuple[Middleware, ...] = tuple(
+            sorted(checked, key=lambda mw: _POSITIONS[type(mw).position])
+        )
+        self._on_error = on_error
+        self._handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
+        for hook, spec in HOOKS.items():
+            order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
+            self._handlers[hook] = tuple(
+                (mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook)
+            )
+
+    def for_session(self, *, on_error: ErrorReporter | None = None) -> MiddlewareChain:
+        """The same chain with fresh per-session instances (``Middleware.for_session``)."""
+        return MiddlewareChain(
+            [mw.for_session() for mw in self.middleware], on_error=on_error or self._on_error
+        )
+
+    def without(self, removed: Sequence[Middleware]) -> MiddlewareChain:
+        """The chain minus ``removed`` (those that raised ``MiddlewareNotUsed``)."""
+        return MiddlewareChain(
+            [mw for mw in self.middleware if mw not in removed], on_error=self._on_error
+        )
+
+    def handles(self, hook: str) -> bool:
+        """Whether any middleware overrides ``hook``."""
+        return bool(self._handlers[hook])
+
+    def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
+        logger.exception(
+            "middleware hook failed, continuing without it",
+            extra={"middleware": mw.display_name, "hook": hook},
+            exc_info=exc,
+        )
+        if self._on_error is not None:
+            self._on_error(mw, hook, exc)
+
+    async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
+        """Run every ``hook`` handler in order; a failure is reported and skipped."""
+        for mw, handler in self._handlers[hook]:
+            try:
+                await handler(ctx, *args)
+            except Exception as exc:  # noqa: BLE001 - notify hooks fail open by design
+                self._report(mw, hook, exc)
+
+    def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
+        """The first answer that is not None, or None; a failing handler is skipped."""
+        for mw, handler in self._handlers[hook]:
+            try:
+                answer = handler(ctx, *args)
+            except Exception as exc:  # noqa: BLE001 - one broken policy must not break the call
+                self._report(mw, hook, exc)
+                continue
+            if answer is not None:
+                return answer
+        return None
+
+    async def wrap_tool_call(
+        self, ctx: MiddlewareContext, call: ToolCall, innermost: ToolCallNext
+    ) -> Any:
+        """Run ``innermost`` inside every ``wrap_tool_call``, first middleware outermost."""
+        handlers = self._handlers["wrap_tool_call"]
+
+        def layer(index: int) -> Callable[[ToolCall], Awaitable[Any]]:
+            if index == len(handlers):
+                return innermost
+            _, handler = handlers[index]
+            next_layer = layer(index + 1)
+
+            async def call_layer(request: ToolCall) -> Any:
+                return await handler(ctx, request, next_layer)
+
+            return call_layer
+
+        return await layer(0)(call)

@@ -1,0 +1,78 @@
+"""Events ``ResilientAgent`` emits on its own emitter, shaped like LiveKit's session events."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "MiddlewareErrorEvent",
+    "RaceDetectedEvent",
+    "RaceHandledEvent",
+    "ResilientEvent",
+    "ResilientEventTypes",
+]
+
+ResilientEventTypes = Literal["middleware_error", "race_detected", "race_handled"]
+
+
+def _now() -> float:
+    # read at call time, so a patched clock (the lab's virtual time) is honoured
+    return time.time()
+
+
+class MiddlewareErrorEvent(BaseModel):
+    """A middleware hook raised; the chain went on without it.
+
+    Attributes:
+        middleware: The middleware's name.
+        hook: The hook that raised.
+        error: ``repr`` of the exception.
+    """
+
+    type: Literal["middleware_error"] = "middleware_error"
+    middleware: str
+    hook: str
+    error: str
+    created_at: float = Field(default_factory=_now)
+
+
+class RaceDetectedEvent(BaseModel):
+    """A middleware saw a race.
+
+    Attributes:
+        kind: Which race, e.g. ``"speech_over_speaking_user"``.
+        middleware: Who saw it.
+        details: Ids and timings; never transcripts.
+    """
+
+    type: Literal["race_detected"] = "race_detected"
+    kind: str
+    middleware: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=_now)
+
+
+class RaceHandledEvent(BaseModel):
+    """A middleware acted on a race.
+
+    Attributes:
+        kind: Which race.
+        action: What it did, e.g. ``"merged_into_next_turn"``.
+        middleware: Who acted.
+        details: Ids and timings; never transcripts.
+    """
+
+    type: Literal["race_handled"] = "race_handled"
+    kind: str
+    action: str
+    middleware: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=_now)
+
+
+ResilientEvent = Annotated[
+    MiddlewareErrorEvent | RaceDetectedEvent | RaceHandledEvent, Field(discriminator="type")
+]

@@ -1,0 +1,160 @@
+"""The ``Middleware`` base class and the table of hooks the chain dispatches.
+
+Three kinds of hooks:
+
+* **notify** (``on_*``, ``async``): told what happened, in list order (exit and end hooks in
+  reverse); a failure is logged and reported, and the chain goes on.
+* **decide** (``decide_*``, plain functions): asked synchronously, inside livekit's own call, what
+  to do; the first answer that is not None wins. They must not block.
+* **wrap** (``wrap_*``, ``async``): an onion around an action; the first middleware is outermost
+  and calls ``call_next`` zero or more times.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from livekit.agents.voice import events as lk_events
+
+from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .state import MiddlewareContext
+
+__all__ = ["HOOKS", "HookKind", "HookSpec", "Middleware", "Position", "ToolCallNext"]
+
+Position = Literal["first", "normal", "last"]
+HookKind = Literal["notify", "decide", "wrap"]
+ToolCallNext = Callable[[ToolCall], Awaitable[Any]]
+
+API_VERSION = 1
+"""The middleware API version this core implements; plugins declare the one they need."""
+
+
+class Middleware:
+    """Base class: override only the hooks you need (the others are never dispatched).
+
+    Attributes:
+        name: Unique within a chain; defaults to the class name.
+        position: ``first``, ``normal`` or ``last``; list order decides within a position.
+        api_version: The middleware API version the class was written for.
+    """
+
+    name: ClassVar[str | None] = None
+    position: ClassVar[Position] = "normal"
+    api_version: ClassVar[int] = API_VERSION
+
+    @property
+    def display_name(self) -> str:
+        """``name``, or the class name."""
+        return type(self).name or type(self).__name__
+
+    def for_session(self) -> Middleware:
+        """A fresh instance for one session; the default deep-copies this one.
+
+        Override it when an attribute (a client, a pool) must be shared across sessions.
+        """
+        return copy.deepcopy(self)
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Prepare for a session; raise ``MiddlewareNotUsed`` to sit this session out."""
+
+    async def aclose(self) -> None:
+        """Release what ``setup`` acquired; runs in reverse order when the session ends."""
+
+    # -- notify ------------------------------------------------------------------------------
+    async def on_session_start(self, ctx: MiddlewareContext) -> None:
+        """The agent entered the session."""
+
+    async def on_user_state(
+        self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
+    ) -> None:
+        """The caller started or stopped speaking (starting to speak overtakes other events)."""
+
+    async def on_agent_state(
+        self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
+    ) -> None:
+        """The agent's state changed."""
+
+    async def on_user_transcript(
+        self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
+    ) -> None:
+        """An interim or final transcript arrived."""
+
+    async def on_conversation_item(
+        self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
+    ) -> None:
+        """A message was committed to the history."""
+
+    async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """livekit created a speech (after ``decide_speech`` ran)."""
+
+    async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """A speech finished, played out or interrupted (reverse order)."""
+
+    async def on_tool_start(self, ctx: MiddlewareContext, call: ToolCall) -> None:
+        """A function tool is about to run."""
+
+    async def on_tool_exit(
+        self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
+    ) -> None:
+        """A function tool returned or raised (reverse order)."""
+
+    async def on_false_interruption(
+        self, ctx: MiddlewareContext, ev: lk_events.AgentFalseInterruptionEvent
+    ) -> None:
+        """livekit judged an interruption false."""
+
+    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
+        """The session closed (reverse order)."""
+
+    # -- decide --------------------------------------------------------------------------------
+    def decide_speech(self, ctx: MiddlewareContext, speech: SpeechInfo) -> SpeechDecision | None:
+        """Protect a new speech or allow interruptions; None leaves it to the next middleware."""
+        return None
+
+    # -- wrap ----------------------------------------------------------------------------------
+    async def wrap_tool_call(
+        self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
+    ) -> Any:
+        """Around a tool body: change the call, skip it (return a result), or retry it."""
+        return await call_next(call)
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """How the chain dispatches one hook.
+
+    Attributes:
+        name: The method name.
+        kind: notify, decide or wrap.
+        reverse: Dispatched in reverse list order.
+    """
+
+    name: str
+    kind: HookKind
+    reverse: bool = False
+
+
+HOOKS: dict[str, HookSpec] = {
+    spec.name: spec
+    for spec in (
+        HookSpec("on_session_start", "notify"),
+        HookSpec("on_user_state", "notify"),
+        HookSpec("on_agent_state", "notify"),
+        HookSpec("on_user_transcript", "notify"),
+        HookSpec("on_conversation_item", "notify"),
+        HookSpec("on_speech_created", "notify"),
+        HookSpec("on_speech_done", "notify", reverse=True),
+        HookSpec("on_tool_start", "notify"),
+        HookSpec("on_tool_exit", "notify", reverse=True),
+        HookSpec("on_false_interruption", "notify"),
+        HookSpec("on_session_end", "notify", reverse=True),
+        HookSpec("decide_speech", "decide"),
+        HookSpec("wrap_tool_call", "wrap"),
+    )
+}
+"""Every hook the chain knows, by name."""
+
+LIFECYCLE = ("setup", "aclose", "for_session")

@@ -1,0 +1,61 @@
+"""The conversation as the chain sees it: a snapshot hooks read synchronously."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from livekit.agents import AgentSession
+
+from .events import ResilientEvent
+from .requests import SpeechInfo, ToolCall
+
+if TYPE_CHECKING:
+    from livekit.agents import Agent
+
+__all__ = ["ConversationState", "MiddlewareContext"]
+
+UserState = Literal["speaking", "listening", "away"]
+AgentState = Literal["initializing", "idle", "listening", "thinking", "speaking"]
+
+
+@dataclass
+class ConversationState:
+    """Kept up to date synchronously, in livekit's own event order, before any hook runs.
+
+    Attributes:
+        user_state: The caller's state.
+        agent_state: The agent's state.
+        tools_in_flight: Tool calls that entered and did not exit yet, by a per-call key.
+        speeches: Speeches created and not done yet, by handle id.
+        pending_user_fragments: Final transcripts that have not become a user message yet.
+    """
+
+    user_state: UserState = "listening"
+    agent_state: AgentState = "initializing"
+    tools_in_flight: dict[int, ToolCall] = field(default_factory=dict)
+    speeches: dict[str, SpeechInfo] = field(default_factory=dict)
+    pending_user_fragments: list[str] = field(default_factory=list)
+
+    @property
+    def protected_speeches(self) -> list[SpeechInfo]:
+        """Live speeches that do not allow interruptions right now."""
+        return [s for s in self.speeches.values() if not s.handle.allow_interruptions]
+
+
+@dataclass
+class MiddlewareContext:
+    """What every hook receives first: the session, the agent, the state and an emitter.
+
+    Attributes:
+        session: The livekit session.
+        agent: The ``ResilientAgent`` running in it.
+        state: The conversation snapshot.
+        emit: Emits one of our events on the agent's emitter.
+    """
+
+    session: AgentSession[Any]
+    agent: Agent
+    state: ConversationState
+    emit: Callable[[ResilientEvent], None]

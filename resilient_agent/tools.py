@@ -1,0 +1,89 @@
+"""Wrapping an agent's function tools so every call runs through the chain.
+
+The wrapper keeps the tool's name, description, JSON schema and ``RunContext`` injection: it is a
+new ``FunctionTool`` (or ``RawFunctionTool``) with the same info whose function exposes the
+original signature through ``__wrapped__``, which livekit's schema builder and argument
+preparation follow. Speeches created while the tool body runs are attributed to the tool through
+a ``ContextVar`` (``speech_created`` fires synchronously in the creating task).
+
+``livekit.agents.mock_tools`` replaces a tool's execution by name before the tool is called, so a
+mocked tool bypasses the wrapper and therefore the chain.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+from livekit.agents import RunContext
+from livekit.agents.llm import FunctionTool, RawFunctionTool
+
+from .requests import ToolCall
+
+__all__ = ["ToolRunner", "class_tools", "current_tool", "is_wrapped", "wrap_tool"]
+
+ToolRunner = Callable[[ToolCall, Callable[[ToolCall], Awaitable[Any]]], Awaitable[Any]]
+"""Runs a call through the chain; the second argument runs the tool body itself."""
+
+_current_tool: ContextVar[str | None] = ContextVar("resilient_agent_current_tool", default=None)
+_WRAPPED_MARK = "__resilient_agent_wrapped__"
+
+
+def current_tool() -> str | None:
+    """The name of the function tool whose body is running in this task, if any."""
+    return _current_tool.get()
+
+
+def is_wrapped(tool: object) -> bool:
+    """Whether ``tool`` already runs through a chain."""
+    return bool(getattr(tool, _WRAPPED_MARK, False))
+
+
+def class_tools(cls: type) -> list[tuple[str, FunctionTool | RawFunctionTool]]:
+    """The function tools a class defines, with the attribute names they live under."""
+    found = []
+    for attr, member in inspect.getmembers(cls):
+        if isinstance(member, (FunctionTool, RawFunctionTool)):
+            found.append((attr, member))
+    return found
+
+
+def wrap_tool(
+    tool: FunctionTool | RawFunctionTool, runner: ToolRunner
+) -> FunctionTool | RawFunctionTool:
+    """A tool with the same info and signature whose calls go through ``runner``."""
+    if is_wrapped(tool):
+        return tool
+    signature = inspect.signature(tool)
+    name = tool.info.name
+
+    async def call_through_chain(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        context_args = {k: v for k, v in bound.arguments.items() if isinstance(v, RunContext)}
+        run_context = next(iter(context_args.values()), None)
+        call = ToolCall(
+            name=name,
+            arguments={k: v for k, v in bound.arguments.items() if k not in context_args},
+            call_id=run_context.function_call.call_id if run_context is not None else None,
+            run_context=run_context,
+        )
+
+        async def run_body(request: ToolCall) -> Any:
+            arguments = {**request.arguments, **context_args}
+            final = inspect.BoundArguments(signature, arguments)  # type: ignore[arg-type]
+            result = tool(*final.args, **final.kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+        token = _current_tool.set(name)
+        try:
+            return await runner(call, run_body)
+        finally:
+            _current_tool.reset(token)
+
+    functools.update_wrapper(call_through_chain, tool)
+    wrapped = type(tool)(call_through_chain, tool.info)  # type: ignore[arg-type]
+    setattr(wrapped, _WRAPPED_MARK, True)
+    return wrapped
