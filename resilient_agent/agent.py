@@ -79,8 +79,10 @@ class ResilientAgent(Agent):
 
     @property
     def middleware(self) -> tuple[Middleware, ...]:
-        """The chain in dispatch order: the current (or last) session's instances, else the
-        prototypes each session copies."""
+        """The chain in dispatch order.
+
+        The current (or last) session's instances, else the prototypes each session copies.
+        """
         if self._bridge is not None:
             return self._bridge.chain.middleware
         if self._last_chain is not None:

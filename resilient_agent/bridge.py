@@ -33,7 +33,7 @@ __all__ = ["SessionBridge"]
 
 logger = logging.getLogger("resilient_agent.bridge")
 
-_SESSION_EVENTS = (
+_SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
     "user_state_changed",
     "agent_state_changed",
     "user_input_transcribed",
@@ -64,7 +64,7 @@ class SessionBridge:
         self._normal: deque[tuple[str, tuple[Any, ...]]] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._listeners: dict[str, Callable[[Any], None]] = {
+        self._listeners: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "agent_state_changed": self._on_agent_state,
             "user_input_transcribed": self._on_transcript,
@@ -105,7 +105,7 @@ class SessionBridge:
         for mw in reversed(self.chain.middleware):
             try:
                 await mw.aclose()
-            except Exception as exc:  # noqa: BLE001 - one failing close must not stop the others
+            except Exception as exc:
                 self._report(mw, "aclose", exc)
 
     def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
@@ -180,9 +180,7 @@ class SessionBridge:
         asyncio.get_running_loop().create_task(self.stop())
 
     # -- tools ---------------------------------------------------------------------------------
-    async def run_tool(
-        self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]
-    ) -> Any:
+    async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:
         """Run one tool call through ``wrap_tool_call`` and report its start and exit."""
         self._tool_seq += 1
         key = self._tool_seq

@@ -60,7 +60,11 @@ def validate_middleware(mw: object) -> Middleware:
         if not callable(getattr(type(mw), attr, None)):
             continue
         close = difflib.get_close_matches(attr, HOOKS, n=1)
-        hint = f"rename it to {close[0]!r}" if close else "rename it so it does not start with on_, decide_ or wrap_"
+        hint = (
+            f"rename it to {close[0]!r}"
+            if close
+            else "rename it so it does not start with on_, decide_ or wrap_"
+        )
         raise MiddlewareError(name, f"unknown hook {attr!r}", fix=hint, hook=attr)
     for hook, spec in HOOKS.items():
         if _overridden(mw, hook):
@@ -68,7 +72,9 @@ def validate_middleware(mw: object) -> Middleware:
     for hook in LIFECYCLE:
         method = getattr(type(mw), hook)
         if hook != "for_session" and not inspect.iscoroutinefunction(method):
-            raise MiddlewareError(name, f"{hook} must be 'async def'", fix=f"write 'async def {hook}'", hook=hook)
+            raise MiddlewareError(
+                name, f"{hook} must be 'async def'", fix=f"write 'async def {hook}'", hook=hook
+            )
     return mw
 
 
@@ -84,7 +90,12 @@ def _check_signature(mw: Middleware, hook: str, kind: str) -> None:
             hook=hook,
         )
     if kind != "decide" and not is_async:
-        raise MiddlewareError(name, f"{kind} hooks must be 'async def'", fix=f"write 'async def {hook}(...)'", hook=hook)
+        raise MiddlewareError(
+            name,
+            f"{kind} hooks must be 'async def'",
+            fix=f"write 'async def {hook}(...)'",
+            hook=hook,
+        )
     expected = list(inspect.signature(getattr(Middleware, hook)).parameters)
     actual = list(inspect.signature(method).parameters)
     if len(actual) != len(expected):
@@ -162,7 +173,7 @@ class MiddlewareChain:
         for mw, handler in self._handlers[hook]:
             try:
                 await handler(ctx, *args)
-            except Exception as exc:  # noqa: BLE001 - notify hooks fail open by design
+            except Exception as exc:
                 self._report(mw, hook, exc)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
@@ -170,7 +181,7 @@ class MiddlewareChain:
         for mw, handler in self._handlers[hook]:
             try:
                 answer = handler(ctx, *args)
-            except Exception as exc:  # noqa: BLE001 - one broken policy must not break the call
+            except Exception as exc:
                 self._report(mw, hook, exc)
                 continue
             if answer is not None:

@@ -22,5 +22,5 @@ class MiddlewareError(Exception):
         self.fix = fix
 
 
-class MiddlewareNotUsed(Exception):  # noqa: N818 - named like Django's, which it mirrors
+class MiddlewareNotUsed(Exception):
     """Raised by :meth:`Middleware.setup` to leave a middleware out of this session's chain."""

@@ -88,7 +88,7 @@ class Middleware:
         """A message was committed to the history."""
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
-        """livekit created a speech (after ``decide_speech`` ran)."""
+        """Livekit created a speech (after ``decide_speech`` ran)."""
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A speech finished, played out or interrupted (reverse order)."""
@@ -104,7 +104,7 @@ class Middleware:
     async def on_false_interruption(
         self, ctx: MiddlewareContext, ev: lk_events.AgentFalseInterruptionEvent
     ) -> None:
-        """livekit judged an interruption false."""
+        """Livekit judged an interruption false."""
 
     async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
         """The session closed (reverse order)."""

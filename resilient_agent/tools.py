@@ -23,6 +23,8 @@ from livekit.agents.llm import FunctionTool, RawFunctionTool
 
 from .requests import ToolCall
 
+AnyFunctionTool = FunctionTool[..., Any] | RawFunctionTool[..., Any]
+
 __all__ = ["ToolRunner", "class_tools", "current_tool", "is_wrapped", "wrap_tool"]
 
 ToolRunner = Callable[[ToolCall, Callable[[ToolCall], Awaitable[Any]]], Awaitable[Any]]
@@ -42,18 +44,16 @@ def is_wrapped(tool: object) -> bool:
     return bool(getattr(tool, _WRAPPED_MARK, False))
 
 
-def class_tools(cls: type) -> list[tuple[str, FunctionTool | RawFunctionTool]]:
+def class_tools(cls: type) -> list[tuple[str, AnyFunctionTool]]:
     """The function tools a class defines, with the attribute names they live under."""
-    found = []
+    found: list[tuple[str, AnyFunctionTool]] = []
     for attr, member in inspect.getmembers(cls):
         if isinstance(member, (FunctionTool, RawFunctionTool)):
             found.append((attr, member))
     return found
 
 
-def wrap_tool(
-    tool: FunctionTool | RawFunctionTool, runner: ToolRunner
-) -> FunctionTool | RawFunctionTool:
+def wrap_tool(tool: AnyFunctionTool, runner: ToolRunner) -> AnyFunctionTool:
     """A tool with the same info and signature whose calls go through ``runner``."""
     if is_wrapped(tool):
         return tool
@@ -73,7 +73,7 @@ def wrap_tool(
 
         async def run_body(request: ToolCall) -> Any:
             arguments = {**request.arguments, **context_args}
-            final = inspect.BoundArguments(signature, arguments)  # type: ignore[arg-type]
+            final = inspect.BoundArguments(signature, arguments)
             result = tool(*final.args, **final.kwargs)
             return await result if inspect.isawaitable(result) else result
 

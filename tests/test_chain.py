@@ -63,8 +63,14 @@ def test_list_order_then_position_and_reverse_for_exit_hooks() -> None:
     run(chain.notify("on_session_start", CTX))
     run(chain.notify("on_tool_exit", CTX, ToolCall("t"), ToolOutcome()))
     assert log == [
-        "start:f", "start:a", "start:b", "start:z",
-        "exit:z", "exit:b", "exit:a", "exit:f",
+        "start:f",
+        "start:a",
+        "start:b",
+        "start:z",
+        "exit:z",
+        "exit:b",
+        "exit:a",
+        "exit:f",
     ]
 
 

@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
-
 from livekit.agents import Agent, RunContext, function_tool
 from livekit.agents.llm.utils import build_legacy_openai_schema
 from livekit.rtc import EventEmitter
+
 from resilient_agent import (
     Middleware,
     MiddlewareErrorEvent,
@@ -255,9 +255,16 @@ def test_the_caller_starting_to_speak_overtakes_queued_bookkeeping() -> None:
         bridge = SessionBridge(MiddlewareChain([Order()]), session, None, lambda ev: None)  # type: ignore[arg-type]
         await bridge.start()
         # emitted synchronously in one go, as livekit does from its own task
-        session.emit("agent_state_changed", AgentStateChangedEvent(old_state="idle", new_state="thinking"))
-        session.emit("agent_state_changed", AgentStateChangedEvent(old_state="thinking", new_state="speaking"))
-        session.emit("user_state_changed", UserStateChangedEvent(old_state="listening", new_state="speaking"))
+        session.emit(
+            "agent_state_changed", AgentStateChangedEvent(old_state="idle", new_state="thinking")
+        )
+        session.emit(
+            "agent_state_changed",
+            AgentStateChangedEvent(old_state="thinking", new_state="speaking"),
+        )
+        session.emit(
+            "user_state_changed", UserStateChangedEvent(old_state="listening", new_state="speaking")
+        )
         assert bridge.state.user_state == "speaking"  # the snapshot is already current
         await bridge.stop()
 
