@@ -70,6 +70,7 @@ class CallOutcome:
         hung_up: Whether the app ended the call.
         farewell_heard: Whether the farewell played to the end.
         race_events: Races the agent under test reported (filled by ``ResilientAgent``).
+        reply_latencies_s: Per utterance that expects a reply, its latency (None if unanswered).
     """
 
     passed: bool
@@ -82,6 +83,7 @@ class CallOutcome:
     hung_up: bool
     farewell_heard: bool
     race_events: list[dict[str, Any]] = field(default_factory=list)
+    reply_latencies_s: list[float | None] = field(default_factory=list)
 
 
 def _words(text: str) -> set[str]:
@@ -133,6 +135,7 @@ def evaluate(world: CallWorld) -> CallOutcome:
             owned.setdefault(owner, []).append(sentence)
 
     latencies: list[float] = []
+    per_utterance: list[float | None] = []
     lost_words = 0
     for number, utterance in enumerate(scenario.utterances, start=1):
         label = f"utterance {number} ({utterance.start:.1f}-{utterance.end:.1f}s)"
@@ -162,9 +165,11 @@ def evaluate(world: CallWorld) -> CallOutcome:
                     answers.append(first - utterance.end)
         if not answers:
             reasons.append(f"{label}: never answered audibly to the end")
+            per_utterance.append(None)
             continue
         latency = min(answers)
         latencies.append(latency)
+        per_utterance.append(round(latency, 3))
         bound = (
             utterance.reply_within if utterance.reply_within is not None else (scenario.reply_bound)
         )
@@ -216,4 +221,5 @@ def evaluate(world: CallWorld) -> CallOutcome:
         interruption_timeouts=timeouts,
         hung_up=hung_up,
         farewell_heard=farewell_heard,
+        reply_latencies_s=per_utterance,
     )
