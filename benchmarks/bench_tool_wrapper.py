@@ -50,7 +50,10 @@ async def _per_call(tool: Any) -> float:
 async def _measure() -> tuple[float, float]:
     agent = ResilientAgent(instructions="x", tools=[lookup], middleware=[_Passthrough()])
     bridge = SessionBridge(
-        MiddlewareChain([_Passthrough()]), _Session(), agent, lambda ev: None  # type: ignore[arg-type]
+        MiddlewareChain([_Passthrough()]),
+        _Session(),  # type: ignore[arg-type]
+        agent,
+        lambda ev: None,
     )
     await bridge.start()
     agent._bridge = bridge  # what on_enter does in a live session

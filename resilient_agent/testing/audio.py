@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-
 from livekit import rtc
 from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
+from typing_extensions import override
 
 __all__ = [
     "FRAME_SAMPLES",
@@ -235,6 +235,7 @@ class PlayoutAudioOutput(AudioOutput):
         end = self._paused_at if self._paused_at is not None else self._clock()
         return min(max(end - self._play_started - self._paused_total, 0.0), self._segment.pushed)
 
+    @override
     async def capture_frame(self, frame: rtc.AudioFrame) -> None:
         await super().capture_frame(frame)
         while self._flushed and self._segment is not None:
@@ -257,6 +258,7 @@ class PlayoutAudioOutput(AudioOutput):
             segment.started_at = self._play_started
             self.on_playback_started(created_at=self._play_started)
 
+    @override
     def flush(self) -> None:
         super().flush()
         if self._segment is None or self._segment.pushed == 0:
@@ -271,9 +273,7 @@ class PlayoutAudioOutput(AudioOutput):
         if self._paused_at is not None or self._segment is None:
             return
         remaining = max(self._segment.pushed - self._played(), 0.0)
-        self._finish_timer = asyncio.get_running_loop().call_later(
-            remaining, self._finish, False
-        )
+        self._finish_timer = asyncio.get_running_loop().call_later(remaining, self._finish, False)
 
     def _finish(self, interrupted: bool) -> None:
         segment = self._segment
@@ -299,11 +299,13 @@ class PlayoutAudioOutput(AudioOutput):
         if self._on_segment_done is not None:
             self._on_segment_done(segment)
 
+    @override
     def clear_buffer(self) -> None:
         if self._segment is None:
             return
         self._finish(True)
 
+    @override
     def pause(self) -> None:
         super().pause()
         if self._paused_at is None:
@@ -312,6 +314,7 @@ class PlayoutAudioOutput(AudioOutput):
             self._finish_timer.cancel()
             self._finish_timer = None
 
+    @override
     def resume(self) -> None:
         super().resume()
         if self._paused_at is not None:

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from typing_extensions import override
+
 __all__ = ["VirtualTimeLoop", "run_virtual", "virtual_time"]
 
 _T = TypeVar("_T")
@@ -92,6 +94,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """Executor jobs started by this loop that have not finished yet."""
         return self._executor_jobs
 
+    @override
     def time(self) -> float:
         return self._now
 
@@ -105,7 +108,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._last_read = max(self._now, self._last_read + _READ_NUDGE)
         return self._last_read
 
-    def call_at(
+    @override
+    def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
     ) -> asyncio.TimerHandle:
         self._timer_seq += 1
@@ -113,7 +117,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             when + self._timer_seq * _TIMER_NUDGE, callback, *args, context=context
         )
 
-    def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
+    @override
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., _T], *args: Any
+    ) -> asyncio.Future[_T]:
         future = super().run_in_executor(executor, func, *args)
         # A job counts until its result is on the loop, not merely until the thread returns: the
         # thread hands the result over with a later wake-up, and the clock must not move between.
@@ -161,11 +168,10 @@ def _patch_model_clocks() -> None:
     global _models_patched
     if _models_patched:
         return
-    from pydantic import BaseModel
-
     from livekit.agents.inference import interruption
     from livekit.agents.llm import chat_context
     from livekit.agents.voice import events
+    from pydantic import BaseModel
 
     replacements: dict[Callable[[], float], Callable[[], float]] = {
         _real_time: _wall_now,
@@ -179,7 +185,7 @@ def _patch_model_clocks() -> None:
             for field in obj.model_fields.values():
                 factory = field.default_factory
                 if factory in replacements:
-                    field.default_factory = replacements[factory]  # type: ignore[index]
+                    field.default_factory = replacements[factory]
                     changed = True
             if changed:
                 obj.model_rebuild(force=True)

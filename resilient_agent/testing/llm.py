@@ -17,7 +17,13 @@ from typing import Any
 
 from livekit.agents import llm, utils
 from livekit.agents.llm import ChatContext, Tool
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
+from livekit.agents.types import (
+    DEFAULT_API_CONNECT_OPTIONS,
+    NOT_GIVEN,
+    APIConnectOptions,
+    NotGivenOr,
+)
+from typing_extensions import Never, override
 
 __all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript"]
 
@@ -87,7 +93,7 @@ class LLMRequest:
     tool_calls: tuple[str, ...]
 
 
-class ScriptedLLM(llm.LLM):
+class ScriptedLLM(llm.LLM[Never]):
     """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``)."""
 
     def __init__(self, rules: Sequence[LLMRule] = (), *, fallback_ttft: float = 0.3) -> None:
@@ -97,10 +103,12 @@ class ScriptedLLM(llm.LLM):
         self.requests: list[LLMRequest] = []
 
     @property
+    @override
     def model(self) -> str:
         return "scripted-llm"
 
     @property
+    @override
     def provider(self) -> str:
         return "resilient_agent.testing"
 
@@ -123,6 +131,7 @@ class ScriptedLLM(llm.LLM):
         echo = f"Sure: {last_user_text}." if last_user_text else "How can I help?"
         return LLMRule(text=echo, ttft=self.fallback_ttft), last_user_text, None
 
+    @override
     def chat(
         self,
         *,
@@ -137,9 +146,7 @@ class ScriptedLLM(llm.LLM):
         allow_tools = tool_choice != "none"
         calls = rule.tool_calls if allow_tools else ()
         user_texts = tuple(
-            i.text_content or ""
-            for i in chat_ctx.items
-            if i.type == "message" and i.role == "user"
+            i.text_content or "" for i in chat_ctx.items if i.type == "message" and i.role == "user"
         )
         self.requests.append(
             LLMRequest(
@@ -152,7 +159,11 @@ class ScriptedLLM(llm.LLM):
             )
         )
         return ScriptedLLMStream(
-            self, chat_ctx=chat_ctx, tools=tools or [], conn_options=conn_options, rule=rule,
+            self,
+            chat_ctx=chat_ctx,
+            tools=tools or [],
+            conn_options=conn_options,
+            rule=rule,
             calls=calls,
         )
 

@@ -16,9 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from livekit import rtc
-from livekit.agents import LanguageCode, stt, utils
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr
+from livekit.agents import LanguageCode, stt
+from livekit.agents.types import (
+    DEFAULT_API_CONNECT_OPTIONS,
+    NOT_GIVEN,
+    APIConnectOptions,
+    NotGivenOr,
+)
 from livekit.agents.utils.audio import AudioBuffer
+from typing_extensions import Never, override
 
 from .audio import KIND_USER, frame_markers
 
@@ -49,7 +55,7 @@ class _Segment:
     silence_frames: int = 0
 
 
-class ScriptedSTT(stt.STT):
+class ScriptedSTT(stt.STT[Never]):
     """Streaming STT over marked audio. ``word_lookup(utterance, word)`` gives the text."""
 
     def __init__(self, word_lookup: WordLookup, *, endpoint_silence: float = 0.2) -> None:
@@ -65,10 +71,12 @@ class ScriptedSTT(stt.STT):
         self.frames_with_speech = 0
 
     @property
+    @override
     def model(self) -> str:
         return "scripted-marker-stt"
 
     @property
+    @override
     def provider(self) -> str:
         return "resilient_agent.testing"
 
@@ -81,6 +89,7 @@ class ScriptedSTT(stt.STT):
     ) -> stt.SpeechEvent:
         raise NotImplementedError("ScriptedSTT only streams")
 
+    @override
     def stream(
         self,
         *,
@@ -143,7 +152,9 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
         self._event_ch.send_nowait(
             stt.SpeechEvent(
                 type=event_type,
-                alternatives=[stt.SpeechData(language=LanguageCode("en"), text=text, confidence=1.0)],
+                alternatives=[
+                    stt.SpeechData(language=LanguageCode("en"), text=text, confidence=1.0)
+                ],
             )
         )
         return text

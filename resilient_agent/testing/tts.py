@@ -10,17 +10,23 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-
 from livekit.agents import tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
+from typing_extensions import Never, override
 
-from .audio import FRAME_SAMPLES, FRAME_SECONDS, KIND_AGENT, SAMPLE_RATE, AudioMarker
-from .audio import marker_frame_samples
+from .audio import (
+    FRAME_SAMPLES,
+    FRAME_SECONDS,
+    KIND_AGENT,
+    SAMPLE_RATE,
+    AudioMarker,
+    marker_frame_samples,
+)
 
 __all__ = ["ScriptedTTS"]
 
 
-class ScriptedTTS(tts.TTS):
+class ScriptedTTS(tts.TTS[Never]):
     """Non-streaming TTS (livekit drives it sentence by sentence through its StreamAdapter).
 
     Attributes:
@@ -47,10 +53,12 @@ class ScriptedTTS(tts.TTS):
         self.synthesized_at: dict[int, float] = {}
 
     @property
+    @override
     def model(self) -> str:
         return "scripted-marker-tts"
 
     @property
+    @override
     def provider(self) -> str:
         return "resilient_agent.testing"
 
@@ -58,6 +66,7 @@ class ScriptedTTS(tts.TTS):
         """How long the audio for ``text`` lasts."""
         return max(self.min_seconds, len(text.strip()) * self.seconds_per_char)
 
+    @override
     def synthesize(
         self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
     ) -> ScriptedChunkedStream:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-
 from livekit import rtc
 from livekit.agents import vad
+from typing_extensions import override
 
 from .audio import KIND_USER, frame_markers
 
@@ -63,13 +63,16 @@ class ScriptedVAD(vad.VAD):
         self.streams: list[ScriptedVADStream] = []
 
     @property
+    @override
     def model(self) -> str:
         return "scripted-energy"
 
     @property
+    @override
     def provider(self) -> str:
         return "resilient_agent.testing"
 
+    @override
     def stream(self) -> ScriptedVADStream:
         stream = ScriptedVADStream(self)
         self.streams.append(stream)
@@ -140,7 +143,11 @@ class ScriptedVADStream(vad.VADStream):
                     swallow_next_end = False
                 else:
                     self._send(
-                        vad.VADEventType.END_OF_SPEECH, samples_index, speech_total, silence_run, False
+                        vad.VADEventType.END_OF_SPEECH,
+                        samples_index,
+                        speech_total,
+                        silence_run,
+                        False,
                     )
                 speech_total = 0.0
 
@@ -182,4 +189,3 @@ class ScriptedVADStream(vad.VADStream):
 def _has_energy(frame: rtc.AudioFrame) -> bool:
     data = np.frombuffer(frame.data, dtype=np.int16)
     return bool(np.abs(data.astype(np.int32)).mean() > _ENERGY_THRESHOLD)
-
