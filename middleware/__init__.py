@@ -16,4 +16,7 @@ __all__ = ["default_middleware"]
 
 def default_middleware() -> list[Middleware | MiddlewareSpec]:
     """The middleware ``ResilientAgent`` runs by default, in order."""
-    return []
+    from .hangup import ConditionalHangup
+    from .tool_guard import ToolGuard
+
+    return [ToolGuard(), ConditionalHangup()]

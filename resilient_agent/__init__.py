@@ -9,8 +9,16 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .errors import MiddlewareError, MiddlewareNotUsed
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
-from .hooks import HOOKS, Middleware, Position, ToolCallNext
-from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .requests import (
+    ShutdownDecision,
+    ShutdownRequest,
+    SpeechDecision,
+    SpeechInfo,
+    ToolCall,
+    ToolOutcome,
+    UserTurn,
+)
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
@@ -30,11 +38,15 @@ __all__ = [
     "RaceDetectedEvent",
     "RaceHandledEvent",
     "ResilientAgent",
+    "ShutdownDecision",
+    "ShutdownRequest",
     "SpeechDecision",
     "SpeechInfo",
     "ToolCall",
     "ToolCallNext",
     "ToolOutcome",
+    "UserTurn",
+    "UserTurnNext",
     "current_tool",
     "default_middleware",
 ]

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from livekit.agents import Agent, utils
-from livekit.agents.llm import FunctionTool, RawFunctionTool, Tool, Toolset
+from livekit.agents import Agent, get_job_context, utils
+from livekit.agents.llm import ChatContext, ChatMessage, FunctionTool, RawFunctionTool, Tool, Toolset
 
 from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
 from .chain import MiddlewareChain
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
 from .hooks import Middleware
 from .plugins import load_plugins
-from .requests import ToolCall
+from .requests import ToolCall, UserTurn
 from .spec import MiddlewareSpec, build_middleware
 from .tools import class_tools, wrap_tool
 
@@ -72,10 +73,14 @@ class ResilientAgent(Agent):
         tools: list[Tool | Toolset] = list(kwargs.pop("tools", None) or [])
         kwargs["tools"] = [self._wrap(t) for t in tools]
         super().__init__(*args, **kwargs)
+        # livekit calls these by attribute on the agent; the instance attributes run the chain
+        # around the app's own hooks, whether or not the app overrides them
         self._app_on_enter = self.on_enter
         self._app_on_exit = self.on_exit
+        self._app_on_user_turn_completed = self.on_user_turn_completed
         self.on_enter = self._enter  # type: ignore[method-assign]
         self.on_exit = self._exit  # type: ignore[method-assign]
+        self.on_user_turn_completed = self._user_turn_completed  # type: ignore[method-assign]
 
     @property
     def middleware(self) -> tuple[Middleware, ...]:
@@ -118,6 +123,70 @@ class ResilientAgent(Agent):
             if bridge is not None:
                 self._last_chain = bridge.chain
                 await bridge.stop()
+
+    async def _user_turn_completed(self, turn_ctx: ChatContext, new_message: ChatMessage) -> None:
+        bridge = self._bridge
+        if bridge is None or not bridge.chain.handles("wrap_user_turn"):
+            await self._app_on_user_turn_completed(turn_ctx, new_message)
+            return
+        original_text = new_message.text_content or ""
+
+        async def run_app_hook(turn: UserTurn) -> None:
+            if turn.text != original_text:
+                new_message.content = [turn.text]
+            await self._app_on_user_turn_completed(turn.turn_ctx, new_message)
+
+        turn = UserTurn(text=original_text, message=new_message, turn_ctx=turn_ctx)
+        await bridge.chain.wrap_user_turn(bridge.ctx, turn, run_app_hook)
+
+    def end_call(
+        self,
+        farewell: str | None = None,
+        *,
+        delete_room: bool = False,
+        allow_interruptions: bool = True,
+    ) -> bool:
+        """Say ``farewell`` and hang up once it played to the end; returns at once.
+
+        The hang-up goes through ``decide_shutdown``: with the first-party middleware, a caller
+        who interrupts the farewell or speaks after it began keeps the call. A second call while
+        one is pending is ignored.
+
+        Args:
+            farewell: What to say; None hangs up without a farewell.
+            delete_room: Delete the room after shutting down (SIP calls need it to hang up).
+            allow_interruptions: Whether the caller may interrupt the farewell.
+
+        Returns:
+            False if a hang-up was already pending.
+
+        Raises:
+            RuntimeError: The agent is not in a session.
+        """
+        bridge = self._bridge
+        if bridge is None:
+            raise RuntimeError("end_call() needs the agent to be running in a session")
+        speech = None
+        if farewell is not None:
+            handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
+            speech = bridge.state.speeches.get(handle.id)
+        session = self.session
+
+        def hang_up() -> None:
+            session.shutdown()
+            if delete_room:
+                with contextlib.suppress(RuntimeError):
+                    get_job_context().delete_room()
+
+        gate = bridge.shutdown_gate
+        if gate is None:
+            # no middleware decides shutdowns: hang up once the farewell is done, as asked
+            if speech is None:
+                hang_up()
+            else:
+                speech.handle.add_done_callback(lambda _h: hang_up())
+            return True
+        return gate.request("end_call", hang_up, farewell=speech)
 
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         try:

@@ -26,6 +26,7 @@ from .errors import MiddlewareNotUsed
 from .events import MiddlewareErrorEvent, ResilientEvent
 from .hooks import Middleware
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .shutdown import ShutdownGate
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
 
@@ -75,6 +76,8 @@ class SessionBridge:
         }
         self._closed = False
         self._tool_seq = 0
+        self._last_speech_by_tool: dict[str, SpeechInfo] = {}
+        self.shutdown_gate: ShutdownGate | None = None
 
     async def start(self) -> None:
         """Set the middleware up, subscribe, and tell the chain the session started."""
@@ -88,6 +91,9 @@ class SessionBridge:
             self.chain = self.chain.without(unused)
         for event in _SESSION_EVENTS:
             self._session.on(event, self._listeners[event])
+        if self.chain.handles("decide_shutdown"):
+            self.shutdown_gate = ShutdownGate(self.chain, self.ctx, self.farewell_of)
+            self.shutdown_gate.install()
         self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
         self.submit("on_session_start")
 
@@ -96,6 +102,8 @@ class SessionBridge:
         if self._closed:
             return
         self._closed = True
+        if self.shutdown_gate is not None:
+            self.shutdown_gate.uninstall()
         for event in _SESSION_EVENTS:
             with contextlib.suppress(Exception):
                 self._session.off(event, self._listeners[event])
@@ -107,6 +115,10 @@ class SessionBridge:
                 await mw.aclose()
             except Exception as exc:
                 self._report(mw, "aclose", exc)
+
+    def farewell_of(self, tool: str | None) -> SpeechInfo | None:
+        """The last speech ``tool`` created in this session, if any."""
+        return self._last_speech_by_tool.get(tool) if tool is not None else None
 
     def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
         logger.error(
@@ -135,6 +147,8 @@ class SessionBridge:
     # -- livekit events (synchronous, inside livekit's tasks) ---------------------------------
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         self.state.user_state = ev.new_state
+        if ev.new_state == "speaking":
+            self.state.user_speech_starts.append(time.time())
         self.submit("on_user_state", ev, urgent=ev.new_state == "speaking")
 
     def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
@@ -158,7 +172,10 @@ class SessionBridge:
             source=ev.source,
             user_initiated=ev.user_initiated,
             tool=current_tool(),
+            created_at=time.time(),
         )
+        if info.tool is not None:
+            self._last_speech_by_tool[info.tool] = info
         if self.chain.handles("decide_speech"):
             decision = self.chain.decide("decide_speech", self.ctx, info)
             if isinstance(decision, SpeechDecision):

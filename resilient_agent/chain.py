@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .errors import MiddlewareError
-from .hooks import API_VERSION, HOOKS, LIFECYCLE, Middleware, ToolCallNext
-from .requests import ToolCall
+from .hooks import API_VERSION, HOOKS, LIFECYCLE, Middleware, ToolCallNext, UserTurnNext
+from .requests import ToolCall, UserTurn
 from .state import MiddlewareContext
 
 __all__ = ["MiddlewareChain", "validate_middleware"]
@@ -192,17 +192,28 @@ class MiddlewareChain:
         self, ctx: MiddlewareContext, call: ToolCall, innermost: ToolCallNext
     ) -> Any:
         """Run ``innermost`` inside every ``wrap_tool_call``, first middleware outermost."""
-        handlers = self._handlers["wrap_tool_call"]
+        return await self._onion("wrap_tool_call", ctx, innermost)(call)
 
-        def layer(index: int) -> Callable[[ToolCall], Awaitable[Any]]:
+    async def wrap_user_turn(
+        self, ctx: MiddlewareContext, turn: UserTurn, innermost: UserTurnNext
+    ) -> None:
+        """Run ``innermost`` inside every ``wrap_user_turn``, first middleware outermost."""
+        await self._onion("wrap_user_turn", ctx, innermost)(turn)
+
+    def _onion(
+        self, hook: str, ctx: MiddlewareContext, innermost: Callable[[Any], Awaitable[Any]]
+    ) -> Callable[[Any], Awaitable[Any]]:
+        handlers = self._handlers[hook]
+
+        def layer(index: int) -> Callable[[Any], Awaitable[Any]]:
             if index == len(handlers):
                 return innermost
             _, handler = handlers[index]
             next_layer = layer(index + 1)
 
-            async def call_layer(request: ToolCall) -> Any:
+            async def call_layer(request: Any) -> Any:
                 return await handler(ctx, request, next_layer)
 
             return call_layer
 
-        return await layer(0)(call)
+        return layer(0)

@@ -19,14 +19,31 @@ from typing import Any, ClassVar, Literal
 
 from livekit.agents.voice import events as lk_events
 
-from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
+from .requests import (
+    ShutdownDecision,
+    ShutdownRequest,
+    SpeechDecision,
+    SpeechInfo,
+    ToolCall,
+    ToolOutcome,
+    UserTurn,
+)
 from .state import MiddlewareContext
 
-__all__ = ["HOOKS", "HookKind", "HookSpec", "Middleware", "Position", "ToolCallNext"]
+__all__ = [
+    "HOOKS",
+    "HookKind",
+    "HookSpec",
+    "Middleware",
+    "Position",
+    "ToolCallNext",
+    "UserTurnNext",
+]
 
 Position = Literal["first", "normal", "last"]
 HookKind = Literal["notify", "decide", "wrap"]
 ToolCallNext = Callable[[ToolCall], Awaitable[Any]]
+UserTurnNext = Callable[[UserTurn], Awaitable[None]]
 
 API_VERSION = 1
 """The middleware API version this core implements; plugins declare the one they need."""
@@ -114,12 +131,24 @@ class Middleware:
         """Protect a new speech or allow interruptions; None leaves it to the next middleware."""
         return None
 
+    def decide_shutdown(
+        self, ctx: MiddlewareContext, request: ShutdownRequest
+    ) -> ShutdownDecision | None:
+        """Hang up now, wait for a speech, or veto; None leaves it to the next middleware."""
+        return None
+
     # -- wrap ----------------------------------------------------------------------------------
     async def wrap_tool_call(
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
     ) -> Any:
         """Around a tool body: change the call, skip it (return a result), or retry it."""
         return await call_next(call)
+
+    async def wrap_user_turn(
+        self, ctx: MiddlewareContext, turn: UserTurn, call_next: UserTurnNext
+    ) -> None:
+        """Around the app's ``on_user_turn_completed``: change the words, or handle failures."""
+        await call_next(turn)
 
 
 @dataclass(frozen=True)
@@ -152,7 +181,9 @@ HOOKS: dict[str, HookSpec] = {
         HookSpec("on_false_interruption", "notify"),
         HookSpec("on_session_end", "notify", reverse=True),
         HookSpec("decide_speech", "decide"),
+        HookSpec("decide_shutdown", "decide"),
         HookSpec("wrap_tool_call", "wrap"),
+        HookSpec("wrap_user_turn", "wrap"),
     )
 }
 """Every hook the chain knows, by name."""

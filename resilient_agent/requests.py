@@ -8,9 +8,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from livekit.agents import RunContext
+from livekit.agents.llm import ChatContext, ChatMessage
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-__all__ = ["SpeechDecision", "SpeechInfo", "ToolCall", "ToolOutcome"]
+__all__ = [
+    "ShutdownDecision",
+    "ShutdownRequest",
+    "ShutdownSource",
+    "SpeechDecision",
+    "SpeechInfo",
+    "ToolCall",
+    "ToolOutcome",
+    "UserTurn",
+]
 
 
 @dataclass(frozen=True)
@@ -58,12 +68,14 @@ class SpeechInfo:
         source: ``say`` or ``generate_reply``.
         user_initiated: As livekit reports it.
         tool: The function tool whose body created it, if any.
+        created_at: ``time.time()`` when livekit created it.
     """
 
     handle: SpeechHandle
     source: Literal["say", "generate_reply"]
     user_initiated: bool
     tool: str | None = None
+    created_at: float = 0.0
 
     @property
     def id(self) -> str:
@@ -92,3 +104,75 @@ class SpeechDecision:
     def allow(cls, reason: str = "") -> SpeechDecision:
         """The caller may interrupt the speech."""
         return cls(True, reason)
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """A user turn livekit committed, on its way to the app's ``on_user_turn_completed``.
+
+    Attributes:
+        text: The user's words; change them with ``turn.override(text=...)``.
+        message: livekit's message object (the one that goes into the history).
+        turn_ctx: The throw-away context of this turn's reply.
+    """
+
+    text: str
+    message: ChatMessage
+    turn_ctx: ChatContext
+
+    def override(self, **changes: Any) -> UserTurn:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+ShutdownSource = Literal["session.shutdown", "session.aclose", "job.shutdown", "end_call"]
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    """Someone asked to end the call.
+
+    Attributes:
+        source: Which API was called.
+        tool: The function tool whose body asked, if any.
+        farewell: The last speech that tool created (the farewell), if any.
+        requested_at: ``time.time()`` of the request.
+    """
+
+    source: ShutdownSource
+    tool: str | None
+    farewell: SpeechInfo | None
+    requested_at: float
+
+
+@dataclass(frozen=True)
+class ShutdownDecision:
+    """What ``decide_shutdown`` answers.
+
+    Attributes:
+        action: ``now`` (after ``tail_pad_s``), ``wait`` (ask again when ``wait_for`` is done)
+            or ``veto`` (keep the call).
+        reason: Why, for logs and events.
+        tail_pad_s: Seconds to wait before hanging up, for telephony buffers.
+        wait_for: The speech to wait for with ``wait``.
+    """
+
+    action: Literal["now", "wait", "veto"]
+    reason: str = ""
+    tail_pad_s: float = 0.0
+    wait_for: SpeechHandle | None = None
+
+    @classmethod
+    def now(cls, reason: str = "", *, tail_pad_s: float = 0.0) -> ShutdownDecision:
+        """Hang up (after the tail pad)."""
+        return cls("now", reason, tail_pad_s)
+
+    @classmethod
+    def wait(cls, speech: SpeechHandle, reason: str = "") -> ShutdownDecision:
+        """Ask again once ``speech`` is done."""
+        return cls("wait", reason, wait_for=speech)
+
+    @classmethod
+    def veto(cls, reason: str) -> ShutdownDecision:
+        """Keep the call."""
+        return cls("veto", reason)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +31,7 @@ class ConversationState:
         tools_in_flight: Tool calls that entered and did not exit yet, by a per-call key.
         speeches: Speeches created and not done yet, by handle id.
         pending_user_fragments: Final transcripts that have not become a user message yet.
+        user_speech_starts: ``time.time()`` of the caller's recent starts of speech.
     """
 
     user_state: UserState = "listening"
@@ -37,6 +39,11 @@ class ConversationState:
     tools_in_flight: dict[int, ToolCall] = field(default_factory=dict)
     speeches: dict[str, SpeechInfo] = field(default_factory=dict)
     pending_user_fragments: list[str] = field(default_factory=list)
+    user_speech_starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+
+    def user_spoke_since(self, moment: float) -> bool:
+        """Whether the caller is speaking, or started to speak after ``moment``."""
+        return self.user_state == "speaking" or any(t >= moment for t in self.user_speech_starts)
 
     @property
     def protected_speeches(self) -> list[SpeechInfo]:

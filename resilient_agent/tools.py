@@ -12,9 +12,10 @@ mocked tool bypasses the wrapper and therefore the chain.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -25,7 +26,14 @@ from .requests import ToolCall
 
 AnyFunctionTool = FunctionTool[..., Any] | RawFunctionTool[..., Any]
 
-__all__ = ["ToolRunner", "class_tools", "current_tool", "is_wrapped", "wrap_tool"]
+__all__ = [
+    "ToolRunner",
+    "class_tools",
+    "current_tool",
+    "is_wrapped",
+    "outside_tools",
+    "wrap_tool",
+]
 
 ToolRunner = Callable[[ToolCall, Callable[[ToolCall], Awaitable[Any]]], Awaitable[Any]]
 """Runs a call through the chain; the second argument runs the tool body itself."""
@@ -37,6 +45,16 @@ _WRAPPED_MARK = "__resilient_agent_wrapped__"
 def current_tool() -> str | None:
     """The name of the function tool whose body is running in this task, if any."""
     return _current_tool.get()
+
+
+@contextlib.contextmanager
+def outside_tools() -> Iterator[None]:
+    """Run the block as if no tool body were running (for work that outlives the tool)."""
+    token = _current_tool.set(None)
+    try:
+        yield
+    finally:
+        _current_tool.reset(token)
 
 
 def is_wrapped(tool: object) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
+from .timeline import CallTimeline, extract_timeline
 
 __all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
 
@@ -51,6 +52,8 @@ class LabResult:
         onset: The moved utterance's onset in a ``--sweep`` run, else None.
         wall_seconds: Real seconds the run took.
         virtual_seconds: Call seconds simulated.
+        timeline: What happened when, extracted right after the run (the call itself is not
+            kept); None for a result built by hand.
     """
 
     scenario: Scenario
@@ -59,6 +62,7 @@ class LabResult:
     onset: float | None
     wall_seconds: float
     virtual_seconds: float
+    timeline: CallTimeline | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON record ``--json`` writes."""
@@ -153,9 +157,19 @@ def run_lab(
             for variant, onset in variants:
                 for agent in agents:
                     world, outcome = run_scenario(variant, agent.cls)
-                    result = LabResult(
-                        variant, agent, outcome, onset, world.wall_seconds, world.virtual_seconds
+                    timeline = extract_timeline(
+                        world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                     )
+                    result = LabResult(
+                        variant,
+                        agent,
+                        outcome,
+                        onset,
+                        world.wall_seconds,
+                        world.virtual_seconds,
+                        timeline,
+                    )
+                    del world  # a call holds a whole session; only its timeline is kept
                     results.append(result)
                     if on_result is not None:
                         on_result(result)

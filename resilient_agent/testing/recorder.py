@@ -12,7 +12,7 @@ from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-__all__ = ["CallRecorder", "LivekitLogCapture", "SpeechRecord"]
+__all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "SpeechRecord", "ToolRun"]
 
 INTERRUPTION_TIMEOUT_LOG = "speech not done in time after interruption"
 
@@ -28,6 +28,10 @@ class SpeechRecord:
         allow_interruptions: As created.
         done_at: Loop seconds when it finished, None if it never did.
         interrupted: Whether it was interrupted.
+        scheduled_at: Seconds when livekit queued it for playout, None if it never was.
+        interrupted_at: Seconds when it was interrupted, None if it never was.
+        allow_interruptions_when_done: ``allow_interruptions`` when it finished (a tool's
+            ``disallow_interruptions()`` changes it during the handle's life).
     """
 
     id: str
@@ -36,6 +40,45 @@ class SpeechRecord:
     allow_interruptions: bool
     done_at: float | None = None
     interrupted: bool = False
+    scheduled_at: float | None = None
+    interrupted_at: float | None = None
+    allow_interruptions_when_done: bool | None = None
+
+
+@dataclass
+class ToolRun:
+    """One function tool execution, from dispatch to its terminal update.
+
+    Attributes:
+        call_id: The LLM's call id.
+        name: The function tool.
+        arguments: Its JSON arguments, as the LLM sent them.
+        started_at: Seconds when livekit dispatched it.
+        ended_at: Seconds when it returned, raised or was cancelled; None if it never ended.
+        status: ``done``, ``error`` or ``cancelled``; None while it runs.
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+    started_at: float
+    ended_at: float | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class PlayoutStart:
+    """Agent audio began to play (or resumed after a pause that preceded any audio).
+
+    Attributes:
+        at: Seconds since the call started.
+        speech_id: The speech handle livekit was playing out, None if there was none.
+        allow_interruptions: That handle's ``allow_interruptions`` at that moment.
+    """
+
+    at: float
+    speech_id: str | None
+    allow_interruptions: bool | None
 
 
 @dataclass
@@ -54,18 +97,25 @@ class CallRecorder:
     transcripts: list[tuple[float, str, bool]] = field(default_factory=list)
     items: list[tuple[float, str, str]] = field(default_factory=list)
     tool_calls: list[tuple[float, str, str]] = field(default_factory=list)
+    tool_runs: list[ToolRun] = field(default_factory=list)
+    playouts: list[PlayoutStart] = field(default_factory=list)
     closed_at: float | None = None
     close_reason: str | None = None
+    _session: AgentSession[Any] | None = field(default=None, repr=False)
 
     def attach(self, session: AgentSession[Any]) -> None:
-        """Subscribe to ``session``."""
+        """Subscribe to ``session`` (after its audio output is set, to see playout starts)."""
+        self._session = session
         session.on("user_state_changed", self._on_user_state)
         session.on("agent_state_changed", self._on_agent_state)
         session.on("speech_created", self._on_speech_created)
         session.on("user_input_transcribed", self._on_transcribed)
         session.on("conversation_item_added", self._on_item)
         session.on("function_tools_executed", self._on_tools_executed)
+        session.on("tool_execution_updated", self._on_tool_execution_updated)
         session.on("close", self._on_close)
+        if session.output.audio is not None:
+            session.output.audio.on("playback_started", self._on_playback_started)
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         self.user_states.append((self.clock(), ev.new_state))
@@ -87,8 +137,24 @@ class CallRecorder:
         def _done(h: SpeechHandle) -> None:
             record.done_at = self.clock()
             record.interrupted = h.interrupted
+            record.allow_interruptions_when_done = h.allow_interruptions
 
         handle.add_done_callback(_done)
+        # livekit exposes no event for queueing or interruption; its futures are the only
+        # record, and a future that is missing (another livekit version) just leaves None
+        self._stamp_when_done(handle, "_scheduled_fut", record, "scheduled_at")
+        self._stamp_when_done(handle, "_interrupt_fut", record, "interrupted_at")
+
+    def _stamp_when_done(
+        self, handle: SpeechHandle, future_name: str, record: SpeechRecord, stamp: str
+    ) -> None:
+        future = getattr(handle, future_name, None)
+        if not isinstance(future, asyncio.Future):
+            return
+        if future.done():
+            setattr(record, stamp, record.created_at)
+            return
+        future.add_done_callback(lambda _f: setattr(record, stamp, self.clock()))
 
     def _on_transcribed(self, ev: lk_events.UserInputTranscribedEvent) -> None:
         self.transcripts.append((self.clock(), ev.transcript, ev.is_final))
@@ -102,6 +168,29 @@ class CallRecorder:
         for call, output in zip(ev.function_calls, ev.function_call_outputs, strict=False):
             status = "none" if output is None else ("error" if output.is_error else "ok")
             self.tool_calls.append((self.clock(), call.name, status))
+
+    def _on_tool_execution_updated(self, ev: lk_events.ToolExecutionUpdatedEvent) -> None:
+        update = ev.update
+        if isinstance(update, lk_events.ToolCallStarted):
+            call = update.function_call
+            self.tool_runs.append(
+                ToolRun(call.call_id, call.name, call.arguments, started_at=self.clock())
+            )
+        elif isinstance(update, lk_events.ToolCallEnded):
+            for run in self.tool_runs:
+                if run.call_id == update.call_id and run.ended_at is None:
+                    run.ended_at = self.clock()
+                    run.status = update.status
+
+    def _on_playback_started(self, _ev: object) -> None:
+        speech = self._session.current_speech if self._session is not None else None
+        self.playouts.append(
+            PlayoutStart(
+                at=self.clock(),
+                speech_id=speech.id if speech is not None else None,
+                allow_interruptions=speech.allow_interruptions if speech is not None else None,
+            )
+        )
 
     def _on_close(self, ev: lk_events.CloseEvent) -> None:
         self.closed_at = self.clock()

@@ -1,0 +1,699 @@
+"""One lab call as a timeline: what the caller said and heard, and what the session did, when.
+
+:func:`extract_timeline` turns a finished :class:`~resilient_agent.testing.runner.CallWorld` and
+its :class:`~resilient_agent.testing.contracts.CallOutcome` into plain dataclasses in call-relative
+seconds (rounded to the millisecond), so the world can be dropped right after the run.
+:meth:`CallTimeline.as_dict` is the record ``resilient-agent lab --timeline`` writes, and
+:mod:`.html_report` draws it.
+
+Speech handles are numbered ``S1``, ``S2``... in creation order because livekit's handle ids are
+random: the same call must give the same timeline on every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from livekit.agents import llm as lk_llm
+
+if TYPE_CHECKING:
+    from ..testing.audio import PlayedSegment
+    from ..testing.contracts import CallOutcome
+    from ..testing.recorder import PlayoutStart, SpeechRecord
+    from ..testing.runner import CallWorld
+
+__all__ = [
+    "TIMELINE_FORMAT",
+    "CallTimeline",
+    "LLMTrack",
+    "Mark",
+    "MarkKind",
+    "PlayoutSpan",
+    "SpeechTrack",
+    "StateSpan",
+    "ToolTrack",
+    "UtteranceTrack",
+    "WordMark",
+    "WordStatus",
+    "extract_timeline",
+    "write_timelines",
+]
+
+TIMELINE_FORMAT = 1
+"""Version of the ``--timeline`` JSON layout; bumped when a field changes meaning."""
+
+WordStatus = Literal["reached_llm", "lost_before_stt", "lost_after_stt"]
+"""``reached_llm``: some LLM request saw it. ``lost_before_stt``: its audio never reached the
+STT (livekit withheld it: protected speech, AEC warm-up). ``lost_after_stt``: transcribed, then
+dropped before any LLM request (a discarded turn)."""
+
+MarkKind = Literal[
+    "stt_final",
+    "user_turn",
+    "merged_turn",
+    "livekit_log",
+    "hang_up",
+    "room_deleted",
+    "session_closed",
+    "script_end",
+    "race_event",
+]
+
+# The same word matching as the contracts, so the lost words drawn are the ones counted.
+_WORD = re.compile(r"[\w']+")
+# Patched wall clocks read this epoch plus loop seconds (see testing/clock.py).
+_VIRTUAL_EPOCH_FLOOR = 1e9
+# Two stamps of the same instant may differ by the virtual clock's nudges (nanoseconds).
+_SAME_INSTANT_S = 1e-3
+
+
+def _t(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+def _opt_t(seconds: float | None) -> float | None:
+    return None if seconds is None else _t(seconds)
+
+
+@dataclass(frozen=True)
+class WordMark:
+    """One word of an utterance and what became of it.
+
+    Attributes:
+        text: The word.
+        start: Call seconds (words are spread evenly over their utterance, as the scripted
+            microphone plays them).
+        end: Call seconds.
+        status: Whether it reached the LLM, and if not, where it was lost.
+        reached_llm_at: Call seconds of the first LLM request that saw it.
+    """
+
+    text: str
+    start: float
+    end: float
+    status: WordStatus
+    reached_llm_at: float | None = None
+
+
+@dataclass(frozen=True)
+class UtteranceTrack:
+    """Something the caller said.
+
+    Attributes:
+        number: 1-based, in script order (``utterance 2`` in the contracts' reasons).
+        start: Call seconds.
+        end: Call seconds.
+        text: The words.
+        expect_reply: Whether the agent must answer it.
+        words: Each word with its fate.
+        reply_latency_s: End of speech to first audio of its answer, None if unanswered (or
+            not expected).
+        merged_with: Numbers of other utterances committed in the same user turn.
+    """
+
+    number: int
+    start: float
+    end: float
+    text: str
+    expect_reply: bool
+    words: tuple[WordMark, ...]
+    reply_latency_s: float | None
+    merged_with: tuple[int, ...] = ()
+
+    @property
+    def lost_words(self) -> int:
+        """Words that never reached the LLM."""
+        return sum(1 for w in self.words if w.status != "reached_llm")
+
+
+@dataclass(frozen=True)
+class StateSpan:
+    """A stretch of one ``user_state`` or ``agent_state``.
+
+    Attributes:
+        state: The state.
+        start: Call seconds.
+        end: Call seconds of the next change, None if it lasted to the end of the recording.
+    """
+
+    state: str
+    start: float
+    end: float | None
+
+
+@dataclass(frozen=True)
+class PlayoutSpan:
+    """Audio of one speech handle playing to the caller.
+
+    Attributes:
+        start: Call seconds the first audio played.
+        end: Call seconds playout finished or was cut, None if it never did.
+        played_s: Seconds of audio that played.
+        interrupted: Whether the buffer was cleared before it played out.
+        protected: Whether the handle disallowed interruptions when playout began, None if no
+            handle was current.
+        text: The sentences it carried.
+    """
+
+    start: float
+    end: float | None
+    played_s: float
+    interrupted: bool
+    protected: bool | None
+    text: str
+
+
+@dataclass(frozen=True)
+class SpeechTrack:
+    """One speech handle's life.
+
+    Attributes:
+        label: ``S1``, ``S2``... in creation order.
+        source: ``say`` or ``generate_reply``.
+        text: What it said (its assistant message, else the sentences that played).
+        protected_at_creation: Created with ``allow_interruptions=False``.
+        protected_when_done: Disallowed interruptions when it finished (None if it never did).
+        created_at: Call seconds.
+        scheduled_at: Call seconds livekit queued it, None if it never was.
+        interrupted_at: Call seconds it was interrupted, None if never.
+        done_at: Call seconds it finished, None if it never did.
+        interrupted: Whether it ended interrupted.
+        playouts: Its audio, as played.
+    """
+
+    label: str
+    source: str
+    text: str
+    protected_at_creation: bool
+    protected_when_done: bool | None
+    created_at: float
+    scheduled_at: float | None
+    interrupted_at: float | None
+    done_at: float | None
+    interrupted: bool
+    playouts: tuple[PlayoutSpan, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolTrack:
+    """One function tool execution.
+
+    Attributes:
+        name: The tool.
+        arguments: Its JSON arguments.
+        start: Call seconds it was dispatched.
+        end: Call seconds it ended, None if it never did.
+        status: ``done``, ``error``, ``cancelled``, or None while it ran.
+    """
+
+    name: str
+    arguments: str
+    start: float
+    end: float | None
+    status: str | None
+
+
+@dataclass(frozen=True)
+class LLMTrack:
+    """One LLM request.
+
+    Attributes:
+        at: Call seconds it was made.
+        ttft_s: Scripted seconds to the first token.
+        duration_s: Scripted seconds until the whole answer is out (an interrupted generation
+            stops earlier).
+        answers: What the context ended in: ``user: <text>`` or ``tool: <name>``.
+        reply: The text it answered.
+        tool_calls: Tools it called.
+    """
+
+    at: float
+    ttft_s: float
+    duration_s: float
+    answers: str
+    reply: str
+    tool_calls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Something that happened at one instant.
+
+    Attributes:
+        at: Call seconds.
+        kind: What it is.
+        label: A short caption.
+        detail: The full text for hover and JSON.
+    """
+
+    at: float
+    kind: MarkKind
+    label: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CallTimeline:
+    """One lab call, ready to draw or serialise.
+
+    Attributes:
+        scenario: The scenario name.
+        family: Its race family.
+        description: One sentence on what happens.
+        control: Whether it is a control.
+        agent: ``module:Class`` of the agent base class.
+        agent_label: The class name.
+        onset: The moved utterance's onset in a ``--sweep`` run, else None.
+        passed: The verdict.
+        reasons: One line per broken contract.
+        reply_latency_s: The slowest answer, None if none.
+        lost_words: Words that never reached the LLM.
+        hung_up: Whether the app ended the call.
+        vad: Which VAD ran and how it was scripted to fail.
+        scripted_duration: Seconds of call the script lasts.
+        ended_at: Call seconds the scripted call was over (or the app closed it).
+        activity_end: Call seconds of the last thing that happened before the lab closed the
+            session: a sensible end for a time axis.
+        close_deadlocked: Whether closing the session did not finish within the bound.
+        utterances: What the caller said.
+        user_states: ``user_state`` over time.
+        agent_states: ``agent_state`` over time.
+        speeches: Every speech handle.
+        tools: Every tool execution.
+        llm_requests: Every LLM request.
+        marks: Instants: STT finals, user turns, merges, livekit warnings, hang-ups, closes.
+        race_events: Races the agent reported, as :class:`Mark` (``race_event``).
+    """
+
+    scenario: str
+    family: str
+    description: str
+    control: bool
+    agent: str
+    agent_label: str
+    onset: float | None
+    passed: bool
+    reasons: tuple[str, ...]
+    reply_latency_s: float | None
+    lost_words: int
+    hung_up: bool
+    vad: str
+    scripted_duration: float
+    ended_at: float
+    activity_end: float
+    close_deadlocked: bool
+    utterances: tuple[UtteranceTrack, ...]
+    user_states: tuple[StateSpan, ...]
+    agent_states: tuple[StateSpan, ...]
+    speeches: tuple[SpeechTrack, ...]
+    tools: tuple[ToolTrack, ...]
+    llm_requests: tuple[LLMTrack, ...]
+    marks: tuple[Mark, ...] = field(default_factory=tuple)
+    race_events: tuple[Mark, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON record of this call (``--timeline``)."""
+        record = dataclasses.asdict(self)
+        record["lost_words_by_utterance"] = [u.lost_words for u in self.utterances]
+        return record
+
+
+def write_timelines(timelines: Iterable[CallTimeline], path: Path) -> None:
+    """Write ``{"format": 1, "calls": [...]}``, one record per call, for other tools."""
+    payload = {"format": TIMELINE_FORMAT, "calls": [t.as_dict() for t in timelines]}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _state_spans(changes: Sequence[tuple[float, str]], initial: str) -> tuple[StateSpan, ...]:
+    spans: list[StateSpan] = []
+    state, since = initial, 0.0
+    for at, new_state in changes:
+        if new_state == state:
+            continue
+        spans.append(StateSpan(state, _t(since), _t(at)))
+        state, since = new_state, at
+    spans.append(StateSpan(state, _t(since), None))
+    # livekit may pass through a state for no time at all; nobody can see or hover that
+    return tuple(s for s in spans if s.end is None or s.end > s.start)
+
+
+def _utterances(world: CallWorld, outcome: CallOutcome) -> tuple[UtteranceTrack, ...]:
+    t0 = world.t0
+    requests = [(r.at - t0, _words(" ".join(r.user_texts))) for r in world.llm.requests]
+    transcribed = {(w.utterance, w.index) for _, _, heard in world.stt.finals for w in heard}
+    merged = _merged_turns(world)
+    latencies = iter(outcome.reply_latencies_s)
+    tracks = []
+    for index, utterance in enumerate(world.scenario.utterances):
+        words = utterance.words
+        step = (utterance.end - utterance.start) / len(words)
+        marks = []
+        for position, word in enumerate(words):
+            key = word.lower().strip(".,?!")
+            # as the contracts count: any request made after the utterance began may carry it
+            reached = next(
+                (at for at, seen in requests if at >= utterance.start and key in seen), None
+            )
+            status: WordStatus
+            if reached is not None:
+                status = "reached_llm"
+            elif (index, position) in transcribed:
+                status = "lost_after_stt"
+            else:
+                status = "lost_before_stt"
+            marks.append(
+                WordMark(
+                    text=word,
+                    start=_t(utterance.start + position * step),
+                    end=_t(utterance.start + (position + 1) * step),
+                    status=status,
+                    reached_llm_at=_opt_t(reached),
+                )
+            )
+        latency = next(latencies, None) if utterance.expect_reply else None
+        number = index + 1
+        partners = sorted({n for group in merged if number in group for n in group} - {number})
+        tracks.append(
+            UtteranceTrack(
+                number=number,
+                start=_t(utterance.start),
+                end=_t(utterance.end),
+                text=utterance.text,
+                expect_reply=utterance.expect_reply,
+                words=tuple(marks),
+                reply_latency_s=latency,
+                merged_with=tuple(partners),
+            )
+        )
+    return tuple(tracks)
+
+
+def _turn_utterances(world: CallWorld) -> list[tuple[float, str, tuple[int, ...]]]:
+    """Each committed user turn with the utterances (1-based) whose words it carries.
+
+    A turn is made of the STT finals since the previous turn; a final's words know their
+    utterance, and the turn's text must still contain them (livekit may drop a final).
+    """
+    t0 = world.t0
+    finals = [(at - t0, heard) for at, _, heard in world.stt.finals]
+    turns = []
+    since = float("-inf")
+    for at, role, text in world.recorder.items:
+        if role != "user":
+            continue
+        said = _words(text)
+        numbers = sorted(
+            {
+                word.utterance + 1
+                for heard_at, heard in finals
+                if since < heard_at <= at + _SAME_INSTANT_S
+                for word in heard
+                if word.text.lower().strip(".,?!") in said
+            }
+        )
+        turns.append((at, text, tuple(numbers)))
+        since = at + _SAME_INSTANT_S
+    return turns
+
+
+def _merged_turns(world: CallWorld) -> list[tuple[int, ...]]:
+    return [numbers for _, _, numbers in _turn_utterances(world) if len(numbers) > 1]
+
+
+def _playout_owner(starts: Sequence[PlayoutStart], segment: PlayedSegment) -> PlayoutStart | None:
+    # a segment's start is stamped together with livekit's playback_started; a resume after a
+    # pause that came before any audio moves both, so the last start at or before it is its own
+    assert segment.started_at is not None
+    owner = None
+    for start in starts:
+        if start.at <= segment.started_at + _SAME_INSTANT_S:
+            owner = start
+    return owner
+
+
+def _speeches(world: CallWorld) -> tuple[SpeechTrack, ...]:
+    recorder = world.recorder
+    sentences = world.tts.sentences
+    playouts: dict[str, list[PlayoutSpan]] = {}
+    for segment in world.audio_out.segments:
+        if segment.started_at is None:
+            continue
+        owner = _playout_owner(recorder.playouts, segment)
+        heard = [sentences.get(i, "") for i, (_, s, _) in segment.sentences.items() if s > 0]
+        span = PlayoutSpan(
+            start=_t(segment.started_at),
+            end=_opt_t(segment.ended_at),
+            played_s=_t(segment.played),
+            interrupted=segment.interrupted,
+            protected=(
+                None
+                if owner is None or owner.allow_interruptions is None
+                else not owner.allow_interruptions
+            ),
+            text=" ".join(t for t in heard if t),
+        )
+        playouts.setdefault(owner.speech_id if owner and owner.speech_id else "", []).append(span)
+    tracks = []
+    for number, record in enumerate(recorder.speeches.values(), start=1):
+        spans = tuple(playouts.get(record.id, ()))
+        tracks.append(
+            SpeechTrack(
+                label=f"S{number}",
+                source=record.source,
+                text=_speech_text(world, record) or " ".join(s.text for s in spans),
+                protected_at_creation=not record.allow_interruptions,
+                protected_when_done=(
+                    None
+                    if record.allow_interruptions_when_done is None
+                    else not record.allow_interruptions_when_done
+                ),
+                created_at=_t(record.created_at),
+                scheduled_at=_opt_t(record.scheduled_at),
+                interrupted_at=_opt_t(record.interrupted_at),
+                done_at=_opt_t(record.done_at),
+                interrupted=record.interrupted,
+                playouts=spans,
+            )
+        )
+    return tuple(tracks)
+
+
+def _speech_text(world: CallWorld, record: SpeechRecord) -> str:
+    handle = world.recorder.handles.get(record.id)
+    if handle is None:
+        return ""
+    texts = [
+        item.text_content or ""
+        for item in handle.chat_items
+        if isinstance(item, lk_llm.ChatMessage) and item.role == "assistant"
+    ]
+    return " ".join(t for t in texts if t)
+
+
+def _llm_requests(world: CallWorld) -> tuple[LLMTrack, ...]:
+    scripted = world.llm
+    tracks = []
+    for request in scripted.requests:
+        # the request keeps the answer, not the rule: the rule that says the same is its timing
+        ttft, duration = scripted.fallback_ttft, 0.5
+        for rule in scripted.rules:
+            names = tuple(c.name for c in rule.tool_calls)
+            if rule.text == request.reply and names[: len(request.tool_calls)] == (
+                request.tool_calls
+            ):
+                ttft, duration = rule.ttft, rule.duration
+                break
+        if request.last_tool is not None:
+            answers = f"tool: {request.last_tool}"
+        else:
+            answers = f"user: {request.last_user_text or ''}"
+        tracks.append(
+            LLMTrack(
+                at=_t(request.at - world.t0),
+                ttft_s=ttft,
+                duration_s=max(ttft, duration),
+                answers=answers,
+                reply=request.reply,
+                tool_calls=request.tool_calls,
+            )
+        )
+    return tuple(tracks)
+
+
+def _tools(world: CallWorld) -> tuple[ToolTrack, ...]:
+    return tuple(
+        ToolTrack(run.name, run.arguments, _t(run.started_at), _opt_t(run.ended_at), run.status)
+        for run in world.recorder.tool_runs
+    )
+
+
+def _marks(world: CallWorld) -> tuple[Mark, ...]:
+    marks = [
+        Mark(_t(at - world.t0), "stt_final", text, f"STT final transcript: {text!r}")
+        for at, text, _ in world.stt.finals
+    ]
+    for at, text, numbers in _turn_utterances(world):
+        who = "+".join(f"u{n}" for n in numbers) or "?"
+        marks.append(Mark(_t(at), "user_turn", who, f"user turn committed ({who}): {text!r}"))
+        if len(numbers) > 1:
+            marks.append(
+                Mark(_t(at), "merged_turn", f"merged {who}", f"one user turn carries {who}")
+            )
+    for at, level, message in world.logs.records:
+        detail = f"livekit {logging.getLevelName(level)}: {message}"
+        marks.append(Mark(_t(at), "livekit_log", _clip(message, 40), detail))
+    for at, reason in world.job.shutdowns:
+        marks.append(Mark(_t(at), "hang_up", "job shutdown", f"job.shutdown(reason={reason!r})"))
+    for at in world.job.room_deletions:
+        marks.append(Mark(_t(at), "room_deleted", "room deleted", "job.delete_room()"))
+    recorder = world.recorder
+    if recorder.closed_at is not None:
+        by = "by the app" if world.closed_by_app else "by the lab at the end of the script"
+        marks.append(
+            Mark(
+                _t(recorder.closed_at),
+                "session_closed",
+                "session closed",
+                f"session closed {by} (reason: {recorder.close_reason})",
+            )
+        )
+    if not world.closed_by_app:
+        marks.append(Mark(_t(world.ended_at), "script_end", "end of script", "the script ends"))
+    return tuple(sorted(marks, key=lambda m: m.at))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _race_events(world: CallWorld, outcome: CallOutcome) -> tuple[Mark, ...]:
+    marks = []
+    for event in outcome.race_events:
+        at = _race_event_time(event, world.t0)
+        title = " ".join(
+            str(event[key]) for key in ("type", "kind", "action") if event.get(key) is not None
+        )
+        detail = json.dumps(event, sort_keys=True, default=str)
+        marks.append(Mark(_t(at), "race_event", title or "race event", detail))
+    return tuple(marks)
+
+
+def _race_event_time(event: dict[str, Any], t0: float) -> float:
+    """Call seconds of a race event: ``at`` (call seconds) or its ``created_at`` stamp."""
+    at = event.get("at")
+    if isinstance(at, (int, float)):
+        return float(at)
+    created = event.get("created_at")
+    if isinstance(created, (int, float)):
+        # events stamp time.time(), which in the lab reads the virtual epoch plus loop seconds
+        epoch = _virtual_epoch() if created > _VIRTUAL_EPOCH_FLOOR else 0.0
+        return float(created) - epoch - t0
+    return 0.0
+
+
+def _virtual_epoch() -> float:
+    from ..testing import clock
+
+    return float(clock._EPOCH)
+
+
+def _activity_end(
+    utterances: Sequence[UtteranceTrack],
+    states: Iterable[StateSpan],
+    speeches: Sequence[SpeechTrack],
+    tools: Sequence[ToolTrack],
+    requests: Sequence[LLMTrack],
+    marks: Sequence[Mark],
+    closed_by_app: bool,
+) -> float:
+    times = [0.0]
+    times += [u.end for u in utterances]
+    times += [s.start for s in states]
+    for speech in speeches:
+        times += [t for t in (speech.created_at, speech.done_at) if t is not None]
+        times += [p.end if p.end is not None else p.start for p in speech.playouts]
+    times += [t.end if t.end is not None else t.start for t in tools]
+    times += [r.at + r.duration_s for r in requests]
+    # the lab's own close at the end of the script is not something the call did
+    own = {"script_end"} if closed_by_app else {"script_end", "session_closed"}
+    times += [m.at for m in marks if m.kind not in own]
+    return _t(max(times))
+
+
+def extract_timeline(
+    world: CallWorld,
+    outcome: CallOutcome,
+    *,
+    agent: str,
+    agent_label: str,
+    onset: float | None = None,
+) -> CallTimeline:
+    """The timeline of one finished call.
+
+    Args:
+        world: The call, as :func:`~resilient_agent.testing.runner.run_scenario` returned it.
+        outcome: Its verdict.
+        agent: ``module:Class`` of the agent base class it ran on.
+        agent_label: The class name, for captions.
+        onset: The moved utterance's onset in a ``--sweep`` run.
+    """
+    scenario = world.scenario
+    recorder = world.recorder
+    utterances = _utterances(world, outcome)
+    user_states = _state_spans(recorder.user_states, "listening")
+    agent_states = _state_spans(recorder.agent_states, "initializing")
+    speeches = _speeches(world)
+    tools = _tools(world)
+    requests = _llm_requests(world)
+    marks = _marks(world)
+    race_events = _race_events(world, outcome)
+    vad: str = scenario.vad
+    if scenario.vad_fault.mode != "healthy":
+        vad += f", fault {scenario.vad_fault.mode} on utterance {scenario.vad_fault.utterance + 1}"
+    activity_end = _activity_end(
+        utterances,
+        [*user_states, *agent_states],
+        speeches,
+        tools,
+        requests,
+        [*marks, *race_events],
+        world.closed_by_app,
+    )
+    return CallTimeline(
+        scenario=scenario.name,
+        family=scenario.family,
+        description=scenario.description,
+        control=scenario.control,
+        agent=agent,
+        agent_label=agent_label,
+        onset=onset,
+        passed=outcome.passed,
+        reasons=tuple(outcome.reasons),
+        reply_latency_s=outcome.reply_latency_s,
+        lost_words=outcome.lost_words,
+        hung_up=outcome.hung_up,
+        vad=vad,
+        scripted_duration=scenario.duration,
+        ended_at=_t(world.ended_at),
+        activity_end=activity_end,
+        close_deadlocked=world.close_deadlocked,
+        utterances=utterances,
+        user_states=user_states,
+        agent_states=agent_states,
+        speeches=speeches,
+        tools=tools,
+        llm_requests=requests,
+        marks=marks,
+        race_events=race_events,
+    )

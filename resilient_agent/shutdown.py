@@ -1,0 +1,177 @@
+"""Every request to end the call goes through the chain's ``decide_shutdown``.
+
+App code written today ends calls from inside tools: ``session.shutdown()``,
+``get_job_context().shutdown()`` or ``await session.aclose()``, often in a ``finally`` after a
+farewell and a sleep. While a ``ResilientAgent`` with a ``decide_shutdown`` hook is in a session,
+those three methods are shadowed on the session and job instances (public names only, restored
+when the agent leaves): a call made inside a tool body becomes a :class:`ShutdownRequest`, and
+the original method runs only if the chain lets it. Calls made outside tool bodies (livekit's
+own, the app's entrypoint, a test harness) pass straight through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from livekit.agents import AgentSession, get_job_context
+
+from .chain import MiddlewareChain
+from .events import RaceHandledEvent
+from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
+from .state import MiddlewareContext
+from .tools import current_tool, outside_tools
+
+__all__ = ["ShutdownGate"]
+
+logger = logging.getLogger("resilient_agent.shutdown")
+
+Proceed = Callable[[], Awaitable[Any] | None]
+
+
+class ShutdownGate:
+    """Shadows the session's and the job's shutdown methods for one session.
+
+    Args:
+        chain: Asked through ``decide_shutdown``.
+        ctx: The middleware context.
+        farewell_of: Returns the last speech a tool created.
+        bound_s: A decision that keeps waiting for a speech gives up waiting after this long
+            and hangs up, as the app asked.
+    """
+
+    def __init__(
+        self,
+        chain: MiddlewareChain,
+        ctx: MiddlewareContext,
+        farewell_of: Callable[[str | None], SpeechInfo | None],
+        *,
+        bound_s: float = 30.0,
+    ) -> None:
+        self._chain = chain
+        self._ctx = ctx
+        self._farewell_of = farewell_of
+        self._bound_s = bound_s
+        self._session: AgentSession[Any] = ctx.session
+        self._job: Any = None
+        self._saved_job_shutdown: Any = None
+        self._pending: asyncio.Task[None] | None = None
+        self.decisions: list[tuple[ShutdownRequest, ShutdownDecision]] = []
+
+    def install(self) -> None:
+        """Shadow ``session.shutdown``, ``session.aclose`` and ``job_ctx.shutdown``."""
+        session = self._session
+        original_shutdown = session.shutdown
+        original_aclose = session.aclose
+
+        def shutdown(*args: Any, **kwargs: Any) -> None:
+            if current_tool() is None:
+                return original_shutdown(*args, **kwargs)
+            self.request("session.shutdown", lambda: original_shutdown(*args, **kwargs))
+            return None
+
+        async def aclose() -> None:
+            if current_tool() is None:
+                return await original_aclose()
+            # awaiting the close from inside a tool deadlocks: the close waits for the tool
+            self.request("session.aclose", original_aclose)
+            return None
+
+        session.shutdown = shutdown  # type: ignore[method-assign]
+        session.aclose = aclose  # type: ignore[method-assign]
+        try:
+            self._job = get_job_context()
+        except RuntimeError:
+            self._job = None
+        if self._job is not None:
+            job = self._job
+            self._saved_job_shutdown = vars(job).get("shutdown")
+            original_job_shutdown = job.shutdown
+
+            def job_shutdown(reason: str = "user requested") -> None:
+                if current_tool() is None:
+                    return original_job_shutdown(reason)
+                self.request("job.shutdown", lambda: original_job_shutdown(reason))
+                return None
+
+            job.shutdown = job_shutdown
+
+    def uninstall(self) -> None:
+        """Put the original methods back."""
+        for attr in ("shutdown", "aclose"):
+            with contextlib.suppress(AttributeError):
+                delattr(self._session, attr)
+        if self._job is not None:
+            if self._saved_job_shutdown is not None:
+                self._job.shutdown = self._saved_job_shutdown
+            else:
+                with contextlib.suppress(AttributeError):
+                    del self._job.shutdown
+
+    def request(
+        self, source: ShutdownSource, proceed: Proceed, *, farewell: SpeechInfo | None = None
+    ) -> bool:
+        """Start deciding a shutdown; False if one is already being decided (idempotent)."""
+        if self._pending is not None and not self._pending.done():
+            logger.info("shutdown already requested, ignoring", extra={"source": source})
+            return False
+        tool = current_tool()
+        request = ShutdownRequest(
+            source=source,
+            tool=tool,
+            farewell=farewell if farewell is not None else self._farewell_of(tool),
+            requested_at=time.time(),
+        )
+        # the decision outlives the tool: its task must not inherit the tool's context
+        with outside_tools():
+            self._pending = asyncio.get_running_loop().create_task(
+                self._decide(request, proceed), name="resilient_agent.shutdown"
+            )
+        return True
+
+    async def _decide(self, request: ShutdownRequest, proceed: Proceed) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._bound_s
+        while True:
+            answer = self._chain.decide("decide_shutdown", self._ctx, request)
+            decision = (
+                answer
+                if isinstance(answer, ShutdownDecision)
+                else ShutdownDecision.now("no middleware objected")
+            )
+            if decision.action != "wait" or decision.wait_for is None:
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                decision = ShutdownDecision.now("waited for the farewell too long")
+                break
+            done = loop.create_future()
+            decision.wait_for.add_done_callback(
+                lambda _h: done.done() or done.set_result(None)
+            )
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(done, timeout=remaining)
+        self.decisions.append((request, decision))
+        self._ctx.emit(
+            RaceHandledEvent(
+                kind="shutdown_request",
+                action="hung_up" if decision.action == "now" else "kept_call",
+                middleware="ShutdownGate",
+                details={"source": request.source, "tool": request.tool, "reason": decision.reason},
+            )
+        )
+        if decision.action == "veto":
+            logger.info(
+                "shutdown vetoed, keeping the call",
+                extra={"source": request.source, "tool": request.tool, "reason": decision.reason},
+            )
+            return
+        if decision.tail_pad_s > 0:
+            await asyncio.sleep(decision.tail_pad_s)
+        result = proceed()
+        if result is not None:
+            await result
