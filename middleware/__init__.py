@@ -18,5 +18,6 @@ def default_middleware() -> list[Middleware | MiddlewareSpec]:
     """The middleware ``ResilientAgent`` runs by default, in order."""
     from .hangup import ConditionalHangup
     from .tool_guard import ToolGuard
+    from .turn_keeper import TurnKeeper
 
-    return [ToolGuard(), ConditionalHangup()]
+    return [ToolGuard(), TurnKeeper(), ConditionalHangup()]

@@ -169,7 +169,6 @@ def run_lab(
                         world.virtual_seconds,
                         timeline,
                     )
-                    del world  # a call holds a whole session; only its timeline is kept
                     results.append(result)
                     if on_result is not None:
                         on_result(result)

@@ -1,0 +1,420 @@
+"""No lost words: what the caller said reaches the LLM, exactly once.
+
+livekit drops a caller's words silently in several windows: a turn that ends while the current
+speech is uninterruptible is committed and dropped; the STT hears silence while uninterruptible
+speech is current and during AEC warm-up; turns are dropped while a handoff pauses scheduling; and
+``StopResponse`` or an exception in ``on_user_turn_completed`` drops the message.
+
+:class:`TurnKeeper` keeps every final transcript as a *fragment* until it reaches the LLM:
+
+* words livekit withheld from the STT are recovered from the audio (see :mod:`.withheld_audio`)
+  and replace the partial transcript of that speech window;
+* when livekit commits the next user turn, undelivered fragments are merged in front of it, in the
+  order they were said, as one plain user message (the LLM is not told they came in while it was
+  speaking: it answers them as it would any turn);
+* when no next turn comes (the turn was dropped), the fragments are answered with
+  ``session.generate_reply(user_input=...)`` as soon as nothing blocks a reply: the caller is
+  silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
+  so livekit and the keeper never both answer the same words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import StopResponse, stt, utils
+from livekit.agents.voice import events as lk_events
+
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    MiddlewareError,
+    RaceDetectedEvent,
+    RaceHandledEvent,
+    SpeechInfo,
+    UserTurn,
+    UserTurnNext,
+)
+
+from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
+
+__all__ = ["TurnKeeper"]
+
+logger = logging.getLogger("resilient_agent.middleware.turn_keeper")
+
+# Audio before the VAD's start of speech that belongs to the first word.
+_ONSET_PAD_S = 0.3
+# Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
+_GRACE_MARGIN_S = 0.3
+_WORD = re.compile(r"[\w']+")
+
+
+@dataclass
+class _Fragment:
+    text: str
+    heard_at: float
+    delivered: bool = False
+    superseded: bool = False
+
+
+def _normalized(text: str) -> str:
+    return " ".join(w.lower() for w in _WORD.findall(text))
+
+
+class TurnKeeper(Middleware):
+    """Keeps the caller's words until they reach the LLM (on by default).
+
+    Args:
+        merge: Merge undelivered words into the next turn and answer dropped turns; off, the
+            keeper only logs what livekit dropped.
+        recover_withheld_audio: Re-transcribe speech livekit withheld from the STT.
+        max_fragments: How many undelivered fragments are kept; older ones are logged and dropped.
+        max_age_s: Fragments older than this are logged and dropped instead of answered.
+        keep_audio_s: Seconds of caller audio kept for recovery.
+        recovery_timeout_s: How long a user turn waits for a recovery in progress.
+    """
+
+    name = "TurnKeeper"
+
+    def __init__(
+        self,
+        *,
+        merge: bool = True,
+        recover_withheld_audio: bool = True,
+        max_fragments: int = 8,
+        max_age_s: float = 60.0,
+        keep_audio_s: float = 20.0,
+        recovery_timeout_s: float = 2.0,
+    ) -> None:
+        for option, value, low, high in (
+            ("max_fragments", max_fragments, 1, 100),
+            ("max_age_s", max_age_s, 1.0, 3600.0),
+            ("keep_audio_s", keep_audio_s, 2.0, 300.0),
+            ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
+        ):
+            if not low <= value <= high:
+                raise MiddlewareError(
+                    "TurnKeeper",
+                    f"{option}={value} is out of range",
+                    fix=f"use a value from {low} to {high}",
+                    hook=option,
+                )
+        self.merge = merge
+        self.recover_withheld_audio = recover_withheld_audio
+        self.max_fragments = max_fragments
+        self.max_age_s = max_age_s
+        self.keep_audio_s = keep_audio_s
+        self.recovery_timeout_s = recovery_timeout_s
+        self._fragments: deque[_Fragment] = deque()
+        self._tap: WithheldAudioTap | None = None
+        self._speech_started_at: float | None = None
+        self._last_activity = 0.0
+        self._recoveries: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._ctx: MiddlewareContext | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Tap the caller's audio and start answering dropped turns."""
+        self._ctx = ctx
+        self._wake = asyncio.Event()
+        source = ctx.session.input.audio
+        if self.recover_withheld_audio and source is not None:
+            self._tap = WithheldAudioTap(source, ctx.session, keep_seconds=self.keep_audio_s)
+            ctx.session.input.audio = self._tap
+        if self.merge:
+            self._loop_task = asyncio.get_running_loop().create_task(
+                self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
+            )
+
+    async def aclose(self) -> None:
+        """Stop, hand the audio input back, and log words that never reached the LLM."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        for task in list(self._recoveries):
+            task.cancel()
+        ctx = self._ctx
+        if ctx is not None and self._tap is not None and ctx.session.input.audio is self._tap:
+            ctx.session.input.audio = self._tap.source
+        lost = [f for f in self._undelivered()]
+        if lost:
+            logger.warning(
+                "caller's words never reached the LLM before the session ended",
+                extra={"fragments": len(lost)},
+            )
+
+    # -- what the caller said ------------------------------------------------------------------
+    async def on_user_state(
+        self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
+    ) -> None:
+        """Track speech windows; recover a window that livekit withheld from the STT."""
+        now = time.time()
+        if ev.new_state == "speaking":
+            self._speech_started_at = now
+        elif ev.old_state == "speaking":
+            started = self._speech_started_at or now
+            self._speech_started_at = None
+            self._last_activity = now
+            if self._tap is not None:
+                window = self._tap.window(started - _ONSET_PAD_S, now)
+                if any(f.withheld for f in window):
+                    self._start_recovery(ctx, started, now, [f.frame for f in window])
+        self._wake.set()
+
+    async def on_user_transcript(
+        self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
+    ) -> None:
+        """Keep every final transcript until it is delivered."""
+        if ev.is_final and ev.transcript.strip():
+            self._add(_Fragment(ev.transcript.strip(), time.time()))
+            self._last_activity = time.time()
+            self._wake.set()
+
+    async def on_conversation_item(
+        self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
+    ) -> None:
+        """A user message in the history delivers the fragments it contains."""
+        item = ev.item
+        if item.type == "message" and item.role == "user":
+            said = _normalized(item.text_content or "")
+            for fragment in self._undelivered():
+                if _normalized(fragment.text) in said:
+                    fragment.delivered = True
+
+    async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """A blocking speech may have ended: look again."""
+        self._last_activity = max(self._last_activity, time.time())
+        self._wake.set()
+
+    async def on_agent_state(
+        self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
+    ) -> None:
+        """The agent's state may unblock an answer."""
+        self._wake.set()
+
+    # -- merging into the next turn -----------------------------------------------------------
+    async def wrap_user_turn(
+        self, ctx: MiddlewareContext, turn: UserTurn, call_next: UserTurnNext
+    ) -> None:
+        """Put undelivered words in front of this turn; keep the words if the app's hook fails."""
+        if self._recoveries:
+            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+        if self.merge:
+            merged = self._merge_into(turn.text)
+            if merged != turn.text:
+                ctx.emit(
+                    RaceHandledEvent(
+                        kind="dropped_user_words",
+                        action="merged_into_next_turn",
+                        middleware=self.display_name,
+                    )
+                )
+                turn = turn.override(text=merged)
+        try:
+            await call_next(turn)
+        except StopResponse:
+            # the app declined to answer; the words still belong in the history
+            await _keep_in_history(ctx, turn.text)
+            raise
+        except Exception as exc:
+            logger.exception(
+                "on_user_turn_completed failed; answering the turn anyway", exc_info=exc
+            )
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="user_turn_hook_failed",
+                    action="answered_anyway",
+                    middleware=self.display_name,
+                    details={"error": type(exc).__name__},
+                )
+            )
+
+    def _merge_into(self, text: str) -> str:
+        pending = self._undelivered()
+        for fragment in pending:
+            fragment.delivered = True
+        merged = " ".join(f.text for f in pending)
+        if not merged:
+            return text
+        if text.strip() and _normalized(text) not in _normalized(merged):
+            merged = f"{merged} {text.strip()}"
+        return merged
+
+    # -- answering dropped turns ---------------------------------------------------------------
+    async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
+        while True:
+            self._wake.clear()
+            delay = self._seconds_until_answer(ctx)
+            if delay is None:
+                await self._wake.wait()
+                continue
+            if delay > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                continue
+            self._answer(ctx)
+
+    def _seconds_until_answer(self, ctx: MiddlewareContext) -> float | None:
+        """None while something blocks an answer, else seconds left of livekit's turn delay."""
+        self._expire()
+        if not self._undelivered() or self._recoveries:
+            return None
+        if ctx.state.user_state == "speaking" or stt_is_withheld(ctx.session):
+            return None
+        current = ctx.session.current_speech
+        if current is not None and not current.allow_interruptions and not current.done():
+            return None
+        return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - time.time())
+
+    def _answer(self, ctx: MiddlewareContext) -> None:
+        text = self._merge_into("")
+        if not text:
+            return
+        ctx.emit(
+            RaceDetectedEvent(kind="dropped_user_turn", middleware=self.display_name)
+        )
+        try:
+            ctx.session.generate_reply(user_input=text)
+        except RuntimeError as exc:
+            logger.warning("could not answer the caller's dropped words", exc_info=exc)
+            return
+        ctx.emit(
+            RaceHandledEvent(
+                kind="dropped_user_turn", action="answered", middleware=self.display_name
+            )
+        )
+
+    # -- recovery ------------------------------------------------------------------------------
+    def _start_recovery(
+        self, ctx: MiddlewareContext, started: float, ended: float, frames: list[Any]
+    ) -> None:
+        recognizer = _recognizer(ctx)
+        if recognizer is None:
+            return
+        ctx.emit(
+            RaceDetectedEvent(
+                kind="speech_withheld_from_stt",
+                middleware=self.display_name,
+                details={"seconds": round(ended - started, 2)},
+            )
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._recover(ctx, recognizer, started, ended, frames)
+        )
+        self._recoveries.add(task)
+        task.add_done_callback(self._recovery_done)
+
+    def _recovery_done(self, task: asyncio.Task[None]) -> None:
+        self._recoveries.discard(task)
+        self._wake.set()
+
+    async def _recover(
+        self,
+        ctx: MiddlewareContext,
+        recognizer: stt.STT[Any],
+        started: float,
+        ended: float,
+        frames: list[Any],
+    ) -> None:
+        try:
+            text = await transcribe(recognizer, frames)
+        except Exception as exc:  # noqa: BLE001 - a failed recovery must not break the call
+            logger.warning("could not re-transcribe withheld audio", exc_info=exc)
+            return
+        in_window = [
+            f for f in self._fragments if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
+        ]
+        delivered = " ".join(f.text for f in in_window if f.delivered)
+        for fragment in in_window:
+            if not fragment.delivered:
+                fragment.superseded = True
+        if delivered and _normalized(delivered) in _normalized(text):
+            text = _remove_words(text, delivered)
+        if text.strip():
+            self._add(_Fragment(text.strip(), ended))
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="speech_withheld_from_stt",
+                    action="recovered_words",
+                    middleware=self.display_name,
+                    details={"words": len(text.split())},
+                )
+            )
+        self._last_activity = max(self._last_activity, time.time())
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def _add(self, fragment: _Fragment) -> None:
+        self._fragments.append(fragment)
+        while len(self._fragments) > self.max_fragments * 4:
+            old = self._fragments.popleft()
+            if not old.delivered and not old.superseded:
+                logger.warning("dropping the caller's oldest undelivered words: too many pending")
+        pending = self._undelivered()
+        for extra in pending[: max(0, len(pending) - self.max_fragments)]:
+            extra.superseded = True
+            logger.warning("dropping the caller's oldest undelivered words: too many pending")
+
+    def _expire(self) -> None:
+        cutoff = time.time() - self.max_age_s
+        for fragment in self._undelivered():
+            if fragment.heard_at < cutoff:
+                fragment.superseded = True
+                logger.warning("dropping the caller's undelivered words: older than max_age_s")
+
+    def _undelivered(self) -> list[_Fragment]:
+        return [f for f in self._fragments if not f.delivered and not f.superseded]
+
+    @property
+    def pending_words(self) -> int:
+        """Words heard but not yet delivered to the LLM."""
+        return sum(len(f.text.split()) for f in self._undelivered())
+
+    @property
+    def buffered_fragments(self) -> int:
+        """Fragments held in memory (bounded)."""
+        return len(self._fragments)
+
+
+def _remove_words(text: str, delivered: str) -> str:
+    words = text.split()
+    gone = _normalized(delivered).split()
+    normalized = [_normalized(w) for w in words]
+    for start in range(len(words) - len(gone) + 1):
+        if normalized[start : start + len(gone)] == gone:
+            return " ".join(words[:start] + words[start + len(gone) :])
+    return text
+
+
+def _recognizer(ctx: MiddlewareContext) -> stt.STT[Any] | None:
+    agent_stt = getattr(ctx.agent, "stt", None)
+    if utils.is_given(agent_stt) and isinstance(agent_stt, stt.STT):
+        return agent_stt
+    session_stt = ctx.session.stt
+    return session_stt if isinstance(session_stt, stt.STT) else None
+
+
+def _livekit_turn_delay(ctx: MiddlewareContext) -> float:
+    """How long livekit may still take to commit a turn after the caller stopped."""
+    turn_handling = ctx.session.options.turn_handling
+    endpointing = turn_handling.get("endpointing", {})
+    detection = turn_handling.get("turn_detection")
+    uses_model = detection is not None and not isinstance(detection, str)
+    delay = endpointing.get("max_delay", 3.0) if uses_model else endpointing.get("min_delay", 0.5)
+    return float(delay) + _GRACE_MARGIN_S
+
+
+async def _keep_in_history(ctx: MiddlewareContext, text: str) -> None:
+    agent = ctx.agent
+    history = agent.chat_ctx.copy()
+    history.add_message(role="user", content=text)
+    await agent.update_chat_ctx(history)
