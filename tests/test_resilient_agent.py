@@ -91,7 +91,7 @@ async def standalone(topic: str) -> str:
 def test_drop_in_construction_and_default_chain() -> None:
     agent = ResilientAgent(instructions="be brief", tools=[standalone])
     assert agent.instructions == "be brief"
-    assert agent.middleware == ()  # the first-party set is empty until its middleware lands
+    assert [mw.display_name for mw in agent.middleware] == ["ToolGuard", "TurnKeeper", "ConditionalHangup"]
     assert {t.id for t in agent.tools} == {"standalone"}
 
 
