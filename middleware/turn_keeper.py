@@ -280,9 +280,7 @@ class TurnKeeper(Middleware):
         text = self._merge_into("")
         if not text:
             return
-        ctx.emit(
-            RaceDetectedEvent(kind="dropped_user_turn", middleware=self.display_name)
-        )
+        ctx.emit(RaceDetectedEvent(kind="dropped_user_turn", middleware=self.display_name))
         try:
             ctx.session.generate_reply(user_input=text)
         except RuntimeError as exc:
@@ -328,7 +326,7 @@ class TurnKeeper(Middleware):
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
-        except Exception as exc:  # noqa: BLE001 - a failed recovery must not break the call
+        except Exception as exc:  # a failed recovery must not break the call
             logger.warning("could not re-transcribe withheld audio", exc_info=exc)
             return
         in_window = [

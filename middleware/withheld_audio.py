@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from typing_extensions import override
-
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 from livekit.agents.voice.io import AudioInput
+from typing_extensions import override
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from livekit.agents import Agent, get_job_context, utils
-from livekit.agents.llm import ChatContext, ChatMessage, FunctionTool, RawFunctionTool, Tool, Toolset
+from livekit.agents.llm import (
+    ChatContext,
+    ChatMessage,
+    FunctionTool,
+    RawFunctionTool,
+    Tool,
+    Toolset,
+)
 
 from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
 from .chain import MiddlewareChain

@@ -376,5 +376,7 @@ def _build(resolved: _ResolvedPlugin, named_in: str) -> Middleware:
 def _describe(target: object) -> str:
     if isinstance(target, type):
         return f"the class {target.__module__}.{target.__qualname__}"
-    kind = type(target).__name__
-    return f"{target!r} (a {kind})" if len(repr(target)) <= 60 else f"a {kind}"
+    text = repr(target)
+    # a long repr (a module with its path, a big container) would bury the message
+    shown = text if len(text) <= 60 else f"{text[:57]}..."
+    return f"{shown} (of type {type(target).__name__})"

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit.agents import AgentSession, get_job_context
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
 from .events import RaceHandledEvent
@@ -76,7 +77,8 @@ class ShutdownGate:
 
         async def aclose() -> None:
             if current_tool() is None:
-                return await original_aclose()
+                await original_aclose()
+                return None
             # awaiting the close from inside a tool deadlocks: the close waits for the tool
             self.request("session.aclose", original_aclose)
             return None
@@ -94,9 +96,9 @@ class ShutdownGate:
 
             def job_shutdown(reason: str = "user requested") -> None:
                 if current_tool() is None:
-                    return original_job_shutdown(reason)
+                    original_job_shutdown(reason)
+                    return
                 self.request("job.shutdown", lambda: original_job_shutdown(reason))
-                return None
 
             job.shutdown = job_shutdown
 
@@ -143,18 +145,15 @@ class ShutdownGate:
                 if isinstance(answer, ShutdownDecision)
                 else ShutdownDecision.now("no middleware objected")
             )
-            if decision.action != "wait" or decision.wait_for is None:
+            speech = decision.wait_for
+            if decision.action != "wait" or speech is None:
                 break
             remaining = deadline - loop.time()
             if remaining <= 0:
                 decision = ShutdownDecision.now("waited for the farewell too long")
                 break
-            done = loop.create_future()
-            decision.wait_for.add_done_callback(
-                lambda _h: done.done() or done.set_result(None)
-            )
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(done, timeout=remaining)
+                await asyncio.wait_for(_speech_done(speech), timeout=remaining)
         self.decisions.append((request, decision))
         self._ctx.emit(
             RaceHandledEvent(
@@ -175,3 +174,14 @@ class ShutdownGate:
         result = proceed()
         if result is not None:
             await result
+
+
+async def _speech_done(handle: SpeechHandle) -> None:
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def _mark(_: SpeechHandle) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    handle.add_done_callback(_mark)
+    await done
