@@ -76,12 +76,13 @@ class WithheldAudioTap(AudioInput):
         session: AgentSession[Any],
         *,
         keep_seconds: float,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(label="WithheldAudioTap", source=source)
         self._session = session
         self._keep_seconds = keep_seconds
-        self._clock = clock
+        # resolved at call time: a patched clock (the lab's virtual time) must be honoured
+        self._clock = clock or (lambda: time.time())
         self._warmup = _WarmupClock(session)
         self._frames: deque[TappedFrame] = deque()
 

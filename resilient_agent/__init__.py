@@ -7,9 +7,10 @@ events run through a middleware chain; ``resilient_agent.testing`` is the offlin
 from __future__ import annotations
 
 from .agent import ResilientAgent, default_middleware
-from .errors import MiddlewareError, MiddlewareNotUsed
+from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
 from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .plugins import available_plugins, prewarm_plugins
 from .requests import (
     ShutdownDecision,
     ShutdownRequest,
@@ -34,6 +35,7 @@ __all__ = [
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "PluginError",
     "Position",
     "RaceDetectedEvent",
     "RaceHandledEvent",
@@ -47,6 +49,8 @@ __all__ = [
     "ToolOutcome",
     "UserTurn",
     "UserTurnNext",
+    "available_plugins",
     "current_tool",
     "default_middleware",
+    "prewarm_plugins",
 ]

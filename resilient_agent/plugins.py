@@ -169,6 +169,13 @@ def _requested(names: Sequence[str], *, explicit_source: str) -> list[tuple[str,
         )
     requested: dict[str, str] = {}
     for name in names:
+        if not isinstance(name, str):
+            raise PluginError(
+                repr(name),
+                f"plugin names are strings, and this is a {type(name).__name__}",
+                fix="pass middleware objects and specs in middleware=[...], and only plugin "
+                "(entry point) names in plugins=[...]",
+            )
         requested.setdefault(name, explicit_source)
     for name in _environment_names():
         requested.setdefault(name, PLUGINS_ENV)
@@ -212,7 +219,7 @@ def _resolve(name: str, named_in: str) -> _ResolvedPlugin:
         providers = " and ".join(_Distribution.of(ep).label for ep in candidates)
         raise PluginError(
             name,
-            f"two distributions declare it ({providers})",
+            f"{len(candidates)} distributions declare it ({providers})",
             fix="uninstall one of them, so the name means one middleware",
         )
     entry_point = candidates[0]
@@ -299,7 +306,8 @@ def _as_middleware_entry(
                 f"{target.__qualname__} cannot be built with no options ({exc}); "
                 "a plugin class is built as cls()",
                 fix=f"give every parameter of {target.__qualname__}.__init__ a default, or point "
-                "the entry point at a MiddlewareSpec(cls, **options)",
+                f"the entry point at a MiddlewareSpec(cls, **options), or remove {name!r} from "
+                f"{named_in}",
                 distribution=distribution.label,
             ) from exc
         entry = MiddlewareSpec(target)

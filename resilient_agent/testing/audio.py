@@ -218,7 +218,7 @@ class PlayoutAudioOutput(AudioOutput):
             sample_rate=SAMPLE_RATE,
             capabilities=AudioOutputCapabilities(pause=can_pause),
         )
-        self._clock = clock or time.time
+        self._clock = clock or (lambda: time.time())
         self._on_segment_done = on_segment_done
         self.segments: list[PlayedSegment] = []
         self._segment: PlayedSegment | None = None

@@ -221,5 +221,6 @@ def evaluate(world: CallWorld) -> CallOutcome:
         interruption_timeouts=timeouts,
         hung_up=hung_up,
         farewell_heard=farewell_heard,
+        race_events=list(world.race_events),
         reply_latencies_s=per_utterance,
     )

@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, inference
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
+from livekit.rtc import EventEmitter
 
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
@@ -75,6 +76,7 @@ class CallWorld:
     end_user_state: str = "listening"
     ended_at: float = 0.0
     closed_by_app: bool = False
+    race_events: list[dict[str, Any]] = field(default_factory=list)
     close_deadlocked: bool = False
     unfinished_handles: tuple[str, ...] = ()
     wall_seconds: float = 0.0
@@ -153,6 +155,11 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )
     world.t0 = t0
+    events = getattr(agent, "events", None)
+    if isinstance(events, EventEmitter):
+        # ResilientAgent reports the races it saw and what it did about them
+        for kind in ("race_detected", "race_handled"):
+            events.on(kind, lambda ev: world.race_events.append(_race_record(ev)))
     closed = asyncio.Event()
     session.on("close", lambda _ev: closed.set())
     try:
@@ -175,6 +182,13 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _race_record(event: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"kind": event.kind, "action": getattr(event, "action", None)}
+    record["event"] = event.type
+    record.update({k: v for k, v in event.details.items() if k not in record})
+    return record
 
 
 async def _closing_done(session: AgentSession[Any]) -> None:

@@ -1,0 +1,73 @@
+"""``SpeakingGuard``: hold back configured tools while the caller is speaking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    RaceHandledEvent,
+    ToolCall,
+    ToolCallNext,
+)
+
+__all__ = ["DEFAULT_GUARDED_TOOLS", "REFUSAL", "SpeakingGuard"]
+
+DEFAULT_GUARDED_TOOLS = ("end_call", "hang_up", "transfer_call")
+"""Tools that act on the call itself: running one on a stale decision cannot be taken back."""
+
+REFUSAL = (
+    "Not done: the caller started speaking before {tool} ran. Listen to what they say, "
+    "then call {tool} again if it is still wanted."
+)
+"""What the LLM receives instead of the tool's result; ``{tool}`` is the tool's name."""
+
+
+class SpeakingGuard(Middleware):
+    """Refuse the guarded tools while the caller is speaking; the LLM hears why and can retry.
+
+    The LLM chose the tool from what the caller had said so far. If the caller is talking again
+    by the time the tool is about to run ("goodbye... oh wait, one more thing"), the decision
+    may be stale, so the call is not made and the LLM is told to listen first. Other tools run
+    as usual.
+
+    Built with no options when loaded as a plugin; to guard other tools, pass
+    ``MiddlewareSpec(SpeakingGuard, tools=[...])`` in ``middleware=[...]`` instead.
+
+    Args:
+        tools: Names of the tools to hold back, as the LLM sees them.
+        refusal: The result the LLM receives instead; ``{tool}`` is replaced by the tool's name.
+
+    Raises:
+        ValueError: ``tools`` is a single string rather than a collection of names.
+    """
+
+    name = "speaking_guard"
+    # outermost: nothing else in the chain does work for a call that is refused
+    position = "first"
+
+    def __init__(
+        self, *, tools: Iterable[str] = DEFAULT_GUARDED_TOOLS, refusal: str = REFUSAL
+    ) -> None:
+        if isinstance(tools, str):
+            raise ValueError(f"tools must be a collection of tool names, e.g. [{tools!r}]")
+        self.tools = frozenset(tools)
+        self.refusal = refusal
+
+    async def wrap_tool_call(
+        self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
+    ) -> Any:
+        """Run the tool, unless it is guarded and the caller is speaking right now."""
+        if call.name not in self.tools or ctx.state.user_state != "speaking":
+            return await call_next(call)
+        ctx.emit(
+            RaceHandledEvent(
+                kind="tool_while_caller_speaking",
+                action="refused_tool",
+                middleware=self.display_name,
+                details={"tool": call.name, "call_id": call.call_id},
+            )
+        )
+        return self.refusal.format(tool=call.name)

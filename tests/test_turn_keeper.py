@@ -1,0 +1,197 @@
+"""TurnKeeper: each drop path of livekit-agents 1.8, pinned separately."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from livekit import rtc
+from livekit.agents import Agent, StopResponse
+from livekit.agents.llm import ChatContext, ChatMessage
+from resilient_agent.middleware.turn_keeper import TurnKeeper, _Fragment
+from resilient_agent.middleware.withheld_audio import WithheldAudioTap
+
+from resilient_agent import MiddlewareError, ResilientAgent
+from resilient_agent.lab import agents
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.testing import CallWorld, Scenario, Utterance, run_scenario
+
+NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+
+
+def catalog(name: str) -> Scenario:
+    return next(s for s in scenarios() if s.name == name)
+
+
+def race_actions(world: CallWorld, outcome: Any) -> list[tuple[str, str]]:
+    return [(e["kind"], e.get("action", "")) for e in outcome.race_events]
+
+
+def user_messages(world: CallWorld) -> list[str]:
+    return [
+        i.text_content or ""
+        for i in world.session.history.items
+        if i.type == "message" and i.role == "user"
+    ]
+
+
+def test_words_withheld_from_stt_during_protected_speech_are_recovered() -> None:
+    scenario = catalog("lost_words/over_protected_say")
+    _, plain = run_scenario(scenario, Agent)
+    world, resilient = run_scenario(scenario, ResilientAgent)
+    assert plain.lost_words == 5
+    assert resilient.passed, resilient.reasons
+    assert ("speech_withheld_from_stt", "recovered_words") in race_actions(world, resilient)
+    assert ("dropped_user_turn", "answered") in race_actions(world, resilient)
+    assert user_messages(world) == ["hello can you hear me"]
+
+
+def test_words_withheld_during_aec_warmup_are_recovered() -> None:
+    world, outcome = run_scenario(catalog("lost_words/over_greeting_aec_warmup"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == ["hi I need help"]
+
+
+def test_a_turn_livekit_drops_while_speech_is_protected_is_answered_after_it() -> None:
+    # the STT hears everything here: only livekit's "skipping reply" drop is in play
+    scenario = Scenario(
+        name="t/drop_only",
+        family="t",
+        description="",
+        agent=agents.greeting_agent(protected=True, text=NOTICE),
+        # answered once the announcement (0.15-5.5 s) is over
+        utterances=(Utterance(1.5, 3.0, "hello can you hear me", reply_within=4.0),),
+        session_options={"interruption": {"discard_audio_if_uninterruptible": False}},
+    )
+    plain_world, plain = run_scenario(scenario, Agent)
+    assert plain_world.stt.finals, "the STT heard the caller"
+    assert plain.lost_words == 5
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == ["hello can you hear me"]
+    assert len(world.llm.requests) == 1  # one reply, not two
+
+
+def test_dropped_words_merge_into_the_next_turn_once() -> None:
+    # the caller speaks twice over the announcement, the second time past its end
+    scenario = Scenario(
+        name="t/merge",
+        family="t",
+        description="",
+        agent=agents.greeting_agent(protected=True, text=NOTICE),
+        utterances=(
+            Utterance(1.5, 3.0, "hello can you hear me", reply_within=6.0),
+            Utterance(4.6, 6.0, "I need a table"),
+        ),
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == ["hello can you hear me I need a table"]
+    assert [r.last_user_text for r in world.llm.requests] == [
+        "hello can you hear me I need a table"
+    ]
+
+
+def _hook_agent(behaviour: str) -> Any:
+    def build(base: type[Agent]) -> Agent:
+        class Hooked(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            async def on_user_turn_completed(
+                self, turn_ctx: ChatContext, new_message: ChatMessage
+            ) -> None:
+                if behaviour == "stop":
+                    raise StopResponse()
+                raise ValueError("crm lookup failed")
+
+        return Hooked()
+
+    return build
+
+
+def test_stop_response_keeps_the_words_in_the_history() -> None:
+    scenario = Scenario(
+        name="t/stop",
+        family="t",
+        description="",
+        agent=_hook_agent("stop"),
+        utterances=(Utterance(1.0, 2.5, "just so you know", expect_reply=False),),
+        duration=8.0,
+    )
+    plain_world, _ = run_scenario(scenario, Agent)
+    assert "just so you know" not in [
+        i.text_content for i in plain_world.agent.chat_ctx.items if i.type == "message"
+    ]
+    world, _ = run_scenario(scenario, ResilientAgent)
+    history = [i.text_content for i in world.agent.chat_ctx.items if i.type == "message"]
+    assert "just so you know" in history
+    assert world.llm.requests == []  # the app declined to answer, and nobody did
+
+
+def test_a_failing_user_turn_hook_does_not_drop_the_turn() -> None:
+    scenario = Scenario(
+        name="t/raise",
+        family="t",
+        description="",
+        agent=_hook_agent("raise"),
+        utterances=(Utterance(1.0, 2.5, "do you have parking"),),
+        duration=8.0,
+    )
+    _, plain = run_scenario(scenario, Agent)
+    assert not plain.passed
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert ("user_turn_hook_failed", "answered_anyway") in race_actions(world, outcome)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max_fragments", 0), ("max_age_s", 0.5), ("keep_audio_s", 1000.0), ("recovery_timeout_s", 0)],
+)
+def test_options_are_validated_with_the_field_and_the_fix(option: str, value: float) -> None:
+    with pytest.raises(MiddlewareError) as err:
+        TurnKeeper(**{option: value})
+    assert f"{option}={value} is out of range" in str(err.value)
+    assert "Fix: use a value from" in str(err.value)
+
+
+def test_undelivered_fragments_are_bounded() -> None:
+    keeper = TurnKeeper(max_fragments=3)
+    for index in range(1000):
+        keeper._add(_Fragment(f"word{index}", float(index)))
+    assert keeper.buffered_fragments <= 12
+    assert keeper.pending_words == 3
+
+
+def test_the_audio_tap_keeps_a_bounded_window() -> None:
+    class Source:
+        def __init__(self) -> None:
+            self.sent = 0
+
+        async def __anext__(self) -> rtc.AudioFrame:
+            self.sent += 1
+            samples = np.zeros(160, dtype=np.int16).tobytes()
+            return rtc.AudioFrame(samples, 16000, 1, 160)
+
+    class Options:
+        aec_warmup_duration = None
+        interruption: ClassVar[dict[str, bool]] = {"discard_audio_if_uninterruptible": True}
+
+    class Session:
+        current_speech = None
+        agent_state = "listening"
+        options = Options()
+
+    clock = iter(i * 0.01 for i in range(10_000))
+    tap = WithheldAudioTap(Source(), Session(), keep_seconds=2.0, clock=lambda: next(clock))  # type: ignore[arg-type]
+
+    async def pump() -> None:
+        for _ in range(1000):
+            await tap.__anext__()
+
+    asyncio.run(pump())
+    assert tap.buffered_seconds == pytest.approx(2.0, abs=0.02)
+    assert not any(f.withheld for f in tap.window(0, 100))
