@@ -7,6 +7,7 @@ events run through a middleware chain; ``resilient_agent.testing`` is the offlin
 from __future__ import annotations
 
 from .agent import ResilientAgent, default_middleware
+from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
 from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
@@ -52,5 +53,6 @@ __all__ = [
     "available_plugins",
     "current_tool",
     "default_middleware",
+    "end_call_tool",
     "prewarm_plugins",
 ]

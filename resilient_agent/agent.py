@@ -146,7 +146,7 @@ class ResilientAgent(Agent):
         turn = UserTurn(text=original_text, message=new_message, turn_ctx=turn_ctx)
         await bridge.chain.wrap_user_turn(bridge.ctx, turn, run_app_hook)
 
-    def end_call(
+    def hang_up_after_farewell(
         self,
         farewell: str | None = None,
         *,
@@ -172,7 +172,9 @@ class ResilientAgent(Agent):
         """
         bridge = self._bridge
         if bridge is None:
-            raise RuntimeError("end_call() needs the agent to be running in a session")
+            raise RuntimeError(
+                "hang_up_after_farewell() needs the agent to be running in a session"
+            )
         speech = None
         if farewell is not None:
             handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
@@ -180,7 +182,8 @@ class ResilientAgent(Agent):
         session = self.session
 
         def hang_up() -> None:
-            session.shutdown()
+            # the farewell has played out: nothing is left to drain
+            session.shutdown(drain=False)
             if delete_room:
                 with contextlib.suppress(RuntimeError):
                     get_job_context().delete_room()

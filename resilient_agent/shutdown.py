@@ -135,6 +135,16 @@ class ShutdownGate:
             )
         return True
 
+    def _report(self, request: ShutdownRequest, decision: ShutdownDecision, action: str) -> None:
+        self._ctx.emit(
+            RaceHandledEvent(
+                kind="shutdown_request",
+                action=action,
+                middleware="ShutdownGate",
+                details={"source": request.source, "tool": request.tool, "reason": decision.reason},
+            )
+        )
+
     async def _decide(self, request: ShutdownRequest, proceed: Proceed) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._bound_s
@@ -155,22 +165,16 @@ class ShutdownGate:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(_speech_done(speech), timeout=remaining)
         self.decisions.append((request, decision))
-        self._ctx.emit(
-            RaceHandledEvent(
-                kind="shutdown_request",
-                action="hung_up" if decision.action == "now" else "kept_call",
-                middleware="ShutdownGate",
-                details={"source": request.source, "tool": request.tool, "reason": decision.reason},
-            )
-        )
         if decision.action == "veto":
             logger.info(
                 "shutdown vetoed, keeping the call",
                 extra={"source": request.source, "tool": request.tool, "reason": decision.reason},
             )
+            self._report(request, decision, "kept_call")
             return
         if decision.tail_pad_s > 0:
             await asyncio.sleep(decision.tail_pad_s)
+        self._report(request, decision, "hung_up")
         result = proceed()
         if result is not None:
             await result

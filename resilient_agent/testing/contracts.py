@@ -192,11 +192,13 @@ def evaluate(world: CallWorld) -> CallOutcome:
     farewell_heard = False
     expected_hang_up = False
     if scenario.farewell is not None:
-        farewells = [s for s in sentences if scenario.farewell in s.text]
-        heard = [s for s in farewells if s.complete]
-        farewell_heard = bool(heard)
-        if heard:
-            began = min(s.started_at for s in heard if s.started_at is not None)
+        # TTS may split the farewell into sentences: it is heard when every part played out
+        parts = [s for s in sentences if s.text and s.text in scenario.farewell]
+        said = _words(" ".join(s.text for s in parts))
+        farewell_heard = bool(parts) and _words(scenario.farewell) <= said
+        farewell_heard = farewell_heard and all(s.complete for s in parts)
+        if farewell_heard:
+            began = min(s.started_at for s in parts if s.started_at is not None)
             spoke_after = any(u.end > began for u in scenario.utterances)
             expected_hang_up = not spoke_after
     if hung_up and not expected_hang_up:

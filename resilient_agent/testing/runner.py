@@ -159,7 +159,7 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     if isinstance(events, EventEmitter):
         # ResilientAgent reports the races it saw and what it did about them
         for kind in ("race_detected", "race_handled"):
-            events.on(kind, lambda ev: world.race_events.append(_race_record(ev)))
+            events.on(kind, lambda ev: world.race_events.append(_race_record(ev, clock())))
     closed = asyncio.Event()
     session.on("close", lambda _ev: closed.set())
     try:
@@ -184,9 +184,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     return world
 
 
-def _race_record(event: Any) -> dict[str, Any]:
+def _race_record(event: Any, at: float) -> dict[str, Any]:
     record: dict[str, Any] = {"kind": event.kind, "action": getattr(event, "action", None)}
     record["event"] = event.type
+    record["at_s"] = round(at, 3)
     record.update({k: v for k, v in event.details.items() if k not in record})
     return record
 

@@ -1,0 +1,64 @@
+"""A ready end-call function tool that hangs up only once the farewell was heard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from livekit.agents import RunContext, function_tool
+from livekit.agents.llm import FunctionTool, ToolError
+
+__all__ = ["end_call_tool"]
+
+DEFAULT_FAREWELL = "Thank you for calling. Goodbye!"
+
+
+def end_call_tool(
+    *,
+    farewell: str = DEFAULT_FAREWELL,
+    delete_room: bool = False,
+    require_caller_request: bool = False,
+    name: str = "end_call",
+    description: str = (
+        "End the call when the caller says goodbye or asks to hang up. "
+        "The farewell is said for you; do not say goodbye yourself."
+    ),
+) -> FunctionTool[..., Any]:
+    """A function tool for a ``ResilientAgent`` that says ``farewell`` and hangs up after it.
+
+    The tool returns at once; the hang-up goes through ``decide_shutdown``, so a caller who
+    interrupts the farewell or speaks after it began keeps the call and is answered.
+
+    Args:
+        farewell: What the agent says before hanging up.
+        delete_room: Delete the room after shutting down (SIP calls need it to hang up).
+        require_caller_request: Refuse when the last message in the history is not the
+            caller's (the LLM decided to hang up on its own, e.g. after a tool result).
+        name: The tool's name as the LLM sees it.
+        description: The tool's description as the LLM sees it.
+
+    Raises:
+        ValueError: ``farewell`` is empty.
+    """
+    if not farewell.strip():
+        raise ValueError("end_call_tool(farewell=...) must not be empty; pass the goodbye to say")
+
+    @function_tool(name=name, description=description)
+    async def end_call(ctx: RunContext[Any]) -> str | None:
+        from .agent import ResilientAgent
+
+        agent = ctx.session.current_agent
+        if not isinstance(agent, ResilientAgent):
+            raise ToolError("end_call_tool only works on a ResilientAgent")
+        if require_caller_request and not _caller_spoke_last(ctx):
+            return "The caller did not ask to end the call. Do not hang up; keep helping."
+        agent.hang_up_after_farewell(farewell, delete_room=delete_room)
+        return None
+
+    return end_call
+
+
+def _caller_spoke_last(ctx: RunContext[Any]) -> bool:
+    for item in reversed(ctx.session.history.items):
+        if item.type == "message":
+            return item.role == "user"
+    return False
