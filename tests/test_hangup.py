@@ -1,4 +1,4 @@
-"""Conditional shutdown: veto, waiting for the farewell, the bound, idempotency, the end-call tool."""
+"""Conditional shutdown: veto, waiting for the farewell, the bound, idempotency, end-call tool."""
 
 from __future__ import annotations
 
