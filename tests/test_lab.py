@@ -178,3 +178,29 @@ def test_cli_rejects_bad_agent_and_empty_selection(capsys: pytest.CaptureFixture
     assert "not a livekit.agents.Agent subclass" in capsys.readouterr().err
     assert main(["lab", "--only", "no-such-scenario"]) == 2
     assert "matches no scenario" in capsys.readouterr().err
+
+
+# Races ResilientAgent's first-party middleware handles; the VAD faults are the watchdog's, and
+# between_call_and_output is answered after the app's own protected tool reply (see docs/lab.md).
+NOT_YET_HANDLED = {
+    "tool_gap/vad_no_end_of_speech",
+    "tool_gap/vad_stuck",
+    "tool_gap/vad_dead",
+    "vad/stuck_plain_agent",
+    "vad/dead_plain_agent",
+    "vad/no_end_of_speech_plain_agent",
+    "lost_words/between_call_and_output",
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED_BREAKS) - NOT_YET_HANDLED))
+def test_resilient_agent_passes_the_race_with_the_app_code_unchanged(name: str) -> None:
+    from resilient_agent import ResilientAgent
+
+    scenario = next(s for s in scenarios() if s.name == name)
+    (result,) = run_lab(
+        [scenario], [AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)]
+    )
+    assert result.outcome.passed, result.outcome.reasons
+    assert result.outcome.interruption_timeouts == 0
+    assert result.outcome.lost_words == 0
