@@ -19,5 +19,6 @@ def default_middleware() -> list[Middleware | MiddlewareSpec]:
     from .hangup import ConditionalHangup
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
+    from .watchdog import Watchdog
 
-    return [ToolGuard(), TurnKeeper(), ConditionalHangup()]
+    return [ToolGuard(), TurnKeeper(), ConditionalHangup(), Watchdog()]

@@ -95,6 +95,7 @@ def test_drop_in_construction_and_default_chain() -> None:
         "ToolGuard",
         "TurnKeeper",
         "ConditionalHangup",
+        "Watchdog",
     ]
     assert {t.id for t in agent.tools} == {"standalone"}
 

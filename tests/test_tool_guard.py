@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from livekit.agents import Agent, RunContext, function_tool
+
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import (

@@ -20,6 +20,7 @@ __all__ = [
     "booking_agent",
     "closing_tool_agent",
     "end_call_agent",
+    "filler_tool_agent",
     "filler_agent",
     "greeting_agent",
     "plain_agent",
@@ -62,6 +63,35 @@ def booking_agent(style: ToolStyle, work_seconds: float) -> AgentFactory:
                 return f"Table booked for {time}."
 
         return BookingAgent()
+
+    return build
+
+
+def filler_tool_agent(*, work_seconds: float, filler_every_s: float) -> AgentFactory:
+    """A slow ``book_table`` tool that says a filler every few seconds while it works."""
+
+    def build(base: type[Agent]) -> Agent:
+        class FillerToolAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            @function_tool
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                waited = 0.0
+                while waited < work_seconds:
+                    step = min(filler_every_s, work_seconds - waited)
+                    await asyncio.sleep(step)
+                    waited += step
+                    if waited < work_seconds:
+                        ctx.session.say("Still working on it, thanks for waiting.")
+                return f"Table booked for {time}."
+
+        return FillerToolAgent()
 
     return build
 

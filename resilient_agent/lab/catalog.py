@@ -14,6 +14,10 @@ from . import agents
 
 __all__ = ["CATALOG", "scenarios"]
 
+# A stuck VAD can only be recovered after evidence builds up: the watchdog's 2 s quiet threshold
+# plus 1.5 times the no-race reply latency (1.2 s) bounds the answer.
+_VAD_FAULT_BOUND = 2.0 + 1.5 * 1.2
+
 _BOOK = LLMRule(
     when_user_says="book",
     tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
@@ -30,6 +34,9 @@ _BYE = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("end_call"),
 _HANG_UP = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("hang_up"),))
 
 # The booking is answered by the tool's result, after the hold message and the booking work.
+_MONOLOGUE = " ".join(
+    ["so we are twelve people and two of them are vegetarian and one needs a high chair"] * 5
+)
 _ASK_BOOKING = Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0)
 _GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)
 
@@ -101,6 +108,7 @@ def _tool_gap() -> list[Scenario]:
                 utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
                 llm=(_BOOK, _BOOKED),
                 vad_fault=VADFault(mode=mode, utterance=1),
+                reply_bound=_VAD_FAULT_BOUND,
             )
         )
     return found
@@ -248,6 +256,7 @@ def _stuck_and_deadlock() -> list[Scenario]:
                 agent=agents.plain_agent,
                 utterances=(Utterance(1.0, 2.5, "do you have parking"),),
                 vad_fault=VADFault(mode=mode, utterance=0),
+                reply_bound=_VAD_FAULT_BOUND,
             )
         )
     found.append(
@@ -306,6 +315,26 @@ def _controls() -> list[Scenario]:
             utterances=(_GOODBYE,),
             llm=(_BYE,),
             farewell=agents.FAREWELL,
+            control=True,
+        ),
+        Scenario(
+            name="control/long_monologue",
+            family="control",
+            description="The caller talks for 20 s without a pause: nobody cuts them off.",
+            agent=agents.plain_agent,
+            utterances=(Utterance(1.0, 21.0, _MONOLOGUE),),
+            llm=(LLMRule(when_user_says="vegetarian", text="Noted, a table for twelve."),),
+            duration=28.0,
+            control=True,
+        ),
+        Scenario(
+            name="control/long_tool_with_filler",
+            family="control",
+            description="A 12 s tool keeps the caller company with filler speech.",
+            agent=agents.filler_tool_agent(work_seconds=12.0, filler_every_s=4.0),
+            utterances=(dataclasses.replace(_ASK_BOOKING, reply_within=16.0),),
+            llm=(_BOOK, _BOOKED),
+            duration=24.0,
             control=True,
         ),
         Scenario(

@@ -1,0 +1,215 @@
+"""Watchdog: recover when the VAD never ends the caller's turn.
+
+A VAD that swallows END_OF_SPEECH, sticks in speech or whose stream stops leaves livekit's
+``user_state`` at ``speaking``: the caller's words are never answered, and every interruptible
+speech waits for a silence that never comes. The watchdog acts on evidence, not on a timer
+alone: the caller is "speaking", yet for ``quiet_s`` the STT has produced nothing and the caller's
+audio has been quiet. A caller who talks without a pause keeps producing transcripts and audio
+energy, so a long monologue is never cut off.
+
+Recovery uses public levers and escalates, each step logged and reported as a ``race_handled``
+event: first the agent's VAD is restarted (``Agent.update_options(vad=...)`` gives it a fresh
+stream, and livekit ends the speech the old stream left open), then, if the caller still shows as
+speaking, the audio input is switched off and on (``session.input.set_audio_enabled``), which
+makes livekit end the turn. The transcript is committed and answered by livekit as usual, and
+words the STT never heard are recovered by the turn keeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import numpy as np
+from livekit import rtc
+from livekit.agents import utils, vad
+from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.io import AudioInput
+from typing_extensions import override
+
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    MiddlewareError,
+    RaceDetectedEvent,
+    RaceHandledEvent,
+)
+
+__all__ = ["AudioLevelMeter", "Watchdog"]
+
+logger = logging.getLogger("resilient_agent.middleware.watchdog")
+
+
+class AudioLevelMeter(AudioInput):
+    """Passes the caller's audio through and remembers when it was last louder than a floor."""
+
+    def __init__(self, source: AudioInput, *, floor_rms: float) -> None:
+        super().__init__(label="AudioLevelMeter", source=source)
+        self._floor_rms = floor_rms
+        self.last_loud_at = 0.0
+
+    @override
+    async def __anext__(self) -> rtc.AudioFrame:
+        frame = await super().__anext__()
+        samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
+        if samples.size and float(np.sqrt(np.mean(samples * samples))) > self._floor_rms:
+            self.last_loud_at = time.time()
+        return frame
+
+
+class Watchdog(Middleware):
+    """Ends a user turn the VAD never ends (on by default).
+
+    Args:
+        quiet_s: Seconds with no transcript and quiet audio while the caller shows as speaking
+            before the watchdog acts.
+        escalate_after_s: Seconds a recovery step gets before the next one.
+        max_recoveries: Recoveries allowed per session (each may take every step).
+        floor_rms: Audio level (int16 RMS) below which the caller counts as quiet.
+        check_every_s: How often the watchdog looks.
+    """
+
+    name = "Watchdog"
+    position = "last"
+
+    def __init__(
+        self,
+        *,
+        quiet_s: float = 2.0,
+        escalate_after_s: float = 1.0,
+        max_recoveries: int = 5,
+        floor_rms: float = 300.0,
+        check_every_s: float = 0.25,
+    ) -> None:
+        for option, value, low, high in (
+            ("quiet_s", quiet_s, 0.5, 60.0),
+            ("escalate_after_s", escalate_after_s, 0.1, 30.0),
+            ("max_recoveries", max_recoveries, 1, 100),
+            ("floor_rms", floor_rms, 1.0, 10_000.0),
+            ("check_every_s", check_every_s, 0.05, 5.0),
+        ):
+            if not low <= value <= high:
+                raise MiddlewareError(
+                    "Watchdog",
+                    f"{option}={value} is out of range",
+                    fix=f"use a value from {low} to {high}",
+                    hook=option,
+                )
+        if check_every_s >= quiet_s:
+            raise MiddlewareError(
+                "Watchdog",
+                f"check_every_s={check_every_s} is not below quiet_s={quiet_s}",
+                fix="check more often than the quiet period you wait for",
+                hook="check_every_s",
+            )
+        self.quiet_s = quiet_s
+        self.escalate_after_s = escalate_after_s
+        self.max_recoveries = max_recoveries
+        self.floor_rms = floor_rms
+        self.check_every_s = check_every_s
+        self._meter: AudioLevelMeter | None = None
+        self._speaking_since: float | None = None
+        self._last_transcript_at = 0.0
+        self._recoveries = 0
+        self._task: asyncio.Task[None] | None = None
+        self._ctx: MiddlewareContext | None = None
+        self.recovery_log: list[dict[str, Any]] = []
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Meter the caller's audio and start watching."""
+        self._ctx = ctx
+        source = ctx.session.input.audio
+        if source is not None:
+            self._meter = AudioLevelMeter(source, floor_rms=self.floor_rms)
+            ctx.session.input.audio = self._meter
+        self._task = asyncio.get_running_loop().create_task(
+            self._watch(ctx), name="resilient_agent.watchdog"
+        )
+
+    async def aclose(self) -> None:
+        """Stop watching and hand the audio input back."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        ctx, meter = self._ctx, self._meter
+        if ctx is not None and meter is not None and ctx.session.input.audio is meter:
+            ctx.session.input.audio = meter.source
+
+    async def on_user_state(
+        self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
+    ) -> None:
+        """Note when the caller started speaking."""
+        self._speaking_since = time.time() if ev.new_state == "speaking" else None
+
+    async def on_user_transcript(
+        self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
+    ) -> None:
+        """Transcripts are evidence the caller is really talking."""
+        self._last_transcript_at = time.time()
+
+    async def _watch(self, ctx: MiddlewareContext) -> None:
+        while True:
+            await asyncio.sleep(self.check_every_s)
+            if self._stuck_for(ctx) >= self.quiet_s and self._recoveries < self.max_recoveries:
+                self._recoveries += 1
+                await self._recover(ctx)
+
+    def _stuck_for(self, ctx: MiddlewareContext) -> float:
+        """Seconds the caller has shown as speaking with no sign of speech; 0 if not stuck."""
+        if ctx.state.user_state != "speaking" or self._speaking_since is None:
+            return 0.0
+        last_sign = max(self._speaking_since, self._last_transcript_at)
+        if self._meter is not None:
+            last_sign = max(last_sign, self._meter.last_loud_at)
+        return time.time() - last_sign
+
+    async def _recover(self, ctx: MiddlewareContext) -> None:
+        detected_at = time.time()
+        quiet_for = round(self._stuck_for(ctx), 2)
+        ctx.emit(
+            RaceDetectedEvent(
+                kind="user_turn_stuck",
+                middleware=self.display_name,
+                details={"quiet_s": quiet_for},
+            )
+        )
+        logger.warning("caller shows as speaking but is silent; ending the turn")
+        for action in ("restarted_vad", "forced_end_of_speech"):
+            if action == "restarted_vad" and not _restart_vad(ctx):
+                continue
+            if action == "forced_end_of_speech":
+                ctx.session.input.set_audio_enabled(False)
+                ctx.session.input.set_audio_enabled(True)
+            await asyncio.sleep(self.escalate_after_s)
+            recovered = ctx.state.user_state != "speaking"
+            record = {
+                "action": action,
+                "recovered": recovered,
+                "after_s": round(time.time() - detected_at, 2),
+            }
+            self.recovery_log.append(record)
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="user_turn_stuck",
+                    action=action,
+                    middleware=self.display_name,
+                    details={"recovered": recovered, "quiet_s": quiet_for},
+                )
+            )
+            if recovered:
+                return
+        logger.error("could not end the stuck user turn")
+
+
+def _restart_vad(ctx: MiddlewareContext) -> bool:
+    """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open."""
+    agent_vad = getattr(ctx.agent, "vad", None)
+    current = agent_vad if utils.is_given(agent_vad) and agent_vad is not None else ctx.session.vad
+    if not isinstance(current, vad.VAD):
+        return False
+    ctx.agent.update_options(vad=current)
+    return True
