@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from livekit.agents import Agent
+from resilient_agent.middleware.watchdog import Watchdog
+
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.middleware.watchdog import Watchdog
 from resilient_agent.testing import Scenario, run_scenario
 
 
@@ -29,7 +29,7 @@ FAULTS = [
 def test_a_stuck_user_turn_is_ended_and_answered(name: str) -> None:
     _, plain = run_scenario(catalog(name), Agent)
     assert plain.end_user_state == "speaking"
-    world, outcome = run_scenario(catalog(name), ResilientAgent)
+    _world, outcome = run_scenario(catalog(name), ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert outcome.end_user_state == "listening" and outcome.unfinished_handles == 0
     (detected,) = [
