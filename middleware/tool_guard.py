@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from livekit.agents import RunContext
 
 from resilient_agent import Middleware, MiddlewareContext, RaceHandledEvent, ToolCall, ToolCallNext
+from resilient_agent.log import get_logger
 
 __all__ = ["ToolGuard"]
 
-logger = logging.getLogger("resilient_agent.middleware.tool_guard")
+logger = get_logger("middleware.tool_guard")
 
 
 class ToolGuard(Middleware):
@@ -80,9 +80,7 @@ def _make_disallow_safe(
         nonlocal called
         called = True
         if run_context.speech_handle.interrupted:
-            logger.info(
-                "tool asked for protection after the caller interrupted", extra={"tool": tool}
-            )
+            logger.info("protection_after_interruption", tool=tool, action="tool_continued")
             ctx.emit(
                 RaceHandledEvent(
                     kind="protect_after_interruption",

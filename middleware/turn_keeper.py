@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import re
 import time
 from collections import deque
@@ -42,12 +41,13 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
 )
+from resilient_agent.log import get_logger
 
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
 
-logger = logging.getLogger("resilient_agent.middleware.turn_keeper")
+logger = get_logger("middleware.turn_keeper")
 
 # Audio before the VAD's start of speech that belongs to the first word.
 _ONSET_PAD_S = 0.3
@@ -149,8 +149,10 @@ class TurnKeeper(Middleware):
         lost = [f for f in self._undelivered()]
         if lost:
             logger.warning(
-                "caller's words never reached the LLM before the session ended",
-                extra={"fragments": len(lost)},
+                "user_words_lost",
+                fragments=len(lost),
+                words=sum(len(f.text.split()) for f in lost),
+                why="the session ended before they could be answered",
             )
 
     # -- what the caller said ------------------------------------------------------------------
@@ -227,9 +229,7 @@ class TurnKeeper(Middleware):
             await _keep_in_history(ctx, turn.text)
             raise
         except Exception as exc:
-            logger.exception(
-                "on_user_turn_completed failed; answering the turn anyway", exc_info=exc
-            )
+            logger.error("user_turn_hook_failed", action="answered_anyway", exc_info=exc)
             ctx.emit(
                 RaceHandledEvent(
                     kind="user_turn_hook_failed",
@@ -284,7 +284,7 @@ class TurnKeeper(Middleware):
         try:
             ctx.session.generate_reply(user_input=text)
         except RuntimeError as exc:
-            logger.warning("could not answer the caller's dropped words", exc_info=exc)
+            logger.warning("dropped_turn_not_answered", exc_info=exc)
             return
         ctx.emit(
             RaceHandledEvent(
@@ -327,7 +327,7 @@ class TurnKeeper(Middleware):
         try:
             text = await transcribe(recognizer, frames)
         except Exception as exc:  # a failed recovery must not break the call
-            logger.warning("could not re-transcribe withheld audio", exc_info=exc)
+            logger.warning("withheld_audio_not_recovered", exc_info=exc)
             return
         in_window = [
             f for f in self._fragments if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
@@ -356,18 +356,26 @@ class TurnKeeper(Middleware):
         while len(self._fragments) > self.max_fragments * 4:
             old = self._fragments.popleft()
             if not old.delivered and not old.superseded:
-                logger.warning("dropping the caller's oldest undelivered words: too many pending")
+                logger.warning(
+                    "user_words_dropped", words=len(old.text.split()), why="too many pending"
+                )
         pending = self._undelivered()
         for extra in pending[: max(0, len(pending) - self.max_fragments)]:
             extra.superseded = True
-            logger.warning("dropping the caller's oldest undelivered words: too many pending")
+            logger.warning(
+                "user_words_dropped", words=len(extra.text.split()), why="max_fragments reached"
+            )
 
     def _expire(self) -> None:
         cutoff = time.time() - self.max_age_s
         for fragment in self._undelivered():
             if fragment.heard_at < cutoff:
                 fragment.superseded = True
-                logger.warning("dropping the caller's undelivered words: older than max_age_s")
+                logger.warning(
+                    "user_words_dropped",
+                    words=len(fragment.text.split()),
+                    why="older than max_age_s",
+                )
 
     def _undelivered(self) -> list[_Fragment]:
         return [f for f in self._fragments if not f.delivered and not f.superseded]

@@ -11,15 +11,15 @@ Recovery uses public levers and escalates, each step logged and reported as a ``
 event: first the agent's VAD is restarted (``Agent.update_options(vad=...)`` gives it a fresh
 stream, and livekit ends the speech the old stream left open), then, if the caller still shows as
 speaking, the audio input is switched off and on (``session.input.set_audio_enabled``), which
-makes livekit end the turn. The transcript is committed and answered by livekit as usual, and
-words the STT never heard are recovered by the turn keeper.
+makes livekit end the turn. After each step the pending transcript is committed
+(``session.commit_user_turn``) so livekit answers it and clears it; words the STT never heard
+are recovered by the turn keeper.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from typing import Any
 
@@ -37,10 +37,11 @@ from resilient_agent import (
     RaceDetectedEvent,
     RaceHandledEvent,
 )
+from resilient_agent.log import get_logger
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
 
-logger = logging.getLogger("resilient_agent.middleware.watchdog")
+logger = get_logger("middleware.watchdog")
 
 
 class AudioLevelMeter(AudioInput):
@@ -177,13 +178,18 @@ class Watchdog(Middleware):
                 details={"quiet_s": quiet_for},
             )
         )
-        logger.warning("caller shows as speaking but is silent; ending the turn")
+        logger.warning("user_turn_stuck", quiet_s=quiet_for, action="ending_the_turn")
         for action in ("restarted_vad", "forced_end_of_speech"):
             if action == "restarted_vad" and not _restart_vad(ctx):
                 continue
             if action == "forced_end_of_speech":
                 ctx.session.input.set_audio_enabled(False)
                 ctx.session.input.set_audio_enabled(True)
+            # the turn livekit just ended still holds its transcript: commit it, so livekit
+            # answers it and clears it (the words must not come back in the next turn)
+            with contextlib.suppress(RuntimeError):
+                # quiet_s without a transcript passed already: no final is still on its way
+                ctx.session.commit_user_turn(transcript_timeout=0.2, stt_flush_duration=0.2)
             await asyncio.sleep(self.escalate_after_s)
             recovered = ctx.state.user_state != "speaking"
             record = {
@@ -202,7 +208,7 @@ class Watchdog(Middleware):
             )
             if recovered:
                 return
-        logger.error("could not end the stuck user turn")
+        logger.error("user_turn_stuck_unrecovered", steps=len(self.recovery_log))
 
 
 def _restart_vad(ctx: MiddlewareContext) -> bool:

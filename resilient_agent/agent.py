@@ -21,7 +21,9 @@ from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
 from .chain import MiddlewareChain
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
 from .hooks import Middleware
+from .log import get_logger
 from .plugins import load_plugins
+from .report import CallReport, CallReporter
 from .requests import ToolCall, UserTurn
 from .spec import MiddlewareSpec, build_middleware
 from .tools import class_tools, wrap_tool
@@ -29,6 +31,20 @@ from .tools import class_tools, wrap_tool
 __all__ = ["ResilientAgent", "default_middleware"]
 
 MiddlewareEntry = Middleware | MiddlewareSpec
+
+logger = get_logger("agent")
+
+
+def _session_fields(call_id: str) -> dict[str, str]:
+    """The ids every record of this session carries (room and job when a job runs)."""
+    fields = {"call_id": call_id}
+    try:
+        job = get_job_context()
+    except RuntimeError:
+        return fields
+    fields["job_id"] = job.job.id
+    fields["room"] = job.room.name or job.job.room.name
+    return fields
 
 
 def default_middleware() -> list[MiddlewareEntry]:
@@ -73,6 +89,8 @@ class ResilientAgent(Agent):
         self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
         self._bridge: SessionBridge | None = None
         self._last_chain: MiddlewareChain | None = None
+        self._reporter: CallReporter | None = None
+        self._log = logger
         self.events: utils.EventEmitter[ResilientEventTypes] = utils.EventEmitter()
         # instance attributes shadow the class tools, so livekit's discovery finds the wrappers
         for attr, tool in class_tools(type(self)):
@@ -111,12 +129,23 @@ class ResilientAgent(Agent):
         return tool
 
     def _emit(self, event: ResilientEvent) -> None:
+        if self._reporter is not None:
+            self._reporter.record(event)
+        # one structured record per race and per action, beside the event on our emitter
+        self._log.info(event.type, **event.model_dump(exclude={"type", "created_at"}))
         self.events.emit(event.type, event)
 
     def _on_hook_error(self, mw: Middleware, hook: str, exc: BaseException) -> None:
         self._emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
 
+    @property
+    def call_report(self) -> CallReport | None:
+        """What the chain saw and did in the current (or last) session, None before one."""
+        return self._reporter.report() if self._reporter is not None else None
+
     async def _enter(self) -> None:
+        self._reporter = CallReporter(utils.shortuuid("call_"))
+        self._log = logger.bind(**_session_fields(self._reporter.call_id))
         chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
         self._bridge = SessionBridge(chain, self.session, self, self._emit)
         await self._bridge.start()
@@ -130,6 +159,9 @@ class ResilientAgent(Agent):
             if bridge is not None:
                 self._last_chain = bridge.chain
                 await bridge.stop()
+                if self._reporter is not None:
+                    summary = self._reporter.report()
+                    self._log.info("call_summary", **summary.model_dump(exclude={"type"}))
 
     async def _user_turn_completed(self, turn_ctx: ChatContext, new_message: ChatMessage) -> None:
         bridge = self._bridge

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ from .chain import MiddlewareChain
 from .errors import MiddlewareNotUsed
 from .events import MiddlewareErrorEvent, ResilientEvent
 from .hooks import Middleware
+from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
 from .shutdown import ShutdownGate
 from .state import ConversationState, MiddlewareContext
@@ -32,7 +32,7 @@ from .tools import current_tool
 
 __all__ = ["SessionBridge"]
 
-logger = logging.getLogger("resilient_agent.bridge")
+logger = get_logger("bridge")
 
 _SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
     "user_state_changed",
@@ -121,9 +121,7 @@ class SessionBridge:
         return self._last_speech_by_tool.get(tool) if tool is not None else None
 
     def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
-        logger.error(
-            "middleware failed", extra={"middleware": mw.display_name, "hook": hook}, exc_info=exc
-        )
+        logger.error("middleware_failed", middleware=mw.display_name, hook=hook, exc_info=exc)
         self.ctx.emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
 
     # -- queue ---------------------------------------------------------------------------------
@@ -226,14 +224,16 @@ def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> No
     except RuntimeError:
         # livekit refuses to protect a speech that was already interrupted; nothing to protect
         logger.info(
-            "speech already interrupted, decision not applied",
-            extra={"speech_id": handle.id, "reason": decision.reason},
+            "speech_decision_not_applied",
+            speech_id=handle.id,
+            reason=decision.reason,
+            why="livekit refuses to protect a speech that was already interrupted",
         )
 
 
 def tool_error_boundary(name: str, exc: Exception) -> ToolError:
     """The ``ToolError`` the LLM voices when a tool (or a wrap hook) fails unexpectedly."""
-    logger.error("tool failed", extra={"tool": name}, exc_info=exc)
+    logger.error("tool_failed", tool=name, exc_info=exc)
     return ToolError(
         f"The {name} tool failed ({type(exc).__name__}). Tell the caller it did not work and "
         "offer to try again."

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .errors import MiddlewareError
 from .hooks import API_VERSION, HOOKS, LIFECYCLE, Middleware, ToolCallNext, UserTurnNext
+from .log import get_logger
 from .requests import ToolCall, UserTurn
 from .state import MiddlewareContext
 
 __all__ = ["MiddlewareChain", "validate_middleware"]
 
-logger = logging.getLogger("resilient_agent.chain")
+logger = get_logger("chain")
 
 _POSITIONS = {"first": 0, "normal": 1, "last": 2}
 _PREFIXES = ("on_", "decide_", "wrap_")
@@ -160,9 +160,11 @@ class MiddlewareChain:
         return bool(self._handlers[hook])
 
     def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
-        logger.exception(
-            "middleware hook failed, continuing without it",
-            extra={"middleware": mw.display_name, "hook": hook},
+        logger.error(
+            "middleware_hook_failed",
+            middleware=mw.display_name,
+            hook=hook,
+            action="continued_without_it",
             exc_info=exc,
         )
         if self._on_error is not None:

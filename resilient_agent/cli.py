@@ -33,6 +33,18 @@ def _parser() -> argparse.ArgumentParser:
         "--sweep", action="store_true", help="move the caller's onset across each race window"
     )
     lab.add_argument("--json", metavar="PATH", type=Path, help="write every result as JSON")
+    lab.add_argument(
+        "--report",
+        metavar="PATH",
+        type=Path,
+        help="write a self-contained HTML report: every call drawn as a timeline",
+    )
+    lab.add_argument(
+        "--timeline",
+        metavar="PATH",
+        type=Path,
+        help="write every call's timeline (states, speech handles, tools, words) as JSON",
+    )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     return parser
@@ -81,6 +93,16 @@ def _lab(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(results, args.json)
         print(f"results written to {args.json}")
+    if args.timeline is not None:
+        from .lab.timeline import write_timelines
+
+        write_timelines((r.timeline for r in results if r.timeline is not None), args.timeline)
+        print(f"timelines written to {args.timeline}")
+    if args.report is not None:
+        from .lab.html_report import write_report
+
+        write_report(results, agents, args.report)
+        print(f"report written to {args.report}")
     return exit_code(results, agents)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from importlib.metadata import EntryPoint, entry_points
 from .chain import validate_middleware
 from .errors import MiddlewareError, PluginError
 from .hooks import API_VERSION, Middleware
+from .log import get_logger
 from .spec import MiddlewareSpec, build_middleware
 
 __all__ = [
@@ -51,7 +51,7 @@ DISABLE_AUTOLOAD_ENV = "RESILIENT_AGENT_DISABLE_PLUGIN_AUTOLOAD"
 
 _UNSET_VALUES = frozenset({"", "0", "false", "no", "off"})
 
-logger = logging.getLogger("resilient_agent.plugins")
+logger = get_logger("plugins")
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def _environment_names() -> list[str]:
     if not raw.strip():
         return []
     if os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() not in _UNSET_VALUES:
-        logger.debug("%s is set: ignoring %s=%r", DISABLE_AUTOLOAD_ENV, PLUGINS_ENV, raw)
+        logger.debug("plugin_autoload_disabled", kill_switch=DISABLE_AUTOLOAD_ENV, ignored=raw)
         return []
     return [name.strip() for name in raw.split(",") if name.strip()]
 
@@ -230,7 +230,7 @@ def _resolve(name: str, named_in: str) -> _ResolvedPlugin:
     # build one now, so a constructor or hook problem surfaces at prewarm, not in a job
     _build(resolved, named_in)
     _resolved_cache[name] = resolved
-    logger.debug("plugin resolved", extra={"plugin": name, "distribution": distribution.label})
+    logger.debug("plugin_resolved", plugin=name, distribution=distribution.label)
     return resolved
 
 

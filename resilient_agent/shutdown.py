@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,13 +22,14 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
 from .events import RaceHandledEvent
+from .log import get_logger
 from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
 from .state import MiddlewareContext
 from .tools import current_tool, outside_tools
 
 __all__ = ["ShutdownGate"]
 
-logger = logging.getLogger("resilient_agent.shutdown")
+logger = get_logger("shutdown")
 
 Proceed = Callable[[], Awaitable[Any] | None]
 
@@ -119,7 +119,7 @@ class ShutdownGate:
     ) -> bool:
         """Start deciding a shutdown; False if one is already being decided (idempotent)."""
         if self._pending is not None and not self._pending.done():
-            logger.info("shutdown already requested, ignoring", extra={"source": source})
+            logger.info("shutdown_already_requested", source=source, action="ignored")
             return False
         tool = current_tool()
         request = ShutdownRequest(
@@ -167,8 +167,10 @@ class ShutdownGate:
         self.decisions.append((request, decision))
         if decision.action == "veto":
             logger.info(
-                "shutdown vetoed, keeping the call",
-                extra={"source": request.source, "tool": request.tool, "reason": decision.reason},
+                "shutdown_vetoed",
+                source=request.source,
+                tool=request.tool,
+                reason=decision.reason,
             )
             self._report(request, decision, "kept_call")
             return

@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,26 +33,27 @@ _AXIS_HEIGHT = 22
 _PANEL_GAP = 18
 _LANE_GAP = 3
 _TITLE_HEIGHT = 22
-_CALLER_HEIGHT = 26
+_UTTERANCE_BAR_HEIGHT = 16
+_CAPTION_ROW_HEIGHT = 13
 _MARK_ROW_HEIGHT = 16
 _STATE_HEIGHT = 14
 _SPEECH_ROW_HEIGHT = 20
 _BAR_ROW_HEIGHT = 17
-_FONT_SIZE = 11
-# Average advance of a character of the sans-serif UI font at _FONT_SIZE, to fit labels.
+# Average advance of a character of the sans-serif UI font at 11 px, to fit labels.
 _CHAR_WIDTH = 6.2
 # Space kept between two labelled marks packed on one row.
 _PACK_GAP_PX = 6.0
 
-# Geometry of a sweep chart.
-_SWEEP_WIDTH = 620
-_SWEEP_HEIGHT = 190
-_SWEEP_LEFT = 58
+# Geometry of a sweep chart: one strip per agent on a shared onset axis.
+_SWEEP_WIDTH = 820
+_SWEEP_LEFT = 170
 _SWEEP_RIGHT = 16
-_SWEEP_TOP = 30
-_SWEEP_BOTTOM = 34
-# The band above the latency scale where runs with no answer are drawn.
-_NO_ANSWER_BAND = 18
+_SWEEP_TOP = 44
+_SWEEP_BOTTOM = 32
+_SWEEP_SCALE_HEIGHT = 64
+_SWEEP_STRIP_GAP = 8
+# The band above each latency scale where runs that were never answered are drawn.
+_NO_ANSWER_BAND = 16
 
 _STYLE = """
 body { font: 13px/1.4 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif;
@@ -90,7 +91,11 @@ svg .utterance { fill: none; stroke: #37474f; stroke-width: 1.2; }
 svg .word-reached_llm { fill: #a5d6a7; }
 svg .word-lost_before_stt { fill: #ef5350; }
 svg .word-lost_after_stt { fill: #ffa726; }
-svg .word-text { font-size: 10px; }
+svg .caption { font-size: 11px; }
+svg .said-label { fill: #6b7480; }
+svg .said-reached_llm { fill: #1b5e20; }
+svg .said-lost_before_stt { fill: #c62828; font-weight: 700; text-decoration: line-through; }
+svg .said-lost_after_stt { fill: #e65100; font-weight: 700; text-decoration: line-through; }
 svg .stt-final { fill: #78909c; }
 svg .user-turn { fill: #2e7d32; }
 svg .merged-turn { fill: #ef6c00; stroke: #7a3a00; stroke-width: 1; }
@@ -127,25 +132,28 @@ svg .mark-hang_up, svg .mark-room_deleted { fill: #c62828; }
 svg .mark-session_closed { fill: #1d2329; }
 svg .mark-script_end { fill: #6b7480; }
 svg .mark-livekit_log { fill: #ef6c00; }
-svg .mark-race_event { fill: #d81b60; }
+svg .mark-race_handled, svg .mark-race_event { fill: #d81b60; }
+svg .mark-race_detected { fill: #fff; stroke: #d81b60; stroke-width: 2; }
 svg .vline-hang_up, svg .vline-room_deleted { stroke: #c62828; stroke-width: 1.2;
   stroke-dasharray: 5 3; }
 svg .vline-session_closed { stroke: #1d2329; stroke-width: 1; stroke-dasharray: 5 3; }
 svg .vline-script_end { stroke: #9aa4ae; stroke-width: 1; stroke-dasharray: 2 3; }
-svg .vline-race_event { stroke: #d81b60; stroke-width: 1; opacity: 0.5; }
+svg .vline-race_detected, svg .vline-race_handled, svg .vline-race_event { stroke: #d81b60;
+  stroke-width: 1; opacity: 0.45; }
 svg .none { fill: #9aa4ae; font-style: italic; font-size: 10px; }
 svg .sweep-frame { fill: #fbfcfd; stroke: #c9ced6; }
 svg .sweep-nominal { stroke: #6b7480; stroke-dasharray: 4 3; }
 svg .sweep-line { fill: none; stroke-width: 1.2; opacity: 0.6; }
-svg .sweep-pass { fill: #2e7d32; }
+svg .sweep-pass { fill: #2e7d32; stroke: #fff; stroke-width: 1; }
 svg .sweep-fail { fill: #fff; stroke: #c62828; stroke-width: 2; }
+svg .sweep-point { cursor: pointer; }
 svg .sweep-band { fill: #fdecea; }
 """
 
 
 def scenario_anchor(name: str, onset: float | None = None) -> str:
     """The HTML id of a scenario's section (or of one onset's timeline in a sweep)."""
-    anchor = "scenario-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
+    anchor = "scenario-" + re.sub(r"[^A-Za-z0-9_]+", "-", name).strip("-")
     if onset is not None:
         anchor += f"--onset-{onset:.2f}".replace(".", "_")
     return anchor
@@ -245,7 +253,9 @@ def _summary_table(
     ]
     for name, runs in by_scenario.items():
         control = ' <span class="control">(control)</span>' if runs[0].scenario.control else ""
-        cells = [f'<td class="name"><a href="#{scenario_anchor(name)}">{_esc(name)}</a>{control}']
+        cells = [
+            f'<td class="name"><a href="#{scenario_anchor(name)}">{_esc(name)}</a>{control}</td>'
+        ]
         for agent in agents:
             mine = [r for r in runs if r.agent.path == agent.path]
             if not mine:
@@ -253,9 +263,7 @@ def _summary_table(
                 continue
             if len(mine) == 1:
                 o = mine[0].outcome
-                verdict = '<span class="pass">pass</span>' if o.passed else (
-                    '<span class="fail">FAIL</span>'
-                )
+                verdict = _verdict_badge(o.passed, "pass")
                 cells.append(
                     f"<td>{verdict}</td><td class='num'>{_latency(o.reply_latency_s)}</td>"
                     f"<td class='num'>{o.lost_words}</td>"
@@ -272,9 +280,13 @@ def _summary_table(
                 f"{_sweep_strip(mine)}</td><td class='num'>{span}</td>"
                 f"<td class='num'>{min(lost)}-{max(lost)}</td>"
             )
-        rows.append("<tr>" + "</td>".join(cells) + "</td></tr>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
     rows.append("</tbody></table>")
     return "".join(rows)
+
+
+def _verdict_badge(passed: bool, word: str) -> str:
+    return f'<span class="pass">{word}</span>' if passed else '<span class="fail">FAIL</span>'
 
 
 def _sweep_strip(runs: Sequence[LabResult]) -> str:
@@ -314,7 +326,10 @@ def _legend() -> str:
             '<rect class="state state-speaking user-state" x="0" y="2" width="22" height="10"/>',
             "user speaking (VAD)",
         ),
-        ('<rect class="state state-thinking" x="0" y="2" width="22" height="10"/>', "agent thinking"),
+        (
+            '<rect class="state state-thinking" x="0" y="2" width="22" height="10"/>',
+            "agent thinking",
+        ),
         (
             '<rect class="state state-speaking agent-state" x="0" y="2" width="22" height="10"/>',
             "agent speaking",
@@ -358,7 +373,11 @@ def _legend() -> str:
             "LLM request (to first token, answer)",
         ),
         ('<path class="mark-livekit_log" d="M11 1 L18 13 L4 13 Z"/>', "livekit warning/error"),
-        ('<path class="mark-race_event" d="M11 0 L18 7 L11 14 L4 7 Z"/>', "race event / action"),
+        ('<path class="mark-race_detected" d="M11 1 L17 7 L11 13 L5 7 Z"/>', "race detected"),
+        (
+            '<path class="mark-race_handled" d="M11 0 L18 7 L11 14 L4 7 Z"/>',
+            "race handled (action taken)",
+        ),
         (
             '<line class="vline-hang_up" x1="11" y1="0" x2="11" y2="14"/>'
             '<circle class="mark-hang_up" cx="11" cy="7" r="4"/>',
@@ -404,7 +423,8 @@ def _scenario_section(
     swept = [r for r in runs if r.onset is not None]
     shown = runs
     if swept and scenario.sweep is not None:
-        nominal = scenario.utterances[scenario.sweep.utterance].start
+        written = swept[0].written_onset
+        nominal = written if written is not None else swept[0].onset or 0.0
         onsets = sorted({r.onset for r in swept if r.onset is not None})
         # the timeline drawn in full is the run closest to the scenario as written
         closest = min(onsets, key=lambda o: (abs(o - nominal), o))
@@ -419,7 +439,8 @@ def _scenario_section(
         parts.append(f"<h3>Onset {closest:.2f} s</h3>")
     parts.append(_verdict_table(shown, order))
     parts.append(_timelines_svg(shown, order, anchor=scenario_anchor(name, shown[0].onset)))
-    others = [r for r in swept if r.onset is not None and r not in shown]
+    drawn = {id(r) for r in shown}
+    others = [r for r in swept if id(r) not in drawn]
     if others:
         parts.append(f"<details><summary>Timelines of the other {len(others)} runs</summary>")
         for onset in sorted({r.onset for r in others if r.onset is not None}):
@@ -440,9 +461,7 @@ def _verdict_table(runs: Sequence[LabResult], order: Sequence[str]) -> str:
     for path in order:
         for run in (r for r in runs if r.agent.path == path):
             o = run.outcome
-            verdict = '<span class="pass">PASS</span>' if o.passed else (
-                '<span class="fail">FAIL</span>'
-            )
+            verdict = _verdict_badge(o.passed, "PASS")
             reasons = "".join(f"<li>{_esc(reason)}</li>" for reason in o.reasons) or "<li>-</li>"
             rows.append(
                 f"<tr><td>{_esc(run.agent.label)}</td><td>{verdict}</td>"
@@ -536,13 +555,11 @@ def _tick_step(axis_end: float) -> float:
 
 def _timelines_svg(runs: Sequence[LabResult], order: Sequence[str], *, anchor: str) -> str:
     """The panels of one run per agent, stacked on one shared time axis."""
-    timelines = [
-        r.timeline for path in order for r in runs if r.agent.path == path and r.timeline
-    ]
+    timelines = [r.timeline for path in order for r in runs if r.agent.path == path and r.timeline]
     if not timelines:
         return '<p class="meta">No timeline recorded for these runs.</p>'
     canvas = _Canvas(axis_end=_axis_end(timelines))
-    y = _AXIS_HEIGHT
+    y: float = _AXIS_HEIGHT
     panel_parts: list[str] = []
     for timeline in timelines:
         panel = _Canvas(axis_end=canvas.axis_end)
@@ -570,14 +587,34 @@ def _axis(canvas: _Canvas, *, top: float, bottom: float) -> None:
     for i in range(count + 1):
         t = i * step
         x = _num(canvas.x(t))
-        major = "grid-major" if i % 2 == 0 or step >= 1.0 else "grid"
+        major = "grid-major" if t == int(t) else "grid"
         canvas.add(
             f'<line class="tick {major}" x1="{x}" y1="{_num(top - 4)}" x2="{x}" '
             f'y2="{_num(bottom + 4)}"{_data(t=f"{t:g}")}/>'
         )
+        if t != int(t):
+            continue  # half-second lines stay unlabelled: the labels would touch
         label = f"{t:g} s"
         canvas.add(f'<text class="axis-label" x="{x}" y="{_num(top - 8)}">{label}</text>')
         canvas.add(f'<text class="axis-label" x="{x}" y="{_num(bottom + 16)}">{label}</text>')
+
+
+@dataclass(frozen=True)
+class _Label:
+    """Where a mark's caption goes: right of it, or left when it would leave the plot."""
+
+    x: float
+    anchor: str
+    left: float
+    right: float
+
+
+def _place_label(start: float, end: float, text: str, gap: float = 8.0) -> _Label:
+    """A caption for something drawn from ``start`` to ``end`` (pixels)."""
+    width = len(text) * _CHAR_WIDTH
+    if end + gap + width <= _WIDTH - _RIGHT_MARGIN:
+        return _Label(end + gap, "start", start - gap, end + gap + width)
+    return _Label(start - gap, "end", start - gap - width, end + gap)
 
 
 def _lane_label(canvas: _Canvas, y: float, height: float, text: str) -> None:
@@ -589,6 +626,20 @@ def _lane_label(canvas: _Canvas, y: float, height: float, text: str) -> None:
         f'<line class="lane-line" x1="{_LABEL_COLUMN}" y1="{_num(y + height + 1)}" '
         f'x2="{_WIDTH - _RIGHT_MARGIN}" y2="{_num(y + height + 1)}"/>'
     )
+
+
+# Marks that matter to every lane get a line across the whole panel.
+_VERTICAL_LINE_KINDS = frozenset(
+    {
+        "hang_up",
+        "room_deleted",
+        "session_closed",
+        "script_end",
+        "race_detected",
+        "race_handled",
+        "race_event",
+    }
+)
 
 
 def _panel(canvas: _Canvas, timeline: CallTimeline, top: float) -> float:
@@ -615,7 +666,7 @@ def _panel(canvas: _Canvas, timeline: CallTimeline, top: float) -> float:
             f'width="{_num(canvas.width(u.start, u.end))}" height="{_num(bottom - lanes_top)}"/>'
         )
     for mark in (*timeline.marks, *timeline.race_events):
-        if mark.kind in ("hang_up", "room_deleted", "session_closed", "script_end", "race_event"):
+        if mark.kind in _VERTICAL_LINE_KINDS:
             if mark.at > canvas.axis_end:
                 continue
             x = _num(canvas.x(mark.at))
@@ -658,93 +709,94 @@ def _panel_title(canvas: _Canvas, timeline: CallTimeline, y: float) -> None:
 
 
 def _caller_lane(canvas: _Canvas, utterances: Sequence[UtteranceTrack], y: float) -> float:
-    _lane_label(canvas, y, _CALLER_HEIGHT, "caller speech")
-    for u in utterances:
-        lost = f", {u.lost_words} lost" if u.lost_words else ""
-        merged = (
-            f"; merged with {', '.join(f'utterance {n}' for n in u.merged_with)}"
-            if u.merged_with
-            else ""
-        )
-        reply = (
-            f"; answered after {u.reply_latency_s:.2f} s"
-            if u.reply_latency_s is not None
-            else ("; never answered audibly" if u.expect_reply else "; no reply expected")
-        )
-        title = (
-            f"utterance {u.number}: {_sec(u.start)} to {_sec(u.end)}{lost}{merged}{reply}\n"
-            f"“{u.text}”"
-        )
-        group = [
-            f'<g class="utterance-group"{_data(number=u.number, start=u.start, end=u.end)}>'
+    """Utterance bars split into word cells, and under them the words, coloured by fate."""
+    captions = [f"u{u.number}: " + " ".join(w.text for w in u.words) for u in utterances]
+    rows = _pack(
+        [
+            (canvas.x(u.start), canvas.x(u.start) + len(caption) * _CHAR_WIDTH)
+            for u, caption in zip(utterances, captions, strict=True)
         ]
-        for word in u.words:
-            x, w = canvas.x(word.start), canvas.width(word.start, word.end)
-            fate = {
-                "reached_llm": f"reached the LLM at {_sec(word.reached_llm_at)}",
-                "lost_before_stt": "LOST: its audio never reached the STT",
-                "lost_after_stt": "LOST: transcribed, never reached the LLM",
-            }[word.status]
-            group.append(
-                f'<rect class="word word-{word.status}" x="{_num(x)}" y="{_num(y + 2)}" '
-                f'width="{_num(w)}" height="{_CALLER_HEIGHT - 4}"'
-                f"{_data(status=word.status, start=word.start, end=word.end)}>"
-                f"{_title(f'“{word.text}” {_sec(word.start)}-{_sec(word.end)}: {fate}')}</rect>"
-            )
-            text = _fit(word.text, w - 3)
-            if text:
-                group.append(
-                    f'<text class="word-text" x="{_num(x + w / 2)}" y="{_num(y + 17)}" '
-                    f'text-anchor="middle">{_esc(text)}</text>'
-                )
+    )
+    height = _UTTERANCE_BAR_HEIGHT + (max(rows, default=0) + 1) * _CAPTION_ROW_HEIGHT + 2
+    _lane_label(canvas, y, height, "caller speech")
+    for u, row in zip(utterances, rows, strict=True):
+        caption_y = y + _UTTERANCE_BAR_HEIGHT + (row + 1) * _CAPTION_ROW_HEIGHT - 1
+        canvas.add(_utterance(canvas, u, y, caption_y))
+    return y + height + _LANE_GAP
+
+
+def _utterance(canvas: _Canvas, u: UtteranceTrack, y: float, caption_y: float) -> str:
+    lost = f", {u.lost_words} word(s) lost" if u.lost_words else ""
+    merged = (
+        f"; merged with {', '.join(f'utterance {n}' for n in u.merged_with)}"
+        if u.merged_with
+        else ""
+    )
+    reply = (
+        f"; answered after {u.reply_latency_s:.2f} s"
+        if u.reply_latency_s is not None
+        else ("; never answered audibly" if u.expect_reply else "; no reply expected")
+    )
+    title = (
+        f"utterance {u.number}: {_sec(u.start)} to {_sec(u.end)}{lost}{merged}{reply}\n“{u.text}”"
+    )
+    group = [f'<g class="utterance-group"{_data(number=u.number, start=u.start, end=u.end)}>']
+    words = []
+    for word in u.words:
+        x, w = canvas.x(word.start), canvas.width(word.start, word.end)
+        fate = {
+            "reached_llm": f"reached the LLM at {_sec(word.reached_llm_at)}",
+            "lost_before_stt": "LOST: its audio never reached the STT",
+            "lost_after_stt": "LOST: transcribed, never reached the LLM",
+        }[word.status]
         group.append(
-            f'<rect class="utterance" x="{_num(canvas.x(u.start))}" y="{_num(y + 1)}" '
-            f'width="{_num(canvas.width(u.start, u.end))}" height="{_CALLER_HEIGHT - 2}"'
-            f"{_data(number=u.number, start=u.start, end=u.end)}>{_title(title)}</rect>"
+            f'<rect class="word word-{word.status}" x="{_num(x)}" y="{_num(y + 2)}" '
+            f'width="{_num(w)}" height="{_UTTERANCE_BAR_HEIGHT - 3}"'
+            f"{_data(status=word.status, start=word.start, end=word.end)}>"
+            f"{_title(f'“{word.text}” {_sec(word.start)}-{_sec(word.end)}: {fate}')}</rect>"
         )
-        group.append("</g>")
-        canvas.add("".join(group))
-    return y + _CALLER_HEIGHT + _LANE_GAP
+        words.append(f'<tspan class="said-{word.status}">{_esc(word.text)} </tspan>')
+    group.append(
+        f'<rect class="utterance" x="{_num(canvas.x(u.start))}" y="{_num(y + 1)}" '
+        f'width="{_num(canvas.width(u.start, u.end))}" height="{_UTTERANCE_BAR_HEIGHT - 1}"'
+        f"{_data(number=u.number, start=u.start, end=u.end)}>{_title(title)}</rect>"
+    )
+    group.append(
+        f'<text class="caption" x="{_num(canvas.x(u.start))}" y="{_num(caption_y)}">'
+        f'<tspan class="said-label">u{u.number}: </tspan>{"".join(words)}{_title(title)}</text>'
+    )
+    group.append("</g>")
+    return "".join(group)
 
 
 def _turns_lane(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
-    marks = [m for m in timeline.marks if m.kind in ("stt_final", "user_turn", "merged_turn")]
-    # STT finals carry no label: their text is the hover; turns are labelled with their utterances
-    labels = {
-        m: ("" if m.kind == "stt_final" else (m.label if m.kind == "merged_turn" else m.label))
-        for m in marks
-    }
-    spans = [
-        (canvas.x(m.at) - 6, canvas.x(m.at) + 8 + len(labels[m]) * _CHAR_WIDTH) for m in marks
-    ]
-    rows = _pack(spans) if marks else []
-    count = max(rows, default=0) + 1
+    """STT finals on the first row (their text is the hover), committed turns packed below."""
+    finals = [m for m in timeline.marks if m.kind == "stt_final"]
+    turns = [m for m in timeline.marks if m.kind in ("user_turn", "merged_turn")]
+    places = [_place_label(canvas.x(m.at), canvas.x(m.at), m.label) for m in turns]
+    rows = _pack([(p.left, p.right) for p in places])
+    count = max(rows, default=-1) + 2
     height = count * _MARK_ROW_HEIGHT
     _lane_label(canvas, y, height, "STT → user turns")
-    for mark, row in zip(marks, rows, strict=True):
-        cy = y + row * _MARK_ROW_HEIGHT + _MARK_ROW_HEIGHT / 2
+    for mark in finals:
         x = canvas.x(mark.at)
-        title = _title(f"{mark.detail} at {_sec(mark.at)}")
-        data = _data(kind=mark.kind, at=mark.at)
-        if mark.kind == "stt_final":
-            shape = (
-                f'<rect class="stt-final" x="{_num(x - 1)}" y="{_num(cy - 6)}" width="2" '
-                f'height="12"/>'
-            )
-        else:
-            r = 6 if mark.kind == "merged_turn" else 5
-            shape = (
-                f'<path class="{mark.kind.replace("_", "-")}" d="M{_num(x)} {_num(cy - r)} '
-                f"L{_num(x + r)} {_num(cy)} L{_num(x)} {_num(cy + r)} L{_num(x - r)} "
-                f'{_num(cy)} Z"/>'
-            )
-        label = labels[mark]
-        text = (
-            f'<text class="small" x="{_num(x + 8)}" y="{_num(cy + 3.5)}">{_esc(label)}</text>'
-            if label
-            else ""
+        canvas.add(
+            f'<g class="mark"{_data(kind=mark.kind, at=mark.at)}>'
+            f'<rect class="stt-final" x="{_num(x - 1)}" y="{_num(y + 2)}" width="2" '
+            f'height="{_MARK_ROW_HEIGHT - 4}"/>{_title(f"{mark.detail} at {_sec(mark.at)}")}</g>'
         )
-        canvas.add(f'<g class="mark"{data}>{shape}{text}{title}</g>')
+    for mark, row, place in zip(turns, rows, places, strict=True):
+        cy = y + (row + 1) * _MARK_ROW_HEIGHT + _MARK_ROW_HEIGHT / 2
+        x = canvas.x(mark.at)
+        r = 6 if mark.kind == "merged_turn" else 5
+        canvas.add(
+            f'<g class="mark"{_data(kind=mark.kind, at=mark.at)}>'
+            f'<path class="{mark.kind.replace("_", "-")}" d="M{_num(x)} {_num(cy - r)} '
+            f'L{_num(x + r)} {_num(cy)} L{_num(x)} {_num(cy + r)} L{_num(x - r)} {_num(cy)} Z"/>'
+            f'<text class="small" x="{_num(place.x)}" y="{_num(cy + 3.5)}" '
+            f'text-anchor="{place.anchor}">{_esc(mark.label)}</text>'
+            f"{_title(f'{mark.detail} at {_sec(mark.at)}')}</g>"
+        )
     return y + height + _LANE_GAP
 
 
@@ -758,13 +810,12 @@ def _state_lane(
             continue
         x, w = canvas.x(span.start), canvas.width(span.start, end)
         until = _sec(span.end) if span.end is not None else "the end of the recording"
+        title = f"{label} {span.state}: {_sec(span.start)} to {until}"
         text = _fit(span.state, w - 4)
         canvas.add(
             f'<g class="state-span"><rect class="state {owner} state-{_esc(span.state)}" '
             f'x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_STATE_HEIGHT}"'
-            f"{_data(state=span.state, start=span.start, end=span.end)}>"
-            f"{_title(f'{owner.replace('-', ' ')} {span.state}: {_sec(span.start)} to {until}')}"
-            f"</rect>"
+            f"{_data(state=span.state, start=span.start, end=span.end)}>{_title(title)}</rect>"
             + (
                 f'<text class="small" x="{_num(x + 3)}" y="{_num(y + 10.5)}">{_esc(text)}</text>'
                 if text
@@ -780,7 +831,8 @@ def _speech_title(speech: SpeechTrack) -> str:
     if speech.protected_when_done is not None and (
         speech.protected_when_done != speech.protected_at_creation
     ):
-        protection += f" at creation, {'protected' if speech.protected_when_done else 'interruptible'} when done"
+        later = "protected" if speech.protected_when_done else "interruptible"
+        protection += f" at creation, {later} when done"
     lines = [f"{speech.label} {speech.source} ({protection})"]
     if speech.text:
         lines.append(f"“{speech.text}”")
@@ -825,8 +877,8 @@ def _speech_lanes(canvas: _Canvas, speeches: Sequence[SpeechTrack], y: float) ->
             f'y="{_num(y + 2)}" width="{_num(canvas.width(life_start, end))}" '
             f'height="{_SPEECH_ROW_HEIGHT - 4}" rx="2"/>'
         )
-        for playout in speech.playouts:
-            parts.append(_playout(canvas, speech, playout_index=speech.playouts.index(playout), y=y))
+        for index in range(len(speech.playouts)):
+            parts.append(_playout(canvas, speech, playout_index=index, y=y))
         if speech.interrupted_at is not None:
             x = canvas.x(speech.interrupted_at)
             parts.append(
@@ -835,9 +887,9 @@ def _speech_lanes(canvas: _Canvas, speeches: Sequence[SpeechTrack], y: float) ->
                 f"{_title(f'{speech.label} interrupted at {_sec(speech.interrupted_at)}')}</path>"
             )
         if speech.done_at is not None:
-            x = _num(canvas.x(speech.done_at))
+            done_x = _num(canvas.x(speech.done_at))
             parts.append(
-                f'<line class="done-mark" x1="{x}" y1="{_num(y + 1)}" x2="{x}" '
+                f'<line class="done-mark" x1="{done_x}" y1="{_num(y + 1)}" x2="{done_x}" '
                 f'y2="{_num(y + _SPEECH_ROW_HEIGHT - 1)}"/>'
             )
             text_x = canvas.x(speech.done_at) + 5
@@ -884,8 +936,7 @@ def _playout(canvas: _Canvas, speech: SpeechTrack, *, playout_index: int, y: flo
         f'<rect class="playout-{outcome}-cap" x="{_num(cap_x)}" y="{_num(y + 2)}" width="4" '
         f'height="{_SPEECH_ROW_HEIGHT - 4}"/>'
         + (
-            f'<text class="playout-text" x="{_num(x + 3)}" y="{_num(y + 13.5)}">'
-            f"{_esc(text)}</text>"
+            f'<text class="playout-text" x="{_num(x + 3)}" y="{_num(y + 13.5)}">{_esc(text)}</text>'
             if text
             else ""
         )
@@ -937,19 +988,22 @@ def _llm_lanes(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
         )
         return y + _BAR_ROW_HEIGHT + _LANE_GAP
     captions = []
+    places: list[_Label] = []
     spans = []
     for request in requests:
         said = f"“{request.reply}”" if request.reply else ""
         calls = " ".join(f"{name}()" for name in request.tool_calls)
         caption = _fit(" ".join(p for p in (said, calls) if p) or "(empty)", 260)
         captions.append(caption)
-        x0 = canvas.x(request.at)
-        x1 = canvas.x(request.at + request.duration_s)
-        spans.append((x0, x1 + 4 + len(caption) * _CHAR_WIDTH))
+        place = _place_label(
+            canvas.x(request.at), canvas.x(request.at + request.duration_s), caption, gap=4
+        )
+        places.append(place)
+        spans.append((place.left, place.right))
     rows = _pack(spans)
     count = max(rows) + 1
     _lane_label(canvas, y, count * _BAR_ROW_HEIGHT, "LLM requests")
-    for request, row, caption in zip(requests, rows, captions, strict=True):
+    for request, row, caption, place in zip(requests, rows, captions, places, strict=True):
         top = y + row * _BAR_ROW_HEIGHT
         x0 = canvas.x(request.at)
         first = canvas.x(request.at + request.ttft_s)
@@ -966,7 +1020,8 @@ def _llm_lanes(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
             f'width="{_num(max(first - x0, 1.0))}" height="{_BAR_ROW_HEIGHT - 4}"/>'
             f'<rect class="llm-stream" x="{_num(first)}" y="{_num(top + 2)}" '
             f'width="{_num(max(x1 - first, 1.0))}" height="{_BAR_ROW_HEIGHT - 4}"/>'
-            f'<text class="llm-text" x="{_num(x1 + 4)}" y="{_num(top + 12)}">'
+            f'<text class="llm-text" x="{_num(place.x)}" y="{_num(top + 12)}" '
+            f'text-anchor="{place.anchor}">'
             f"{_esc(caption)}</text>{_title(title)}</g>"
         )
     return y + count * _BAR_ROW_HEIGHT + _LANE_GAP
@@ -987,24 +1042,21 @@ def _events_lane(canvas: _Canvas, timeline: CallTimeline, y: float, *, race: boo
     marks = [m for m in marks if m.at <= canvas.axis_end]
     if not marks:
         _lane_label(canvas, y, _MARK_ROW_HEIGHT, label)
-        canvas.add(
-            f'<text class="none" x="{_LABEL_COLUMN + 6}" y="{_num(y + 11)}">{empty}</text>'
-        )
+        canvas.add(f'<text class="none" x="{_LABEL_COLUMN + 6}" y="{_num(y + 11)}">{empty}</text>')
         return y + _MARK_ROW_HEIGHT + _LANE_GAP
-    spans = [
-        (canvas.x(m.at) - 7, canvas.x(m.at) + 10 + len(m.label) * _CHAR_WIDTH) for m in marks
-    ]
-    rows = _pack(spans)
+    places = [_place_label(canvas.x(m.at), canvas.x(m.at), m.label, gap=9) for m in marks]
+    rows = _pack([(p.left, p.right) for p in places])
     count = max(rows) + 1
     height = count * _MARK_ROW_HEIGHT
     _lane_label(canvas, y, height, label)
-    for mark, row in zip(marks, rows, strict=True):
+    for mark, row, place in zip(marks, rows, places, strict=True):
         cy = y + row * _MARK_ROW_HEIGHT + _MARK_ROW_HEIGHT / 2
         x = canvas.x(mark.at)
         canvas.add(
             f'<g class="mark"{_data(kind=mark.kind, at=mark.at)}>{_event_shape(mark.kind, x, cy)}'
-            f'<text class="small" x="{_num(x + 9)}" y="{_num(cy + 3.5)}">{_esc(mark.label)}'
-            f"</text>{_title(f'{mark.detail} at {_sec(mark.at)}')}</g>"
+            f'<text class="small" x="{_num(place.x)}" y="{_num(cy + 3.5)}" '
+            f'text-anchor="{place.anchor}">{_esc(mark.label)}</text>'
+            f"{_title(f'{mark.detail} at {_sec(mark.at)}')}</g>"
         )
     return y + height + _LANE_GAP
 
@@ -1016,141 +1068,153 @@ def _event_shape(kind: str, x: float, cy: float) -> str:
             f'<path class="{css}" d="M{_num(x)} {_num(cy - 6)} L{_num(x + 6)} {_num(cy + 5)} '
             f'L{_num(x - 6)} {_num(cy + 5)} Z"/>'
         )
-    if kind == "race_event":
+    if kind in ("race_detected", "race_handled", "race_event"):
         return (
             f'<path class="{css}" d="M{_num(x)} {_num(cy - 7)} L{_num(x + 7)} {_num(cy)} '
             f'L{_num(x)} {_num(cy + 7)} L{_num(x - 7)} {_num(cy)} Z"/>'
         )
     if kind in ("hang_up", "room_deleted"):
         return f'<circle class="{css}" cx="{_num(x)}" cy="{_num(cy)}" r="5"/>'
-    return (
-        f'<rect class="{css}" x="{_num(x - 4)}" y="{_num(cy - 4)}" width="8" height="8"/>'
-    )
+    return f'<rect class="{css}" x="{_num(x - 4)}" y="{_num(cy - 4)}" width="8" height="8"/>'
 
 
 # ---------------------------------------------------------------------------------------------
 # The sweep chart.
 
 
-def _sweep_chart(
-    name: str, runs: Sequence[LabResult], order: Sequence[str], nominal: float
-) -> str:
-    """Verdict and latency against the moved utterance's onset, one series per agent."""
+def _nice_step(span: float, most: int) -> float:
+    """The smallest round step that cuts ``span`` into at most ``most`` parts."""
+    for step in (0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0, 20.0, 50.0):
+        if span / step <= most:
+            return step
+    return 100.0
+
+
+def _sweep_chart(name: str, runs: Sequence[LabResult], order: Sequence[str], nominal: float) -> str:
+    """Verdict and latency against the moved utterance's onset: one strip per agent, one axis.
+
+    Each strip has a band on top for runs that were never answered and a latency scale below;
+    a point is solid green when the call passed and a hollow red ring when it failed, and links
+    to that run's timeline.
+    """
     onsets = sorted({r.onset for r in runs if r.onset is not None})
     lo, hi = onsets[0], onsets[-1]
-    pad = max((hi - lo) * 0.04, 0.05)
+    pad = max((hi - lo) * 0.03, 0.05)
     lo, hi = lo - pad, hi + pad
     latencies = [r.outcome.reply_latency_s for r in runs if r.outcome.reply_latency_s is not None]
-    top_latency = max([*latencies, 1.0]) * 1.1
-    plot_left, plot_right = _SWEEP_LEFT, _SWEEP_WIDTH - _SWEEP_RIGHT
-    band_top = _SWEEP_TOP
-    scale_top = band_top + _NO_ANSWER_BAND + 6
-    scale_bottom = _SWEEP_HEIGHT - _SWEEP_BOTTOM
+    latency_step = _nice_step(max([*latencies, 0.5]), 3)
+    top_latency = math.ceil(max([*latencies, 0.5]) / latency_step + 1e-9) * latency_step
+    left, right = _SWEEP_LEFT, _SWEEP_WIDTH - _SWEEP_RIGHT
+    strips = [p for p in order if any(r.agent.path == p for r in runs)]
+    strip_height = _NO_ANSWER_BAND + _SWEEP_SCALE_HEIGHT
+    height = _SWEEP_TOP + len(strips) * (strip_height + _SWEEP_STRIP_GAP) + _SWEEP_BOTTOM
 
     def x_of(onset: float) -> float:
-        return plot_left + (onset - lo) / (hi - lo) * (plot_right - plot_left)
+        return left + (onset - lo) / (hi - lo) * (right - left)
 
-    def y_of(latency: float) -> float:
-        return scale_bottom - latency / top_latency * (scale_bottom - scale_top)
-
-    parts = [
-        f'<rect class="sweep-frame" x="{plot_left}" y="{band_top}" '
-        f'width="{plot_right - plot_left}" height="{scale_bottom - band_top}"/>',
-        f'<rect class="sweep-band" x="{plot_left}" y="{band_top}" '
-        f'width="{plot_right - plot_left}" height="{_NO_ANSWER_BAND}"/>',
-        f'<text class="small" x="{plot_left - 4}" y="{band_top + 12}" text-anchor="end">'
-        "no answer</text>",
-        f'<text class="small" x="{plot_left - 44}" y="{_num((scale_top + scale_bottom) / 2)}" '
-        f'transform="rotate(-90 {plot_left - 44} {_num((scale_top + scale_bottom) / 2)})" '
-        'text-anchor="middle">latency (s)</text>',
-        f'<text class="small" x="{_num((plot_left + plot_right) / 2)}" '
-        f'y="{_SWEEP_HEIGHT - 4}" text-anchor="middle">onset of the moved utterance (s)</text>',
-    ]
-    for i in range(5):
-        latency = top_latency * i / 4
-        y = _num(y_of(latency))
-        parts.append(
-            f'<line class="grid" x1="{plot_left}" y1="{y}" x2="{plot_right}" y2="{y}"/>'
-            f'<text class="axis-label" x="{plot_left - 16}" y="{_num(y_of(latency) + 3)}">'
-            f"{latency:.1f}</text>"
-        )
-    step = _tick_step(hi - lo) / 2 if hi - lo <= 3 else _tick_step(hi - lo)
-    tick = math.ceil(lo / step) * step
+    parts = []
+    bottom = _SWEEP_TOP + len(strips) * (strip_height + _SWEEP_STRIP_GAP) - _SWEEP_STRIP_GAP
+    step = _nice_step(hi - lo, 12)
+    tick = math.ceil(lo / step - 1e-9) * step
     while tick <= hi + 1e-9:
         x = _num(x_of(tick))
         parts.append(
-            f'<line class="grid" x1="{x}" y1="{band_top}" x2="{x}" y2="{scale_bottom}"/>'
-            f'<text class="axis-label" x="{x}" y="{scale_bottom + 13}">{tick:g}</text>'
+            f'<line class="grid" x1="{x}" y1="{_SWEEP_TOP}" x2="{x}" y2="{_num(bottom)}"/>'
+            f'<text class="axis-label" x="{x}" y="{_num(bottom + 13)}">{tick:g}</text>'
         )
         tick += step
+    parts.append(
+        f'<text class="small" x="{_num((left + right) / 2)}" y="{height - 4}" '
+        'text-anchor="middle">onset of the moved utterance (s from the start of the call)</text>'
+    )
+    for index, path in enumerate(strips):
+        top = _SWEEP_TOP + index * (strip_height + _SWEEP_STRIP_GAP)
+        mine = sorted((r for r in runs if r.agent.path == path), key=lambda r: r.onset or 0.0)
+        parts.append(_sweep_strip_plot(name, mine, top, top_latency, latency_step, x_of))
     if lo <= nominal <= hi:
         x = _num(x_of(nominal))
         parts.append(
-            f'<line class="sweep-nominal" x1="{x}" y1="{band_top}" x2="{x}" y2="{scale_bottom}">'
-            f"{_title(f'as written: onset {nominal:.2f} s')}</line>"
+            f'<line class="sweep-nominal" x1="{x}" y1="{_SWEEP_TOP - 4}" x2="{x}" '
+            f'y2="{_num(bottom)}">{_title(f"as written: onset {nominal:.2f} s")}</line>'
+            f'<text class="small" x="{x}" y="{_SWEEP_TOP - 7}" text-anchor="middle">'
+            "as written</text>"
         )
-    colours = ["#455a64", "#6a1b9a", "#00695c", "#ef6c00"]
-    legend_x = plot_left
-    for series, path in enumerate(order):
-        mine = sorted((r for r in runs if r.agent.path == path), key=lambda r: r.onset or 0.0)
-        if not mine:
-            continue
-        colour = colours[series % len(colours)]
-        label = mine[0].agent.label
-        points = []
-        for run in mine:
-            assert run.onset is not None
-            latency = run.outcome.reply_latency_s
-            y = y_of(latency) if latency is not None else band_top + _NO_ANSWER_BAND / 2
-            points.append((x_of(run.onset), y, run, latency))
-        line = " ".join(
-            f"{_num(px)},{_num(py)}" for px, py, _, latency in points if latency is not None
-        )
-        if line:
-            parts.append(f'<polyline class="sweep-line" points="{line}" stroke="{colour}"/>')
-        for px, py, run, latency in points:
-            assert run.onset is not None
-            verdict = "pass" if run.outcome.passed else "fail"
-            title = (
-                f"{label}, onset {run.onset:.2f} s: {verdict.upper()}, latency "
-                f"{_latency(latency)}, lost words {run.outcome.lost_words}"
-                + "".join(f"\n- {reason}" for reason in run.outcome.reasons)
-            )
-            shape = _sweep_marker(series, px, py, verdict, colour)
-            parts.append(
-                f'<a href="#{scenario_anchor(name, run.onset)}"><g class="sweep-point"'
-                f"{_data(agent=path, onset=run.onset, passed=run.outcome.passed)}"
-                f"{_data(latency=latency)}>{shape}{_title(title)}</g></a>"
-            )
-        parts.append(
-            f'<g transform="translate({legend_x},{band_top - 12})">'
-            f"{_sweep_marker(series, 4, 0, 'pass', colour)}"
-            f'<text class="small" x="12" y="3.5">{_esc(label)}</text></g>'
-        )
-        legend_x += 24 + int(len(label) * _CHAR_WIDTH)
     parts.append(
-        f'<g transform="translate({legend_x + 10},{band_top - 12})">'
-        f'<circle class="sweep-pass" cx="4" cy="0" r="4"/>'
+        f'<g transform="translate({left},{_SWEEP_TOP - 32})">'
+        '<circle class="sweep-pass" cx="4" cy="0" r="4"/>'
         '<text class="small" x="12" y="3.5">pass</text>'
-        f'<circle class="sweep-fail" cx="50" cy="0" r="4"/>'
-        '<text class="small" x="58" y="3.5">fail (hollow)</text></g>'
+        '<circle class="sweep-fail" cx="50" cy="0" r="4"/>'
+        '<text class="small" x="58" y="3.5">fail</text>'
+        '<line class="sweep-line" x1="92" y1="0" x2="112" y2="0" stroke="#607d8b"/>'
+        '<text class="small" x="116" y="3.5">reply latency</text></g>'
     )
     return (
-        f'<svg class="sweep" width="{_SWEEP_WIDTH}" height="{_SWEEP_HEIGHT}" '
-        f'viewBox="0 0 {_SWEEP_WIDTH} {_SWEEP_HEIGHT}" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg class="sweep" width="{_SWEEP_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {_SWEEP_WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
         f"{''.join(parts)}</svg>"
     )
 
 
-def _sweep_marker(series: int, x: float, y: float, verdict: str, colour: str) -> str:
-    """Series by shape and outline colour, verdict by fill: solid pass, hollow red fail."""
-    css = f"sweep-{verdict}"
-    fill = colour if verdict == "pass" else "#fff"
-    stroke = colour if verdict == "pass" else "#c62828"
-    style = f'fill="{fill}" stroke="{stroke}" stroke-width="2"'
-    if series % 2 == 0:
-        return f'<circle class="{css}" cx="{_num(x)}" cy="{_num(y)}" r="4.5" {style}/>'
-    return (
-        f'<rect class="{css}" x="{_num(x - 4)}" y="{_num(y - 4)}" width="8" height="8" '
-        f"{style}/>"
-    )
+def _sweep_strip_plot(
+    name: str,
+    runs: Sequence[LabResult],
+    top: float,
+    top_latency: float,
+    latency_step: float,
+    x_of: Callable[[float], float],
+) -> str:
+    left, right = _SWEEP_LEFT, _SWEEP_WIDTH - _SWEEP_RIGHT
+    scale_top = top + _NO_ANSWER_BAND + 4
+    scale_bottom = top + _NO_ANSWER_BAND + _SWEEP_SCALE_HEIGHT
+
+    def y_of(latency: float) -> float:
+        return scale_bottom - latency / top_latency * (scale_bottom - scale_top)
+
+    label = runs[0].agent.label
+    passed = sum(r.outcome.passed for r in runs)
+    parts = [
+        f'<g class="sweep-agent"{_data(agent=runs[0].agent.path)}>',
+        f'<rect class="sweep-frame" x="{left}" y="{_num(top)}" width="{right - left}" '
+        f'height="{_num(scale_bottom - top)}"/>',
+        f'<rect class="sweep-band" x="{left}" y="{_num(top)}" width="{right - left}" '
+        f'height="{_NO_ANSWER_BAND}"/>',
+        f'<text class="panel-title" x="8" y="{_num(top + 14)}">{_esc(label)}</text>',
+        f'<text class="small" x="8" y="{_num(top + 28)}">{passed}/{len(runs)} pass</text>',
+        f'<text class="small" x="{left - 6}" y="{_num(top + 12)}" text-anchor="end">'
+        "no answer</text>",
+    ]
+    grid = 0.0
+    while grid <= top_latency + 1e-9:
+        y = y_of(grid)
+        parts.append(
+            f'<line class="grid" x1="{left}" y1="{_num(y)}" x2="{right}" y2="{_num(y)}"/>'
+            f'<text class="axis-label" x="{left - 6}" y="{_num(y + 3)}" text-anchor="end">'
+            f"{grid:g} s</text>"
+        )
+        grid += latency_step
+    points = []
+    for run in runs:
+        assert run.onset is not None
+        latency = run.outcome.reply_latency_s
+        y = y_of(latency) if latency is not None else top + _NO_ANSWER_BAND / 2
+        points.append((x_of(run.onset), y, run, latency))
+    line = " ".join(f"{_num(x)},{_num(y)}" for x, y, _, latency in points if latency is not None)
+    if line:
+        parts.append(f'<polyline class="sweep-line" points="{line}" stroke="#607d8b"/>')
+    for x, y, run, latency in points:
+        assert run.onset is not None
+        verdict = "pass" if run.outcome.passed else "fail"
+        title = (
+            f"{label}, onset {run.onset:.2f} s: {verdict.upper()}, latency {_latency(latency)}, "
+            f"lost words {run.outcome.lost_words}"
+            + "".join(f"\n- {reason}" for reason in run.outcome.reasons)
+        )
+        parts.append(
+            f'<a href="#{scenario_anchor(name, run.onset)}"><g class="sweep-point"'
+            f"{_data(agent=run.agent.path, onset=run.onset, passed=run.outcome.passed)}"
+            f"{_data(latency=latency)}>"
+            f'<circle class="sweep-{verdict}" cx="{_num(x)}" cy="{_num(y)}" r="4.5"/>'
+            f"{_title(title)}</g></a>"
+        )
+    parts.append("</g>")
+    return "".join(parts)

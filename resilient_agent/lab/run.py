@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,8 @@ class LabResult:
         virtual_seconds: Call seconds simulated.
         timeline: What happened when, extracted right after the run (the call itself is not
             kept); None for a result built by hand.
+        written_onset: In a ``--sweep`` run, where the moved utterance starts in the scenario
+            as written, else None.
     """
 
     scenario: Scenario
@@ -63,6 +66,7 @@ class LabResult:
     wall_seconds: float
     virtual_seconds: float
     timeline: CallTimeline | None = None
+    written_onset: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON record ``--json`` writes."""
@@ -138,44 +142,63 @@ def run_lab(
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent."""
     results: list[LabResult] = []
-    # livekit logs every race it runs into; the lab reports them in its own terms
-    quiet = logging.getLogger("livekit.agents")
-    saved_propagate = quiet.propagate
-    silent = logging.NullHandler()
-    quiet.addHandler(silent)
-    quiet.propagate = False
-    try:
-        for scenario in catalog:
-            variants: list[tuple[Scenario, float | None]] = [(scenario, None)]
-            if sweep and scenario.sweep is not None:
-                window = scenario.sweep
-                variants = [
-                    (scenario.with_onset(window.utterance, onset), onset)
-                    for onset in window.onsets()
-                    if _fits(scenario, window.utterance, onset)
-                ]
-            for variant, onset in variants:
-                for agent in agents:
-                    world, outcome = run_scenario(variant, agent.cls)
-                    timeline = extract_timeline(
-                        world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
-                    )
-                    result = LabResult(
-                        variant,
-                        agent,
-                        outcome,
-                        onset,
-                        world.wall_seconds,
-                        world.virtual_seconds,
-                        timeline,
-                    )
-                    results.append(result)
-                    if on_result is not None:
-                        on_result(result)
-    finally:
-        quiet.propagate = saved_propagate
-        quiet.removeHandler(silent)
+    # livekit and our middleware log every race they run into; the lab reports them itself
+    with _quiet("livekit.agents"), _quiet("resilient_agent"):
+        _run_all(catalog, agents, sweep, on_result, results)
     return results
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    saved_propagate = logger.propagate
+    silent = logging.NullHandler()
+    logger.addHandler(silent)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.propagate = saved_propagate
+        logger.removeHandler(silent)
+
+
+def _run_all(
+    catalog: Sequence[Scenario],
+    agents: Sequence[AgentUnderTest],
+    sweep: bool,
+    on_result: Callable[[LabResult], None] | None,
+    results: list[LabResult],
+) -> None:
+    for scenario in catalog:
+        variants: list[tuple[Scenario, float | None]] = [(scenario, None)]
+        written_onset = None
+        if sweep and scenario.sweep is not None:
+            window = scenario.sweep
+            written_onset = scenario.utterances[window.utterance].start
+            variants = [
+                (scenario.with_onset(window.utterance, onset), onset)
+                for onset in window.onsets()
+                if _fits(scenario, window.utterance, onset)
+            ]
+        for variant, onset in variants:
+            for agent in agents:
+                world, outcome = run_scenario(variant, agent.cls)
+                timeline = extract_timeline(
+                    world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
+                )
+                result = LabResult(
+                    variant,
+                    agent,
+                    outcome,
+                    onset,
+                    world.wall_seconds,
+                    world.virtual_seconds,
+                    timeline,
+                    written_onset,
+                )
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
 
 
 def _fits(scenario: Scenario, index: int, onset: float) -> bool:

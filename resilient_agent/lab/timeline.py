@@ -63,13 +63,17 @@ MarkKind = Literal[
     "room_deleted",
     "session_closed",
     "script_end",
+    "race_detected",
+    "race_handled",
     "race_event",
 ]
+"""What a :class:`Mark` is. Every committed user turn is a ``user_turn``, or a ``merged_turn``
+when it carries words of more than one utterance. Races the agent reported are
+``race_detected``, ``race_handled`` (an action was taken) or ``race_event`` (anything else, such
+as a middleware error)."""
 
 # The same word matching as the contracts, so the lost words drawn are the ones counted.
 _WORD = re.compile(r"[\w']+")
-# Patched wall clocks read this epoch plus loop seconds (see testing/clock.py).
-_VIRTUAL_EPOCH_FLOOR = 1e9
 # Two stamps of the same instant may differ by the virtual clock's nudges (nanoseconds).
 _SAME_INSTANT_S = 1e-3
 
@@ -289,7 +293,8 @@ class CallTimeline:
         tools: Every tool execution.
         llm_requests: Every LLM request.
         marks: Instants: STT finals, user turns, merges, livekit warnings, hang-ups, closes.
-        race_events: Races the agent reported, as :class:`Mark` (``race_event``).
+        race_events: Races the agent reported (``CallOutcome.race_events``), as :class:`Mark`,
+            in the order reported; each mark's ``detail`` is the event as JSON.
     """
 
     scenario: str
@@ -545,11 +550,11 @@ def _marks(world: CallWorld) -> tuple[Mark, ...]:
     ]
     for at, text, numbers in _turn_utterances(world):
         who = "+".join(f"u{n}" for n in numbers) or "?"
-        marks.append(Mark(_t(at), "user_turn", who, f"user turn committed ({who}): {text!r}"))
         if len(numbers) > 1:
-            marks.append(
-                Mark(_t(at), "merged_turn", f"merged {who}", f"one user turn carries {who}")
-            )
+            detail = f"user turn committed, merging {who} into one: {text!r}"
+            marks.append(Mark(_t(at), "merged_turn", f"{who} merged", detail))
+        else:
+            marks.append(Mark(_t(at), "user_turn", who, f"user turn committed ({who}): {text!r}"))
     for at, level, message in world.logs.records:
         detail = f"livekit {logging.getLevelName(level)}: {message}"
         marks.append(Mark(_t(at), "livekit_log", _clip(message, 40), detail))
@@ -577,35 +582,26 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _race_events(world: CallWorld, outcome: CallOutcome) -> tuple[Mark, ...]:
+def _race_events(outcome: CallOutcome) -> tuple[Mark, ...]:
     marks = []
     for event in outcome.race_events:
-        at = _race_event_time(event, world.t0)
-        title = " ".join(
-            str(event[key]) for key in ("type", "kind", "action") if event.get(key) is not None
-        )
+        at = event.get("at_s", event.get("at"))
+        kind = str(event.get("kind") or "race")
+        action = event.get("action")
+        reported = event.get("event", event.get("type"))
+        mark_kind: MarkKind
+        if reported == "race_handled" or (reported is None and action is not None):
+            mark_kind, label = "race_handled", f"{kind} → {action}"
+        elif reported == "race_detected":
+            mark_kind, label = "race_detected", f"{kind} detected"
+        else:
+            mark_kind, label = "race_event", f"{reported or 'event'}: {kind}"
         detail = json.dumps(event, sort_keys=True, default=str)
-        marks.append(Mark(_t(at), "race_event", title or "race event", detail))
+        if not isinstance(at, (int, float)):
+            # an event without a time still belongs in the report; the start is honest about it
+            at, detail = 0.0, "(reported without a time) " + detail
+        marks.append(Mark(_t(float(at)), mark_kind, label, detail))
     return tuple(marks)
-
-
-def _race_event_time(event: dict[str, Any], t0: float) -> float:
-    """Call seconds of a race event: ``at`` (call seconds) or its ``created_at`` stamp."""
-    at = event.get("at")
-    if isinstance(at, (int, float)):
-        return float(at)
-    created = event.get("created_at")
-    if isinstance(created, (int, float)):
-        # events stamp time.time(), which in the lab reads the virtual epoch plus loop seconds
-        epoch = _virtual_epoch() if created > _VIRTUAL_EPOCH_FLOOR else 0.0
-        return float(created) - epoch - t0
-    return 0.0
-
-
-def _virtual_epoch() -> float:
-    from ..testing import clock
-
-    return float(clock._EPOCH)
 
 
 def _activity_end(
@@ -657,7 +653,7 @@ def extract_timeline(
     tools = _tools(world)
     requests = _llm_requests(world)
     marks = _marks(world)
-    race_events = _race_events(world, outcome)
+    race_events = _race_events(outcome)
     vad: str = scenario.vad
     if scenario.vad_fault.mode != "healthy":
         vad += f", fault {scenario.vad_fault.mode} on utterance {scenario.vad_fault.utterance + 1}"

@@ -12,6 +12,8 @@ from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from .._compat import speech_interrupted_future, speech_scheduled_future
+
 __all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "SpeechRecord", "ToolRun"]
 
 INTERRUPTION_TIMEOUT_LOG = "speech not done in time after interruption"
@@ -101,7 +103,7 @@ class CallRecorder:
     playouts: list[PlayoutStart] = field(default_factory=list)
     closed_at: float | None = None
     close_reason: str | None = None
-    _session: AgentSession[Any] | None = field(default=None, repr=False)
+    _session: AgentSession[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def attach(self, session: AgentSession[Any]) -> None:
         """Subscribe to ``session`` (after its audio output is set, to see playout starts)."""
@@ -140,16 +142,15 @@ class CallRecorder:
             record.allow_interruptions_when_done = h.allow_interruptions
 
         handle.add_done_callback(_done)
-        # livekit exposes no event for queueing or interruption; its futures are the only
-        # record, and a future that is missing (another livekit version) just leaves None
-        self._stamp_when_done(handle, "_scheduled_fut", record, "scheduled_at")
-        self._stamp_when_done(handle, "_interrupt_fut", record, "interrupted_at")
+        # livekit exposes no event for queueing or interruption; its private futures are the
+        # only record (see _compat), and one that is missing just leaves None
+        self._stamp_when_done(speech_scheduled_future(handle), record, "scheduled_at")
+        self._stamp_when_done(speech_interrupted_future(handle), record, "interrupted_at")
 
     def _stamp_when_done(
-        self, handle: SpeechHandle, future_name: str, record: SpeechRecord, stamp: str
+        self, future: asyncio.Future[Any] | None, record: SpeechRecord, stamp: str
     ) -> None:
-        future = getattr(handle, future_name, None)
-        if not isinstance(future, asyncio.Future):
+        if future is None:
             return
         if future.done():
             setattr(record, stamp, record.created_at)
