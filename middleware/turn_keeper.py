@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +61,11 @@ class _Fragment:
     heard_at: float
     delivered: bool = False
     superseded: bool = False
+
+
+def _now() -> float:
+    # loop time: the clock the shared audio observer stamps frames with
+    return asyncio.get_running_loop().time()
 
 
 def _normalized(text: str) -> str:
@@ -126,10 +130,10 @@ class TurnKeeper(Middleware):
         """Tap the caller's audio and start answering dropped turns."""
         self._ctx = ctx
         self._wake = asyncio.Event()
-        source = ctx.session.input.audio
-        if self.recover_withheld_audio and source is not None:
-            self._tap = WithheldAudioTap(source, ctx.session, keep_seconds=self.keep_audio_s)
-            ctx.session.input.audio = self._tap
+        if self.recover_withheld_audio:
+            tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
+            if ctx.observe_audio(tap.on_frame):
+                self._tap = tap
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
@@ -143,9 +147,6 @@ class TurnKeeper(Middleware):
                 await self._loop_task
         for task in list(self._recoveries):
             task.cancel()
-        ctx = self._ctx
-        if ctx is not None and self._tap is not None and ctx.session.input.audio is self._tap:
-            ctx.session.input.audio = self._tap.source
         lost = [f for f in self._undelivered()]
         if lost:
             logger.warning(
@@ -160,7 +161,7 @@ class TurnKeeper(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
         """Track speech windows; recover a window that livekit withheld from the STT."""
-        now = time.time()
+        now = _now()
         if ev.new_state == "speaking":
             self._speech_started_at = now
         elif ev.old_state == "speaking":
@@ -178,8 +179,8 @@ class TurnKeeper(Middleware):
     ) -> None:
         """Keep every final transcript until it is delivered."""
         if ev.is_final and ev.transcript.strip():
-            self._add(_Fragment(ev.transcript.strip(), time.time()))
-            self._last_activity = time.time()
+            self._add(_Fragment(ev.transcript.strip(), _now()))
+            self._last_activity = _now()
             self._wake.set()
 
     async def on_conversation_item(
@@ -195,7 +196,7 @@ class TurnKeeper(Middleware):
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
-        self._last_activity = max(self._last_activity, time.time())
+        self._last_activity = max(self._last_activity, _now())
         self._wake.set()
 
     async def on_agent_state(
@@ -274,7 +275,7 @@ class TurnKeeper(Middleware):
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():
             return None
-        return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - time.time())
+        return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - _now())
 
     def _answer(self, ctx: MiddlewareContext) -> None:
         text = self._merge_into("")
@@ -348,7 +349,7 @@ class TurnKeeper(Middleware):
                     details={"words": len(text.split())},
                 )
             )
-        self._last_activity = max(self._last_activity, time.time())
+        self._last_activity = max(self._last_activity, _now())
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _add(self, fragment: _Fragment) -> None:
@@ -367,7 +368,7 @@ class TurnKeeper(Middleware):
             )
 
     def _expire(self) -> None:
-        cutoff = time.time() - self.max_age_s
+        cutoff = _now() - self.max_age_s
         for fragment in self._undelivered():
             if fragment.heard_at < cutoff:
                 fragment.superseded = True

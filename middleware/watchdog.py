@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import numpy as np
 from livekit import rtc
 from livekit.agents import utils, vad
 from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.io import AudioInput
-from typing_extensions import override
 
 from resilient_agent import (
     Middleware,
@@ -44,21 +41,24 @@ __all__ = ["AudioLevelMeter", "Watchdog"]
 logger = get_logger("middleware.watchdog")
 
 
-class AudioLevelMeter(AudioInput):
-    """Passes the caller's audio through and remembers when it was last louder than a floor."""
+class AudioLevelMeter:
+    """Remembers when the caller's audio was last louder than a floor (fed by the observer)."""
 
-    def __init__(self, source: AudioInput, *, floor_rms: float) -> None:
-        super().__init__(label="AudioLevelMeter", source=source)
-        self._floor_rms = floor_rms
+    def __init__(self, *, floor_rms: float) -> None:
+        self._floor_sum_squares = floor_rms * floor_rms
         self.last_loud_at = 0.0
+        self.metering = False
 
-    @override
-    async def __anext__(self) -> rtc.AudioFrame:
-        frame = await super().__anext__()
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Measure one frame, only while the caller shows as speaking (else skip the math)."""
+        if not self.metering:
+            return
         samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if samples.size and float(np.sqrt(np.mean(samples * samples))) > self._floor_rms:
-            self.last_loud_at = time.time()
-        return frame
+        if (
+            samples.size
+            and float(np.dot(samples, samples)) > self._floor_sum_squares * samples.size
+        ):
+            self.last_loud_at = now
 
 
 class Watchdog(Middleware):
@@ -117,15 +117,16 @@ class Watchdog(Middleware):
         self._recoveries = 0
         self._task: asyncio.Task[None] | None = None
         self._ctx: MiddlewareContext | None = None
+        self._speaking = asyncio.Event()
         self.recovery_log: list[dict[str, Any]] = []
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Meter the caller's audio and start watching."""
         self._ctx = ctx
-        source = ctx.session.input.audio
-        if source is not None:
-            self._meter = AudioLevelMeter(source, floor_rms=self.floor_rms)
-            ctx.session.input.audio = self._meter
+        self._speaking = asyncio.Event()
+        meter = AudioLevelMeter(floor_rms=self.floor_rms)
+        if ctx.observe_audio(meter.on_frame):
+            self._meter = meter
         self._task = asyncio.get_running_loop().create_task(
             self._watch(ctx), name="resilient_agent.watchdog"
         )
@@ -136,24 +137,29 @@ class Watchdog(Middleware):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        ctx, meter = self._ctx, self._meter
-        if ctx is not None and meter is not None and ctx.session.input.audio is meter:
-            ctx.session.input.audio = meter.source
 
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
-        """Note when the caller started speaking."""
-        self._speaking_since = time.time() if ev.new_state == "speaking" else None
+        """Note when the caller started speaking; watch only while they do."""
+        speaking = ev.new_state == "speaking"
+        self._speaking_since = _now() if speaking else None
+        if self._meter is not None:
+            self._meter.metering = speaking
+        if speaking:
+            self._speaking.set()
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
-        self._last_transcript_at = time.time()
+        self._last_transcript_at = _now()
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
         while True:
+            if ctx.state.user_state != "speaking":
+                self._speaking.clear()
+                await self._speaking.wait()
             await asyncio.sleep(self.check_every_s)
             if self._stuck_for(ctx) >= self.quiet_s and self._recoveries < self.max_recoveries:
                 self._recoveries += 1
@@ -166,10 +172,10 @@ class Watchdog(Middleware):
         last_sign = max(self._speaking_since, self._last_transcript_at)
         if self._meter is not None:
             last_sign = max(last_sign, self._meter.last_loud_at)
-        return time.time() - last_sign
+        return _now() - last_sign
 
     async def _recover(self, ctx: MiddlewareContext) -> None:
-        detected_at = time.time()
+        detected_at = _now()
         quiet_for = round(self._stuck_for(ctx), 2)
         ctx.emit(
             RaceDetectedEvent(
@@ -195,7 +201,7 @@ class Watchdog(Middleware):
             record = {
                 "action": action,
                 "recovered": recovered,
-                "after_s": round(time.time() - detected_at, 2),
+                "after_s": round(_now() - detected_at, 2),
             }
             self.recovery_log.append(record)
             ctx.emit(
@@ -209,6 +215,11 @@ class Watchdog(Middleware):
             if recovered:
                 return
         logger.error("user_turn_stuck_unrecovered", steps=len(self.recovery_log))
+
+
+def _now() -> float:
+    # loop time: the clock the shared audio observer stamps frames with
+    return asyncio.get_running_loop().time()
 
 
 def _restart_vad(ctx: MiddlewareContext) -> bool:

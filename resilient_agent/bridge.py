@@ -20,6 +20,7 @@ from livekit.agents.llm import ToolError
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from .audio_observer import AudioObserver, FrameCallback
 from .chain import MiddlewareChain
 from .errors import MiddlewareNotUsed
 from .events import MiddlewareErrorEvent, ResilientEvent
@@ -58,7 +59,14 @@ class SessionBridge:
         self.state = ConversationState(
             user_state=session.user_state, agent_state=session.agent_state
         )
-        self.ctx = MiddlewareContext(session=session, agent=agent, state=self.state, emit=emit)
+        self.ctx = MiddlewareContext(
+            session=session,
+            agent=agent,
+            state=self.state,
+            emit=emit,
+            observe_audio=self._observe_audio,
+        )
+        self._audio_observer: AudioObserver | None = None
         self.chain = chain
         self._session = session
         self._urgent: deque[tuple[str, tuple[Any, ...]]] = deque()
@@ -104,6 +112,9 @@ class SessionBridge:
         self._closed = True
         if self.shutdown_gate is not None:
             self.shutdown_gate.uninstall()
+        observer = self._audio_observer
+        if observer is not None and self._session.input.audio is observer:
+            self._session.input.audio = observer.source
         for event in _SESSION_EVENTS:
             with contextlib.suppress(Exception):
                 self._session.off(event, self._listeners[event])
@@ -115,6 +126,16 @@ class SessionBridge:
                 await mw.aclose()
             except Exception as exc:
                 self._report(mw, "aclose", exc)
+
+    def _observe_audio(self, callback: FrameCallback) -> bool:
+        if self._audio_observer is None:
+            source = self._session.input.audio
+            if source is None:
+                return False
+            self._audio_observer = AudioObserver(source)
+            self._session.input.audio = self._audio_observer
+        self._audio_observer.callbacks.append(callback)
+        return True
 
     def farewell_of(self, tool: str | None) -> SpeechInfo | None:
         """The last speech ``tool`` created in this session, if any."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from livekit.agents import AgentSession
 
+from .audio_observer import FrameCallback
 from .events import ResilientEvent
 from .requests import SpeechInfo, ToolCall
 
@@ -60,9 +61,12 @@ class MiddlewareContext:
         agent: The ``ResilientAgent`` running in it.
         state: The conversation snapshot.
         emit: Emits one of our events on the agent's emitter.
+        observe_audio: Registers a callback shown every frame of the caller's audio with the
+            loop time it passed at; returns False when the session has no audio input.
     """
 
     session: AgentSession[Any]
     agent: Agent
     state: ConversationState
     emit: Callable[[ResilientEvent], None]
+    observe_audio: Callable[[FrameCallback], bool] = lambda _callback: False
