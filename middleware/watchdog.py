@@ -46,13 +46,16 @@ class AudioLevelMeter:
 
     def __init__(self, *, floor_rms: float) -> None:
         self._floor_sum_squares = floor_rms * floor_rms
+        self._measured_at = float("-inf")
         self.last_loud_at = 0.0
         self.metering = False
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
-        """Measure one frame, only while the caller shows as speaking (else skip the math)."""
-        if not self.metering:
+        """Measure a frame now and then, only while the caller shows as speaking."""
+        # against a quiet period of seconds, a look every 50 ms is plenty
+        if not self.metering or now - self._measured_at < 0.05:
             return
+        self._measured_at = now
         samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
         if (
             samples.size

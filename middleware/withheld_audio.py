@@ -20,6 +20,9 @@ from livekit.agents import AgentSession, stt
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
+# How often the tap asks whether livekit withholds the caller's audio from the STT.
+_RECHECK_S = 0.05
+
 
 @dataclass(frozen=True)
 class TappedFrame:
@@ -44,12 +47,12 @@ class _WarmupClock:
         self._spoken = 0.0
         self._over = False
 
-    def active(self, frame: rtc.AudioFrame) -> bool:
-        # checked on every frame: the cheap tests come first, and it stays off once over
+    def active(self, elapsed: float) -> bool:
+        # the cheap tests come first, and it stays off once the warm-up is over
         if self._over or self._session.agent_state != "speaking":
             return False
         warmup = self._session.options.aec_warmup_duration
-        self._spoken += frame.duration
+        self._spoken += elapsed
         if not warmup or self._spoken > warmup:
             self._over = True
             return False
@@ -81,18 +84,30 @@ class WithheldAudioTap:
         self._warmup = _WarmupClock(session)
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
+        self._withheld = False
+        self._checked_at = float("-inf")
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
         frames = self._frames
-        withheld = stt_is_withheld(self._session) or self._warmup.active(frame)
-        frames.append((now, frame, withheld))
+        if now - self._checked_at >= _RECHECK_S:
+            # whole speech windows are re-transcribed, so 50 ms resolution is plenty
+            self._checked_at = now
+            self._withheld = stt_is_withheld(self._session) or self._warmup.active(_RECHECK_S)
+        frames.append((now, frame, self._withheld))
         if frames[0][0] < now - self._keep_seconds:
             frames.popleft()
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
-        return [TappedFrame(*f) for f in self._frames if start <= f[0] <= end]
+        found: list[TappedFrame] = []
+        for at, frame, withheld in reversed(self._frames):
+            if at < start:
+                break
+            if at <= end:
+                found.append(TappedFrame(at, frame, withheld))
+        found.reverse()
+        return found
 
     @property
     def buffered_seconds(self) -> float:

@@ -29,10 +29,12 @@ class AudioObserver(AudioInput):
         super().__init__(label="ResilientAgentAudioObserver", source=source)
         self.callbacks: list[FrameCallback] = []
         self._time: Callable[[], float] | None = None
+        # bound once: this runs for every 10-20 ms frame of the call
+        self._next_frame = source.__anext__
 
     @override
     async def __anext__(self) -> rtc.AudioFrame:
-        frame = await super().__anext__()
+        frame = await self._next_frame()
         if self._time is None:
             self._time = asyncio.get_running_loop().time
         now = self._time()
