@@ -35,6 +35,9 @@ __all__ = ["SessionBridge"]
 
 logger = get_logger("bridge")
 
+# How many finished speeches' end times are kept (the shutdown gate looks at recent farewells).
+_KEEP_DONE_TIMES = 64
+
 _SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
     "user_state_changed",
     "agent_state_changed",
@@ -85,6 +88,7 @@ class SessionBridge:
         self._closed = False
         self._tool_seq = 0
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
+        self._speech_done_at: dict[str, float] = {}
         self.shutdown_gate: ShutdownGate | None = None
 
     async def start(self) -> None:
@@ -100,7 +104,9 @@ class SessionBridge:
         for event in _SESSION_EVENTS:
             self._session.on(event, self._listeners[event])
         if self.chain.handles("decide_shutdown"):
-            self.shutdown_gate = ShutdownGate(self.chain, self.ctx, self.farewell_of)
+            self.shutdown_gate = ShutdownGate(
+                self.chain, self.ctx, self.farewell_of, speech_done_at=self._speech_done_at.get
+            )
             self.shutdown_gate.install()
         self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
         self.submit("on_session_start")
@@ -203,6 +209,9 @@ class SessionBridge:
 
         def _done(_: SpeechHandle) -> None:
             self.state.speeches.pop(info.id, None)
+            self._speech_done_at[info.id] = time.time()
+            if len(self._speech_done_at) > _KEEP_DONE_TIMES:
+                self._speech_done_at.pop(next(iter(self._speech_done_at)))
             self.submit("on_speech_done", info)
 
         info.handle.add_done_callback(_done)

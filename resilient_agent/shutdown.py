@@ -33,6 +33,10 @@ logger = get_logger("shutdown")
 
 Proceed = Callable[[], Awaitable[Any] | None]
 
+# A tool that asks to hang up this long after its farewell ended has been sleeping.
+_SLEEP_HINT_AFTER_S = 1.0
+_warned_about_sleeping = False
+
 
 class ShutdownGate:
     """Shadows the session's and the job's shutdown methods for one session.
@@ -51,11 +55,13 @@ class ShutdownGate:
         ctx: MiddlewareContext,
         farewell_of: Callable[[str | None], SpeechInfo | None],
         *,
+        speech_done_at: Callable[[str], float | None] = lambda _id: None,
         bound_s: float = 30.0,
     ) -> None:
         self._chain = chain
         self._ctx = ctx
         self._farewell_of = farewell_of
+        self._speech_done_at = speech_done_at
         self._bound_s = bound_s
         self._session: AgentSession[Any] = ctx.session
         self._job: Any = None
@@ -122,6 +128,8 @@ class ShutdownGate:
             logger.info("shutdown_already_requested", source=source, action="ignored")
             return False
         tool = current_tool()
+        if farewell is None:
+            self._warn_about_sleeping(tool, self._farewell_of(tool))
         request = ShutdownRequest(
             source=source,
             tool=tool,
@@ -134,6 +142,25 @@ class ShutdownGate:
                 self._decide(request, proceed), name="resilient_agent.shutdown"
             )
         return True
+
+    def _warn_about_sleeping(self, tool: str | None, farewell: SpeechInfo | None) -> None:
+        """Once per process: a tool that sleeps after its farewell delays every hang-up."""
+        global _warned_about_sleeping
+        if _warned_about_sleeping or tool is None or farewell is None:
+            return
+        done_at = self._speech_done_at(farewell.id)
+        if done_at is None or time.time() - done_at < _SLEEP_HINT_AFTER_S:
+            return
+        _warned_about_sleeping = True
+        logger.warning(
+            "hang_up_after_sleep",
+            tool=tool,
+            waited_s=round(time.time() - done_at, 2),
+            fix=(
+                "return from the tool instead of sleeping: resilient_agent.end_call_tool() or "
+                "agent.hang_up_after_farewell() hang up as soon as the farewell has played"
+            ),
+        )
 
     def _report(self, request: ShutdownRequest, decision: ShutdownDecision, action: str) -> None:
         self._ctx.emit(

@@ -246,3 +246,18 @@ def test_any_middleware_can_veto() -> None:
     assert calls == []
     assert emitted[0].action == "kept_call"
     assert emitted[0].details["reason"] == "recording disclosure not given yet"
+
+
+def test_a_tool_that_sleeps_after_its_farewell_gets_one_warning_with_the_fix() -> None:
+    from structlog.testing import capture_logs
+
+    import resilient_agent.shutdown as shutdown_module
+
+    shutdown_module._warned_about_sleeping = False
+    with capture_logs() as logs:
+        run_scenario(catalog("control/end_call_farewell_heard"), ResilientAgent)
+        run_scenario(catalog("control/end_call_farewell_heard"), ResilientAgent)
+    warnings = [e for e in logs if e.get("event") == "hang_up_after_sleep"]
+    assert len(warnings) == 1
+    assert warnings[0]["tool"] == "end_call" and warnings[0]["waited_s"] > 1.0
+    assert "end_call_tool()" in warnings[0]["fix"]
