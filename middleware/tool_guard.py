@@ -10,6 +10,19 @@ before the result is voiced.
 ``ctx.disallow_interruptions()`` raises when the owning speech was already interrupted; inside a
 guarded tool it never fails the tool: the interruption stands (the caller has been heard), the
 tool goes on, and its result reaches the history as livekit commits it.
+
+Per-tool policies, set by tool name (``ToolGuard(policies={"transfer_call": "yield_to_user"})``):
+
+* ``guard`` (default): as above;
+* ``protect``: the tool's owning speech and every speech its body creates are protected;
+* ``allow``: the caller may interrupt the tool's speeches, whatever the tool asks
+  (``disallow_interruptions()`` and ``say(..., allow_interruptions=False)`` are overridden);
+* ``yield_to_user``: if the caller is speaking when the tool is about to run, the body does not
+  run; the LLM is told to read the caller's next turn with this one and call the tool again if it
+  is still needed (the turn keeper delivers the caller's words with that next turn).
+
+``timeouts`` (seconds, by tool name) cancel a body that runs too long: it receives
+``CancelledError`` (its ``finally`` blocks run) and the LLM gets a ``ToolError`` it can voice.
 """
 
 from __future__ import annotations
@@ -17,32 +30,124 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from livekit.agents import RunContext
+from livekit.agents.llm import ToolError
 
-from resilient_agent import Middleware, MiddlewareContext, RaceHandledEvent, ToolCall, ToolCallNext
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    MiddlewareError,
+    RaceHandledEvent,
+    SpeechDecision,
+    SpeechInfo,
+    ToolCall,
+    ToolCallNext,
+)
 from resilient_agent.log import get_logger
 
-__all__ = ["ToolGuard"]
+__all__ = ["ToolGuard", "ToolPolicy"]
+
+ToolPolicy = Literal["guard", "protect", "allow", "yield_to_user"]
+_POLICIES: tuple[ToolPolicy, ...] = ("guard", "protect", "allow", "yield_to_user")
+YIELD_MESSAGE = (
+    "The caller was still speaking, so this was not done. Read the caller's next message "
+    "together with this request, and call the tool again if it is still needed."
+)
 
 logger = get_logger("middleware.tool_guard")
 
 
 class ToolGuard(Middleware):
-    """Keeps tool bodies from blocking user turns and from failing on protection."""
+    """Keeps tool bodies from blocking user turns and from failing on protection (on by default).
+
+    Args:
+        policies: Tool name to policy (``guard``, ``protect``, ``allow``, ``yield_to_user``).
+        timeouts: Tool name to the seconds its body may run.
+    """
 
     position = "first"
+
+    def __init__(
+        self,
+        *,
+        policies: dict[str, ToolPolicy] | None = None,
+        timeouts: dict[str, float] | None = None,
+    ) -> None:
+        for tool, policy in (policies or {}).items():
+            if policy not in _POLICIES:
+                raise MiddlewareError(
+                    "ToolGuard",
+                    f"policies[{tool!r}]={policy!r} is not a policy",
+                    fix=f"use one of {', '.join(_POLICIES)}",
+                    hook="policies",
+                )
+        for tool, seconds in (timeouts or {}).items():
+            if not 0 < seconds <= 3600:
+                raise MiddlewareError(
+                    "ToolGuard",
+                    f"timeouts[{tool!r}]={seconds} is out of range",
+                    fix="use a number of seconds above 0 and at most 3600",
+                    hook="timeouts",
+                )
+        self.policies: dict[str, ToolPolicy] = dict(policies or {})
+        self.timeouts = dict(timeouts or {})
+
+    def decide_speech(self, ctx: MiddlewareContext, speech: SpeechInfo) -> SpeechDecision | None:
+        """Speeches a ``protect`` or ``allow`` tool creates follow its policy."""
+        policy = self.policies.get(speech.tool or "")
+        if policy == "protect":
+            return SpeechDecision.protect(f"tool {speech.tool} is protected")
+        if policy == "allow":
+            return SpeechDecision.allow(f"tool {speech.tool} may be interrupted")
+        return None
 
     async def wrap_tool_call(
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
     ) -> Any:
-        """Guard the owning speech while the body runs."""
+        """Apply the tool's policy, and guard the owning speech while the body runs."""
+        policy = self.policies.get(call.name, "guard")
+        if policy == "yield_to_user" and ctx.state.user_state == "speaking":
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="tool_over_speaking_caller",
+                    action="yielded_to_caller",
+                    middleware=self.display_name,
+                    details={"tool": call.name},
+                )
+            )
+            return YIELD_MESSAGE
+        timeout = self.timeouts.get(call.name)
+        if timeout is None:
+            return await self._guarded(ctx, call, call_next, policy)
+        try:
+            return await asyncio.wait_for(self._guarded(ctx, call, call_next, policy), timeout)
+        except asyncio.TimeoutError:
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="tool_timeout",
+                    action="cancelled",
+                    middleware=self.display_name,
+                    details={"tool": call.name, "timeout_s": timeout},
+                )
+            )
+            raise ToolError(
+                f"The {call.name} tool took longer than {timeout:g} s and was stopped. Tell the "
+                "caller it did not work and offer to try again."
+            ) from None
+
+    async def _guarded(
+        self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext, policy: ToolPolicy
+    ) -> Any:
         run_context = call.run_context
         if run_context is None:
             return await call_next(call)
-        app_disallowed = _make_disallow_safe(ctx, run_context, call.name)
         handle = run_context.speech_handle
+        if policy == "protect" and not handle.interrupted:
+            handle.allow_interruptions = False
+            return await call_next(call)
+        app_disallowed = _make_disallow_safe(ctx, run_context, call.name, ignore=policy == "allow")
         app_setting = handle.allow_interruptions
         protector = asyncio.get_running_loop().create_task(
             _protect_after_playout(run_context), name="resilient_agent.tool_guard"
@@ -70,7 +175,7 @@ async def _protect_after_playout(run_context: RunContext[Any]) -> bool:
 
 
 def _make_disallow_safe(
-    ctx: MiddlewareContext, run_context: RunContext[Any], tool: str
+    ctx: MiddlewareContext, run_context: RunContext[Any], tool: str, *, ignore: bool = False
 ) -> Callable[[], bool]:
     """Shadow ``disallow_interruptions`` for this call; returns whether the app called it."""
     original = run_context.disallow_interruptions
@@ -78,6 +183,9 @@ def _make_disallow_safe(
 
     def disallow_interruptions() -> None:
         nonlocal called
+        if ignore:
+            logger.info("protection_overridden", tool=tool, policy="allow")
+            return
         called = True
         if run_context.speech_handle.interrupted:
             logger.info("protection_after_interruption", tool=tool, action="tool_continued")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from livekit.agents import Agent, RunContext, function_tool
 
@@ -92,3 +93,165 @@ def test_disallow_interruptions_after_the_caller_interrupted_does_not_fail_the_t
 
     assert outputs(Agent) == [(True, "An internal error occurred")]
     assert outputs(ResilientAgent) == [(False, "Three tables left.")]
+
+
+def _policy_agent(policies: dict[str, Any], timeouts: dict[str, float] | None = None) -> Any:
+    """ResilientAgent whose chain is the default one with these ToolGuard options."""
+    from resilient_agent.middleware import default_middleware
+    from resilient_agent.middleware.tool_guard import ToolGuard
+
+    class Configured(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            chain = [mw for mw in default_middleware() if not isinstance(mw, ToolGuard)]
+            guard = ToolGuard(policies=policies, timeouts=timeouts)
+            super().__init__(*args, middleware=[guard, *chain], **kwargs)
+
+    return Configured
+
+
+RUNS: list[str] = []
+
+
+def _transfer_agent(base: type[Agent]) -> Agent:
+    class Transfer(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions="x")
+
+        @function_tool
+        async def transfer_call(self, ctx: RunContext[None]) -> str:
+            """Transfer the caller to a manager."""
+            RUNS.append("transfer")
+            return "Transferred."
+
+    return Transfer()
+
+
+def test_yield_to_user_does_not_run_a_tool_over_a_speaking_caller() -> None:
+    scenario = Scenario(
+        name="t/yield",
+        family="t",
+        description="",
+        agent=_transfer_agent,
+        utterances=(
+            Utterance(1.0, 2.8, "please transfer me", expect_reply=False),
+            Utterance(3.5, 5.0, "actually wait one moment", expect_reply=False),
+        ),
+        llm=(LLMRule(when_user_says="transfer", tool_calls=(ToolCallScript("transfer_call"),)),),
+        duration=10.0,
+    )
+    RUNS.clear()
+    run_scenario(scenario, Agent)
+    assert RUNS == ["transfer"]  # livekit runs it while the caller is still talking
+    RUNS.clear()
+    world, outcome = run_scenario(scenario, _policy_agent({"transfer_call": "yield_to_user"}))
+    assert RUNS == []
+    assert ("tool_over_speaking_caller", "yielded_to_caller") in [
+        (e["kind"], e["action"]) for e in outcome.race_events
+    ]
+    later = [r for r in world.llm.requests if "actually wait one moment" in " ".join(r.user_texts)]
+    assert later, "the caller's next words reached the LLM with the yielded request"
+
+
+def _hold_agent(*, protected_by_app: bool) -> Any:
+    def build(base: type[Agent]) -> Agent:
+        class Hold(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            @function_tool
+            async def check_stock(self, ctx: RunContext[None]) -> str:
+                """Check the stock."""
+                if protected_by_app:
+                    ctx.disallow_interruptions()
+                await ctx.session.say(
+                    "Please hold while I look through the reservation book for tonight.",
+                    allow_interruptions=not protected_by_app,
+                )
+                return "Three tables left."
+
+        return Hold()
+
+    return build
+
+
+def _hold_scenario(protected_by_app: bool) -> Scenario:
+    return Scenario(
+        name="t/hold",
+        family="t",
+        description="",
+        agent=_hold_agent(protected_by_app=protected_by_app),
+        utterances=(
+            Utterance(1.0, 2.5, "any tables left", expect_reply=False),
+            Utterance(4.5, 6.0, "hello are you there", expect_reply=False),
+        ),
+        llm=(LLMRule(when_user_says="tables", tool_calls=(ToolCallScript("check_stock"),)),),
+        duration=14.0,
+    )
+
+
+def _hold_interrupted(world: Any) -> bool:
+    (hold,) = [s for s in world.recorder.speeches.values() if s.source == "say"]
+    return bool(hold.interrupted)
+
+
+def test_protect_policy_keeps_the_tools_speech_uninterrupted() -> None:
+    scenario = _hold_scenario(protected_by_app=False)
+    plain_world, _ = run_scenario(scenario, ResilientAgent)
+    assert _hold_interrupted(plain_world)
+    world, _ = run_scenario(scenario, _policy_agent({"check_stock": "protect"}))
+    assert not _hold_interrupted(world)
+
+
+def test_allow_policy_overrides_the_tools_own_protection() -> None:
+    scenario = _hold_scenario(protected_by_app=True)
+    plain_world, _ = run_scenario(scenario, ResilientAgent)
+    assert not _hold_interrupted(plain_world)
+    world, _ = run_scenario(scenario, _policy_agent({"check_stock": "allow"}))
+    assert _hold_interrupted(world)
+
+
+def test_a_tool_past_its_timeout_is_cancelled_cleanly() -> None:
+    cleaned_up: list[bool] = []
+
+    def build(base: type[Agent]) -> Agent:
+        class Slow(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            @function_tool
+            async def slow_lookup(self, ctx: RunContext[None]) -> str:
+                """Look something up slowly."""
+                try:
+                    await asyncio.sleep(30)
+                finally:
+                    cleaned_up.append(True)
+                return "never"
+
+        return Slow()
+
+    scenario = Scenario(
+        name="t/timeout",
+        family="t",
+        description="",
+        agent=build,
+        utterances=(Utterance(1.0, 2.5, "look it up", expect_reply=False),),
+        llm=(LLMRule(when_user_says="look", tool_calls=(ToolCallScript("slow_lookup"),)),),
+        duration=10.0,
+    )
+    world, _ = run_scenario(scenario, _policy_agent({}, timeouts={"slow_lookup": 2.0}))
+    outputs = [i for i in world.session.history.items if i.type == "function_call_output"]
+    assert len(outputs) == 1 and outputs[0].is_error
+    assert "took longer than 2 s" in outputs[0].output
+    assert cleaned_up == [True]
+
+
+def test_policies_and_timeouts_are_validated() -> None:
+    import pytest
+    from resilient_agent.middleware.tool_guard import ToolGuard
+
+    from resilient_agent import MiddlewareError
+
+    with pytest.raises(MiddlewareError, match=r"policies\['x'\]='block' is not a policy"):
+        ToolGuard(policies={"x": "block"})  # type: ignore[dict-item]
+    with pytest.raises(MiddlewareError, match=r"timeouts\['x'\]=0 is out of range"):
+        ToolGuard(timeouts={"x": 0})
