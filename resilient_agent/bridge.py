@@ -35,6 +35,8 @@ __all__ = ["SessionBridge"]
 
 logger = get_logger("bridge")
 
+# How long the session's close waits for queued notify hooks.
+_STOP_BOUND_S = 5.0
 # How many finished speeches' end times are kept (the shutdown gate looks at recent farewells).
 _KEEP_DONE_TIMES = 64
 
@@ -86,6 +88,7 @@ class SessionBridge:
             "close": self._on_close,
         }
         self._closed = False
+        self._stopping: asyncio.Task[None] | None = None
         self._tool_seq = 0
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
         self._speech_done_at: dict[str, float] = {}
@@ -126,7 +129,12 @@ class SessionBridge:
                 self._session.off(event, self._listeners[event])
         self._wake.set()
         if self._task is not None:
-            await self._task
+            # a notify hook that never returns must not hold up the session's close
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=_STOP_BOUND_S)
+            except asyncio.TimeoutError:
+                logger.error("middleware_hooks_not_done", action="cancelled", after_s=_STOP_BOUND_S)
+                self._task.cancel()
         for mw in reversed(self.chain.middleware):
             try:
                 await mw.aclose()
@@ -222,7 +230,7 @@ class SessionBridge:
 
     def _on_close(self, ev: lk_events.CloseEvent) -> None:
         self.submit("on_session_end", ev)
-        asyncio.get_running_loop().create_task(self.stop())
+        self._stopping = asyncio.get_running_loop().create_task(self.stop())
 
     # -- tools ---------------------------------------------------------------------------------
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:

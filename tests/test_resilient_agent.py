@@ -287,3 +287,22 @@ def test_bad_configuration_fails_at_construction(field: str) -> None:
             ResilientAgent(instructions="x", middleware=[object()])  # type: ignore[list-item]
         else:
             ResilientAgent(instructions="x", plugins=["nope"])
+
+
+def test_a_hook_that_never_returns_does_not_hold_up_the_close() -> None:
+    from resilient_agent.testing import run_virtual
+
+    class Stuck(Middleware):
+        async def on_session_start(self, ctx: Any) -> None:
+            await asyncio.sleep(3600)
+
+    async def scenario() -> float:
+        session = FakeSession()
+        bridge = SessionBridge(MiddlewareChain([Stuck()]), session, None, lambda ev: None)  # type: ignore[arg-type]
+        await bridge.start()
+        await asyncio.sleep(0)
+        started = asyncio.get_running_loop().time()
+        await bridge.stop()
+        return asyncio.get_running_loop().time() - started
+
+    assert run_virtual(scenario()) == pytest.approx(5.0, abs=0.01)
