@@ -31,6 +31,7 @@ from livekit.agents import StopResponse, stt, utils
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    InferenceRequest,
     Middleware,
     MiddlewareContext,
     MiddlewareError,
@@ -40,6 +41,7 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
 )
+from resilient_agent.hooks import InferenceNext
 from resilient_agent.log import get_logger
 
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
@@ -239,6 +241,31 @@ class TurnKeeper(Middleware):
                     details={"error": type(exc).__name__},
                 )
             )
+
+    async def wrap_llm_request(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
+        """Give an inference that is not a user turn (a tool reply) the words still pending.
+
+        A caller who spoke over a protected tool preamble would otherwise wait for the tool's
+        protected reply to play before being answered; this way the reply takes them in.
+        """
+        items = [i for i in request.chat_ctx.items if i.type in ("message", "function_call_output")]
+        follows_user = bool(items) and items[-1].type == "message" and items[-1].role == "user"
+        if self.merge and not follows_user and not self._recoveries and self._undelivered():
+            text = self._merge_into("")
+            request.chat_ctx.add_message(role="user", content=text)
+            history = ctx.agent.chat_ctx.copy()
+            history.add_message(role="user", content=text)
+            await ctx.agent.update_chat_ctx(history)
+            ctx.emit(
+                RaceHandledEvent(
+                    kind="dropped_user_words",
+                    action="merged_into_inference",
+                    middleware=self.display_name,
+                )
+            )
+        return await call_next(request)
 
     def _merge_into(self, text: str) -> str:
         pending = self._undelivered()

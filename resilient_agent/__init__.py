@@ -13,6 +13,7 @@ from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
 from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
 from .plugins import available_plugins, prewarm_plugins
 from .requests import (
+    InferenceRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HOOKS",
+    "InferenceRequest",
     "ConversationState",
     "Middleware",
     "MiddlewareContext",

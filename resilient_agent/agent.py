@@ -24,7 +24,7 @@ from .hooks import Middleware
 from .log import get_logger
 from .plugins import load_plugins
 from .report import CallReport, CallReporter
-from .requests import ToolCall, UserTurn
+from .requests import InferenceRequest, ToolCall, UserTurn
 from .spec import MiddlewareSpec, build_middleware
 from .tools import class_tools, wrap_tool
 
@@ -103,6 +103,8 @@ class ResilientAgent(Agent):
         self._app_on_enter = self.on_enter
         self._app_on_exit = self.on_exit
         self._app_on_user_turn_completed = self.on_user_turn_completed
+        self._app_llm_node = self.llm_node
+        self.llm_node = self._llm_node  # type: ignore[method-assign]
         self.on_enter = self._enter  # type: ignore[method-assign]
         self.on_exit = self._exit  # type: ignore[method-assign]
         self.on_user_turn_completed = self._user_turn_completed  # type: ignore[method-assign]
@@ -177,6 +179,18 @@ class ResilientAgent(Agent):
 
         turn = UserTurn(text=original_text, message=new_message, turn_ctx=turn_ctx)
         await bridge.chain.wrap_user_turn(bridge.ctx, turn, run_app_hook)
+
+    def _llm_node(self, chat_ctx: ChatContext, tools: list[Any], model_settings: Any) -> Any:
+        bridge = self._bridge
+        if bridge is None or not bridge.chain.handles("wrap_llm_request"):
+            return self._app_llm_node(chat_ctx, tools, model_settings)
+
+        async def run_app_node(request: InferenceRequest) -> Any:
+            # livekit awaits a coroutine result, then streams whatever the app's node returned
+            return self._app_llm_node(request.chat_ctx, request.tools, request.model_settings)
+
+        request = InferenceRequest(chat_ctx=chat_ctx, tools=tools, model_settings=model_settings)
+        return bridge.chain.wrap_llm_request(bridge.ctx, request, run_app_node)
 
     def hang_up_after_farewell(
         self,

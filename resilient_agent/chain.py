@@ -8,9 +8,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .errors import MiddlewareError
-from .hooks import API_VERSION, HOOKS, LIFECYCLE, Middleware, ToolCallNext, UserTurnNext
+from .hooks import (
+    API_VERSION,
+    HOOKS,
+    LIFECYCLE,
+    InferenceNext,
+    Middleware,
+    ToolCallNext,
+    UserTurnNext,
+)
 from .log import get_logger
-from .requests import ToolCall, UserTurn
+from .requests import InferenceRequest, ToolCall, UserTurn
 from .state import MiddlewareContext
 
 __all__ = ["MiddlewareChain", "validate_middleware"]
@@ -201,6 +209,12 @@ class MiddlewareChain:
     ) -> None:
         """Run ``innermost`` inside every ``wrap_user_turn``, first middleware outermost."""
         await self._onion("wrap_user_turn", ctx, innermost)(turn)
+
+    async def wrap_llm_request(
+        self, ctx: MiddlewareContext, request: InferenceRequest, innermost: InferenceNext
+    ) -> Any:
+        """Run ``innermost`` inside every ``wrap_llm_request``, first middleware outermost."""
+        return await self._onion("wrap_llm_request", ctx, innermost)(request)
 
     def _onion(
         self, hook: str, ctx: MiddlewareContext, innermost: Callable[[Any], Awaitable[Any]]

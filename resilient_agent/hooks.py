@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 from livekit.agents.voice import events as lk_events
 
 from .requests import (
+    InferenceRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -34,6 +35,7 @@ __all__ = [
     "HOOKS",
     "HookKind",
     "HookSpec",
+    "InferenceNext",
     "Middleware",
     "Position",
     "ToolCallNext",
@@ -44,6 +46,7 @@ Position = Literal["first", "normal", "last"]
 HookKind = Literal["notify", "decide", "wrap"]
 ToolCallNext = Callable[[ToolCall], Awaitable[Any]]
 UserTurnNext = Callable[[UserTurn], Awaitable[None]]
+InferenceNext = Callable[[InferenceRequest], Awaitable[Any]]
 
 API_VERSION = 1
 """The middleware API version this core implements; plugins declare the one they need."""
@@ -150,6 +153,12 @@ class Middleware:
         """Around the app's ``on_user_turn_completed``: change the words, or handle failures."""
         await call_next(turn)
 
+    async def wrap_llm_request(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
+        """Around the app's ``llm_node`` for every inference (user turns, tool replies, ...)."""
+        return await call_next(request)
+
 
 @dataclass(frozen=True)
 class HookSpec:
@@ -184,6 +193,7 @@ HOOKS: dict[str, HookSpec] = {
         HookSpec("decide_shutdown", "decide"),
         HookSpec("wrap_tool_call", "wrap"),
         HookSpec("wrap_user_turn", "wrap"),
+        HookSpec("wrap_llm_request", "wrap"),
     )
 }
 """Every hook the chain knows, by name."""

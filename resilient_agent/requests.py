@@ -12,6 +12,7 @@ from livekit.agents.llm import ChatContext, ChatMessage
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 __all__ = [
+    "InferenceRequest",
     "ShutdownDecision",
     "ShutdownRequest",
     "ShutdownSource",
@@ -121,6 +122,25 @@ class UserTurn:
     turn_ctx: ChatContext
 
     def override(self, **changes: Any) -> UserTurn:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class InferenceRequest:
+    """One LLM inference on its way to the app's ``llm_node``.
+
+    Attributes:
+        chat_ctx: This inference's context (livekit's per-inference copy).
+        tools: The tools offered (livekit reads in-place edits back).
+        model_settings: livekit's model settings for the node.
+    """
+
+    chat_ctx: ChatContext
+    tools: list[Any]
+    model_settings: Any
+
+    def override(self, **changes: Any) -> InferenceRequest:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
 

@@ -181,3 +181,19 @@ def test_the_audio_tap_keeps_a_bounded_window() -> None:
         tap.on_frame(rtc.AudioFrame(silence, 16000, 1, 160), index * 0.01)
     assert tap.buffered_seconds == pytest.approx(2.0, abs=0.02)
     assert not any(f.withheld for f in tap.window(0, 100))
+
+
+def test_words_said_over_a_protected_tool_preamble_reach_the_tool_reply() -> None:
+    scenario = catalog("lost_words/between_call_and_output")
+    _, plain = run_scenario(scenario, Agent)
+    assert plain.lost_words == 3
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert ("dropped_user_words", "merged_into_inference") in race_actions(world, outcome)
+    # the words sit after the tool output in the agent's context, once
+    said = [
+        i.text_content
+        for i in world.agent.chat_ctx.items
+        if i.type == "message" and i.role == "user"
+    ]
+    assert said == ["please book a table for eight", "for four people outside"]

@@ -56,7 +56,8 @@ def _tool_gap() -> list[Scenario]:
                 agent=agents.booking_agent(style, work_seconds=2.0),
                 utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
                 llm=(_BOOK, _BOOKED),
-                sweep=Sweep(utterance=1, start=3.2, stop=5.0, step=0.1),
+                # before 3.4 s the VAD never ended the first turn: one long turn, no gap
+                sweep=Sweep(utterance=1, start=3.4, stop=5.0, step=0.1),
             )
         )
     found.append(
