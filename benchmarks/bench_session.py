@@ -1,6 +1,6 @@
 """A 100-turn scripted lab session: CPU time of ResilientAgent over plain Agent, and latencies.
 
-Both agents run the same 100-turn call in the same process, alternating, three times each; the
+Both agents run the same 100-turn call in the same process, alternating, five times each; the
 figure is the ratio of the best CPU times. End-of-turn to first-audio latencies must be identical.
 """
 
@@ -44,7 +44,7 @@ def main() -> None:
     """Print CPU seconds, their ratio and whether the latencies match."""
     cpu: dict[str, list[float]] = {"Agent": [], "ResilientAgent": []}
     latencies: dict[str, list[float | None]] = {}
-    for _ in range(3):
+    for _ in range(5):
         for label, cls in (("Agent", Agent), ("ResilientAgent", ResilientAgent)):
             seconds, per_turn, passed = _run(cls)
             assert passed, f"{label} failed the 100-turn call"
