@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,10 @@ class _Fragment:
     heard_at: float
     delivered: bool = False
     superseded: bool = False
+
+
+# Words pending when an agent hands the session to another, until the next one takes them.
+_CARRIED_OVER: weakref.WeakKeyDictionary[Any, list[_Fragment]] = weakref.WeakKeyDictionary()
 
 
 def _now() -> float:
@@ -126,12 +131,19 @@ class TurnKeeper(Middleware):
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._ctx: MiddlewareContext | None = None
+        self._session_ended = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def setup(self, ctx: MiddlewareContext) -> None:
-        """Tap the caller's audio and start answering dropped turns."""
+        """Tap the caller's audio, take over words a previous agent left, answer dropped turns."""
         self._ctx = ctx
         self._wake = asyncio.Event()
+        self._session_ended = False
+        carried = _CARRIED_OVER.pop(ctx.session, [])
+        for fragment in carried:
+            self._add(fragment)
+        if carried:
+            self._last_activity = _now()
         if self.recover_withheld_audio:
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
@@ -150,6 +162,12 @@ class TurnKeeper(Middleware):
         for task in list(self._recoveries):
             task.cancel()
         lost = [f for f in self._undelivered()]
+        ctx = self._ctx
+        if lost and ctx is not None and not self._session_ended:
+            # a handoff: the next agent in this session answers them
+            _CARRIED_OVER[ctx.session] = lost
+            logger.info("user_words_carried_over", fragments=len(lost))
+            return
         if lost:
             logger.warning(
                 "user_words_lost",
@@ -157,6 +175,10 @@ class TurnKeeper(Middleware):
                 words=sum(len(f.text.split()) for f in lost),
                 why="the session ended before they could be answered",
             )
+
+    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
+        """The session is over: pending words can no longer be carried to another agent."""
+        self._session_ended = True
 
     # -- what the caller said ------------------------------------------------------------------
     async def on_user_state(

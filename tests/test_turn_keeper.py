@@ -197,3 +197,12 @@ def test_words_said_over_a_protected_tool_preamble_reach_the_tool_reply() -> Non
         if i.type == "message" and i.role == "user"
     ]
     assert said == ["please book a table for eight", "for four people outside"]
+
+
+def test_words_said_during_a_handoff_are_answered_by_the_next_agent() -> None:
+    scenario = catalog("lost_words/during_handoff")
+    _, plain = run_scenario(scenario, Agent)
+    assert plain.lost_words == 5
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert [r.last_user_text for r in world.llm.requests][-1] == "my order number is twelve"

@@ -23,6 +23,7 @@ __all__ = [
     "filler_tool_agent",
     "filler_agent",
     "greeting_agent",
+    "handoff_agent",
     "plain_agent",
 ]
 
@@ -120,6 +121,31 @@ def end_call_agent(
                         ctx.session.shutdown()
 
         return EndCallAgent()
+
+    return build
+
+
+def handoff_agent(*, exit_work_seconds: float) -> AgentFactory:
+    """A front desk that hands the call to a manager and saves the caller's file on exit."""
+
+    def build(base: type[Agent]) -> Agent:
+        class Manager(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="You are the manager. " + INSTRUCTIONS)
+
+        class FrontDesk(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            async def on_exit(self) -> None:
+                await asyncio.sleep(exit_work_seconds)  # saving the caller's file
+
+            @function_tool
+            async def transfer_to_manager(self, ctx: RunContext[None]) -> None:
+                """Hand the call to the manager."""
+                ctx.session.update_agent(Manager())
+
+        return FrontDesk()
 
     return build
 

@@ -228,6 +228,26 @@ def _lost_words() -> list[Scenario]:
             aec_warmup=3.0,
         ),
         Scenario(
+            name="lost_words/during_handoff",
+            family="lost_words",
+            description=(
+                "The caller speaks while a handoff pauses scheduling (the old agent's on_exit "
+                "saves a file for 2 s)."
+            ),
+            agent=agents.handoff_agent(exit_work_seconds=2.0),
+            utterances=(
+                Utterance(1.0, 2.5, "let me talk to the manager", expect_reply=False),
+                Utterance(3.6, 4.6, "my order number is twelve"),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="manager",
+                    tool_calls=(ToolCallScript("transfer_to_manager"),),
+                ),
+            ),
+            duration=12.0,
+        ),
+        Scenario(
             name="lost_words/protected_filler",
             family="lost_words",
             description=(
