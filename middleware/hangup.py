@@ -5,10 +5,10 @@ from __future__ import annotations
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     ShutdownDecision,
     ShutdownRequest,
 )
+from resilient_agent.errors import require_in_range
 
 __all__ = ["ConditionalHangup"]
 
@@ -26,13 +26,7 @@ class ConditionalHangup(Middleware):
     """
 
     def __init__(self, *, tail_pad_s: float = 0.3) -> None:
-        if not 0 <= tail_pad_s <= 10:
-            raise MiddlewareError(
-                "ConditionalHangup",
-                f"tail_pad_s={tail_pad_s} is out of range",
-                fix="use 0 to 10 seconds",
-                hook="tail_pad_s",
-            )
+        require_in_range("ConditionalHangup", "tail_pad_s", tail_pad_s, 0, 10)
         self.tail_pad_s = tail_pad_s
 
     def decide_shutdown(

@@ -35,13 +35,13 @@ from resilient_agent import (
     InferenceRequest,
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     RaceDetectedEvent,
     RaceHandledEvent,
     SpeechInfo,
     UserTurn,
     UserTurnNext,
 )
+from resilient_agent.errors import require_in_range
 from resilient_agent.hooks import InferenceNext
 from resilient_agent.log import get_logger
 
@@ -110,13 +110,7 @@ class TurnKeeper(Middleware):
             ("keep_audio_s", keep_audio_s, 2.0, 300.0),
             ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
         ):
-            if not low <= value <= high:
-                raise MiddlewareError(
-                    "TurnKeeper",
-                    f"{option}={value} is out of range",
-                    fix=f"use a value from {low} to {high}",
-                    hook=option,
-                )
+            require_in_range("TurnKeeper", option, value, low, high)
         self.merge = merge
         self.recover_withheld_audio = recover_withheld_audio
         self.max_fragments = max_fragments

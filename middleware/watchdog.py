@@ -34,6 +34,7 @@ from resilient_agent import (
     RaceDetectedEvent,
     RaceHandledEvent,
 )
+from resilient_agent.errors import require_in_range
 from resilient_agent.log import get_logger
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -95,13 +96,7 @@ class Watchdog(Middleware):
             ("floor_rms", floor_rms, 1.0, 10_000.0),
             ("check_every_s", check_every_s, 0.05, 5.0),
         ):
-            if not low <= value <= high:
-                raise MiddlewareError(
-                    "Watchdog",
-                    f"{option}={value} is out of range",
-                    fix=f"use a value from {low} to {high}",
-                    hook=option,
-                )
+            require_in_range("Watchdog", option, value, low, high)
         if check_every_s >= quiet_s:
             raise MiddlewareError(
                 "Watchdog",
