@@ -318,6 +318,9 @@ class TurnKeeper(Middleware):
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():
             return None
+        if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
+            # livekit's own turn waits for the interrupted speech to end, then delivers the words
+            return None
         return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - _now())
 
     def _answer(self, ctx: MiddlewareContext) -> None:

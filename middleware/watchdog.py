@@ -1,31 +1,40 @@
-"""Watchdog: recover when the VAD never ends the caller's turn.
+"""Watchdog: recover a call that stalled, on evidence, with public levers.
 
-A VAD that swallows END_OF_SPEECH, sticks in speech or whose stream stops leaves livekit's
-``user_state`` at ``speaking``: the caller's words are never answered, and every interruptible
-speech waits for a silence that never comes. The watchdog acts on evidence, not on a timer
-alone: the caller is "speaking", yet for ``quiet_s`` the STT has produced nothing and the caller's
-audio has been quiet. A caller who talks without a pause keeps producing transcripts and audio
-energy, so a long monologue is never cut off.
+Four stalls are watched (see :mod:`.stall_evidence` for the evidence of each): a caller turn the
+VAD never ends, an interruptible speech waiting for a silence that does not come, the agent
+``thinking`` with nothing to say, and an interrupted speech that is not done. A caller who talks
+without a pause keeps producing transcripts and audio energy, and a long tool is not a current
+speech, so neither is ever cut off.
 
-Recovery uses public levers and escalates, each step logged and reported as a ``race_handled``
-event: first the agent's VAD is restarted (``Agent.update_options(vad=...)`` gives it a fresh
-stream, and livekit ends the speech the old stream left open), then, if the caller still shows as
-speaking, the audio input is switched off and on (``session.input.set_audio_enabled``), which
-makes livekit end the turn. After each step the pending transcript is committed
-(``session.commit_user_turn``) so livekit answers it and clears it; words the STT never heard
-are recovered by the turn keeper.
+Recovery escalates, and each step is logged and reported as a ``race_handled`` event:
+
+* stuck turn: restart the agent's VAD (``Agent.update_options(vad=...)`` gives it a fresh stream
+  and livekit ends the speech the old one left open), then switch the audio input off and on
+  (``session.input.set_audio_enabled``), which makes livekit end the turn; after each step the
+  pending transcript is committed (``session.commit_user_turn``) so livekit answers it;
+* speech waiting for silence: protect that speech (the "speech" holding it has no words, and
+  would cut it again), then end the caller's turn with the same two steps;
+* thinking without speech: interrupt the stalled reply and ask for it again
+  (``session.generate_reply()``; the caller's message is already in the history); a stalled
+  ``say`` cannot be replayed, so it is only reported;
+* interrupted speech not done: when the audio output lost its playout report, report it on the
+  output's behalf (``AudioOutput.on_playback_finished``); a speech waiting for a running tool is
+  only reported (the tool guard owns tools, and livekit's 5 s timeout stays the backstop).
+
+Every recovery counts against ``max_recoveries`` per kind, so a broken component cannot make the
+watchdog loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from typing import Any
 
-import numpy as np
-from livekit import rtc
 from livekit.agents import utils, vad
 from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
     Middleware,
@@ -33,46 +42,34 @@ from resilient_agent import (
     MiddlewareError,
     RaceDetectedEvent,
     RaceHandledEvent,
+    SpeechInfo,
 )
 from resilient_agent.errors import require_in_range
 from resilient_agent.log import get_logger
+
+from .audio_level import AudioLevelMeter
+from .playout_ledger import PlayoutLedger
+from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
 
 logger = get_logger("middleware.watchdog")
 
 
-class AudioLevelMeter:
-    """Remembers when the caller's audio was last louder than a floor (fed by the observer)."""
-
-    def __init__(self, *, floor_rms: float) -> None:
-        self._floor_sum_squares = floor_rms * floor_rms
-        self._measured_at = float("-inf")
-        self.last_loud_at = 0.0
-        self.metering = False
-
-    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
-        """Measure a frame now and then, only while the caller shows as speaking."""
-        # against a quiet period of seconds, a look every 50 ms is plenty
-        if not self.metering or now - self._measured_at < 0.05:
-            return
-        self._measured_at = now
-        samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if (
-            samples.size
-            and float(np.dot(samples, samples)) > self._floor_sum_squares * samples.size
-        ):
-            self.last_loud_at = now
-
-
 class Watchdog(Middleware):
-    """Ends a user turn the VAD never ends (on by default).
+    """Recovers stalled calls (on by default).
 
     Args:
         quiet_s: Seconds with no transcript and quiet audio while the caller shows as speaking
-            before the watchdog acts.
+            before their turn counts as stuck.
+        speech_wait_s: Seconds an interruptible speech may wait for a caller who "speaks" words
+            the STT does not hear before it is played, protected.
+        thinking_s: Seconds the agent may be ``thinking`` with a current speech, no running tool
+            and a silent caller before the reply is asked for again.
+        interrupted_done_s: Seconds an interrupted speech may take to be done before the
+            watchdog looks at why (livekit gives up at 5 s).
         escalate_after_s: Seconds a recovery step gets before the next one.
-        max_recoveries: Recoveries allowed per session (each may take every step).
+        max_recoveries: Recoveries allowed per kind of stall and session.
         floor_rms: Audio level (int16 RMS) below which the caller counts as quiet.
         check_every_s: How often the watchdog looks.
     """
@@ -84,6 +81,9 @@ class Watchdog(Middleware):
         self,
         *,
         quiet_s: float = 2.0,
+        speech_wait_s: float = 3.0,
+        thinking_s: float = 6.0,
+        interrupted_done_s: float = 1.0,
         escalate_after_s: float = 1.0,
         max_recoveries: int = 5,
         floor_rms: float = 300.0,
@@ -91,128 +91,219 @@ class Watchdog(Middleware):
     ) -> None:
         for option, value, low, high in (
             ("quiet_s", quiet_s, 0.5, 60.0),
+            ("speech_wait_s", speech_wait_s, 0.5, 120.0),
+            ("thinking_s", thinking_s, 1.0, 120.0),
+            # livekit force-cancels an interrupted speech at 5 s; look before it does
+            ("interrupted_done_s", interrupted_done_s, 0.2, 4.5),
             ("escalate_after_s", escalate_after_s, 0.1, 30.0),
             ("max_recoveries", max_recoveries, 1, 100),
             ("floor_rms", floor_rms, 1.0, 10_000.0),
             ("check_every_s", check_every_s, 0.05, 5.0),
         ):
             require_in_range("Watchdog", option, value, low, high)
-        if check_every_s >= quiet_s:
+        shortest = min(quiet_s, speech_wait_s, thinking_s, interrupted_done_s)
+        if check_every_s >= shortest:
             raise MiddlewareError(
                 "Watchdog",
-                f"check_every_s={check_every_s} is not below quiet_s={quiet_s}",
-                fix="check more often than the quiet period you wait for",
+                f"check_every_s={check_every_s} is not below the shortest threshold ({shortest})",
+                fix="check more often than the shortest period you wait for",
                 hook="check_every_s",
             )
-        self.quiet_s = quiet_s
+        self.thresholds = StallThresholds(
+            quiet_s=quiet_s,
+            speech_wait_s=speech_wait_s,
+            thinking_s=thinking_s,
+            interrupted_done_s=interrupted_done_s,
+        )
         self.escalate_after_s = escalate_after_s
         self.max_recoveries = max_recoveries
         self.floor_rms = floor_rms
         self.check_every_s = check_every_s
-        self._meter: AudioLevelMeter | None = None
-        self._speaking_since: float | None = None
-        self._last_transcript_at = 0.0
-        self._recoveries = 0
+        self._evidence = StallEvidence(self.thresholds, None)
+        self._ledger: PlayoutLedger | None = None
+        self._recoveries: Counter[StallKind] = Counter()
+        self._reported: set[tuple[StallKind, str]] = set()
         self._task: asyncio.Task[None] | None = None
-        self._ctx: MiddlewareContext | None = None
-        self._speaking = asyncio.Event()
+        self._at_risk = asyncio.Event()
         self.recovery_log: list[dict[str, Any]] = []
 
     async def setup(self, ctx: MiddlewareContext) -> None:
-        """Meter the caller's audio and start watching."""
-        self._ctx = ctx
-        self._speaking = asyncio.Event()
+        """Meter the caller's audio, count playout reports and start watching."""
+        self._at_risk = asyncio.Event()
         meter = AudioLevelMeter(floor_rms=self.floor_rms)
-        if ctx.observe_audio(meter.on_frame):
-            self._meter = meter
+        self._evidence = StallEvidence(
+            self.thresholds, meter if ctx.observe_audio(meter.on_frame) else None
+        )
+        self._evidence.agent_state_changed(_now())
+        self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(
             self._watch(ctx), name="resilient_agent.watchdog"
         )
 
     async def aclose(self) -> None:
-        """Stop watching and hand the audio input back."""
+        """Stop watching."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._ledger is not None:
+            self._ledger.detach()
+            self._ledger = None
 
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
-        """Note when the caller started speaking; watch only while they do."""
+        """Note when the caller started speaking."""
         speaking = ev.new_state == "speaking"
-        self._speaking_since = _now() if speaking else None
-        if self._meter is not None:
-            self._meter.metering = speaking
+        self._evidence.user_state_changed(speaking, _now())
         if speaking:
-            self._speaking.set()
+            self._at_risk.set()
+
+    async def on_agent_state(
+        self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
+    ) -> None:
+        """Note when the agent started thinking or speaking."""
+        self._evidence.agent_state_changed(_now())
+        if ev.new_state in ("thinking", "speaking"):
+            self._at_risk.set()
+
+    async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """A live speech can stall."""
+        self._at_risk.set()
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
-        self._last_transcript_at = _now()
+        self._evidence.transcript(_now())
+
+    def _follow_audio_output(self, ctx: MiddlewareContext) -> None:
+        output = ctx.session.output.audio
+        if self._ledger is not None and self._ledger.output is output:
+            return
+        if self._ledger is not None:
+            self._ledger.detach()
+        self._ledger = PlayoutLedger(output, _now) if output is not None else None
+
+    def _quiet(self, ctx: MiddlewareContext) -> bool:
+        state = ctx.state
+        return (
+            state.user_state != "speaking"
+            and state.agent_state not in ("thinking", "speaking")
+            and not state.speeches
+        )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
         while True:
-            if ctx.state.user_state != "speaking":
-                self._speaking.clear()
-                await self._speaking.wait()
+            if self._quiet(ctx):
+                self._at_risk.clear()
+                await self._at_risk.wait()
             await asyncio.sleep(self.check_every_s)
-            if self._stuck_for(ctx) >= self.quiet_s and self._recoveries < self.max_recoveries:
-                self._recoveries += 1
-                await self._recover(ctx)
+            self._follow_audio_output(ctx)
+            stall = self._evidence.find(_now(), ctx.state, ctx.session.current_speech, self._ledger)
+            if stall is not None:
+                await self._handle(ctx, stall)
 
-    def _stuck_for(self, ctx: MiddlewareContext) -> float:
-        """Seconds the caller has shown as speaking with no sign of speech; 0 if not stuck."""
-        if ctx.state.user_state != "speaking" or self._speaking_since is None:
-            return 0.0
-        last_sign = max(self._speaking_since, self._last_transcript_at)
-        if self._meter is not None:
-            last_sign = max(last_sign, self._meter.last_loud_at)
-        return _now() - last_sign
+    async def _handle(self, ctx: MiddlewareContext, stall: Stall) -> None:
+        actionable = stall.kind != "interrupted_speech_not_done" or stall.cause == CAUSE_PLAYOUT
+        key = (stall.kind, stall.speech.id if stall.speech is not None else "")
+        if actionable or key not in self._reported:
+            self._reported.add(key)
+            ctx.emit(
+                RaceDetectedEvent(
+                    kind=stall.kind, middleware=self.display_name, details=stall.details()
+                )
+            )
+            logger.warning(stall.kind, **stall.details())
+        if not actionable or self._recoveries[stall.kind] >= self.max_recoveries:
+            return
+        self._recoveries[stall.kind] += 1
+        if stall.kind == "user_turn_stuck":
+            await self._end_user_turn(ctx, stall, commit=True)
+        elif stall.kind == "speech_waits_for_silence":
+            await self._play_waiting_speech(ctx, stall)
+        elif stall.kind == "thinking_without_speech":
+            await self._ask_again(ctx, stall)
+        else:
+            await self._release_playout(ctx, stall)
 
-    async def _recover(self, ctx: MiddlewareContext) -> None:
-        detected_at = _now()
-        quiet_for = round(self._stuck_for(ctx), 2)
+    def _record(self, ctx: MiddlewareContext, stall: Stall, action: str, recovered: bool) -> None:
+        record = {"kind": stall.kind, "action": action, "recovered": recovered}
+        self.recovery_log.append(record)
         ctx.emit(
-            RaceDetectedEvent(
-                kind="user_turn_stuck",
+            RaceHandledEvent(
+                kind=stall.kind,
+                action=action,
                 middleware=self.display_name,
-                details={"quiet_s": quiet_for},
+                details={"recovered": recovered, **stall.details()},
             )
         )
-        logger.warning("user_turn_stuck", quiet_s=quiet_for, action="ending_the_turn")
+
+    async def _end_user_turn(
+        self,
+        ctx: MiddlewareContext,
+        stall: Stall,
+        *,
+        commit: bool,
+        speech: SpeechHandle | None = None,
+    ) -> None:
+        """Restart the VAD, then force the end of speech, until the stall is gone."""
         for action in ("restarted_vad", "forced_end_of_speech"):
             if action == "restarted_vad" and not _restart_vad(ctx):
                 continue
             if action == "forced_end_of_speech":
                 ctx.session.input.set_audio_enabled(False)
                 ctx.session.input.set_audio_enabled(True)
-            # the turn livekit just ended still holds its transcript: commit it, so livekit
-            # answers it and clears it (the words must not come back in the next turn)
-            with contextlib.suppress(RuntimeError):
-                # quiet_s without a transcript passed already: no final is still on its way
-                ctx.session.commit_user_turn(transcript_timeout=0.2, stt_flush_duration=0.2)
+            if commit:
+                # the turn livekit just ended still holds its transcript: commit it, so livekit
+                # answers it and clears it (the words must not come back in the next turn)
+                with contextlib.suppress(RuntimeError):
+                    # quiet_s without a transcript passed already: no final is still on its way
+                    ctx.session.commit_user_turn(transcript_timeout=0.2, stt_flush_duration=0.2)
             await asyncio.sleep(self.escalate_after_s)
-            recovered = ctx.state.user_state != "speaking"
-            record = {
-                "action": action,
-                "recovered": recovered,
-                "after_s": round(_now() - detected_at, 2),
-            }
-            self.recovery_log.append(record)
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="user_turn_stuck",
-                    action=action,
-                    middleware=self.display_name,
-                    details={"recovered": recovered, "quiet_s": quiet_for},
-                )
-            )
+            if speech is not None:
+                recovered = speech.done() or ctx.state.agent_state == "speaking"
+            else:
+                recovered = ctx.state.user_state != "speaking"
+            self._record(ctx, stall, action, recovered)
             if recovered:
                 return
-        logger.error("user_turn_stuck_unrecovered", steps=len(self.recovery_log))
+        logger.error(f"{stall.kind}_unrecovered", **stall.details())
+
+    async def _play_waiting_speech(self, ctx: MiddlewareContext, stall: Stall) -> None:
+        speech = stall.speech
+        assert speech is not None
+        with contextlib.suppress(RuntimeError):
+            # whatever holds the speech back has no words, and would cut it again
+            speech.allow_interruptions = False
+        self._record(ctx, stall, "protected_waiting_speech", speech.done())
+        await self._end_user_turn(ctx, stall, commit=False, speech=speech)
+
+    async def _ask_again(self, ctx: MiddlewareContext, stall: Stall) -> None:
+        speech = stall.speech
+        assert speech is not None
+        info = ctx.state.speeches.get(speech.id)
+        if info is None or info.source != "generate_reply":
+            logger.warning(
+                "stalled_speech_left_alone",
+                speech_id=speech.id,
+                why="a say() cannot be replayed: its text is not public",
+            )
+            return
+        # the stalled reply never played a sound: nothing the caller hears is cut
+        speech.interrupt(force=True)
+        ctx.session.generate_reply()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(speech.wait_for_playout()), self.escalate_after_s)
+        self._record(ctx, stall, "asked_for_the_reply_again", speech.done())
+
+    async def _release_playout(self, ctx: MiddlewareContext, stall: Stall) -> None:
+        speech = stall.speech
+        assert speech is not None
+        released = self._ledger is not None and self._ledger.report_cleared_segment()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(speech.wait_for_playout()), self.escalate_after_s)
+        self._record(ctx, stall, "reported_playout_for_output", released and speech.done())
 
 
 def _now() -> float:

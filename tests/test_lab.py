@@ -42,6 +42,9 @@ EXPECTED_BREAKS = {
     "vad/dead_plain_agent": "stuck at 'speaking'",
     "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",
     "deadlock/aclose_inside_tool": "could not be closed",
+    "stall/llm_hangs": "never answered audibly",
+    "stall/lost_playout_report": "speech not done in time",
+    "stall/reply_waits_for_noise": "answered after",
 }
 
 

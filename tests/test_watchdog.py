@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from livekit.agents import Agent
+from resilient_agent.middleware.stall_evidence import CAUSE_PLAYOUT
 from resilient_agent.middleware.watchdog import Watchdog
 
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing import CallOutcome, Scenario, run_scenario
 
 
 def catalog(name: str) -> Scenario:
@@ -61,9 +65,76 @@ def test_no_false_alarm_on_long_speech_or_long_tools(name: str) -> None:
     [
         ({"quiet_s": 0.1}, "quiet_s=0.1 is out of range"),
         ({"max_recoveries": 0}, "max_recoveries=0 is out of range"),
-        ({"quiet_s": 1.0, "check_every_s": 1.0}, "check_every_s=1.0 is not below quiet_s=1.0"),
+        (
+            {"quiet_s": 1.0, "check_every_s": 1.0},
+            "check_every_s=1.0 is not below the shortest threshold (1.0)",
+        ),
+        ({"interrupted_done_s": 5.0}, "interrupted_done_s=5.0 is out of range"),
+        ({"thinking_s": 0.5}, "thinking_s=0.5 is out of range"),
+        ({"speech_wait_s": 0.1}, "speech_wait_s=0.1 is out of range"),
     ],
 )
 def test_options_are_validated(options: dict[str, float], message: str) -> None:
-    with pytest.raises(MiddlewareError, match=message.replace(".", r"\.")):
+    with pytest.raises(MiddlewareError, match=re.escape(message)):
         Watchdog(**options)  # type: ignore[arg-type]
+
+
+def _events(outcome: CallOutcome, kind: str) -> list[dict[str, Any]]:
+    return [e for e in outcome.race_events if e["kind"] == kind]
+
+
+def test_a_hanging_llm_request_is_asked_for_again() -> None:
+    scenario = catalog("stall/llm_hangs")
+    _, plain = run_scenario(scenario, Agent)
+    assert "utterance 1 (1.0-2.5s): never answered audibly to the end" in plain.reasons
+    assert plain.unfinished_handles == 1
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    detected, handled = _events(outcome, "thinking_without_speech")
+    assert detected["event"] == "race_detected" and handled["action"] == "asked_for_the_reply_again"
+    assert detected["for_s"] == 6.0
+    # one retry: the hung request and the one that answered, no retry storm
+    asked = [r for r in world.llm.requests if r.last_user_text == "do you have parking"]
+    assert [r.hung for r in asked] == [True, False]
+
+
+def test_a_lost_playout_report_is_given_for_the_sink() -> None:
+    scenario = catalog("stall/lost_playout_report")
+    _, plain = run_scenario(scenario, Agent)
+    assert plain.interruption_timeouts >= 1
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.interruption_timeouts == 0
+    detected, handled = _events(outcome, "interrupted_speech_not_done")
+    assert detected["cause"] == CAUSE_PLAYOUT
+    assert handled["action"] == "reported_playout_for_output" and handled["recovered"] is True
+    # the caller's interruption is answered once, by livekit's own turn
+    assert not _events(outcome, "dropped_user_turn")
+
+
+def test_a_reply_held_by_noise_is_played_protected() -> None:
+    scenario = catalog("stall/reply_waits_for_noise")
+    _, plain = run_scenario(scenario, Agent)
+    assert any("answered after" in r for r in plain.reasons)
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    actions = [e["action"] for e in _events(outcome, "speech_waits_for_silence")]
+    assert actions == [None, "protected_waiting_speech", "restarted_vad"]
+    # the noise (loud, no words) must not read as a stuck turn: the line is not quiet
+    assert not _events(outcome, "user_turn_stuck")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "control/long_monologue",
+        "control/long_tool_with_filler",
+        "tool_gap/business_logic_long",
+        "control/interrupt_tool_reply_generation",
+    ],
+)
+def test_no_stall_is_reported_where_the_call_makes_progress(name: str) -> None:
+    _, outcome = run_scenario(catalog(name), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    kinds = {"speech_waits_for_silence", "thinking_without_speech", "interrupted_speech_not_done"}
+    assert not [e for e in outcome.race_events if e["kind"] in kinds]

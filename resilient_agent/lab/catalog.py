@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance, VADFault
+from ..testing import (
+    LLMRule,
+    NoiseWindow,
+    Scenario,
+    Sweep,
+    ToolCallScript,
+    Utterance,
+    VADFault,
+)
 from ..testing.vad import VADFaultMode
 from . import agents
 
@@ -17,6 +25,11 @@ __all__ = ["CATALOG", "scenarios"]
 # A stuck VAD can only be recovered after evidence builds up: the watchdog's 2 s quiet threshold
 # plus 1.5 times the no-race reply latency (1.2 s) bounds the answer.
 _VAD_FAULT_BOUND = 2.0 + 1.5 * 1.2
+# The turn ends (within the 1.2 s no-race latency), the agent thinks for the watchdog's 6 s, then
+# a fresh reply comes at 1.5 times the no-race latency.
+_THINKING_BOUND = 1.2 + 6.0 + 1.5 * 1.2
+# The first answer (1.2 s), the 2 s tool, the watchdog's 3 s wait for a silence, 1.5 times 1.2 s.
+_NOISE_BOUND = 1.2 + 2.0 + 3.0 + 1.5 * 1.2
 
 _BOOK = LLMRule(
     when_user_says="book",
@@ -294,6 +307,59 @@ def _stuck_and_deadlock() -> list[Scenario]:
     return found
 
 
+def _stalls() -> list[Scenario]:
+    menu = (
+        "Tonight we have a roast chicken with lemon, a mushroom risotto, a grilled sea bass with "
+        "fennel, and a chocolate tart for dessert."
+    )
+    return [
+        Scenario(
+            name="stall/llm_hangs",
+            family="stall",
+            description=(
+                "The LLM provider accepts the request for the caller's question and never "
+                "answers: the agent sits in 'thinking' with nothing to say."
+            ),
+            agent=agents.plain_agent,
+            utterances=(Utterance(1.0, 2.5, "do you have parking"),),
+            llm=(
+                LLMRule(
+                    when_user_says="parking", text="Yes, we have free parking.", hangs_before=5.0
+                ),
+            ),
+            reply_bound=_THINKING_BOUND,
+        ),
+        Scenario(
+            name="stall/lost_playout_report",
+            family="stall",
+            description=(
+                "The caller interrupts a long reply; the audio sink stops playing but never "
+                "reports the cleared playout, so livekit waits for it."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                # its answer is the long reply the caller cuts on purpose
+                Utterance(1.0, 2.5, "what is on the menu tonight", expect_reply=False),
+                Utterance(5.0, 6.2, "stop how much is the wine"),
+            ),
+            llm=(LLMRule(when_user_says="menu", text=menu),),
+            lost_playout_report=True,
+        ),
+        Scenario(
+            name="stall/reply_waits_for_noise",
+            family="stall",
+            description=(
+                "A TV starts on the caller's side while a tool works: the VAD hears speech with "
+                "no words in it, and the tool's reply waits for a silence that does not come."
+            ),
+            agent=agents.booking_agent("plain", work_seconds=2.0),
+            utterances=(dataclasses.replace(_ASK_BOOKING, reply_within=_NOISE_BOUND),),
+            llm=(_BOOK, _BOOKED),
+            noise=(NoiseWindow(4.5, 14.0),),
+        ),
+    ]
+
+
 def _controls() -> list[Scenario]:
     return [
         Scenario(
@@ -378,6 +444,7 @@ CATALOG: tuple[Scenario, ...] = (
     *_shutdown_in_finally(),
     *_lost_words(),
     *_stuck_and_deadlock(),
+    *_stalls(),
     *_controls(),
 )
 

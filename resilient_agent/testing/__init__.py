@@ -12,7 +12,7 @@ their own race tests::
 
 from __future__ import annotations
 
-from .audio import PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
+from .audio import NoiseWindow, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import VirtualTimeLoop, run_virtual, virtual_time
 from .contracts import CallOutcome, HeardSentence, evaluate, heard_sentences
 from .job import JobRecorder, recorded_job_context
@@ -34,6 +34,7 @@ __all__ = [
     "LLMRequest",
     "LLMRule",
     "LivekitLogCapture",
+    "NoiseWindow",
     "PlayoutAudioOutput",
     "Scenario",
     "ScriptedAudioInput",

@@ -27,6 +27,7 @@ __all__ = [
     "AudioMarker",
     "PlayedSegment",
     "PlayoutAudioOutput",
+    "NoiseWindow",
     "ScriptedAudioInput",
     "SpeechWindow",
     "marker_frame_samples",
@@ -119,12 +120,42 @@ class SpeechWindow:
     samples: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class NoiseWindow:
+    """Background noise on the caller's line (a TV, a fan): loud audio with no words in it.
+
+    Attributes:
+        start: Seconds from the start of the call.
+        end: Seconds from the start of the call.
+        rms: Loudness, int16 RMS (speech tones are about 2,100).
+    """
+
+    start: float
+    end: float
+    rms: float = 1_500.0
+
+
+def noise_frame(rms: float, frame_index: int) -> np.ndarray:
+    """One deterministic frame of noise: no marker, so the STT hears no words in it."""
+    rng = np.random.default_rng(frame_index)
+    samples = rng.normal(0.0, rms, FRAME_SAMPLES)
+    # a sample equal to the marker's magic number would read as a word
+    return np.clip(samples, -_MAGIC + 1, _MAGIC - 1).astype(np.int16)
+
+
 class ScriptedAudioInput(AudioInput):
     """A microphone that plays the user's speech windows as 10 ms frames on the loop clock."""
 
-    def __init__(self, windows: Sequence[SpeechWindow], *, duration: float) -> None:
+    def __init__(
+        self,
+        windows: Sequence[SpeechWindow],
+        *,
+        duration: float,
+        noise: Sequence[NoiseWindow] = (),
+    ) -> None:
         super().__init__(label="ScriptedAudioInput")
         self._windows = sorted(windows, key=lambda w: w.start)
+        self._noise = tuple(noise)
         self._total_frames = round(duration / FRAME_SECONDS)
         self._next_frame = 0
         self._started_at: float | None = None
@@ -136,6 +167,9 @@ class ScriptedAudioInput(AudioInput):
         for window in self._windows:
             if window.start <= t < window.end:
                 return self._speech_samples(window, t)
+        for noise in self._noise:
+            if noise.start <= t < noise.end:
+                return noise_frame(noise.rms, frame_index)
         return self._silence
 
     @staticmethod
@@ -203,6 +237,10 @@ class PlayoutAudioOutput(AudioOutput):
 
     It supports pause/resume and ``clear_buffer``, reports ``playback_finished`` exactly once per
     segment, and records which marked sentences played and how far (:attr:`segments`).
+
+    With ``reports_cleared_playout=False`` it reproduces a sink whose report is lost after
+    ``clear_buffer``: the audio stops and the next segment plays, but livekit never hears that
+    the cleared one finished.
     """
 
     def __init__(
@@ -211,6 +249,7 @@ class PlayoutAudioOutput(AudioOutput):
         can_pause: bool = True,
         clock: Callable[[], float] | None = None,
         on_segment_done: Callable[[PlayedSegment], None] | None = None,
+        reports_cleared_playout: bool = True,
     ) -> None:
         super().__init__(
             label="PlayoutAudioOutput",
@@ -220,6 +259,7 @@ class PlayoutAudioOutput(AudioOutput):
         )
         self._clock = clock or (lambda: time.time())
         self._on_segment_done = on_segment_done
+        self._reports_cleared_playout = reports_cleared_playout
         self.segments: list[PlayedSegment] = []
         self._segment: PlayedSegment | None = None
         self._play_started: float | None = None
@@ -293,9 +333,10 @@ class PlayoutAudioOutput(AudioOutput):
         self._paused_total = 0.0
         self._flushed = False
         self._segment_finished.set()
-        self.on_playback_finished(
-            playback_position=played, interrupted=interrupted, synchronized_transcript=None
-        )
+        if self._reports_cleared_playout or not interrupted:
+            self.on_playback_finished(
+                playback_position=played, interrupted=interrupted, synchronized_transcript=None
+            )
         if self._on_segment_done is not None:
             self._on_segment_done(segment)
 

@@ -6,6 +6,7 @@
 * ``user_state`` is not stuck at ``speaking`` when the call is over;
 * no speech handle is left unfinished;
 * livekit never force-cancels a speech (``speech not done in time after interruption``);
+* no LLM answer is heard twice to the end (a turn answered twice);
 * the call ends if and only if the farewell was heard to the end and the caller said nothing
   after it began.
 """
@@ -175,6 +176,15 @@ def evaluate(world: CallWorld) -> CallOutcome:
         )
         if latency > bound:
             reasons.append(f"{label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
+
+    heard_in_full: dict[str, int] = {}
+    for spoken in owned.values():
+        for sentence in spoken:
+            if sentence.complete:
+                heard_in_full[sentence.text] = heard_in_full.get(sentence.text, 0) + 1
+    for text, times in heard_in_full.items():
+        if times > 1:
+            reasons.append(f"answer heard {times} times: {text!r}")
 
     if world.end_user_state == "speaking":
         reasons.append("user_state stuck at 'speaking'")

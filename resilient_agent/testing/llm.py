@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,8 @@ class LLMRule:
         after_tool: Match the turn that follows this tool's output.
         ttft: Seconds to the first token.
         duration: Seconds until the whole answer (tool calls included) is out.
+        hangs_before: Requests this rule answers before this many seconds of call time never
+            produce a token (a provider that accepts the request and then hangs).
     """
 
     text: str = ""
@@ -60,6 +62,11 @@ class LLMRule:
     after_tool: str | None = None
     ttft: float = 0.3
     duration: float = 0.5
+    hangs_before: float | None = None
+
+    def hangs_at(self, call_time: float) -> bool:
+        """Whether a request made at ``call_time`` seconds hangs."""
+        return self.hangs_before is not None and call_time < self.hangs_before
 
     def matches(self, last_user_text: str | None, last_tool: str | None) -> bool:
         """Whether this rule answers a context ending as described."""
@@ -83,6 +90,7 @@ class LLMRequest:
         last_tool: The tool whose output ends the context, if any.
         reply: The text the LLM answered with.
         tool_calls: Names of the tools it called.
+        hung: The request hung (its rule's ``hangs_before``) and answered nothing.
     """
 
     at: float
@@ -91,15 +99,23 @@ class LLMRequest:
     last_tool: str | None
     reply: str
     tool_calls: tuple[str, ...]
+    hung: bool = False
 
 
 class ScriptedLLM(llm.LLM[Never]):
     """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``)."""
 
-    def __init__(self, rules: Sequence[LLMRule] = (), *, fallback_ttft: float = 0.3) -> None:
+    def __init__(
+        self,
+        rules: Sequence[LLMRule] = (),
+        *,
+        fallback_ttft: float = 0.3,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__()
         self.rules = tuple(rules)
         self.fallback_ttft = fallback_ttft
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.requests: list[LLMRequest] = []
 
     @property
@@ -148,6 +164,7 @@ class ScriptedLLM(llm.LLM[Never]):
         user_texts = tuple(
             i.text_content or "" for i in chat_ctx.items if i.type == "message" and i.role == "user"
         )
+        hangs = rule.hangs_at(self._clock())
         self.requests.append(
             LLMRequest(
                 at=asyncio.get_running_loop().time(),
@@ -156,6 +173,7 @@ class ScriptedLLM(llm.LLM[Never]):
                 last_tool=last_tool,
                 reply=rule.text,
                 tool_calls=tuple(c.name for c in calls),
+                hung=hangs,
             )
         )
         return ScriptedLLMStream(
@@ -165,6 +183,7 @@ class ScriptedLLM(llm.LLM[Never]):
             conn_options=conn_options,
             rule=rule,
             calls=calls,
+            hangs=hangs,
         )
 
 
@@ -180,12 +199,16 @@ class ScriptedLLMStream(llm.LLMStream):
         conn_options: APIConnectOptions,
         rule: LLMRule,
         calls: tuple[ToolCallScript, ...],
+        hangs: bool = False,
     ) -> None:
         super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
         self._rule = rule
         self._calls = calls
+        self._hangs = hangs
 
     async def _run(self) -> None:
+        if self._hangs:
+            await asyncio.Future()  # until livekit cancels the request
         rule = self._rule
         request_id = utils.shortuuid("llm_")
         await asyncio.sleep(rule.ttft)

@@ -126,10 +126,15 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         for i, u in enumerate(scenario.utterances)
     ]
     words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
-    audio_in = ScriptedAudioInput(windows, duration=scenario.duration + _SETTLE_SECONDS)
+    audio_in = ScriptedAudioInput(
+        windows, duration=scenario.duration + _SETTLE_SECONDS, noise=scenario.noise
+    )
     segments: list[PlayedSegment] = []
     audio_out = PlayoutAudioOutput(
-        can_pause=scenario.can_pause, clock=clock, on_segment_done=segments.append
+        can_pause=scenario.can_pause,
+        clock=clock,
+        on_segment_done=segments.append,
+        reports_cleared_playout=not scenario.lost_playout_report,
     )
     vad: ScriptedVAD | inference.VAD = (
         ScriptedVAD(fault=scenario.vad_fault)
@@ -137,7 +142,7 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
     )
     stt = ScriptedSTT(lambda u, w: words[(u, w)])
-    llm = ScriptedLLM(scenario.llm)
+    llm = ScriptedLLM(scenario.llm, clock=clock)
     tts = ScriptedTTS()
     session: AgentSession[Any] = AgentSession(
         vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)

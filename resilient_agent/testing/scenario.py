@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from livekit.agents import Agent
 
-from .audio import SAMPLE_RATE
+from .audio import SAMPLE_RATE, NoiseWindow
 from .llm import LLMRule
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
@@ -143,6 +143,8 @@ class Scenario:
         farewell: Text of the agent's farewell sentence, for hang-up contracts.
         can_pause: Whether the audio output can pause (RoomIO's can).
         aec_warmup: AEC warm-up seconds (livekit's default is 3.0; None disables it).
+        noise: Background noise on the caller's line: loud audio the STT hears no words in.
+        lost_playout_report: The audio sink never reports the playout of a cleared segment.
         session_options: Extra ``AgentSession`` keyword arguments.
         reply_bound: Seconds from the end of an utterance to the start of its answer.
         control: A control: it must pass on a plain ``Agent`` as well.
@@ -161,6 +163,8 @@ class Scenario:
     farewell: str | None = None
     can_pause: bool = True
     aec_warmup: float | None = None
+    noise: tuple[NoiseWindow, ...] = ()
+    lost_playout_report: bool = False
     session_options: dict[str, Any] = field(default_factory=dict)
     reply_bound: float = 3.0
     control: bool = False

@@ -1,0 +1,213 @@
+"""Evidence that a call has stalled, as values the watchdog acts on.
+
+Each stall is judged on signs of life, not on a timer alone:
+
+* ``user_turn_stuck``: the caller shows as speaking, yet for ``quiet_s`` the STT produced nothing
+  and the line was quiet (a VAD that lost its END_OF_SPEECH, stuck or died);
+* ``speech_waits_for_silence``: an interruptible speech is current and waits for the caller to
+  stop, while for ``speech_wait_s`` the caller "speaks" words the STT does not hear (noise, or a
+  VAD stuck on a loud line). A caller who really talks keeps producing transcripts;
+* ``thinking_without_speech``: the agent has been ``thinking`` for ``thinking_s`` with a current
+  speech, no tool running and the caller silent (an LLM or TTS request that hangs);
+* ``interrupted_speech_not_done``: a speech was interrupted ``interrupted_done_s`` ago and is not
+  done; its ``cause`` says whether it waits for a running tool or for the audio output's report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+from resilient_agent import ConversationState
+
+from .audio_level import AudioLevelMeter
+from .playout_ledger import PlayoutLedger
+
+__all__ = ["CAUSE_PLAYOUT", "CAUSE_TOOL", "Stall", "StallEvidence", "StallKind", "StallThresholds"]
+
+StallKind = Literal[
+    "user_turn_stuck",
+    "speech_waits_for_silence",
+    "thinking_without_speech",
+    "interrupted_speech_not_done",
+]
+CAUSE_TOOL = "a tool it started is still running"
+CAUSE_PLAYOUT = "the audio output never reported the cleared playout"
+
+
+@dataclass(frozen=True)
+class StallThresholds:
+    """Seconds of missing progress before each stall counts.
+
+    Attributes:
+        quiet_s: For ``user_turn_stuck``.
+        speech_wait_s: For ``speech_waits_for_silence``.
+        thinking_s: For ``thinking_without_speech``.
+        interrupted_done_s: For ``interrupted_speech_not_done``.
+    """
+
+    quiet_s: float
+    speech_wait_s: float
+    thinking_s: float
+    interrupted_done_s: float
+
+
+@dataclass(frozen=True)
+class Stall:
+    """One stall, with the evidence for it.
+
+    Attributes:
+        kind: What stalled.
+        for_s: Seconds without progress when it was found.
+        speech: The speech concerned, if any.
+        cause: What the speech waits for, when known.
+    """
+
+    kind: StallKind
+    for_s: float
+    speech: SpeechHandle | None = None
+    cause: str = ""
+
+    def details(self) -> dict[str, Any]:
+        """The evidence, for logs and events."""
+        found: dict[str, Any] = {"for_s": round(self.for_s, 2)}
+        if self.speech is not None:
+            found["speech_id"] = self.speech.id
+        if self.cause:
+            found["cause"] = self.cause
+        return found
+
+
+class StallEvidence:
+    """Keeps the signs of life of one session, fed from livekit's events.
+
+    Args:
+        thresholds: When missing progress counts as a stall.
+        meter: The caller's audio level, when the session has audio input.
+    """
+
+    def __init__(self, thresholds: StallThresholds, meter: AudioLevelMeter | None) -> None:
+        self.thresholds = thresholds
+        self.meter = meter
+        self.speaking_since: float | None = None
+        self.last_transcript_at = 0.0
+        self.agent_state_since = 0.0
+        self._waiting: tuple[str, float] | None = None
+        self._thinking: tuple[str, float] | None = None
+        self._interrupted_at: dict[str, float] = {}
+
+    def user_state_changed(self, speaking: bool, now: float) -> None:
+        """The caller started or stopped speaking."""
+        self.speaking_since = now if speaking else None
+        if self.meter is not None:
+            self.meter.metering = speaking
+
+    def agent_state_changed(self, now: float) -> None:
+        """The agent moved to another state."""
+        self.agent_state_since = now
+
+    def transcript(self, now: float) -> None:
+        """The STT heard something."""
+        self.last_transcript_at = now
+
+    def find(
+        self,
+        now: float,
+        state: ConversationState,
+        current_speech: SpeechHandle | None,
+        ledger: PlayoutLedger | None,
+    ) -> Stall | None:
+        """The most urgent stall there is evidence for, or None."""
+        return (
+            self._interrupted_speech_not_done(now, state, ledger)
+            or self._user_turn_stuck(now, state)
+            or self._speech_waits_for_silence(now, state, current_speech)
+            or self._thinking_without_speech(now, state, current_speech)
+        )
+
+    def _interrupted_speech_not_done(
+        self, now: float, state: ConversationState, ledger: PlayoutLedger | None
+    ) -> Stall | None:
+        alive = {info.id: info.handle for info in state.speeches.values()}
+        for speech_id in [i for i in self._interrupted_at if i not in alive]:
+            del self._interrupted_at[speech_id]
+        for speech_id, handle in alive.items():
+            if not handle.interrupted or handle.done():
+                continue
+            since = self._interrupted_at.setdefault(speech_id, now)
+            if now - since < self.thresholds.interrupted_done_s:
+                continue
+            if _tool_running_for(handle, state):
+                cause = CAUSE_TOOL
+            elif ledger is not None and ledger.unreported > 0:
+                cause = CAUSE_PLAYOUT
+            else:
+                cause = ""
+            return Stall("interrupted_speech_not_done", now - since, handle, cause)
+        return None
+
+    def _user_turn_stuck(self, now: float, state: ConversationState) -> Stall | None:
+        if state.user_state != "speaking" or self.speaking_since is None:
+            return None
+        last_sign = max(self.speaking_since, self.last_transcript_at)
+        if self.meter is not None:
+            last_sign = max(last_sign, self.meter.last_loud_at)
+        if now - last_sign < self.thresholds.quiet_s:
+            return None
+        return Stall("user_turn_stuck", now - last_sign)
+
+    def _speech_waits_for_silence(
+        self, now: float, state: ConversationState, speech: SpeechHandle | None
+    ) -> Stall | None:
+        waiting = (
+            speech is not None
+            and speech.allow_interruptions
+            and not speech.interrupted
+            and not speech.done()
+            and state.user_state == "speaking"
+            and state.agent_state != "speaking"
+        )
+        if not waiting or speech is None:
+            self._waiting = None
+            return None
+        if self._waiting is None or self._waiting[0] != speech.id:
+            self._waiting = (speech.id, now)
+        no_words_for = now - max(self._waiting[1], self.last_transcript_at)
+        if no_words_for < self.thresholds.speech_wait_s:
+            return None
+        return Stall("speech_waits_for_silence", no_words_for, speech)
+
+    def _thinking_without_speech(
+        self, now: float, state: ConversationState, speech: SpeechHandle | None
+    ) -> Stall | None:
+        # a speech that waits for its tools is not current, so long tools never count here
+        if (
+            speech is None
+            or speech.done()
+            or state.agent_state != "thinking"
+            or state.user_state == "speaking"
+            or state.tools_in_flight
+        ):
+            self._thinking = None
+            return None
+        if self._thinking is None:
+            self._thinking = (speech.id, self.agent_state_since)
+        elif self._thinking[0] != speech.id:
+            # another speech took over while the agent kept thinking (a reply asked for again):
+            # it gets the whole period
+            self._thinking = (speech.id, now)
+        thinking_for = now - max(self._thinking[1], self.agent_state_since)
+        if thinking_for < self.thresholds.thinking_s:
+            return None
+        return Stall("thinking_without_speech", thinking_for, speech)
+
+
+def _tool_running_for(handle: SpeechHandle, state: ConversationState) -> bool:
+    for call in state.tools_in_flight.values():
+        owner = call.run_context.speech_handle if call.run_context is not None else None
+        # a tool without a RunContext cannot be tied to its speech: assume it is this one's
+        if owner is None or owner is handle:
+            return True
+    return False
