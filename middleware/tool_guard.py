@@ -19,7 +19,13 @@ Per-tool policies, set by tool name (``ToolGuard(policies={"transfer_call": "yie
   (``disallow_interruptions()`` and ``say(..., allow_interruptions=False)`` are overridden);
 * ``yield_to_user``: if the caller is speaking when the tool is about to run, the body does not
   run; the LLM is told to read the caller's next turn with this one and call the tool again if it
-  is still needed (the turn keeper delivers the caller's words with that next turn).
+  is still needed (the turn keeper delivers the caller's words with that next turn);
+* ``cancel`` (default for tools flagged ``ToolFlag.CANCELLABLE``): the caller may interrupt the
+  tool. When its owning speech is interrupted while the body runs, the body is cancelled
+  (``CancelledError``, its ``finally`` blocks run) and the LLM gets a ``ToolError`` saying the
+  caller spoke first, so the interrupted speech ends at once and the caller is answered without
+  livekit's 5 s wait. The owning speech is never protected, so livekit's own ``cancel_task`` tool
+  keeps working for these tools.
 
 ``timeouts`` (seconds, by tool name) cancel a body that runs too long: it receives
 ``CancelledError`` (its ``finally`` blocks run) and the LLM gets a ``ToolError`` it can voice.
@@ -49,8 +55,8 @@ from resilient_agent.log import get_logger
 
 __all__ = ["ToolGuard", "ToolPolicy"]
 
-ToolPolicy = Literal["guard", "protect", "allow", "yield_to_user"]
-_POLICIES: tuple[ToolPolicy, ...] = ("guard", "protect", "allow", "yield_to_user")
+ToolPolicy = Literal["guard", "protect", "allow", "yield_to_user", "cancel"]
+_POLICIES: tuple[ToolPolicy, ...] = ("guard", "protect", "allow", "yield_to_user", "cancel")
 YIELD_MESSAGE = (
     "The caller was still speaking, so this was not done. Read the caller's next message "
     "together with this request, and call the tool again if it is still needed."
@@ -107,7 +113,7 @@ class ToolGuard(Middleware):
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
     ) -> Any:
         """Apply the tool's policy, and guard the owning speech while the body runs."""
-        policy = self.policies.get(call.name, "guard")
+        policy = self.policies.get(call.name, "cancel" if call.cancellable else "guard")
         if policy == "yield_to_user" and ctx.state.user_state == "speaking":
             ctx.emit(
                 RaceHandledEvent(
@@ -147,6 +153,8 @@ class ToolGuard(Middleware):
         if policy == "protect" and not handle.interrupted:
             handle.allow_interruptions = False
             return await call_next(call)
+        if policy == "cancel":
+            return await _cancel_when_interrupted(ctx, call, call_next, run_context)
         app_disallowed = _make_disallow_safe(ctx, run_context, call.name, ignore=policy == "allow")
         app_setting = handle.allow_interruptions
         protector = asyncio.get_running_loop().create_task(
@@ -163,6 +171,37 @@ class ToolGuard(Middleware):
                 # the app's own setting applies again to the step that speaks the result
                 with contextlib.suppress(RuntimeError):
                     handle.allow_interruptions = app_setting
+
+
+async def _cancel_when_interrupted(
+    ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext, run_context: RunContext[Any]
+) -> Any:
+    handle = run_context.speech_handle
+    body = asyncio.ensure_future(call_next(call))
+    try:
+        await handle.wait_if_not_interrupted([body])
+    except asyncio.CancelledError:
+        # livekit's own cancel_task (or the session closing) cancels the call: stop the body too
+        body.cancel()
+        raise
+    if body.done():
+        return body.result()
+    body.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await body
+    logger.info("tool_cancelled_by_caller", tool=call.name, why="its speech was interrupted")
+    ctx.emit(
+        RaceHandledEvent(
+            kind="tool_interrupted_by_caller",
+            action="cancelled",
+            middleware="ToolGuard",
+            details={"tool": call.name},
+        )
+    )
+    raise ToolError(
+        f"The caller spoke before {call.name} finished, so it was stopped. Answer the caller, "
+        "and call it again if it is still needed."
+    )
 
 
 async def _protect_after_playout(run_context: RunContext[Any]) -> bool:

@@ -33,12 +33,14 @@ class ToolCall:
         arguments: The LLM's arguments, by parameter name (``RunContext`` excluded).
         call_id: The LLM's call id, when the tool receives a ``RunContext``.
         run_context: The call's ``RunContext`` if the tool declares one, else None.
+        cancellable: The tool is flagged ``ToolFlag.CANCELLABLE``.
     """
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     call_id: str | None = None
     run_context: RunContext[Any] | None = None
+    cancellable: bool = False
 
     def override(self, **changes: Any) -> ToolCall:
         """A copy with ``changes`` applied, e.g. ``call.override(arguments={...})``."""

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from livekit.agents import RunContext
-from livekit.agents.llm import FunctionTool, RawFunctionTool
+from livekit.agents.llm import FunctionTool, RawFunctionTool, ToolFlag
 
 from .requests import ToolCall
 
@@ -77,6 +77,7 @@ def wrap_tool(tool: AnyFunctionTool, runner: ToolRunner) -> AnyFunctionTool:
         return tool
     signature = inspect.signature(tool)
     name = tool.info.name
+    cancellable = ToolFlag.CANCELLABLE in tool.info.flags
 
     async def call_through_chain(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
@@ -87,6 +88,7 @@ def wrap_tool(tool: AnyFunctionTool, runner: ToolRunner) -> AnyFunctionTool:
             arguments={k: v for k, v in bound.arguments.items() if k not in context_args},
             call_id=run_context.function_call.call_id if run_context is not None else None,
             run_context=run_context,
+            cancellable=cancellable,
         )
 
         async def run_body(request: ToolCall) -> Any:

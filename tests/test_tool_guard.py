@@ -16,6 +16,7 @@ from resilient_agent.testing import (
     Utterance,
     heard_sentences,
     run_scenario,
+    run_virtual,
 )
 
 
@@ -255,3 +256,71 @@ def test_policies_and_timeouts_are_validated() -> None:
         ToolGuard(policies={"x": "block"})  # type: ignore[dict-item]
     with pytest.raises(MiddlewareError, match=r"timeouts\['x'\]=0 is out of range"):
         ToolGuard(timeouts={"x": 0})
+
+
+def test_a_cancellable_tool_is_cancelled_when_the_caller_interrupts_it() -> None:
+    scenario = catalog("tool_gap/cancellable_tool_interrupted")
+    plain_world, plain = run_scenario(scenario, Agent)
+    assert any("utterance 2" in r and "answered after" in r for r in plain.reasons)
+    assert plain_world.agent.tool_finished is True  # the plain tool ran on under the answer
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.reply_latencies_s[1] is not None and outcome.reply_latencies_s[1] <= 1.5 * 1.2
+    assert world.agent.tool_finished is False
+    (cancelled,) = [e for e in outcome.race_events if e["kind"] == "tool_interrupted_by_caller"]
+    assert cancelled["action"] == "cancelled" and cancelled["tool"] == "check_availability"
+    outputs = [i for i in world.session.history.items if i.type == "function_call_output"]
+    assert len(outputs) == 1 and outputs[0].is_error and "caller spoke" in outputs[0].output
+    assert not any(s.text == "We have tables free at eight." for s in heard_sentences(world))
+
+
+def test_guard_policy_on_a_cancellable_tool_keeps_its_result_instead() -> None:
+    scenario = catalog("tool_gap/cancellable_tool_interrupted")
+    world, outcome = run_scenario(scenario, _policy_agent({"check_availability": "guard"}))
+    assert outcome.passed, outcome.reasons
+    assert world.agent.tool_finished is True
+    spoken = [s for s in heard_sentences(world) if s.text == "We have tables free at eight."]
+    assert [s.complete for s in spoken] == [True]
+
+
+def test_a_cancel_policy_tool_cancelled_by_livekit_stops_its_body() -> None:
+    from types import SimpleNamespace
+
+    from livekit.agents.voice.speech_handle import SpeechHandle
+    from resilient_agent.middleware.tool_guard import ToolGuard
+
+    from resilient_agent import ConversationState, MiddlewareContext, ToolCall
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+
+        async def body(_call: ToolCall) -> str:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                seen.append("body cancelled")
+                raise
+            return "never"
+
+        run_context = SimpleNamespace(speech_handle=SpeechHandle.create())
+        call = ToolCall(
+            "check_availability",
+            run_context=run_context,  # type: ignore[arg-type]
+            cancellable=True,
+        )
+        ctx = MiddlewareContext(
+            session=None,  # type: ignore[arg-type]
+            agent=None,  # type: ignore[arg-type]
+            state=ConversationState(),
+            emit=lambda _ev: None,
+        )
+        outer = asyncio.ensure_future(ToolGuard().wrap_tool_call(ctx, call, body))
+        await asyncio.sleep(1.0)
+        outer.cancel()  # what livekit's cancel_task does to the call
+        try:
+            await outer
+        except asyncio.CancelledError:
+            seen.append("call cancelled")
+        return seen
+
+    assert sorted(run_virtual(main())) == ["body cancelled", "call cancelled"]

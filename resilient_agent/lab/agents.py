@@ -11,12 +11,13 @@ import asyncio
 from typing import Literal
 
 from livekit.agents import Agent, RunContext, function_tool, get_job_context
-from livekit.agents.llm import ChatContext, ChatMessage
+from livekit.agents.llm import ChatContext, ChatMessage, ToolFlag
 
 from ..testing.scenario import AgentFactory
 
 __all__ = [
     "ToolStyle",
+    "availability_agent",
     "booking_agent",
     "closing_tool_agent",
     "end_call_agent",
@@ -64,6 +65,27 @@ def booking_agent(style: ToolStyle, work_seconds: float) -> AgentFactory:
                 return f"Table booked for {time}."
 
         return BookingAgent()
+
+    return build
+
+
+def availability_agent(*, work_seconds: float) -> AgentFactory:
+    """A slow ``check_availability`` tool flagged ``ToolFlag.CANCELLABLE``; it records its end."""
+
+    def build(base: type[Agent]) -> Agent:
+        class AvailabilityAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+                self.tool_finished = False
+
+            @function_tool(flags=ToolFlag.CANCELLABLE)
+            async def check_availability(self, ctx: RunContext[None]) -> str:
+                """Check which tables are free tonight."""
+                await asyncio.sleep(work_seconds)  # the reservation system
+                self.tool_finished = True
+                return "Tables are free at eight."
+
+        return AvailabilityAgent()
 
     return build
 

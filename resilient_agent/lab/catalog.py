@@ -108,6 +108,30 @@ def _tool_gap() -> list[Scenario]:
             duration=25.0,
         )
     )
+    found.append(
+        Scenario(
+            name="tool_gap/cancellable_tool_interrupted",
+            family="tool_gap",
+            description=(
+                "The caller changes the subject while a 9 s tool flagged CANCELLABLE runs: the "
+                "interruption waits for the tool."
+            ),
+            agent=agents.availability_agent(work_seconds=9.0),
+            utterances=(
+                # answered together with the second turn, once the caller changed the subject
+                Utterance(1.0, 2.8, "is a table available tonight", reply_within=14.0),
+                Utterance(6.5, 7.8, "never mind what time do you close"),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="available",
+                    tool_calls=(ToolCallScript("check_availability"),),
+                ),
+                LLMRule(text="We have tables free at eight.", after_tool="check_availability"),
+            ),
+            duration=25.0,
+        )
+    )
     faults: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")
     for mode in faults:
         found.append(
