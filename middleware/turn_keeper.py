@@ -15,7 +15,10 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
 * when no next turn comes (the turn was dropped), the fragments are answered with
   ``session.generate_reply(user_input=...)`` as soon as nothing blocks a reply: the caller is
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
-  so livekit and the keeper never both answer the same words.
+  so livekit and the keeper never both answer the same words;
+* a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
+  instead of raising (see :mod:`.interrupt_deferral`), so a chat message typed meanwhile (RoomIO's
+  default text input interrupts, then asks for a reply) is answered after it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 from livekit.agents import StopResponse, stt, utils
 from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
     InferenceRequest,
@@ -45,6 +49,7 @@ from resilient_agent.errors import require_in_range
 from resilient_agent.hooks import InferenceNext
 from resilient_agent.log import get_logger
 
+from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -53,6 +58,10 @@ logger = get_logger("middleware.turn_keeper")
 
 # Audio before the VAD's start of speech that belongs to the first word.
 _ONSET_PAD_S = 0.3
+# A VAD reports speech only after this much of it (Silero's min_speech_duration) and ends it only
+# after more silence still; a shorter "speaking" window is a programmatic turn claim (typed text
+# pins the state while the text callback runs), not the caller's voice.
+_SHORTEST_VOICE_WINDOW_S = 0.05
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WORD = re.compile(r"[\w']+")
@@ -90,6 +99,9 @@ class TurnKeeper(Middleware):
         max_age_s: Fragments older than this are logged and dropped instead of answered.
         keep_audio_s: Seconds of caller audio kept for recovery.
         recovery_timeout_s: How long a user turn waits for a recovery in progress.
+        keep_text_input: Make a non-forced ``session.interrupt()`` defer to a protected current
+            speech instead of raising, so text typed meanwhile is answered after it (RoomIO's
+            default text input interrupts first); ``force=True`` still cuts the speech.
     """
 
     name = "TurnKeeper"
@@ -103,6 +115,7 @@ class TurnKeeper(Middleware):
         max_age_s: float = 60.0,
         keep_audio_s: float = 20.0,
         recovery_timeout_s: float = 2.0,
+        keep_text_input: bool = True,
     ) -> None:
         for option, value, low, high in (
             ("max_fragments", max_fragments, 1, 100),
@@ -117,6 +130,8 @@ class TurnKeeper(Middleware):
         self.max_age_s = max_age_s
         self.keep_audio_s = keep_audio_s
         self.recovery_timeout_s = recovery_timeout_s
+        self.keep_text_input = keep_text_input
+        self._interrupt_deferral: InterruptDeferral | None = None
         self._fragments: deque[_Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
         self._speech_started_at: float | None = None
@@ -142,13 +157,21 @@ class TurnKeeper(Middleware):
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
+        if self.keep_text_input:
+            self._interrupt_deferral = InterruptDeferral(
+                ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
+            )
+            self._interrupt_deferral.install()
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
             )
 
     async def aclose(self) -> None:
-        """Stop, hand the audio input back, and log words that never reached the LLM."""
+        """Stop, put ``session.interrupt`` back, and log words that never reached the LLM."""
+        if self._interrupt_deferral is not None:
+            self._interrupt_deferral.uninstall()
+            self._interrupt_deferral = None
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -186,7 +209,7 @@ class TurnKeeper(Middleware):
             started = self._speech_started_at or now
             self._speech_started_at = None
             self._last_activity = now
-            if self._tap is not None:
+            if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
                 window = self._tap.window(started - _ONSET_PAD_S, now)
                 if any(f.withheld for f in window):
                     self._start_recovery(ctx, started, now, [f.frame for f in window])
@@ -222,6 +245,24 @@ class TurnKeeper(Middleware):
     ) -> None:
         """The agent's state may unblock an answer."""
         self._wake.set()
+
+    def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
+        logger.info(
+            "interrupt_deferred_to_protected_speech",
+            speech_id=speech.id,
+            why=(
+                "session.interrupt() without force while the current speech is protected: it "
+                "plays to the end, and a reply asked for next is queued after it"
+            ),
+        )
+        ctx.emit(
+            RaceHandledEvent(
+                kind="protected_speech_interrupt",
+                action="deferred_to_protected_speech",
+                middleware=self.display_name,
+                details={"speech_id": speech.id},
+            )
+        )
 
     # -- merging into the next turn -----------------------------------------------------------
     async def wrap_user_turn(

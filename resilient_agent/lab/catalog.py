@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance, VADFault
+from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Typed, Utterance, VADFault
 from ..testing.vad import VADFaultMode
 from . import agents
 
@@ -246,6 +246,17 @@ def _lost_words() -> list[Scenario]:
                 ),
             ),
             duration=12.0,
+        ),
+        Scenario(
+            name="lost_words/typed_over_protected_say",
+            family="lost_words",
+            description=(
+                "The caller types a chat message while a protected announcement plays (RoomIO's "
+                "default text input)."
+            ),
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(),
+            typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
         Scenario(
             name="lost_words/protected_filler",
