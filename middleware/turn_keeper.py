@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import StopResponse, stt, utils
+from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
@@ -62,6 +62,9 @@ _ONSET_PAD_S = 0.3
 # after more silence still; a shorter "speaking" window is a programmatic turn claim (typed text
 # pins the state while the text callback runs), not the caller's voice.
 _SHORTEST_VOICE_WINDOW_S = 0.05
+# The VAD's end-of-speech silence and the STT's finalisation, beyond livekit's end-of-turn delay:
+# how long after words were final livekit may still commit them as a turn.
+_END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WORD = re.compile(r"[\w']+")
@@ -132,6 +135,10 @@ class TurnKeeper(Middleware):
         self.recovery_timeout_s = recovery_timeout_s
         self.keep_text_input = keep_text_input
         self._interrupt_deferral: InterruptDeferral | None = None
+        # (when, message) merged into inferences that were not user turns, until the next turn
+        self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
+            maxlen=max_fragments
+        )
         self._fragments: deque[_Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
         self._speech_started_at: float | None = None
@@ -271,6 +278,7 @@ class TurnKeeper(Middleware):
         """Put undelivered words in front of this turn; keep the words if the app's hook fails."""
         if self._recoveries:
             await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+        await self._forget_merged_words_livekit_commits(ctx, turn)
         if self.merge:
             merged = self._merge_into(turn.text)
             if merged != turn.text:
@@ -310,11 +318,14 @@ class TurnKeeper(Middleware):
         items = [i for i in request.chat_ctx.items if i.type in ("message", "function_call_output")]
         follows_user = bool(items) and items[-1].type == "message" and items[-1].role == "user"
         if self.merge and not follows_user and not self._recoveries and self._undelivered():
-            text = self._merge_into("")
-            request.chat_ctx.add_message(role="user", content=text)
-            history = ctx.agent.chat_ctx.copy()
-            history.add_message(role="user", content=text)
-            await ctx.agent.update_chat_ctx(history)
+            # one message, stamped now, in the inference, the agent's context and livekit's
+            # transcript (session.history is the session's live ChatContext)
+            message = request.chat_ctx.add_message(role="user", content=self._merge_into(""))
+            context = ctx.agent.chat_ctx.copy()
+            context.items.append(message)
+            await ctx.agent.update_chat_ctx(context)
+            ctx.session.history.insert(message)
+            self._merged_into_inferences.append((_now(), message))
             ctx.emit(
                 RaceHandledEvent(
                     kind="dropped_user_words",
@@ -323,6 +334,38 @@ class TurnKeeper(Middleware):
                 )
             )
         return await call_next(request)
+
+    async def _forget_merged_words_livekit_commits(
+        self, ctx: MiddlewareContext, turn: UserTurn
+    ) -> None:
+        """When livekit commits words a tool reply already took in, keep livekit's message.
+
+        A word too short to interrupt can be final before a tool ends, taken in by the tool
+        reply, and then committed by livekit as a turn of its own, which interrupts that reply
+        and is answered. The merged copy is removed from this reply's context, the agent's
+        context and ``session.history``, so each holds the words once.
+        """
+        # only the turn livekit still had open when the words were merged can carry them again
+        open_for = _livekit_turn_delay(ctx) + _END_OF_SPEECH_SLACK_S
+        recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
+        self._merged_into_inferences.clear()
+        said = _normalized(turn.text)
+        committed = [m for m in recent if said and _normalized(m.text_content or "") in said]
+        if not committed:
+            return
+        ids = {m.id for m in committed}
+        for message in committed:
+            for record in (turn.turn_ctx, ctx.session.history):
+                if record.get_by_id(message.id) is not None:
+                    record.remove(message.id)
+        context = ctx.agent.chat_ctx.copy()
+        context.items = [i for i in context.items if i.id not in ids]
+        await ctx.agent.update_chat_ctx(context)
+        logger.info(
+            "merged_user_words_committed_by_livekit",
+            messages=len(committed),
+            action="kept livekit's message, removed the merged copy",
+        )
 
     def _merge_into(self, text: str) -> str:
         pending = self._undelivered()
