@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from livekit.agents import Agent
 from resilient_agent.middleware import default_middleware
+from resilient_agent.middleware.interrupt_deferral import InterruptDeferral
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 from structlog.testing import capture_logs
 
@@ -197,3 +198,84 @@ def test_typed_messages_are_validated() -> None:
             utterances=(),
             typed=(Typed(30.0, "hello"),),
         )
+
+
+class _Speech:
+    def __init__(self, *, protected: bool) -> None:
+        self.id = "speech_1"
+        self.allow_interruptions = not protected
+        self.interrupted = False
+
+    def done(self) -> bool:
+        return False
+
+
+class _Session:
+    """Just what InterruptDeferral reads: ``current_speech`` and ``interrupt``."""
+
+    def __init__(self, current: _Speech | None, fail_with: str | None = None) -> None:
+        self.current_speech = current
+        self.fail_with = fail_with
+        self.calls: list[bool] = []
+
+    def interrupt(self, *, force: bool = False) -> asyncio.Future[None]:
+        self.calls.append(force)
+        if self.fail_with == "protected":
+            raise RuntimeError("This generation handle does not allow interruptions")
+        if self.fail_with == "closing":
+            self.current_speech = None  # the refusal had another cause than the speech
+            raise RuntimeError("AgentSession isn't running")
+        future: asyncio.Future[None] = asyncio.Future()
+        future.set_result(None)
+        return future
+
+
+def test_a_refusal_for_another_reason_is_raised_as_livekit_raised_it() -> None:
+    session = _Session(_Speech(protected=True), fail_with="closing")
+    deferred: list[Any] = []
+    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+
+    async def call() -> None:
+        with pytest.raises(RuntimeError, match="isn't running"):
+            session.interrupt()
+
+    asyncio.run(call())
+    assert deferred == []
+
+
+def test_the_deferral_calls_livekit_first_and_reports_the_protected_speech() -> None:
+    speech = _Speech(protected=True)
+    session = _Session(speech, fail_with="protected")
+    deferred: list[Any] = []
+    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+
+    async def call() -> None:
+        assert session.interrupt().done()
+
+    asyncio.run(call())
+    assert session.calls == [False]  # livekit's interrupt ran (background speeches)
+    assert deferred == [speech]
+
+
+def test_uninstall_puts_back_a_wrapper_that_was_there_before() -> None:
+    session = _Session(None)
+    earlier = session.interrupt
+    session.interrupt = earlier  # type: ignore[method-assign]  # another wrapper, on the instance
+    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
+    deferral.install()
+    assert deferral.installed
+    deferral.uninstall()
+    assert vars(session)["interrupt"] is earlier
+
+
+def test_uninstall_leaves_a_shadow_installed_after_it() -> None:
+    session = _Session(None)
+    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
+    deferral.install()
+
+    def later(*, force: bool = False) -> asyncio.Future[None]:
+        raise AssertionError("not called")
+
+    session.interrupt = later  # type: ignore[method-assign]
+    deferral.uninstall()
+    assert vars(session)["interrupt"] is later
