@@ -15,7 +15,10 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
 * when no next turn comes (the turn was dropped), the fragments are answered with
   ``session.generate_reply(user_input=...)`` as soon as nothing blocks a reply: the caller is
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
-  so livekit and the keeper never both answer the same words.
+  so livekit and the keeper never both answer the same words;
+* a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
+  instead of raising (see :mod:`.interrupt_deferral`), so a chat message typed meanwhile (RoomIO's
+  default text input interrupts, then asks for a reply) is answered after it.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import StopResponse, stt, utils
+from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
     InferenceRequest,
@@ -45,6 +49,7 @@ from resilient_agent.errors import require_in_range
 from resilient_agent.hooks import InferenceNext
 from resilient_agent.log import get_logger
 
+from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -53,6 +58,13 @@ logger = get_logger("middleware.turn_keeper")
 
 # Audio before the VAD's start of speech that belongs to the first word.
 _ONSET_PAD_S = 0.3
+# A VAD reports speech only after this much of it (Silero's min_speech_duration) and ends it only
+# after more silence still; a shorter "speaking" window is a programmatic turn claim (typed text
+# pins the state while the text callback runs), not the caller's voice.
+_SHORTEST_VOICE_WINDOW_S = 0.05
+# The VAD's end-of-speech silence and the STT's finalisation, beyond livekit's end-of-turn delay:
+# how long after words were final livekit may still commit them as a turn.
+_END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WORD = re.compile(r"[\w']+")
@@ -90,6 +102,9 @@ class TurnKeeper(Middleware):
         max_age_s: Fragments older than this are logged and dropped instead of answered.
         keep_audio_s: Seconds of caller audio kept for recovery.
         recovery_timeout_s: How long a user turn waits for a recovery in progress.
+        keep_text_input: Make a non-forced ``session.interrupt()`` defer to a protected current
+            speech instead of raising, so text typed meanwhile is answered after it (RoomIO's
+            default text input interrupts first); ``force=True`` still cuts the speech.
     """
 
     name = "TurnKeeper"
@@ -103,6 +118,7 @@ class TurnKeeper(Middleware):
         max_age_s: float = 60.0,
         keep_audio_s: float = 20.0,
         recovery_timeout_s: float = 2.0,
+        keep_text_input: bool = True,
     ) -> None:
         for option, value, low, high in (
             ("max_fragments", max_fragments, 1, 100),
@@ -117,6 +133,12 @@ class TurnKeeper(Middleware):
         self.max_age_s = max_age_s
         self.keep_audio_s = keep_audio_s
         self.recovery_timeout_s = recovery_timeout_s
+        self.keep_text_input = keep_text_input
+        self._interrupt_deferral: InterruptDeferral | None = None
+        # (when, message) merged into inferences that were not user turns, until the next turn
+        self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
+            maxlen=max_fragments
+        )
         self._fragments: deque[_Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
         self._speech_started_at: float | None = None
@@ -142,13 +164,21 @@ class TurnKeeper(Middleware):
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
+        if self.keep_text_input:
+            self._interrupt_deferral = InterruptDeferral(
+                ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
+            )
+            self._interrupt_deferral.install()
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
             )
 
     async def aclose(self) -> None:
-        """Stop, hand the audio input back, and log words that never reached the LLM."""
+        """Stop, put ``session.interrupt`` back, and log words that never reached the LLM."""
+        if self._interrupt_deferral is not None:
+            self._interrupt_deferral.uninstall()
+            self._interrupt_deferral = None
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -186,7 +216,7 @@ class TurnKeeper(Middleware):
             started = self._speech_started_at or now
             self._speech_started_at = None
             self._last_activity = now
-            if self._tap is not None:
+            if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
                 window = self._tap.window(started - _ONSET_PAD_S, now)
                 if any(f.withheld for f in window):
                     self._start_recovery(ctx, started, now, [f.frame for f in window])
@@ -223,6 +253,24 @@ class TurnKeeper(Middleware):
         """The agent's state may unblock an answer."""
         self._wake.set()
 
+    def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
+        logger.info(
+            "interrupt_deferred_to_protected_speech",
+            speech_id=speech.id,
+            why=(
+                "session.interrupt() without force while the current speech is protected: it "
+                "plays to the end, and a reply asked for next is queued after it"
+            ),
+        )
+        ctx.emit(
+            RaceHandledEvent(
+                kind="protected_speech_interrupt",
+                action="deferred_to_protected_speech",
+                middleware=self.display_name,
+                details={"speech_id": speech.id},
+            )
+        )
+
     # -- merging into the next turn -----------------------------------------------------------
     async def wrap_user_turn(
         self, ctx: MiddlewareContext, turn: UserTurn, call_next: UserTurnNext
@@ -230,6 +278,7 @@ class TurnKeeper(Middleware):
         """Put undelivered words in front of this turn; keep the words if the app's hook fails."""
         if self._recoveries:
             await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+        await self._forget_merged_words_livekit_commits(ctx, turn)
         if self.merge:
             merged = self._merge_into(turn.text)
             if merged != turn.text:
@@ -269,11 +318,14 @@ class TurnKeeper(Middleware):
         items = [i for i in request.chat_ctx.items if i.type in ("message", "function_call_output")]
         follows_user = bool(items) and items[-1].type == "message" and items[-1].role == "user"
         if self.merge and not follows_user and not self._recoveries and self._undelivered():
-            text = self._merge_into("")
-            request.chat_ctx.add_message(role="user", content=text)
-            history = ctx.agent.chat_ctx.copy()
-            history.add_message(role="user", content=text)
-            await ctx.agent.update_chat_ctx(history)
+            # one message, stamped now, in the inference, the agent's context and livekit's
+            # transcript (session.history is the session's live ChatContext)
+            message = request.chat_ctx.add_message(role="user", content=self._merge_into(""))
+            context = ctx.agent.chat_ctx.copy()
+            context.items.append(message)
+            await ctx.agent.update_chat_ctx(context)
+            ctx.session.history.insert(message)
+            self._merged_into_inferences.append((_now(), message))
             ctx.emit(
                 RaceHandledEvent(
                     kind="dropped_user_words",
@@ -282,6 +334,38 @@ class TurnKeeper(Middleware):
                 )
             )
         return await call_next(request)
+
+    async def _forget_merged_words_livekit_commits(
+        self, ctx: MiddlewareContext, turn: UserTurn
+    ) -> None:
+        """When livekit commits words a tool reply already took in, keep livekit's message.
+
+        A word too short to interrupt can be final before a tool ends, taken in by the tool
+        reply, and then committed by livekit as a turn of its own, which interrupts that reply
+        and is answered. The merged copy is removed from this reply's context, the agent's
+        context and ``session.history``, so each holds the words once.
+        """
+        # only the turn livekit still had open when the words were merged can carry them again
+        open_for = _livekit_turn_delay(ctx) + _END_OF_SPEECH_SLACK_S
+        recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
+        self._merged_into_inferences.clear()
+        said = _normalized(turn.text)
+        committed = [m for m in recent if said and _normalized(m.text_content or "") in said]
+        if not committed:
+            return
+        ids = {m.id for m in committed}
+        for message in committed:
+            for record in (turn.turn_ctx, ctx.session.history):
+                if record.get_by_id(message.id) is not None:
+                    record.remove(message.id)
+        context = ctx.agent.chat_ctx.copy()
+        context.items = [i for i in context.items if i.id not in ids]
+        await ctx.agent.update_chat_ctx(context)
+        logger.info(
+            "merged_user_words_committed_by_livekit",
+            messages=len(committed),
+            action="kept livekit's message, removed the merged copy",
+        )
 
     def _merge_into(self, text: str) -> str:
         pending = self._undelivered()

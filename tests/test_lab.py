@@ -39,6 +39,7 @@ EXPECTED_BREAKS = {
     "lost_words/over_greeting_aec_warmup": "never reached the LLM",
     "lost_words/protected_filler": "never reached the LLM",
     "lost_words/during_handoff": "never reached the LLM",
+    "lost_words/typed_over_protected_say": "never reached the LLM",
     "vad/stuck_plain_agent": "stuck at 'speaking'",
     "vad/dead_plain_agent": "stuck at 'speaking'",
     "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,7 +15,7 @@ from resilient_agent.middleware.withheld_audio import WithheldAudioTap
 
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import _BOOK, _BOOKED, scenarios
 from resilient_agent.testing import CallWorld, Scenario, Utterance, run_scenario
 
 NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
@@ -206,3 +207,69 @@ def test_words_said_during_a_handoff_are_answered_by_the_next_agent() -> None:
     world, outcome = run_scenario(scenario, ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert [r.last_user_text for r in world.llm.requests][-1] == "my order number is twelve"
+
+
+def test_words_merged_into_a_tool_reply_are_in_the_session_history() -> None:
+    world, outcome = run_scenario(catalog("lost_words/between_call_and_output"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == ["please book a table for eight", "for four people outside"]
+    history = world.session.history.items
+    kinds = [
+        "output" if i.type == "function_call_output" else f"{i.role}:{i.text_content}"
+        for i in history
+        if i.type in ("message", "function_call_output")
+    ]
+    # where the LLM saw them: after the tool output, before the reply that took them in
+    assert kinds == [
+        "user:please book a table for eight",
+        "assistant:Let me check the reservation book for you right now.",
+        "output",
+        "user:for four people outside",
+        "assistant:Sure: for four people outside.",
+    ]
+    merged = next(i for i in history if i.type == "message" and i.text_content == kinds[3][5:])
+    in_context = [i for i in world.agent.chat_ctx.items if i.id == merged.id]
+    assert len(in_context) == 1, "the agent's context holds the same message, once"
+
+
+def test_words_livekit_commits_after_a_tool_reply_took_them_are_recorded_once() -> None:
+    # a word too short to interrupt (min_duration 0.5 s) is final before the 1.75 s tool ends,
+    # so the tool reply takes it; then livekit commits the same word as a turn of its own
+    scenario = Scenario(
+        name="t/merged_then_committed",
+        family="t",
+        description="",
+        agent=agents.booking_agent("plain", work_seconds=1.75),
+        utterances=(
+            Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0),
+            Utterance(5.0, 5.3, "outside"),
+        ),
+        llm=(_BOOK, _BOOKED),
+        duration=12.0,
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert ("dropped_user_words", "merged_into_inference") in race_actions(world, outcome)
+    assert user_messages(world) == ["please book a table for eight", "outside"]
+    agent_said = [
+        i.text_content
+        for i in world.agent.chat_ctx.items
+        if i.type == "message" and i.role == "user"
+    ]
+    assert agent_said == ["please book a table for eight", "outside"]
+    # the answer to livekit's turn sees the word once
+    assert world.llm.requests[-1].user_texts == ("please book a table for eight", "outside")
+
+
+def test_the_same_words_said_again_later_keep_the_merged_message() -> None:
+    # the caller repeats themselves long after the tool reply took the words in: a new turn
+    base = catalog("lost_words/between_call_and_output")
+    again = Utterance(14.0, 15.6, "for four people outside")
+    scenario = dataclasses.replace(base, utterances=(*base.utterances, again))
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == [
+        "please book a table for eight",
+        "for four people outside",
+        "for four people outside",
+    ]

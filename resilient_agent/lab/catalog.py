@@ -14,6 +14,7 @@ from ..testing import (
     Scenario,
     Sweep,
     ToolCallScript,
+    Typed,
     Utterance,
     VADFault,
 )
@@ -283,6 +284,17 @@ def _lost_words() -> list[Scenario]:
                 ),
             ),
             duration=12.0,
+        ),
+        Scenario(
+            name="lost_words/typed_over_protected_say",
+            family="lost_words",
+            description=(
+                "The caller types a chat message while a protected announcement plays (RoomIO's "
+                "default text input)."
+            ),
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(),
+            typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
         Scenario(
             name="lost_words/protected_filler",

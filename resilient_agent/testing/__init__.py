@@ -19,13 +19,14 @@ from .job import JobRecorder, recorded_job_context
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .recorder import CallRecorder, LivekitLogCapture
 from .runner import CallWorld, run_scenario, run_scenario_async
-from .scenario import AgentFactory, Scenario, Sweep, Utterance
+from .scenario import AgentFactory, CallerInput, Scenario, Sweep, Typed, Utterance
 from .stt import ScriptedSTT
 from .tts import ScriptedTTS
 from .vad import ScriptedVAD, VADFault, VADFaultMode
 
 __all__ = [
     "AgentFactory",
+    "CallerInput",
     "CallOutcome",
     "CallRecorder",
     "CallWorld",
@@ -45,6 +46,7 @@ __all__ = [
     "SpeechWindow",
     "Sweep",
     "ToolCallScript",
+    "Typed",
     "Utterance",
     "VADFault",
     "VADFaultMode",

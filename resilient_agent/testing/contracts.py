@@ -1,8 +1,9 @@
 """The contracts every lab call is judged by, computed from what the caller experienced.
 
-* every utterance that expects a reply is answered audibly and completely, starting within the
-  scenario's ``reply_bound`` after the caller stopped;
-* every word the caller said reaches the LLM;
+* every utterance or typed message that expects a reply is answered audibly and completely,
+  starting within the scenario's ``reply_bound`` after the caller stopped (or the message
+  arrived);
+* every word the caller said or typed reaches the LLM;
 * ``user_state`` is not stuck at ``speaking`` when the call is over;
 * no speech handle is left unfinished;
 * livekit never force-cancels a speech (``speech not done in time after interruption``);
@@ -21,6 +22,7 @@ from .recorder import INTERRUPTION_TIMEOUT_LOG
 
 if TYPE_CHECKING:
     from .runner import CallWorld
+    from .scenario import CallerInput, Scenario
 
 __all__ = ["CallOutcome", "HeardSentence", "evaluate", "heard_sentences"]
 
@@ -71,7 +73,8 @@ class CallOutcome:
         hung_up: Whether the app ended the call.
         farewell_heard: Whether the farewell played to the end.
         race_events: Races the agent under test reported (filled by ``ResilientAgent``).
-        reply_latencies_s: Per utterance that expects a reply, its latency (None if unanswered).
+        reply_latencies_s: Per utterance, then per typed message, that expects a reply, its
+            latency (None if unanswered).
     """
 
     passed: bool
@@ -117,6 +120,19 @@ def heard_sentences(world: CallWorld) -> list[HeardSentence]:
     return result
 
 
+def _labelled_inputs(scenario: Scenario) -> list[tuple[str, CallerInput]]:
+    """Every utterance and typed message, with the label its broken contracts are reported by."""
+    labelled: list[tuple[str, CallerInput]] = [
+        (f"utterance {number} ({u.start:.1f}-{u.end:.1f}s)", u)
+        for number, u in enumerate(scenario.utterances, start=1)
+    ]
+    labelled += [
+        (f"typed message {number} (at {t.at:.1f}s)", t)
+        for number, t in enumerate(scenario.typed, start=1)
+    ]
+    return labelled
+
+
 def evaluate(world: CallWorld) -> CallOutcome:
     """Judge one finished call against the contracts."""
     scenario = world.scenario
@@ -138,8 +154,7 @@ def evaluate(world: CallWorld) -> CallOutcome:
     latencies: list[float] = []
     per_utterance: list[float | None] = []
     lost_words = 0
-    for number, utterance in enumerate(scenario.utterances, start=1):
-        label = f"utterance {number} ({utterance.start:.1f}-{utterance.end:.1f}s)"
+    for label, utterance in _labelled_inputs(scenario):
         seen = [
             (index, at, request)
             for index, (at, request) in enumerate(requests)
@@ -177,12 +192,15 @@ def evaluate(world: CallWorld) -> CallOutcome:
         if latency > bound:
             reasons.append(f"{label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
 
-    heard_in_full: dict[str, int] = {}
-    for spoken in owned.values():
+    # the same answer to the same conversation, heard twice: one turn was answered twice (a
+    # caller who repeats themselves makes a new conversation, whose answer may be the same)
+    heard_in_full: dict[tuple[str, tuple[str, ...]], int] = {}
+    for owner, spoken in owned.items():
         for sentence in spoken:
             if sentence.complete:
-                heard_in_full[sentence.text] = heard_in_full.get(sentence.text, 0) + 1
-    for text, times in heard_in_full.items():
+                key = (sentence.text, requests[owner][1].user_texts)
+                heard_in_full[key] = heard_in_full.get(key, 0) + 1
+    for (text, _), times in heard_in_full.items():
         if times > 1:
             reasons.append(f"answer heard {times} times: {text!r}")
 
@@ -209,7 +227,7 @@ def evaluate(world: CallWorld) -> CallOutcome:
         farewell_heard = farewell_heard and all(s.complete for s in parts)
         if farewell_heard:
             began = min(s.started_at for s in parts if s.started_at is not None)
-            spoke_after = any(u.end > began for u in scenario.utterances)
+            spoke_after = any(u.end > began for u in scenario.caller_inputs)
             expected_hang_up = not spoke_after
     if hung_up and not expected_hang_up:
         why = (

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, inference
+from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
 
@@ -19,7 +20,7 @@ from .contracts import CallOutcome, evaluate
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .recorder import CallRecorder, LivekitLogCapture
-from .scenario import Scenario, load_utterance_audio
+from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
 from .tts import ScriptedTTS
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
@@ -27,6 +28,8 @@ from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 
 _LIVEKIT_LOGGER = "livekit.agents"
+# What RoomIO logs when the text input callback raises; the message is lost.
+TEXT_INPUT_FAILED_LOG = "failed to handle chat text stream"
 # After the scripted call, how long the session may go on finishing what it started.
 _SETTLE_SECONDS = 8.0
 # A session that cannot close within this many seconds is deadlocked.
@@ -170,8 +173,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     try:
         with recorded_job_context(job):
             await session.start(agent, record=False)
+            typing = loop.create_task(_type_messages(session, scenario.typed, t0))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(closed.wait(), timeout=scenario.duration)
+            typing.cancel()
             world.closed_by_app = closed.is_set()
             world.end_user_state = session.user_state
             world.ended_at = clock()
@@ -187,6 +192,34 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+async def _type_messages(session: AgentSession[Any], typed: tuple[Typed, ...], t0: float) -> None:
+    """Deliver each typed message at its time, in a task of its own as RoomIO does."""
+    loop = asyncio.get_running_loop()
+    handlers: set[asyncio.Task[None]] = set()
+    for message in sorted(typed, key=lambda t: t.at):
+        await asyncio.sleep(max(0.0, t0 + message.at - loop.time()))
+        handler = loop.create_task(_handle_text_input(session, message.text))
+        handlers.add(handler)
+        handler.add_done_callback(handlers.discard)
+    if handlers:
+        await asyncio.wait(handlers)
+
+
+async def _handle_text_input(session: AgentSession[Any], text: str) -> None:
+    """What RoomIO does with a chat text stream (``RoomIO._on_chat_text_stream``).
+
+    livekit's default callback (``TextInputOptions().text_input_cb``) gets the text; an
+    exception is logged as a warning and the message is gone, as in a room.
+    """
+    callback = TextInputOptions().text_input_cb
+    try:
+        result = callback(session, TextInputEvent(text=text))
+        if asyncio.iscoroutine(result):
+            await result
+    except Exception:
+        logging.getLogger(_LIVEKIT_LOGGER).warning(TEXT_INPUT_FAILED_LOG, exc_info=True)
 
 
 def _race_record(event: Any, at: float) -> dict[str, Any]:

@@ -22,7 +22,16 @@ from .llm import LLMRule
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
-__all__ = ["AgentFactory", "Scenario", "Sweep", "Utterance", "VADKind", "load_utterance_audio"]
+__all__ = [
+    "AgentFactory",
+    "CallerInput",
+    "Scenario",
+    "Sweep",
+    "Typed",
+    "Utterance",
+    "VADKind",
+    "load_utterance_audio",
+]
 
 VADKind = Literal["scripted", "silero"]
 """``scripted``: :class:`~resilient_agent.testing.vad.ScriptedVAD`; ``silero``: livekit's
@@ -105,6 +114,54 @@ class Utterance:
 
 
 @dataclass(frozen=True)
+class Typed:
+    """A message the caller types in the room's chat, delivered as RoomIO delivers text input.
+
+    The runner passes it to livekit's own default text input callback
+    (``TextInputOptions().text_input_cb``) at ``at``, and logs a failure as RoomIO does, so a
+    message livekit cannot take is lost exactly as it would be in a room. The contracts count
+    its words like spoken ones: they must reach the LLM and be answered.
+
+    Attributes:
+        at: Seconds from the start of the call when the message arrives.
+        text: The message; keep its words distinct across a scenario so each can be traced.
+        expect_reply: Whether the agent must answer it.
+        reply_within: Seconds from its arrival to the start of its answer; None uses the
+            scenario's ``reply_bound``.
+    """
+
+    at: float
+    text: str
+    expect_reply: bool = True
+    reply_within: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.at < 0:
+            raise ValueError(f"Typed.at ({self.at}) must not be negative")
+        if not self.text.split():
+            raise ValueError("Typed.text must contain at least one word")
+
+    @property
+    def start(self) -> float:
+        """When the message arrived (a typed message has no duration)."""
+        return self.at
+
+    @property
+    def end(self) -> float:
+        """When the message arrived: the answer's latency is measured from here."""
+        return self.at
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The words, as the LLM will see them."""
+        return tuple(self.text.split())
+
+
+CallerInput = Utterance | Typed
+"""Something the caller said or typed; the contracts judge both alike."""
+
+
+@dataclass(frozen=True)
 class Sweep:
     """How ``--sweep`` moves one utterance across a race window.
 
@@ -149,6 +206,7 @@ class Scenario:
         reply_bound: Seconds from the end of an utterance to the start of its answer.
         control: A control: it must pass on a plain ``Agent`` as well.
         sweep: The race window ``--sweep`` explores.
+        typed: What the caller types in the room's chat, in order.
     """
 
     name: str
@@ -169,6 +227,7 @@ class Scenario:
     reply_bound: float = 3.0
     control: bool = False
     sweep: Sweep | None = None
+    typed: tuple[Typed, ...] = ()
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
@@ -177,8 +236,15 @@ class Scenario:
                 raise ValueError(f"{self.name}: utterances overlap at {after.start}s")
         if any(u.end > self.duration for u in self.utterances):
             raise ValueError(f"{self.name}: an utterance ends after duration={self.duration}")
+        if any(t.at > self.duration for t in self.typed):
+            raise ValueError(f"{self.name}: a message is typed after duration={self.duration}")
         if self.vad == "silero" and self.vad_fault.mode != "healthy":
             raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
+
+    @property
+    def caller_inputs(self) -> tuple[CallerInput, ...]:
+        """Every utterance, then every typed message: what the contracts judge."""
+        return (*self.utterances, *self.typed)
 
     def with_onset(self, utterance: int, onset: float) -> Scenario:
         """A copy with utterance ``utterance`` moved to start at ``onset``.

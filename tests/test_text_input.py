@@ -1,0 +1,281 @@
+"""Typed chat messages (RoomIO text input) and ``session.interrupt()`` over protected speech."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from livekit.agents import Agent
+from resilient_agent.middleware import default_middleware
+from resilient_agent.middleware.interrupt_deferral import InterruptDeferral
+from resilient_agent.middleware.turn_keeper import TurnKeeper
+from structlog.testing import capture_logs
+
+from resilient_agent import ResilientAgent
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.testing import CallWorld, Scenario, Typed, heard_sentences, run_scenario
+from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
+
+NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+TYPED = "do you have a table for two tonight"
+DEFERRED = "interrupt_deferred_to_protected_speech"
+
+
+def catalog(name: str) -> Scenario:
+    return next(s for s in scenarios() if s.name == name)
+
+
+def user_messages(world: CallWorld) -> list[str]:
+    return [
+        i.text_content or ""
+        for i in world.session.history.items
+        if i.type == "message" and i.role == "user"
+    ]
+
+
+def notice_heard_to_the_end(world: CallWorld) -> bool:
+    return all(s.complete for s in heard_sentences(world) if s.text and s.text in NOTICE)
+
+
+def race_actions(outcome: Any) -> list[tuple[str, str]]:
+    return [(e["kind"], e.get("action", "")) for e in outcome.race_events]
+
+
+def test_a_message_typed_over_protected_speech_is_lost_on_a_plain_agent() -> None:
+    world, outcome = run_scenario(catalog("lost_words/typed_over_protected_say"), Agent)
+    # livekit's default callback raised from session.interrupt(); RoomIO only logs it
+    assert world.logs.count(TEXT_INPUT_FAILED_LOG) == 1
+    assert outcome.lost_words == len(TYPED.split())
+    assert TYPED not in user_messages(world)
+
+
+def test_a_message_typed_over_protected_speech_is_answered_after_it() -> None:
+    with capture_logs() as logs:
+        world, outcome = run_scenario(
+            catalog("lost_words/typed_over_protected_say"), ResilientAgent
+        )
+    assert outcome.passed, outcome.reasons
+    assert world.logs.count(TEXT_INPUT_FAILED_LOG) == 0
+    assert user_messages(world) == [TYPED]
+    assert notice_heard_to_the_end(world)
+    # the typed turn pins user_state to "speaking" for no time at all: that is not speech whose
+    # audio livekit withheld, so nothing is re-transcribed
+    assert race_actions(outcome) == [("protected_speech_interrupt", "deferred_to_protected_speech")]
+    deferred = [e for e in logs if e.get("event") == DEFERRED]
+    assert len(deferred) == 1
+    assert "protected" in deferred[0]["why"]
+
+
+def _interrupting_agent(*, protected: bool, force: bool, at: float, seen: dict[str, Any]) -> Any:
+    """Says the notice from on_enter, then the app calls ``session.interrupt()`` at ``at``."""
+
+    def build(base: type[Agent]) -> Agent:
+        class Interrupting(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="Be brief.")
+
+            async def on_enter(self) -> None:
+                seen["speech"] = self.session.say(NOTICE, allow_interruptions=not protected)
+                self._probe = asyncio.get_running_loop().create_task(self._interrupt_later())
+
+            async def _interrupt_later(self) -> None:
+                await asyncio.sleep(at)  # app code on the virtual clock, not test synchronisation
+                seen["shadowed"] = "interrupt" in vars(self.session)
+                try:
+                    future = self.session.interrupt(force=force)
+                except RuntimeError as exc:
+                    seen["raised"] = str(exc)
+                    return
+                seen["done_at_once"] = future.done()
+                await future
+                seen["awaited"] = True
+
+        return Interrupting()
+
+    return build
+
+
+def _interrupt_scenario(**kwargs: Any) -> Scenario:
+    return Scenario(
+        name="t/interrupt",
+        family="t",
+        description="",
+        agent=_interrupting_agent(**kwargs),
+        utterances=(),
+        duration=9.0,
+    )
+
+
+def test_interrupt_over_protected_speech_raises_on_a_plain_agent() -> None:
+    seen: dict[str, Any] = {}
+    run_scenario(_interrupt_scenario(protected=True, force=False, at=2.0, seen=seen), Agent)
+    assert "does not allow interruptions" in seen["raised"]
+
+
+def test_interrupt_over_protected_speech_defers_to_it_instead_of_raising() -> None:
+    seen: dict[str, Any] = {}
+    scenario = _interrupt_scenario(protected=True, force=False, at=2.0, seen=seen)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert "raised" not in seen
+    assert seen["done_at_once"] and seen["awaited"]
+    assert not seen["speech"].interrupted
+    assert notice_heard_to_the_end(world)
+    assert race_actions(outcome) == [("protected_speech_interrupt", "deferred_to_protected_speech")]
+
+
+def test_a_forced_interrupt_still_cuts_protected_speech() -> None:
+    seen: dict[str, Any] = {}
+    scenario = _interrupt_scenario(protected=True, force=True, at=2.0, seen=seen)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert seen["speech"].interrupted
+    assert not notice_heard_to_the_end(world)
+    assert race_actions(outcome) == []
+
+
+def test_interrupting_an_interruptible_speech_is_left_to_livekit() -> None:
+    seen: dict[str, Any] = {}
+    scenario = _interrupt_scenario(protected=False, force=False, at=2.0, seen=seen)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert seen["speech"].interrupted
+    assert not notice_heard_to_the_end(world)
+    assert seen["awaited"]
+    assert race_actions(outcome) == []
+
+
+def test_interrupt_is_shadowed_only_while_the_agent_runs() -> None:
+    seen: dict[str, Any] = {}
+    scenario = _interrupt_scenario(protected=True, force=False, at=2.0, seen=seen)
+    world, _ = run_scenario(scenario, ResilientAgent)
+    assert seen["shadowed"]
+    assert "interrupt" not in vars(world.session)  # restored when the agent left
+
+
+def test_keep_text_input_off_leaves_interrupt_as_livekit_has_it() -> None:
+    class WithoutTextInput(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            middleware = [
+                TurnKeeper(keep_text_input=False) if isinstance(m, TurnKeeper) else m
+                for m in default_middleware()
+            ]
+            super().__init__(*args, middleware=middleware, **kwargs)
+
+    seen: dict[str, Any] = {}
+    scenario = _interrupt_scenario(protected=True, force=False, at=2.0, seen=seen)
+    run_scenario(scenario, WithoutTextInput)
+    assert "does not allow interruptions" in seen["raised"]
+    assert not seen["shadowed"]
+
+
+def test_a_typed_message_is_answered_with_its_latency_from_its_arrival() -> None:
+    scenario = Scenario(
+        name="t/typed",
+        family="t",
+        description="",
+        agent=lambda base: base(instructions="Be brief."),
+        utterances=(),
+        typed=(Typed(1.0, "what time do you open"),),
+        duration=6.0,
+    )
+    world, outcome = run_scenario(scenario, Agent)
+    assert outcome.passed, outcome.reasons
+    assert user_messages(world) == ["what time do you open"]
+    # no endpointing for text: the scripted LLM's whole answer (0.5 s), then the TTS's first byte
+    assert outcome.reply_latencies_s[0] == pytest.approx(0.5 + 0.15, abs=0.01)
+
+
+def test_typed_messages_are_validated() -> None:
+    with pytest.raises(ValueError, match="must not be negative"):
+        Typed(-1.0, "hello")
+    with pytest.raises(ValueError, match="at least one word"):
+        Typed(1.0, "  ")
+    with pytest.raises(ValueError, match="typed after duration"):
+        Scenario(
+            name="t/late",
+            family="t",
+            description="",
+            agent=lambda base: base(instructions="x"),
+            utterances=(),
+            typed=(Typed(30.0, "hello"),),
+        )
+
+
+class _Speech:
+    def __init__(self, *, protected: bool) -> None:
+        self.id = "speech_1"
+        self.allow_interruptions = not protected
+        self.interrupted = False
+
+    def done(self) -> bool:
+        return False
+
+
+class _Session:
+    """Just what InterruptDeferral reads: ``current_speech`` and ``interrupt``."""
+
+    def __init__(self, current: _Speech | None, fail_with: str | None = None) -> None:
+        self.current_speech = current
+        self.fail_with = fail_with
+        self.calls: list[bool] = []
+
+    def interrupt(self, *, force: bool = False) -> asyncio.Future[None]:
+        self.calls.append(force)
+        if self.fail_with == "protected":
+            raise RuntimeError("This generation handle does not allow interruptions")
+        if self.fail_with == "closing":
+            self.current_speech = None  # the refusal had another cause than the speech
+            raise RuntimeError("AgentSession isn't running")
+        future: asyncio.Future[None] = asyncio.Future()
+        future.set_result(None)
+        return future
+
+
+def test_a_refusal_for_another_reason_is_raised_as_livekit_raised_it() -> None:
+    session = _Session(_Speech(protected=True), fail_with="closing")
+    deferred: list[Any] = []
+    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+
+    async def call() -> None:
+        with pytest.raises(RuntimeError, match="isn't running"):
+            session.interrupt()
+
+    asyncio.run(call())
+    assert deferred == []
+
+
+def test_the_deferral_calls_livekit_first_and_reports_the_protected_speech() -> None:
+    speech = _Speech(protected=True)
+    session = _Session(speech, fail_with="protected")
+    deferred: list[Any] = []
+    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+
+    async def call() -> None:
+        assert session.interrupt().done()
+
+    asyncio.run(call())
+    assert session.calls == [False]  # livekit's interrupt ran (background speeches)
+    assert deferred == [speech]
+
+
+def test_uninstall_puts_back_a_wrapper_that_was_there_before() -> None:
+    session = _Session(None)
+    earlier = session.interrupt
+    session.interrupt = earlier  # type: ignore[method-assign]  # another wrapper, on the instance
+    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
+    deferral.install()
+    assert deferral.installed
+    deferral.uninstall()
+    assert vars(session)["interrupt"] is earlier
+
+
+def test_uninstall_leaves_a_shadow_installed_after_it() -> None:
+    session = _Session(None)
+    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
+    deferral.install()
+
+    def later(*, force: bool = False) -> asyncio.Future[None]:
+        raise AssertionError("not called")
+
+    session.interrupt = later  # type: ignore[method-assign]
+    deferral.uninstall()
+    assert vars(session)["interrupt"] is later
