@@ -147,6 +147,9 @@ class Scenario:
         reply_bound: Seconds from the end of an utterance to the start of its answer.
         control: A control: it must pass on a plain ``Agent`` as well.
         sweep: The race window ``--sweep`` explores.
+        talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
+            already speaking when it began; None leaves the contract out (a scenario where the
+            agent is meant to speak over a caller who will not stop).
     """
 
     name: str
@@ -165,6 +168,7 @@ class Scenario:
     reply_bound: float = 3.0
     control: bool = False
     sweep: Sweep | None = None
+    talk_over_tolerance: float | None = 0.2
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
