@@ -49,6 +49,8 @@ PastBound = Literal["speak", "skip"]
 _PAST_BOUND: tuple[PastBound, ...] = ("speak", "skip")
 _MAX_WAIT_S = 30.0
 RACE = "protected_speech_over_speaking_caller"
+SIMULTANEOUS_START_S = 0.1
+"""A caller reported speaking this soon after a protected speech began started with it."""
 
 logger = get_logger("middleware.wait_for_caller")
 
@@ -111,6 +113,8 @@ class WaitForCaller(Middleware):
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
+        # the last protected speech that began over a silent caller, and when
+        self._protected_start: tuple[SpeechHandle, float] | None = None
 
     @property
     def wait_s(self) -> float:
@@ -150,9 +154,26 @@ class WaitForCaller(Middleware):
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
-        """The caller may have stopped: a held speech looks again."""
+        """The caller may have stopped: a held speech looks again.
+
+        A caller whose start of speech is reported within ``SIMULTANEOUS_START_S`` of a protected
+        speech's first audio started together with it (the VAD needs a moment to report it):
+        the speech waits for them as if they had been speaking first.
+        """
         if self._wake is not None:
             self._wake.set()
+        started = self._protected_start
+        self._protected_start = None
+        if ev.new_state != "speaking" or started is None or self._hold is not None:
+            return
+        handle, began_at = started
+        output = self._output
+        if (
+            output is not None
+            and handle is ctx.session.current_speech
+            and _now() - began_at <= SIMULTANEOUS_START_S
+        ):
+            self._hold_if_protected(ctx, output, handle)
 
     # -- holding -------------------------------------------------------------------------------
     def _attach(self, ctx: MiddlewareContext) -> None:
@@ -177,9 +198,18 @@ class WaitForCaller(Middleware):
         if ctx is None or output is None or self._hold is not None:
             return
         handle = ctx.session.current_speech
-        if handle is None or handle.done() or handle.interrupted or handle.allow_interruptions:
+        if handle is None:
             return
         if ctx.state.user_state != "speaking":
+            if not handle.allow_interruptions:
+                self._protected_start = (handle, _now())
+            return
+        self._hold_if_protected(ctx, output, handle)
+
+    def _hold_if_protected(
+        self, ctx: MiddlewareContext, output: AudioOutput, handle: SpeechHandle
+    ) -> None:
+        if handle.done() or handle.interrupted or handle.allow_interruptions:
             return
         info = ctx.state.speeches.get(handle.id)
         tool = info.tool if info is not None else None

@@ -214,3 +214,16 @@ def test_speeches_that_start_over_a_silent_caller_are_not_held() -> None:
 def test_options_are_validated_at_construction(options: dict[str, Any], message: str) -> None:
     with pytest.raises(MiddlewareError, match=re.escape(message)):
         WaitForCaller(**options)
+
+
+def test_a_caller_who_starts_with_the_speech_is_waited_for_too() -> None:
+    # the caller starts at the hold message's first frame; the VAD reports it 0.05 s later
+    _world, outcome = run_scenario(GAP.with_onset(1, 4.0), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    detected, handled = events(outcome)
+    assert detected["at_s"] == pytest.approx(4.05, abs=0.01) and detected["held"] is True
+    assert handled["action"] == "caller_stopped"
+    assert outcome.talked_over_s == pytest.approx(0.05, abs=0.01)
+    # a caller reported later than SIMULTANEOUS_START_S talks over the agent: not held
+    _, later = run_scenario(GAP.with_onset(1, 4.1), ResilientAgent)
+    assert events(later) == []
