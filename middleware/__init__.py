@@ -19,6 +19,7 @@ def default_middleware() -> list[Middleware | MiddlewareSpec]:
     from .hangup import ConditionalHangup
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
+    from .wait_for_caller import WaitForCaller
     from .watchdog import Watchdog
 
-    return [ToolGuard(), TurnKeeper(), ConditionalHangup(), Watchdog()]
+    return [ToolGuard(), TurnKeeper(), WaitForCaller(), ConditionalHangup(), Watchdog()]

@@ -316,6 +316,33 @@ def test_pause_delays_the_finish_by_the_paused_time() -> None:
     assert out.segments[0].ended_at == pytest.approx(1.5, abs=TOL)
 
 
+def test_pauses_split_the_segment_into_the_runs_the_caller_heard() -> None:
+    async def main() -> PlayedSegment:
+        out = PlayoutAudioOutput(clock=asyncio.get_running_loop().time)
+        await _capture(out, agent_frames(3, 1.0))
+        out.pause()  # at the first audio, as a middleware holding a speech does
+        await asyncio.sleep(2.0)
+        out.resume()
+        out.flush()
+        await asyncio.sleep(0.4)
+        out.pause()
+        await asyncio.sleep(0.5)
+        out.resume()
+        await out.wait_for_playout()
+        return out.segments[0]
+
+    segment = run_virtual(main())
+    # the zero-length run at the first frame is not a run: nothing played before 2.0 s
+    flat = [x for r in segment.runs for x in (r.started_at, r.offset, r.duration)]
+    assert flat == pytest.approx([2.0, 0.0, 0.4, 2.9, 0.4, 0.6], abs=TOL)
+    assert segment.started_at == pytest.approx(0.0, abs=TOL)  # livekit's playback_started
+    assert segment.time_at(0.0) == pytest.approx(2.0, abs=TOL)
+    assert segment.time_at(0.5) == pytest.approx(3.0, abs=TOL)
+    assert segment.time_at(1.5) is None
+    assert segment.heard_between(0.0, 2.0) == pytest.approx(0.0, abs=TOL)
+    assert segment.heard_between(0.0, 3.0) == pytest.approx(0.5, abs=TOL)
+
+
 def test_clear_buffer_while_paused_reports_the_position_at_pause() -> None:
     async def main() -> _Probe:
         out = PlayoutAudioOutput(clock=asyncio.get_running_loop().time)

@@ -91,6 +91,36 @@ def test_lost_words_are_the_ones_said_over_protected_speech(
     assert baseline_results["control/two_turns"].outcome.lost_words == 0
 
 
+# A protected speech starts while the caller is speaking: livekit no longer waits for silence.
+TALKED_OVER = (
+    "tool_gap/gap_protected_say",
+    "tool_gap/gap_disallow_and_say",
+    "tool_gap/vad_no_end_of_speech",
+    "tool_gap/vad_stuck",
+    "tool_gap/vad_dead",
+)
+
+
+@pytest.mark.parametrize("name", TALKED_OVER)
+def test_talk_over_contract_catches_a_protected_speech_started_over_the_caller(
+    baseline_results: dict[str, LabResult], name: str
+) -> None:
+    outcome = baseline_results[name].outcome
+    # the hold message starts at 4.0 s, 0.3 s into the caller's 3.7-5.4 s correction
+    assert outcome.talked_over_s == pytest.approx(1.4, abs=0.02)
+    assert any("played 1.40s over the caller" in reason for reason in outcome.reasons)
+
+
+def test_talk_over_contract_spares_a_caller_who_starts_over_protected_speech(
+    baseline_results: dict[str, LabResult],
+) -> None:
+    # the caller talks over an announcement that was already playing: not the agent's doing
+    for name in ("lost_words/over_protected_say", "lost_words/between_call_and_output"):
+        assert baseline_results[name].outcome.talked_over_s == 0.0
+    controls = [r for r in baseline_results.values() if r.scenario.control]
+    assert controls and all(r.outcome.talked_over_s == 0.0 for r in controls)
+
+
 def test_interruption_timeout_is_counted(baseline_results: dict[str, LabResult]) -> None:
     assert baseline_results["tool_gap/business_logic_long"].outcome.interruption_timeouts == 1
     assert baseline_results["tool_gap/gap_protected_say"].outcome.interruption_timeouts == 0

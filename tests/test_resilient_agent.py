@@ -94,6 +94,7 @@ def test_drop_in_construction_and_default_chain() -> None:
     assert [mw.display_name for mw in agent.middleware] == [
         "ToolGuard",
         "TurnKeeper",
+        "WaitForCaller",
         "ConditionalHangup",
         "Watchdog",
     ]

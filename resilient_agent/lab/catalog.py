@@ -31,6 +31,12 @@ _VAD_FAULT_BOUND = 2.0 + 1.5 * 1.2
 _THINKING_BOUND = 1.2 + 6.0 + 1.5 * 1.2
 # The first answer (1.2 s), the 2 s tool, the watchdog's 3 s wait for a silence, 1.5 times 1.2 s.
 _NOISE_BOUND = 1.2 + 2.0 + 3.0 + 1.5 * 1.2
+# A protected hold message that would start over the caller waits for them to stop (the VAD ends
+# their turn 0.55 s after they do), then is heard whole, as the app asked, before their words can
+# be answered: the message's length (TTS speaks 15 characters a second) comes on top of the
+# usual bound. With a faulty VAD the hold ends at WaitForCaller's bound instead.
+_HOLD_MESSAGE_S = len(agents.HOLD_MESSAGE) / 15
+_AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
 
 _BOOK = LLMRule(
     when_user_says="book",
@@ -58,6 +64,7 @@ _GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)
 def _tool_gap() -> list[Scenario]:
     found = []
     change = "actually make it nine instead"
+    change_over_hold = Utterance(3.7, 5.4, change, reply_within=_AFTER_HELD_MESSAGE_BOUND)
     for style in ("protected_say", "disallow_and_say"):
         found.append(
             Scenario(
@@ -68,7 +75,7 @@ def _tool_gap() -> list[Scenario]:
                     f"protected hold message ({style})."
                 ),
                 agent=agents.booking_agent(style, work_seconds=2.0),
-                utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
+                utterances=(_ASK_BOOKING, change_over_hold),
                 llm=(_BOOK, _BOOKED),
                 # before 3.4 s the VAD never ended the first turn: one long turn, no gap
                 sweep=Sweep(utterance=1, start=3.4, stop=5.0, step=0.1),
@@ -144,7 +151,10 @@ def _tool_gap() -> list[Scenario]:
                     "utterance."
                 ),
                 agent=agents.booking_agent("disallow_and_say", work_seconds=2.0),
-                utterances=(_ASK_BOOKING, Utterance(3.7, 5.4, change)),
+                utterances=(
+                    _ASK_BOOKING,
+                    Utterance(3.7, 5.4, change, reply_within=_VAD_FAULT_BOUND + _HOLD_MESSAGE_S),
+                ),
                 llm=(_BOOK, _BOOKED),
                 vad_fault=VADFault(mode=mode, utterance=1),
                 reply_bound=_VAD_FAULT_BOUND,

@@ -83,6 +83,7 @@ class LabResult:
             "unfinished_handles": o.unfinished_handles,
             "interruption_timeouts": o.interruption_timeouts,
             "hung_up": o.hung_up,
+            "talked_over_s": o.talked_over_s,
             "race_events": list(o.race_events),
         }
         if self.onset is not None:

@@ -25,6 +25,7 @@ __all__ = [
     "FRAME_SECONDS",
     "SAMPLE_RATE",
     "AudioMarker",
+    "PlayedRun",
     "PlayedSegment",
     "PlayoutAudioOutput",
     "NoiseWindow",
@@ -221,6 +222,8 @@ class PlayedSegment:
         played: Seconds of audio that actually played.
         interrupted: Whether the buffer was cleared before it played out.
         sentences: Sentence id to (start offset in the segment, seconds heard, seconds long).
+        runs: The stretches the caller actually heard, in order: a pause (livekit's, or a
+            middleware's) ends one run and a resume begins the next.
     """
 
     started_at: float | None = None
@@ -229,7 +232,42 @@ class PlayedSegment:
     played: float = 0.0
     interrupted: bool = False
     sentences: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    runs: list[PlayedRun] = field(default_factory=list)
     _layout: list[tuple[float, AudioMarker]] = field(default_factory=list, repr=False)
+
+    def time_at(self, offset: float) -> float | None:
+        """Session seconds when the audio at ``offset`` into the segment played, None if never."""
+        for run in self.runs:
+            if run.offset <= offset < run.offset + run.duration:
+                return run.started_at + offset - run.offset
+        return None
+
+    def heard_between(self, start: float, end: float) -> float:
+        """Seconds of this segment's audio that played between session times ``start``-``end``."""
+        heard = 0.0
+        for run in self.runs:
+            heard += max(0.0, min(end, run.ended_at) - max(start, run.started_at))
+        return heard
+
+
+@dataclass(frozen=True)
+class PlayedRun:
+    """One stretch of a segment that played without a pause.
+
+    Attributes:
+        started_at: Session seconds when it began to play.
+        offset: Where it begins in the segment's audio, in seconds.
+        duration: Seconds of audio it played.
+    """
+
+    started_at: float
+    offset: float
+    duration: float
+
+    @property
+    def ended_at(self) -> float:
+        """Session seconds when it stopped playing."""
+        return self.started_at + self.duration
 
 
 class PlayoutAudioOutput(AudioOutput):
@@ -268,6 +306,7 @@ class PlayoutAudioOutput(AudioOutput):
         self._flushed = False
         self._finish_timer: asyncio.TimerHandle | None = None
         self._segment_finished = asyncio.Event()
+        self._run: tuple[float, float] | None = None  # (started_at, offset) of the open run
 
     def _played(self) -> float:
         if self._play_started is None or self._segment is None:
@@ -296,6 +335,7 @@ class PlayoutAudioOutput(AudioOutput):
         if self._play_started is None and self._paused_at is None:
             self._play_started = self._clock()
             segment.started_at = self._play_started
+            self._run = (self._play_started, 0.0)
             self.on_playback_started(created_at=self._play_started)
 
     @override
@@ -315,11 +355,20 @@ class PlayoutAudioOutput(AudioOutput):
         remaining = max(self._segment.pushed - self._played(), 0.0)
         self._finish_timer = asyncio.get_running_loop().call_later(remaining, self._finish, False)
 
+    def _close_run(self, played_to: float) -> None:
+        if self._run is None or self._segment is None:
+            return
+        started_at, offset = self._run
+        self._run = None
+        if played_to > offset:
+            self._segment.runs.append(PlayedRun(started_at, offset, played_to - offset))
+
     def _finish(self, interrupted: bool) -> None:
         segment = self._segment
         if segment is None:
             return
         played = segment.pushed if not interrupted else self._played()
+        self._close_run(played)
         if self._finish_timer is not None:
             self._finish_timer.cancel()
             self._finish_timer = None
@@ -350,6 +399,7 @@ class PlayoutAudioOutput(AudioOutput):
     def pause(self) -> None:
         super().pause()
         if self._paused_at is None:
+            self._close_run(self._played())
             self._paused_at = self._clock()
         if self._finish_timer is not None:
             self._finish_timer.cancel()
@@ -362,9 +412,12 @@ class PlayoutAudioOutput(AudioOutput):
             if self._play_started is not None:
                 self._paused_total += self._clock() - self._paused_at
             self._paused_at = None
+            if self._play_started is not None:
+                self._run = (self._clock(), self._played())
         if self._play_started is None and self._segment is not None and self._segment.pushed:
             self._play_started = self._clock()
             self._segment.started_at = self._play_started
+            self._run = (self._play_started, 0.0)
             self.on_playback_started(created_at=self._play_started)
         if self._flushed:
             self._arm_finish()

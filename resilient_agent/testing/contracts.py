@@ -9,7 +9,10 @@
 * livekit never force-cancels a speech (``speech not done in time after interruption``);
 * no LLM answer is heard twice to the end (a turn answered twice);
 * the call ends if and only if the farewell was heard to the end and the caller said nothing
-  after it began.
+  after it began;
+* a protected speech never starts over the caller: of a speech that disallowed interruptions
+  when its audio began, at most ``Scenario.talk_over_tolerance`` seconds play while an utterance
+  that was already under way goes on.
 """
 
 from __future__ import annotations
@@ -24,10 +27,19 @@ if TYPE_CHECKING:
     from .runner import CallWorld
     from .scenario import CallerInput, Scenario
 
-__all__ = ["CallOutcome", "HeardSentence", "evaluate", "heard_sentences"]
+__all__ = [
+    "CallOutcome",
+    "HeardSentence",
+    "TalkOver",
+    "evaluate",
+    "heard_sentences",
+    "protected_talk_over",
+]
 
 # A sentence counts as heard to the end when no more than one frame of it is missing.
 _HEARD_TOLERANCE_S = 0.015
+# livekit's playback_started and the recorder's stamp of it share one instant.
+_SAME_INSTANT_S = 1e-3
 _WORD = re.compile(r"[\w']+")
 
 
@@ -75,6 +87,8 @@ class CallOutcome:
         race_events: Races the agent under test reported (filled by ``ResilientAgent``).
         reply_latencies_s: Per utterance, then per typed message, that expects a reply, its
             latency (None if unanswered).
+        talked_over_s: The most protected speech that played over a caller who was already
+            speaking when it began (see :func:`protected_talk_over`).
     """
 
     passed: bool
@@ -88,6 +102,46 @@ class CallOutcome:
     farewell_heard: bool
     race_events: list[dict[str, Any]] = field(default_factory=list)
     reply_latencies_s: list[float | None] = field(default_factory=list)
+    talked_over_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TalkOver:
+    """A protected speech that began while the caller was speaking.
+
+    Attributes:
+        utterance: Index of the utterance under way when the speech's audio began.
+        began_at: Call seconds when livekit began to play the speech (``playback_started``).
+        seconds: Seconds of the speech that played before the caller stopped.
+    """
+
+    utterance: int
+    began_at: float
+    seconds: float
+
+
+def protected_talk_over(world: CallWorld) -> list[TalkOver]:
+    """Every protected segment that began over a speaking caller, and how much of it they heard.
+
+    A segment is protected when the speech livekit was playing disallowed interruptions at its
+    ``playback_started``; the caller is speaking when that instant falls inside an utterance.
+    What counts is the audio that actually played (pauses excluded) until the utterance ended.
+    """
+    found = []
+    for segment in world.audio_out.segments:
+        if segment.started_at is None:
+            continue
+        owner = None
+        for start in world.recorder.playouts:
+            if start.at <= segment.started_at + _SAME_INSTANT_S:
+                owner = start
+        if owner is None or owner.allow_interruptions is not False:
+            continue
+        for index, utterance in enumerate(world.scenario.utterances):
+            if utterance.start < segment.started_at < utterance.end:
+                heard = segment.heard_between(segment.started_at, utterance.end)
+                found.append(TalkOver(index, round(segment.started_at, 3), round(heard, 3)))
+    return found
 
 
 def _words(text: str) -> set[str]:
@@ -102,7 +156,10 @@ def heard_sentences(world: CallWorld) -> list[HeardSentence]:
             continue
         for sentence_id, (offset, heard, length) in segment.sentences.items():
             if heard > 0:
-                played[sentence_id] = (segment.started_at + float(offset), heard, length)
+                # a pause before the sentence (livekit's, or a middleware's) delays it
+                at = segment.time_at(float(offset))
+                began = at if at is not None else segment.started_at + float(offset)
+                played[sentence_id] = (began, heard, length)
     t0 = world.t0
     result = []
     for sentence_id, text in world.tts.sentences.items():
@@ -216,6 +273,16 @@ def evaluate(world: CallWorld) -> CallOutcome:
     if world.close_deadlocked:
         reasons.append("the session could not be closed (deadlock)")
 
+    talk_over = protected_talk_over(world)
+    tolerance = scenario.talk_over_tolerance
+    for over in talk_over:
+        if tolerance is not None and over.seconds > tolerance:
+            reasons.append(
+                f"protected speech began at {over.began_at:.2f}s over utterance "
+                f"{over.utterance + 1} and played {over.seconds:.2f}s over the caller "
+                f"(tolerance {tolerance:.1f}s)"
+            )
+
     hung_up = world.job.hung_up_at is not None or world.closed_by_app
     farewell_heard = False
     expected_hang_up = False
@@ -253,4 +320,5 @@ def evaluate(world: CallWorld) -> CallOutcome:
         farewell_heard=farewell_heard,
         race_events=list(world.race_events),
         reply_latencies_s=per_utterance,
+        talked_over_s=max((o.seconds for o in talk_over), default=0.0),
     )

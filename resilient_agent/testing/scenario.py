@@ -207,6 +207,9 @@ class Scenario:
         control: A control: it must pass on a plain ``Agent`` as well.
         sweep: The race window ``--sweep`` explores.
         typed: What the caller types in the room's chat, in order.
+        talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
+            already speaking when it began; None leaves the contract out (a scenario where the
+            agent is meant to speak over a caller who will not stop).
     """
 
     name: str
@@ -228,6 +231,7 @@ class Scenario:
     control: bool = False
     sweep: Sweep | None = None
     typed: tuple[Typed, ...] = ()
+    talk_over_tolerance: float | None = 0.2
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

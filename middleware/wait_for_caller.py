@@ -1,0 +1,360 @@
+"""A protected speech never starts over a speaking caller: it waits, bounded, for them to stop.
+
+Since livekit-agents 1.3.11 only interruptible speeches wait for the caller's silence before they
+play; a speech that disallows interruptions (``say(..., allow_interruptions=False)``, or a tool's
+``ctx.disallow_interruptions()``) starts at once, over a caller who is still talking. Making it
+interruptible while it waits is no way out: livekit's VAD would interrupt it, and the hold
+message or farewell would be lost.
+
+:class:`WaitForCaller` holds the speech's audio instead, with the public ``AudioOutput.pause()``:
+when livekit begins to play a protected speech while the caller is speaking, the output is paused
+and resumed when the caller stops (``user_state`` leaves ``speaking``) or after ``wait_s``. Past
+the bound, ``past_bound`` decides: ``"speak"`` plays the speech anyway, ``"skip"`` interrupts it
+(``force=True``) so the caller's turn is answered instead.
+
+The hold starts on the output's ``playback_started``, the instant the first frame reaches the
+sink (RoomIO emits it just before queueing that frame). It cannot start earlier: livekit
+reconciles its own false-interruption pause right before forwarding a speech's first frame, and
+for a protected speech that means ``resume()``, which would undo an earlier pause. Nothing else in
+livekit resumes the output while a protected speech is current: its false-interruption pause only
+ever concerns interruptible speeches (see docs/first-party-middleware.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.io import AudioOutput
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    MiddlewareError,
+    RaceDetectedEvent,
+    RaceHandledEvent,
+    SpeechInfo,
+)
+from resilient_agent.errors import require_in_range
+from resilient_agent.log import get_logger
+
+__all__ = ["PastBound", "WaitForCaller", "WaitOptions"]
+
+PastBound = Literal["speak", "skip"]
+_PAST_BOUND: tuple[PastBound, ...] = ("speak", "skip")
+_MAX_WAIT_S = 30.0
+RACE = "protected_speech_over_speaking_caller"
+SIMULTANEOUS_START_S = 0.1
+"""A caller reported speaking this soon after a protected speech began started with it."""
+
+logger = get_logger("middleware.wait_for_caller")
+
+
+class WaitOptions(TypedDict, total=False):
+    """How long a tool's protected speeches wait for a speaking caller, and what happens then.
+
+    Attributes:
+        wait_s: Seconds to wait; 0 lets the speech start over the caller, as livekit does.
+        past_bound: ``"speak"`` or ``"skip"`` when the caller is still speaking after ``wait_s``.
+    """
+
+    wait_s: float
+    past_bound: PastBound
+
+
+@dataclass
+class _Hold:
+    handle: SpeechHandle
+    output: AudioOutput
+    tool: str | None
+    wait_s: float
+    past_bound: PastBound
+    started_at: float
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    released: bool = False
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+class WaitForCaller(Middleware):
+    """Holds a protected speech until the caller stops speaking, for at most ``wait_s`` (default).
+
+    Args:
+        wait_s: Seconds a protected speech waits for a speaking caller; 0 never waits.
+        past_bound: ``"speak"`` (default) plays the speech when the caller is still speaking
+            after ``wait_s``; ``"skip"`` interrupts it so the caller's turn is answered instead.
+        tools: Per tool name, :class:`WaitOptions` for the protected speeches that tool creates
+            (a farewell may wait longer, a legal notice may never be skipped).
+
+    Raises:
+        MiddlewareError: An option is out of range or unknown.
+    """
+
+    name = "WaitForCaller"
+
+    def __init__(
+        self,
+        *,
+        wait_s: float = 3.0,
+        past_bound: PastBound = "speak",
+        tools: Mapping[str, WaitOptions] | None = None,
+    ) -> None:
+        self.options = _validated(WaitOptions(wait_s=wait_s, past_bound=past_bound), "")
+        self.tools = {tool: _validated(o, f"tools[{tool!r}].") for tool, o in (tools or {}).items()}
+        self._ctx: MiddlewareContext | None = None
+        self._output: AudioOutput | None = None
+        self._hold: _Hold | None = None
+        self._wake: asyncio.Event | None = None
+        self._told_cannot_pause = False
+        # the last protected speech that began over a silent caller, and when
+        self._protected_start: tuple[SpeechHandle, float] | None = None
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds a protected speech waits for a speaking caller (tools may override it)."""
+        return self.options["wait_s"]
+
+    @property
+    def past_bound(self) -> PastBound:
+        """What happens when the caller is still speaking after ``wait_s``."""
+        return self.options["past_bound"]
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Watch the session's audio output for protected speech starting."""
+        self._ctx = ctx
+        self._wake = asyncio.Event()
+        self._attach(ctx)
+
+    async def aclose(self) -> None:
+        """Release a speech still held and stop watching the output."""
+        hold = self._hold
+        if hold is not None:
+            if hold.task is not None:
+                hold.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await hold.task
+            self._release(hold, "session_ended")
+        if self._output is not None:
+            self._output.off("playback_started", self._on_playback_started)
+            self._output = None
+
+    # -- notify --------------------------------------------------------------------------------
+    async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """Follow the session's audio output if the app replaced it."""
+        self._attach(ctx)
+
+    async def on_user_state(
+        self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
+    ) -> None:
+        """The caller may have stopped: a held speech looks again.
+
+        A caller whose start of speech is reported within ``SIMULTANEOUS_START_S`` of a protected
+        speech's first audio started together with it (the VAD needs a moment to report it):
+        the speech waits for them as if they had been speaking first.
+        """
+        if self._wake is not None:
+            self._wake.set()
+        started = self._protected_start
+        self._protected_start = None
+        if ev.new_state != "speaking" or started is None or self._hold is not None:
+            return
+        handle, began_at = started
+        output = self._output
+        if (
+            output is not None
+            and handle is ctx.session.current_speech
+            and _now() - began_at <= SIMULTANEOUS_START_S
+        ):
+            self._hold_if_protected(ctx, output, handle)
+
+    # -- holding -------------------------------------------------------------------------------
+    def _attach(self, ctx: MiddlewareContext) -> None:
+        output = ctx.session.output.audio
+        if output is self._output:
+            return
+        if self._output is not None:
+            self._output.off("playback_started", self._on_playback_started)
+        self._output = output
+        if output is not None:
+            output.on("playback_started", self._on_playback_started)
+
+    def _options_for(self, tool: str | None) -> WaitOptions:
+        options = WaitOptions(**self.options)
+        options.update(self.tools.get(tool or "", WaitOptions()))
+        return options
+
+    def _on_playback_started(self, _ev: object) -> None:
+        # synchronous, inside livekit's audio forwarding: the first frame has just reached the
+        # sink, so a pause here holds the speech before the caller hears it
+        ctx, output = self._ctx, self._output
+        if ctx is None or output is None or self._hold is not None:
+            return
+        handle = ctx.session.current_speech
+        if handle is None:
+            return
+        if ctx.state.user_state != "speaking":
+            if not handle.allow_interruptions:
+                self._protected_start = (handle, _now())
+            return
+        self._hold_if_protected(ctx, output, handle)
+
+    def _hold_if_protected(
+        self, ctx: MiddlewareContext, output: AudioOutput, handle: SpeechHandle
+    ) -> None:
+        if handle.done() or handle.interrupted or handle.allow_interruptions:
+            return
+        info = ctx.state.speeches.get(handle.id)
+        tool = info.tool if info is not None else None
+        options = self._options_for(tool)
+        details: dict[str, Any] = {"speech_id": handle.id, "tool": tool}
+        if options["wait_s"] <= 0:
+            ctx.emit(RaceDetectedEvent(kind=RACE, middleware=self.display_name, details=details))
+            return
+        if not output.can_pause:
+            ctx.emit(
+                RaceDetectedEvent(
+                    kind=RACE,
+                    middleware=self.display_name,
+                    details={**details, "held": False, "why": "output_cannot_pause"},
+                )
+            )
+            if not self._told_cannot_pause:
+                self._told_cannot_pause = True
+                logger.warning(
+                    "protected_speech_not_held",
+                    output=output.label,
+                    why=(
+                        "the session's audio output cannot pause, so a protected speech starts "
+                        "over a speaking caller; use an output with pause capability (RoomIO's "
+                        "has it)"
+                    ),
+                )
+            return
+        output.pause()
+        hold = _Hold(
+            handle=handle,
+            output=output,
+            tool=tool,
+            wait_s=options["wait_s"],
+            past_bound=options["past_bound"],
+            started_at=_now(),
+        )
+        self._hold = hold
+        ctx.emit(
+            RaceDetectedEvent(
+                kind=RACE,
+                middleware=self.display_name,
+                details={**details, "held": True, "wait_s": hold.wait_s},
+            )
+        )
+        logger.info("protected_speech_held", speech_id=handle.id, tool=tool, wait_s=hold.wait_s)
+        handle.add_done_callback(self._on_held_speech_done)
+        hold.task = asyncio.get_running_loop().create_task(
+            self._wait_for_caller(ctx, hold), name="resilient_agent.wait_for_caller"
+        )
+
+    def _on_held_speech_done(self, _handle: SpeechHandle) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _wait_for_caller(self, ctx: MiddlewareContext, hold: _Hold) -> None:
+        assert self._wake is not None
+        deadline = hold.started_at + hold.wait_s
+        skipped = False
+        while True:
+            handle = hold.handle
+            if handle.done():
+                self._release(hold, "skipped_at_bound" if skipped else "speech_ended")
+                return
+            timeout: float | None = None
+            if handle.interrupted:
+                # stay paused until livekit has cleared the speech's audio, or a resume would
+                # play what is left of it
+                pass
+            elif ctx.state.user_state != "speaking":
+                # the snapshot is the truth: queued user-state hooks may arrive out of order
+                self._release(hold, "caller_stopped")
+                return
+            elif (remaining := deadline - _now()) > 0:
+                timeout = remaining
+            elif hold.past_bound == "speak":
+                self._release(hold, "spoke_at_bound")
+                return
+            else:
+                # the caller keeps talking: drop the protected speech, answer them instead
+                skipped = True
+                handle.interrupt(force=True)
+                continue
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+
+    def _release(self, hold: _Hold, action: str) -> None:
+        if hold.released:
+            return
+        hold.released = True
+        if self._hold is hold:
+            self._hold = None
+        held_s = round(_now() - hold.started_at, 3)
+        handle = hold.handle
+        # a speech made interruptible meanwhile is livekit's to pause and resume: while the
+        # caller speaks, livekit's own false-interruption pause holds it (agent "listening")
+        livekit_paused = (
+            handle.allow_interruptions
+            and not handle.done()
+            and self._ctx is not None
+            and self._ctx.session.agent_state == "listening"
+        )
+        if not livekit_paused:
+            hold.output.resume()
+        logger.info(
+            "protected_speech_released",
+            speech_id=handle.id,
+            tool=hold.tool,
+            action=action,
+            held_s=held_s,
+        )
+        if self._ctx is not None:
+            self._ctx.emit(
+                RaceHandledEvent(
+                    kind=RACE,
+                    action=action,
+                    middleware=self.display_name,
+                    details={"speech_id": handle.id, "tool": hold.tool, "held_s": held_s},
+                )
+            )
+
+
+def _validated(options: Mapping[str, Any], prefix: str) -> WaitOptions:
+    unknown = set(options) - set(WaitOptions.__annotations__)
+    if unknown:
+        raise MiddlewareError(
+            "WaitForCaller",
+            f"{prefix}{sorted(unknown)[0]} is not an option",
+            fix="use wait_s and past_bound",
+            hook=f"{prefix}{sorted(unknown)[0]}",
+        )
+    result = WaitOptions()
+    if "wait_s" in options:
+        wait_s = options["wait_s"]
+        require_in_range("WaitForCaller", f"{prefix}wait_s", wait_s, 0.0, _MAX_WAIT_S)
+        result["wait_s"] = float(wait_s)
+    if "past_bound" in options:
+        past_bound = options["past_bound"]
+        if past_bound not in _PAST_BOUND:
+            raise MiddlewareError(
+                "WaitForCaller",
+                f"{prefix}past_bound={past_bound!r} is not a policy",
+                fix="use 'speak' (play it anyway) or 'skip' (answer the caller instead)",
+                hook=f"{prefix}past_bound",
+            )
+        result["past_bound"] = past_bound
+    return result

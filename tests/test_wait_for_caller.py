@@ -1,0 +1,227 @@
+"""WaitForCaller: a protected speech waits, bounded, for a speaking caller before it plays."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from typing import Any
+
+import pytest
+from livekit.agents import Agent
+from resilient_agent.middleware import default_middleware
+from resilient_agent.middleware.wait_for_caller import RACE, WaitForCaller
+from structlog.testing import capture_logs
+
+from resilient_agent import Middleware, MiddlewareError, MiddlewareSpec, ResilientAgent
+from resilient_agent.lab import agents
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.testing import (
+    CallOutcome,
+    CallWorld,
+    PlayoutAudioOutput,
+    Scenario,
+    Utterance,
+    run_scenario,
+)
+from resilient_agent.testing.contracts import protected_talk_over
+
+
+def catalog(name: str) -> Scenario:
+    return next(s for s in scenarios() if s.name == name)
+
+
+def resilient_with(wait: WaitForCaller) -> type[ResilientAgent]:
+    """ResilientAgent whose default chain runs ``wait`` in place of the default WaitForCaller."""
+
+    class Configured(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            chain: list[Middleware | MiddlewareSpec] = [
+                wait if isinstance(mw, WaitForCaller) else mw for mw in default_middleware()
+            ]
+            super().__init__(*args, middleware=chain, **kwargs)
+
+    return Configured
+
+
+def events(outcome: CallOutcome) -> list[dict[str, Any]]:
+    return [e for e in outcome.race_events if e["kind"] == RACE]
+
+
+def hold_message(world: CallWorld) -> Any:
+    (segment,) = [s for s in world.audio_out.segments if s.started_at == pytest.approx(4.0)]
+    return segment
+
+
+# The booking tool says its protected hold message at 4.0 s, 0.3 s into the caller's correction.
+GAP = catalog("tool_gap/gap_protected_say")
+# The same call, but the caller goes on correcting until 9.0 s: past a 3 s wait.
+LONG_TALKER = dataclasses.replace(
+    GAP,
+    name="test/caller_keeps_talking",
+    utterances=(
+        GAP.utterances[0],
+        Utterance(3.7, 9.0, "actually make it nine instead and we also need a quiet corner"),
+    ),
+    sweep=None,
+    duration=25.0,
+)
+
+
+def test_a_protected_speech_waits_until_the_caller_stops_then_plays_whole() -> None:
+    world, outcome = run_scenario(GAP, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.talked_over_s == 0.0
+    detected, handled = events(outcome)
+    assert detected["event"] == "race_detected" and detected["at_s"] == pytest.approx(4.0)
+    assert detected["tool"] == "book_table" and detected["held"] is True
+    # the VAD ends the caller's speech 0.55 s after they stop at 5.4 s
+    assert handled["action"] == "caller_stopped"
+    assert handled["at_s"] == pytest.approx(5.95, abs=0.01)
+    assert handled["held_s"] == pytest.approx(1.95, abs=0.01)
+    segment = hold_message(world)
+    # one run, from the release to the end: livekit did not resume it on its own meanwhile
+    assert len(segment.runs) == 1
+    assert segment.runs[0].started_at == pytest.approx(5.95, abs=0.01)
+    assert segment.played == pytest.approx(len(agents.HOLD_MESSAGE) / 15, abs=0.05)
+    assert not segment.interrupted
+    # the tool's `await say()` waited for the held playout: the booking work starts after it
+    (tool,) = world.recorder.tool_runs
+    assert tool.ended_at is not None
+    assert tool.ended_at - world.t0 == pytest.approx(segment.runs[0].ended_at + 2.0, abs=0.05)
+    # the message reached the history once, as heard
+    said = [text for _, role, text in world.recorder.items if role == "assistant"]
+    assert said.count(agents.HOLD_MESSAGE) == 1
+
+
+def test_plain_agent_starts_the_same_speech_over_the_caller() -> None:
+    world, outcome = run_scenario(GAP, Agent)
+    (over,) = protected_talk_over(world)
+    assert over.seconds == pytest.approx(1.4, abs=0.02)
+    assert not outcome.passed
+
+
+def test_speak_past_the_bound_plays_the_speech_when_the_wait_is_over() -> None:
+    scenario = dataclasses.replace(LONG_TALKER, talk_over_tolerance=None)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    _, handled = events(outcome)
+    assert handled["action"] == "spoke_at_bound"
+    assert handled["at_s"] == pytest.approx(7.0, abs=0.01)
+    assert handled["held_s"] == pytest.approx(3.0, abs=0.01)
+    segment = hold_message(world)
+    assert segment.runs[0].started_at == pytest.approx(7.0, abs=0.01)
+    assert not segment.interrupted
+    # it played over the caller from the bound on, as "speak" says; nothing before it
+    (over,) = protected_talk_over(world)
+    assert over.seconds == pytest.approx(2.0, abs=0.02)
+    assert outcome.lost_words == 0
+
+
+def test_skip_past_the_bound_drops_the_speech_and_answers_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # RoomIO's pause outlives the segment (the lab speaker's does not): the output must be
+    # resumed once the skipped speech's audio is cleared, or the next speech would stay silent
+    resumed: list[float] = []
+    original = PlayoutAudioOutput.resume
+
+    def spy(self: PlayoutAudioOutput) -> None:
+        resumed.append(asyncio.get_running_loop().time())
+        original(self)
+
+    monkeypatch.setattr(PlayoutAudioOutput, "resume", spy)
+    world, outcome = run_scenario(LONG_TALKER, resilient_with(WaitForCaller(past_bound="skip")))
+    assert any(7.0 <= at - world.t0 <= 7.1 for at in resumed), resumed
+    assert outcome.passed, outcome.reasons
+    assert outcome.talked_over_s == 0.0
+    detected, handled = events(outcome)
+    assert detected["held"] is True
+    assert handled["action"] == "skipped_at_bound"
+    assert handled["at_s"] == pytest.approx(7.0, abs=0.01)
+    segment = hold_message(world)
+    assert segment.interrupted and segment.played == 0.0 and segment.runs == []
+    # the held say() was interrupted, so its handle records it
+    (record,) = [r for r in world.recorder.speeches.values() if r.source == "say"]
+    assert record.interrupted
+    # the caller's correction was answered within the scenario's bound
+    assert outcome.reply_latencies_s[1] is not None
+
+
+def test_without_pause_capability_the_speech_is_not_held_and_that_is_logged_once() -> None:
+    with capture_logs() as logs:
+        world, outcome = run_scenario(dataclasses.replace(GAP, can_pause=False), ResilientAgent)
+    (detected,) = events(outcome)
+    assert detected["held"] is False and detected["why"] == "output_cannot_pause"
+    (over,) = protected_talk_over(world)
+    assert over.seconds == pytest.approx(1.4, abs=0.02)
+    warnings = [r for r in logs if r["event"] == "protected_speech_not_held"]
+    assert len(warnings) == 1
+    assert "cannot pause" in warnings[0]["why"]
+    # the turn keeper still delivers the words said over it
+    assert outcome.lost_words == 0
+
+
+def test_holds_and_releases_are_logged() -> None:
+    with capture_logs() as logs:
+        run_scenario(GAP, ResilientAgent)
+    logged = [
+        (r["event"], r.get("action"))
+        for r in logs
+        if r["event"] in ("protected_speech_held", "protected_speech_released")
+    ]
+    assert logged == [
+        ("protected_speech_held", None),
+        ("protected_speech_released", "caller_stopped"),
+    ]
+
+
+def test_a_tool_can_opt_out_of_waiting() -> None:
+    wait = WaitForCaller(tools={"book_table": {"wait_s": 0}})
+    _world, outcome = run_scenario(GAP, resilient_with(wait))
+    (detected,) = events(outcome)
+    assert detected["tool"] == "book_table" and "held" not in detected
+    assert outcome.talked_over_s == pytest.approx(1.4, abs=0.02)
+
+
+def test_a_tool_option_overrides_the_bound_and_policy() -> None:
+    wait = WaitForCaller(tools={"book_table": {"wait_s": 1.0, "past_bound": "skip"}})
+    _, outcome = run_scenario(LONG_TALKER, resilient_with(wait))
+    _, handled = events(outcome)
+    assert handled["action"] == "skipped_at_bound"
+    assert handled["at_s"] == pytest.approx(5.0, abs=0.01)
+
+
+def test_speeches_that_start_over_a_silent_caller_are_not_held() -> None:
+    for name in ("lost_words/over_protected_say", "control/end_call_farewell_heard"):
+        _, outcome = run_scenario(catalog(name), ResilientAgent)
+        assert outcome.passed, outcome.reasons
+        assert events(outcome) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"wait_s": -1.0}, "wait_s=-1.0 is out of range"),
+        ({"wait_s": 31.0}, "wait_s=31.0 is out of range"),
+        ({"past_bound": "wait"}, "past_bound='wait' is not a policy"),
+        ({"tools": {"end_call": {"wait": 2.0}}}, "tools['end_call'].wait is not an option"),
+        ({"tools": {"end_call": {"wait_s": 60.0}}}, "tools['end_call'].wait_s=60.0 is out"),
+        ({"tools": {"end_call": {"past_bound": "no"}}}, "past_bound='no' is not a policy"),
+    ],
+)
+def test_options_are_validated_at_construction(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(MiddlewareError, match=re.escape(message)):
+        WaitForCaller(**options)
+
+
+def test_a_caller_who_starts_with_the_speech_is_waited_for_too() -> None:
+    # the caller starts at the hold message's first frame; the VAD reports it 0.05 s later
+    _world, outcome = run_scenario(GAP.with_onset(1, 4.0), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    detected, handled = events(outcome)
+    assert detected["at_s"] == pytest.approx(4.05, abs=0.01) and detected["held"] is True
+    assert handled["action"] == "caller_stopped"
+    assert outcome.talked_over_s == pytest.approx(0.05, abs=0.01)
+    # a caller reported later than SIMULTANEOUS_START_S talks over the agent: not held
+    _, later = run_scenario(GAP.with_onset(1, 4.1), ResilientAgent)
+    assert events(later) == []
