@@ -156,10 +156,10 @@ class TurnKeeper(Middleware):
         self._wake = asyncio.Event()
         self._session_ended = False
         carried = _CARRIED_OVER.pop(ctx.session, [])
+        # the previous agent's activity is gone, and its turn with it: livekit cannot answer
+        # these words any more, so they are answered as soon as nothing blocks a reply
         for fragment in carried:
             self._add(fragment)
-        if carried:
-            self._last_activity = _now()
         if self.recover_withheld_audio:
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):

@@ -207,6 +207,9 @@ def test_words_said_during_a_handoff_are_answered_by_the_next_agent() -> None:
     world, outcome = run_scenario(scenario, ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert [r.last_user_text for r in world.llm.requests][-1] == "my order number is twelve"
+    # the old agent's turn is gone with its activity: no end-of-turn wait before the answer
+    (latency,) = [x for x in outcome.reply_latencies_s if x is not None]
+    assert latency <= 1.5 * 1.2
 
 
 def test_words_merged_into_a_tool_reply_are_in_the_session_history() -> None:
