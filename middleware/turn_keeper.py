@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import string
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from resilient_agent import (
     InferenceRequest,
     Middleware,
     MiddlewareContext,
+    MiddlewareError,
     RaceDetectedEvent,
     RaceHandledEvent,
     SpeechInfo,
@@ -105,6 +107,9 @@ class TurnKeeper(Middleware):
         keep_text_input: Make a non-forced ``session.interrupt()`` defer to a protected current
             speech instead of raising, so text typed meanwhile is answered after it (RoomIO's
             default text input interrupts first); ``force=True`` still cuts the speech.
+        merge_format: How undelivered words and the turn they join become one user message:
+            ``{fragments}`` (required) and ``{turn}`` (empty when no turn came), e.g.
+            ``"(said while you were speaking: {fragments}) {turn}"`` to tell the LLM.
     """
 
     name = "TurnKeeper"
@@ -119,6 +124,7 @@ class TurnKeeper(Middleware):
         keep_audio_s: float = 20.0,
         recovery_timeout_s: float = 2.0,
         keep_text_input: bool = True,
+        merge_format: str = "{fragments} {turn}",
     ) -> None:
         for option, value, low, high in (
             ("max_fragments", max_fragments, 1, 100),
@@ -127,6 +133,8 @@ class TurnKeeper(Middleware):
             ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
         ):
             require_in_range("TurnKeeper", option, value, low, high)
+        _check_merge_format(merge_format)
+        self.merge_format = merge_format
         self.merge = merge
         self.recover_withheld_audio = recover_withheld_audio
         self.max_fragments = max_fragments
@@ -371,12 +379,13 @@ class TurnKeeper(Middleware):
         pending = self._undelivered()
         for fragment in pending:
             fragment.delivered = True
-        merged = " ".join(f.text for f in pending)
-        if not merged:
+        fragments = " ".join(f.text for f in pending)
+        if not fragments:
             return text
-        if text.strip() and _normalized(text) not in _normalized(merged):
-            merged = f"{merged} {text.strip()}"
-        return merged
+        turn = text.strip()
+        if _normalized(turn) in _normalized(fragments):
+            turn = ""  # the turn says nothing the fragments do not: never the same words twice
+        return self.merge_format.format(fragments=fragments, turn=turn).strip()
 
     # -- answering dropped turns ---------------------------------------------------------------
     async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
@@ -520,6 +529,23 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
+
+
+def _check_merge_format(merge_format: str) -> None:
+    try:
+        fields = {
+            name for _, name, _, _ in string.Formatter().parse(merge_format) if name is not None
+        }
+    except ValueError as exc:
+        fields = {f"<{exc}>"}
+    if "fragments" not in fields or not fields <= {"fragments", "turn"}:
+        raise MiddlewareError(
+            "TurnKeeper",
+            f"merge_format={merge_format!r} must use {{fragments}} and may use {{turn}}, "
+            f"nothing else (found {sorted(fields)})",
+            fix='write it like "{fragments} {turn}"',
+            hook="merge_format",
+        )
 
 
 def _remove_words(text: str, delivered: str) -> str:

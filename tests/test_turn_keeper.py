@@ -276,3 +276,30 @@ def test_the_same_words_said_again_later_keep_the_merged_message() -> None:
         "for four people outside",
         "for four people outside",
     ]
+
+
+@pytest.mark.parametrize(
+    "merge_format", ["{turn}", "{fragments} {caller}", "{fragments} {turn", "{0} {fragments}"]
+)
+def test_merge_format_is_validated_with_the_field_and_the_fix(merge_format: str) -> None:
+    with pytest.raises(MiddlewareError) as err:
+        TurnKeeper(merge_format=merge_format)
+    assert "merge_format=" in str(err.value) and "{fragments}" in str(err.value)
+    assert 'Fix: write it like "{fragments} {turn}"' in str(err.value)
+
+
+def test_merge_format_tells_the_llm_when_the_words_came() -> None:
+    from resilient_agent.middleware import default_middleware
+
+    keeper = TurnKeeper(merge_format="(said while you were speaking: {fragments}) {turn}")
+
+    class Told(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            chain = [m if not isinstance(m, TurnKeeper) else keeper for m in default_middleware()]
+            super().__init__(*args, middleware=chain, **kwargs)
+
+    world, outcome = run_scenario(catalog("lost_words/over_protected_say"), Told)
+    assert outcome.passed, outcome.reasons
+    assert world.llm.requests[-1].last_user_text == (
+        "(said while you were speaking: hello can you hear me)"
+    )
