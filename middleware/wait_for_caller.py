@@ -43,6 +43,8 @@ from resilient_agent import (
 from resilient_agent.errors import require_in_range
 from resilient_agent.log import get_logger
 
+from .audio_level import AudioLevelMeter
+
 __all__ = ["PastBound", "WaitForCaller", "WaitOptions"]
 
 PastBound = Literal["speak", "skip"]
@@ -51,6 +53,10 @@ _MAX_WAIT_S = 30.0
 RACE = "protected_speech_over_speaking_caller"
 SIMULTANEOUS_START_S = 0.1
 """A caller reported speaking this soon after a protected speech began started with it."""
+QUIET_LINE_S = 1.0
+"""A caller still reported speaking whose line has been quiet this long has stopped: the VAD is
+stuck (a healthy one ends speech after about 0.55 s of silence)."""
+_FLOOR_RMS = 300.0  # the Watchdog's floor: below it, the line counts as quiet
 
 logger = get_logger("middleware.wait_for_caller")
 
@@ -113,6 +119,7 @@ class WaitForCaller(Middleware):
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
+        self._meter: AudioLevelMeter | None = None
         # the last protected speech that began over a silent caller, and when
         self._protected_start: tuple[SpeechHandle, float] | None = None
 
@@ -131,6 +138,8 @@ class WaitForCaller(Middleware):
         """Watch the session's audio output for protected speech starting."""
         self._ctx = ctx
         self._wake = asyncio.Event()
+        meter = AudioLevelMeter(floor_rms=_FLOOR_RMS)
+        self._meter = meter if ctx.observe_audio(meter.on_frame) else None
         self._attach(ctx)
 
     async def aclose(self) -> None:
@@ -239,6 +248,8 @@ class WaitForCaller(Middleware):
                 )
             return
         output.pause()
+        if self._meter is not None:
+            self._meter.metering = True
         hold = _Hold(
             handle=handle,
             output=output,
@@ -283,8 +294,12 @@ class WaitForCaller(Middleware):
                 # the snapshot is the truth: queued user-state hooks may arrive out of order
                 self._release(hold, "caller_stopped")
                 return
+            elif self._line_quiet_for(hold) >= QUIET_LINE_S:
+                self._release(hold, "line_quiet")
+                return
             elif (remaining := deadline - _now()) > 0:
-                timeout = remaining
+                # the meter is read, not waited on: look again soon while it can tell
+                timeout = remaining if self._meter is None else min(remaining, 0.1)
             elif hold.past_bound == "speak":
                 self._release(hold, "spoke_at_bound")
                 return
@@ -297,10 +312,18 @@ class WaitForCaller(Middleware):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
+    def _line_quiet_for(self, hold: _Hold) -> float:
+        """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
+        if self._meter is None:
+            return 0.0
+        return _now() - max(hold.started_at, self._meter.last_loud_at)
+
     def _release(self, hold: _Hold, action: str) -> None:
         if hold.released:
             return
         hold.released = True
+        if self._meter is not None:
+            self._meter.metering = False
         if self._hold is hold:
             self._hold = None
         held_s = round(_now() - hold.started_at, 3)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from livekit.agents import Agent
 from resilient_agent.middleware import default_middleware
-from resilient_agent.middleware.wait_for_caller import RACE, WaitForCaller
+from resilient_agent.middleware.wait_for_caller import QUIET_LINE_S, RACE, WaitForCaller
 from structlog.testing import capture_logs
 
 from resilient_agent import Middleware, MiddlewareError, MiddlewareSpec, ResilientAgent
@@ -225,3 +225,13 @@ def test_a_caller_who_starts_with_the_speech_is_waited_for_too() -> None:
     # a caller reported later than SIMULTANEOUS_START_S talks over the agent: not held
     _, later = run_scenario(GAP.with_onset(1, 4.1), ResilientAgent)
     assert events(later) == []
+
+
+def test_a_stuck_vad_does_not_hold_the_speech_to_the_bound() -> None:
+    # the VAD sticks in "speaking" after the caller stops at 5.4 s; the line is quiet
+    world, outcome = run_scenario(catalog("tool_gap/vad_stuck"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    _, handled = events(outcome)
+    assert handled["action"] == "line_quiet"
+    assert handled["at_s"] == pytest.approx(5.4 + QUIET_LINE_S, abs=0.11)
+    assert hold_message(world).runs[0].started_at == pytest.approx(handled["at_s"], abs=0.01)

@@ -34,9 +34,11 @@ _NOISE_BOUND = 1.2 + 2.0 + 3.0 + 1.5 * 1.2
 # A protected hold message that would start over the caller waits for them to stop (the VAD ends
 # their turn 0.55 s after they do), then is heard whole, as the app asked, before their words can
 # be answered: the message's length (TTS speaks 15 characters a second) comes on top of the
-# usual bound. With a faulty VAD the hold ends at WaitForCaller's bound instead.
+# usual bound. With a faulty VAD the hold ends once the caller's line has been quiet for
+# WaitForCaller's QUIET_LINE_S (1 s) instead.
 _HOLD_MESSAGE_S = len(agents.HOLD_MESSAGE) / 15
 _AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
+_AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND = 1.0 + _HOLD_MESSAGE_S + 1.5 * 1.2
 
 _BOOK = LLMRule(
     when_user_says="book",
@@ -153,7 +155,7 @@ def _tool_gap() -> list[Scenario]:
                 agent=agents.booking_agent("disallow_and_say", work_seconds=2.0),
                 utterances=(
                     _ASK_BOOKING,
-                    Utterance(3.7, 5.4, change, reply_within=_VAD_FAULT_BOUND + _HOLD_MESSAGE_S),
+                    Utterance(3.7, 5.4, change, reply_within=_AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND),
                 ),
                 llm=(_BOOK, _BOOKED),
                 vad_fault=VADFault(mode=mode, utterance=1),
