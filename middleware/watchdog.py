@@ -55,6 +55,9 @@ __all__ = ["AudioLevelMeter", "Watchdog"]
 
 logger = get_logger("middleware.watchdog")
 
+# How many stalls nothing can be done about are remembered, so that each is reported once.
+_REPORTED_KEPT = 64
+
 
 class Watchdog(Middleware):
     """Recovers stalled calls (on by default).
@@ -122,7 +125,8 @@ class Watchdog(Middleware):
         self._evidence = StallEvidence(self.thresholds, None)
         self._ledger: PlayoutLedger | None = None
         self._recoveries: Counter[StallKind] = Counter()
-        self._reported: set[tuple[StallKind, str]] = set()
+        self._reported: dict[tuple[StallKind, str], None] = {}
+        self._gave_up: set[StallKind] = set()
         self._task: asyncio.Task[None] | None = None
         self._at_risk = asyncio.Event()
         self.recovery_log: list[dict[str, Any]] = []
@@ -206,17 +210,27 @@ class Watchdog(Middleware):
 
     async def _handle(self, ctx: MiddlewareContext, stall: Stall) -> None:
         actionable = stall.kind != "interrupted_speech_not_done" or stall.cause == CAUSE_PLAYOUT
-        key = (stall.kind, stall.speech.id if stall.speech is not None else "")
-        if actionable or key not in self._reported:
-            self._reported.add(key)
-            ctx.emit(
-                RaceDetectedEvent(
-                    kind=stall.kind, middleware=self.display_name, details=stall.details()
+        if actionable and self._recoveries[stall.kind] >= self.max_recoveries:
+            if stall.kind not in self._gave_up:
+                self._gave_up.add(stall.kind)
+                self._report(ctx, stall)
+                logger.error(
+                    "watchdog_gave_up",
+                    kind=stall.kind,
+                    recoveries=self.max_recoveries,
+                    why="max_recoveries reached for this kind of stall in this session",
                 )
-            )
-            logger.warning(stall.kind, **stall.details())
-        if not actionable or self._recoveries[stall.kind] >= self.max_recoveries:
             return
+        if not actionable:
+            # nothing to do about it: reported once, not at every look
+            key = (stall.kind, stall.speech.id if stall.speech is not None else "")
+            if key not in self._reported:
+                self._reported[key] = None
+                if len(self._reported) > _REPORTED_KEPT:
+                    del self._reported[next(iter(self._reported))]
+                self._report(ctx, stall)
+            return
+        self._report(ctx, stall)
         self._recoveries[stall.kind] += 1
         if stall.kind == "user_turn_stuck":
             await self._end_user_turn(ctx, stall, commit=True)
@@ -226,6 +240,11 @@ class Watchdog(Middleware):
             await self._ask_again(ctx, stall)
         else:
             await self._release_playout(ctx, stall)
+
+    def _report(self, ctx: MiddlewareContext, stall: Stall) -> None:
+        details = stall.details()
+        ctx.emit(RaceDetectedEvent(kind=stall.kind, middleware=self.display_name, details=details))
+        logger.warning(stall.kind, **details)
 
     def _record(self, ctx: MiddlewareContext, stall: Stall, action: str, recovered: bool) -> None:
         record = {"kind": stall.kind, "action": action, "recovered": recovered}

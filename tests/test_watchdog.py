@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -138,3 +139,37 @@ def test_no_stall_is_reported_where_the_call_makes_progress(name: str) -> None:
     assert outcome.passed, outcome.reasons
     kinds = {"speech_waits_for_silence", "thinking_without_speech", "interrupted_speech_not_done"}
     assert not [e for e in outcome.race_events if e["kind"] in kinds]
+
+
+def test_a_stall_that_never_clears_is_retried_within_the_budget_then_reported_once() -> None:
+    from resilient_agent.middleware import default_middleware
+    from structlog.testing import capture_logs
+
+    from resilient_agent.testing import LLMRule
+
+    class Patient(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            chain = [
+                m if not isinstance(m, Watchdog) else Watchdog(thinking_s=2.0, max_recoveries=2)
+                for m in default_middleware()
+            ]
+            super().__init__(*args, middleware=chain, **kwargs)
+
+    forever = LLMRule(when_user_says="parking", text="Yes.", hangs_before=1000.0)
+    scenario = dataclasses.replace(catalog("stall/llm_hangs"), llm=(forever,), duration=30.0)
+    with capture_logs() as logs:
+        world, _ = run_scenario(scenario, Patient)
+    found = _events_of(world, "thinking_without_speech")
+    assert [e["event"] for e in found] == [
+        "race_detected",
+        "race_handled",
+        "race_detected",
+        "race_handled",
+        "race_detected",  # the budget is spent: reported once more, then never again
+    ]
+    assert [r["event"] for r in logs].count("watchdog_gave_up") == 1
+    assert len([r for r in world.llm.requests if r.last_user_text == "do you have parking"]) == 3
+
+
+def _events_of(world: Any, kind: str) -> list[dict[str, Any]]:
+    return [e for e in world.race_events if e["kind"] == kind]
