@@ -26,7 +26,8 @@ class CallReport(BaseModel):
         actions: Actions taken, as ``"kind:action"``.
         words_recovered: Words livekit withheld from the STT that were recovered.
         dropped_turns_answered: User turns livekit dropped that were answered.
-        watchdog_recoveries: Stuck user turns the watchdog ended.
+        watchdog_recoveries: Stalls the watchdog found (stuck turns, replies waiting for a
+            silence, hanging replies, interrupted speeches not done); ``races`` has each kind.
         shutdown_decisions: Each hang-up request's outcome, in order (``hung_up``/``kept_call``).
         middleware_errors: Hook failures, as ``"middleware.hook"``.
     """
@@ -51,6 +52,7 @@ class CallReporter:
         self._races: Counter[str] = Counter()
         self._actions: Counter[str] = Counter()
         self._words = 0
+        self._stalls = 0
         self._shutdowns: list[str] = []
         self._errors: list[str] = []
 
@@ -58,6 +60,8 @@ class CallReporter:
         """Count one event."""
         if isinstance(event, RaceDetectedEvent):
             self._races[event.kind] += 1
+            if event.middleware == "Watchdog":
+                self._stalls += 1
         elif isinstance(event, RaceHandledEvent):
             self._actions[f"{event.kind}:{event.action}"] += 1
             if event.action == "recovered_words":
@@ -75,7 +79,7 @@ class CallReporter:
             actions=dict(self._actions),
             words_recovered=self._words,
             dropped_turns_answered=self._actions["dropped_user_turn:answered"],
-            watchdog_recoveries=self._races["user_turn_stuck"],
+            watchdog_recoveries=self._stalls,
             shutdown_decisions=list(self._shutdowns),
             middleware_errors=list(self._errors),
         )

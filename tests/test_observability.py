@@ -65,6 +65,15 @@ def test_the_call_report_api_matches_the_events() -> None:
     assert report.actions == {"user_turn_stuck:restarted_vad": 1}
 
 
+def test_the_call_report_counts_every_kind_of_stall() -> None:
+    scenario = next(s for s in scenarios() if s.name == "stall/lost_playout_report")
+    world, _ = run_scenario(scenario, ResilientAgent)
+    report = world.agent.call_report  # type: ignore[attr-defined]
+    assert report is not None
+    assert report.watchdog_recoveries == 1
+    assert report.races["interrupted_speech_not_done"] == 1
+
+
 _CHILD = """
 import logging, socket, sys
 from livekit.agents.ipc.log_queue import LogQueueHandler
