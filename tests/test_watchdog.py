@@ -173,3 +173,20 @@ def test_a_stall_that_never_clears_is_retried_within_the_budget_then_reported_on
 
 def _events_of(world: Any, kind: str) -> list[dict[str, Any]]:
     return [e for e in world.race_events if e["kind"] == kind]
+
+
+def test_a_reply_waiting_for_a_caller_who_really_talks_is_left_waiting() -> None:
+    # a filler comes due at 7.4 s while the caller talks (with words) from 6 s to 13 s
+    from resilient_agent.testing import Utterance
+
+    base = catalog("control/long_tool_with_filler")
+    addition = "and we will need two high chairs for the little ones and a quiet table please"
+    scenario = dataclasses.replace(
+        base, utterances=(*base.utterances, Utterance(6.0, 13.0, addition)), duration=26.0
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.lost_words == 0
+    assert not [e for e in outcome.race_events if e["kind"] == "speech_waits_for_silence"]
+    # a filler really came due while the caller was talking
+    fillers = [r for r in world.recorder.speeches.values() if r.source == "say"]
+    assert any(6.0 < r.created_at - world.t0 < 13.0 for r in fillers)
