@@ -36,8 +36,17 @@ BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
 # livekit only honours 5 s later ("speech not done in time after interruption").
 RACE = "tool_gap/business_logic_long"
 SWEPT = "lost_words/straddling_protected_end"
+# Scripted input drawn on its own: background noise, a typed chat message, an LLM that hangs.
+NOISE = "stall/reply_waits_for_noise"
+TYPED = "lost_words/typed_over_protected_say"
+HANGS = "stall/llm_hangs"
+RESILIENT = "resilient_agent:ResilientAgent"
 PROTECTED_PURPLE = (0x7B, 0x1F, 0xA2)
 LOST_WORD_RED = (0xEF, 0x53, 0x50)
+REACHED_GREEN = (0xA5, 0xD6, 0xA7)
+NOISE_GREY = (0xEC, 0xEF, 0xF1)
+HUNG_PINK = (0xFD, 0xE0, 0xDC)
+CANCELLED_RED = (0xC6, 0x28, 0x28)
 
 
 def _scenario(name: str) -> Any:
@@ -53,6 +62,11 @@ def agents() -> list[AgentUnderTest]:
 @pytest.fixture(scope="module")
 def race_results(agents: list[AgentUnderTest]) -> list[LabResult]:
     return run_lab([_scenario(RACE), _scenario("control/two_turns")], agents)
+
+
+@pytest.fixture(scope="module")
+def input_results(agents: list[AgentUnderTest]) -> list[LabResult]:
+    return run_lab([_scenario(NOISE), _scenario(TYPED), _scenario(HANGS)], agents)
 
 
 def _timeline(results: Sequence[LabResult], scenario: str, agent: str) -> CallTimeline:
@@ -74,6 +88,8 @@ def test_every_result_carries_a_timeline_that_agrees_with_its_verdict(
         assert timeline.reasons == tuple(result.outcome.reasons)
         # the words drawn as lost are exactly the ones the contracts counted
         assert sum(u.lost_words for u in timeline.utterances) == result.outcome.lost_words
+        assert timeline.typed == () and timeline.noise == ()
+        assert not any(r.hung for r in timeline.llm_requests)
         assert [u.number for u in timeline.utterances] == [
             i + 1 for i in range(len(result.scenario.utterances))
         ]
@@ -179,6 +195,200 @@ def test_race_events_are_drawn_where_they_were_reported() -> None:
         ("race_detected", 2.5),
         ("race_handled", 4.25),
     ]
+
+
+def test_timeline_draws_typed_messages_with_their_fate(
+    input_results: list[LabResult], agents: list[AgentUnderTest]
+) -> None:
+    said = "do you have a table for two tonight"
+    for result in input_results:
+        timeline = result.timeline
+        assert timeline is not None
+        # words lost by utterances and by typed messages add up to the contracts' count
+        lost = sum(u.lost_words for u in timeline.utterances)
+        assert lost + sum(t.lost_words for t in timeline.typed) == result.outcome.lost_words
+        # reply latencies: the utterances' (expecting one), then the typed messages'
+        drawn = [u.reply_latency_s for u in timeline.utterances if u.expect_reply]
+        drawn += [t.reply_latency_s for t in timeline.typed if t.expect_reply]
+        assert drawn == result.outcome.reply_latencies_s
+    # a plain Agent cannot take a message typed over its protected greeting: every word is lost
+    plain = _timeline(input_results, TYPED, BASELINE.path)
+    (typed,) = plain.typed
+    assert (typed.number, typed.at, typed.text, typed.expect_reply) == (1, 3.0, said, True)
+    assert typed.lost == tuple(said.split()) and typed.lost_words == 8
+    assert typed.reached_llm_at is None and typed.reply_latency_s is None
+    assert not [m for m in plain.marks if m.kind == "user_turn"]
+    assert plain.utterances == ()
+    if RESILIENT in [a.path for a in agents]:
+        resilient = _timeline(input_results, TYPED, RESILIENT)
+        (typed,) = resilient.typed
+        assert typed.lost == () and typed.reached_llm_at == 3.0
+        assert typed.reply_latency_s is not None
+        assert typed.reply_latency_s == resilient.reply_latency_s == pytest.approx(2.44)
+        # the turn it became is labelled with it, as utterances label theirs
+        turns = [m for m in resilient.marks if m.kind == "user_turn"]
+        assert [(m.at, m.label) for m in turns] == [(3.0, "t1")]
+    # no other scenario types anything
+    assert all(
+        r.timeline and r.timeline.typed == () for r in input_results if r.scenario.name != TYPED
+    )
+
+
+def test_timeline_shows_background_noise(input_results: list[LabResult]) -> None:
+    for result in input_results:
+        assert result.timeline is not None
+        expected = [(n.start, n.end, n.rms) for n in result.scenario.noise]
+        assert [(n.start, n.end, n.rms) for n in result.timeline.noise] == expected
+    timeline = _timeline(input_results, NOISE, BASELINE.path)
+    ((noise),) = timeline.noise
+    assert (noise.start, noise.end, noise.rms) == (4.5, 14.0, 1500.0)
+    # the VAD hears the noise as the caller speaking, from 50 ms after it starts
+    speaking = [s for s in timeline.user_states if s.state == "speaking"]
+    assert speaking[-1].start == pytest.approx(noise.start + 0.05, abs=0.02)
+
+
+def test_timeline_shows_hung_llm_requests_until_cancelled(
+    input_results: list[LabResult], agents: list[AgentUnderTest]
+) -> None:
+    plain = _timeline(input_results, HANGS, BASELINE.path)
+    (request,) = plain.llm_requests
+    (speech,) = plain.speeches
+    assert request.hung and request.answers == "user: do you have parking"
+    # nothing cancels it until the lab closes the session at the end of the script, which
+    # interrupts the speech handle it was generating for
+    assert request.cancelled_at == speech.interrupted_at == plain.ended_at == 20.0
+    for result in input_results:
+        assert result.timeline is not None
+        for track in result.timeline.llm_requests:
+            if result.scenario.name != HANGS:
+                assert not track.hung and track.cancelled_at is None
+            if not track.hung:
+                assert track.cancelled_at is None
+    if RESILIENT in [a.path for a in agents]:
+        resilient = _timeline(input_results, HANGS, RESILIENT)
+        hung, retry = resilient.llm_requests
+        # the watchdog interrupts the stalled reply and asks again: that cancels the request
+        assert hung.hung and not retry.hung
+        assert hung.cancelled_at == resilient.speeches[0].interrupted_at == 9.05
+        assert retry.at == hung.cancelled_at
+        assert resilient.activity_end < resilient.ended_at
+
+
+def test_timeline_json_carries_noise_typed_and_hung(
+    input_results: list[LabResult], tmp_path: Path
+) -> None:
+    path = tmp_path / "timeline.json"
+    write_timelines([r.timeline for r in input_results if r.timeline is not None], path)
+    calls = json.loads(path.read_text())["calls"]
+    by_name = {(c["scenario"], c["agent"]): c for c in calls}
+    noise = by_name[(NOISE, BASELINE.path)]
+    assert noise["noise"] == [{"start": 4.5, "end": 14.0, "rms": 1500.0}]
+    assert noise["typed"] == [] and noise["lost_words_by_typed"] == []
+    typed = by_name[(TYPED, BASELINE.path)]
+    assert typed["noise"] == []
+    assert typed["typed"] == [
+        {
+            "number": 1,
+            "at": 3.0,
+            "text": "do you have a table for two tonight",
+            "expect_reply": True,
+            "lost": ["do", "you", "have", "a", "table", "for", "two", "tonight"],
+            "reached_llm_at": None,
+            "reply_latency_s": None,
+        }
+    ]
+    assert typed["lost_words_by_typed"] == [8]
+    (hung,) = by_name[(HANGS, BASELINE.path)]["llm_requests"]
+    assert hung["hung"] is True and hung["cancelled_at"] == 20.0
+    for request in noise["llm_requests"]:
+        assert request["hung"] is False and request["cancelled_at"] is None
+
+
+def test_report_draws_noise_typed_and_hung(
+    input_results: list[LabResult], agents: list[AgentUnderTest]
+) -> None:
+    page = _Elements(render_report(input_results, agents))
+
+    def title_of(group: _Element) -> str:
+        titles = [e for e in page.all if e.tag == "title" and group in e.ancestors]
+        return "".join(titles[-1].text)
+
+    for svg in page.find("svg", "timeline"):
+        axis_end = float(svg.attrs["data-axis-end"])
+        left = float(svg.attrs["data-plot-left"])
+        width = float(svg.attrs["data-plot-width"])
+
+        def x_of(
+            seconds: float, axis_end: float = axis_end, left: float = left, width: float = width
+        ) -> float:
+            return left + min(seconds, axis_end) / axis_end * width
+
+        for panel in [e for e in page.find("g", "panel") if svg in e.ancestors]:
+            section = next(a for a in panel.ancestors if a.tag == "section")
+            name = next(
+                r.scenario.name
+                for r in input_results
+                if scenario_anchor(r.scenario.name) == section.attrs["id"]
+            )
+            timeline = _timeline(input_results, name, panel.attrs["data-agent"])
+            inside = [e for e in page.all if panel in e.ancestors]
+            # background noise: a grey band hatched over the caller's row, start to end
+            noise = [e for e in inside if e.tag == "g" and "noise" in e.classes]
+            assert len(noise) == len(timeline.noise)
+            for group, span in zip(noise, timeline.noise, strict=True):
+                (band,) = [e for e in page.all if group in e.ancestors and e.tag == "rect"]
+                assert "noise-band" in band.classes
+                assert float(band.attrs["x"]) == pytest.approx(x_of(span.start), abs=0.1)
+                assert float(band.attrs["x"]) + float(band.attrs["width"]) == pytest.approx(
+                    x_of(span.end), abs=0.1
+                )
+                assert [e for e in page.find("path", "noise-hatch") if group in e.ancestors]
+                assert "background noise" in title_of(group)
+                assert f"{span.start:.3f} s to {span.end:.3f} s" in title_of(group)
+            # typed messages: a bubble pointing at its arrival, its text and latency on hover
+            typed = [e for e in inside if e.tag == "g" and "typed-message" in e.classes]
+            assert len(typed) == len(timeline.typed)
+            for group, message in zip(typed, timeline.typed, strict=True):
+                assert float(group.attrs["data-at"]) == message.at
+                assert int(group.attrs["data-lost"]) == message.lost_words
+                (bubble,) = [e for e in page.find("path", "typed") if group in e.ancestors]
+                fate = "typed-lost" if message.lost else "typed-reached"
+                assert fate in bubble.classes
+                # its tail's tip, where the path starts, is the moment it arrived
+                start = re.match(r"M([\d.]+) ", bubble.attrs["d"])
+                assert start is not None
+                tip = float(start.group(1))
+                assert tip == pytest.approx(x_of(message.at), abs=0.1)
+                title = title_of(group)
+                assert message.text in title
+                if message.reply_latency_s is None:
+                    assert "never answered audibly" in title
+                else:
+                    assert f"answered after {message.reply_latency_s:.2f} s" in title
+            lines = [e for e in inside if e.tag == "line" and "typed-line" in e.classes]
+            assert len(lines) == len(timeline.typed)
+            # hung LLM requests: a dashed bar to their cancellation, "hung" on hover
+            hung = [e for e in inside if e.tag == "g" and "llm-hung-request" in e.classes]
+            requests = [r for r in timeline.llm_requests if r.hung]
+            assert len(hung) == len(requests)
+            for group, request in zip(hung, requests, strict=True):
+                (bar,) = [e for e in page.find("rect", "llm-hung") if group in e.ancestors]
+                assert float(bar.attrs["x"]) == pytest.approx(x_of(request.at), abs=0.1)
+                end = request.cancelled_at if request.cancelled_at is not None else axis_end
+                right = float(bar.attrs["x"]) + float(bar.attrs["width"])
+                assert right == pytest.approx(x_of(end), abs=0.1)
+                assert group.attrs["data-hung"] == "true"
+                assert "HUNG" in title_of(group) and "hung" in "".join(
+                    t for e in page.all if group in e.ancestors for t in e.text
+                )
+                caps = [e for e in page.find("rect", "llm-cancelled-cap") if group in e.ancestors]
+                assert len(caps) == (request.cancelled_at is not None)
+            # requests that answered keep their two-part bar
+            normal = [e for e in inside if e.tag == "g" and "llm" in e.classes]
+            assert len(normal) == len(timeline.llm_requests)
+            for group in normal:
+                waits = [e for e in page.find("rect", "llm-wait") if group in e.ancestors]
+                assert bool(waits) != ("llm-hung-request" in group.classes)
 
 
 def test_timeline_json_is_deterministic(tmp_path: Path) -> None:
@@ -397,7 +607,23 @@ _GEOMETRY_PROBE = """<script>
     }
     for (const panel of svg.querySelectorAll('g.panel')) {
       const p = {agent: panel.dataset.agent, box: box(panel), speeches: [], utterances: [],
-                 playouts: [], words: []};
+                 playouts: [], words: [], noise: [], typed: [], hung: []};
+      for (const g of panel.querySelectorAll('g.noise')) {
+        const r = g.querySelector('rect.noise-band');
+        p.noise.push({start: +g.dataset.start, end: +g.dataset.end, box: box(r),
+                      fill: getComputedStyle(r).fill});
+      }
+      for (const g of panel.querySelectorAll('g.typed-message')) {
+        const b = g.querySelector('path.typed');
+        p.typed.push({at: +g.dataset.at, lost: +g.dataset.lost, box: box(b),
+                      fill: getComputedStyle(b).fill, stroke: getComputedStyle(b).stroke});
+      }
+      for (const g of panel.querySelectorAll('g.llm-hung-request')) {
+        const r = g.querySelector('rect.llm-hung'), cap = g.querySelector('rect.llm-cancelled-cap');
+        p.hung.push({at: +g.dataset.at, cancelled: g.dataset.cancelledAt === undefined ? null
+                       : +g.dataset.cancelledAt, box: box(r), fill: getComputedStyle(r).fill,
+                     dash: getComputedStyle(r).strokeDasharray, cap: cap ? box(cap) : null});
+      }
       for (const s of panel.querySelectorAll('g.speech')) {
         p.speeches.push({label: s.dataset.label, box: box(s)});
       }
@@ -592,3 +818,81 @@ def test_report_renders_in_headless_chromium(
     assert lost
     for word in lost:
         assert _share_of_colour(pixels, word["box"], LOST_WORD_RED) > 0.9
+
+
+@pytest.mark.skipif(
+    _CHROMIUM is None,
+    reason="Chromium is not installed (apt-get install -y chromium): the rendered report is "
+    "checked in a headless browser",
+)
+def test_report_renders_noise_typed_and_hung_in_headless_chromium(
+    input_results: list[LabResult], agents: list[AgentUnderTest], tmp_path: Path
+) -> None:
+    page = render_report(input_results, agents)
+    report = tmp_path / "report.html"
+    report.write_text(page, encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _GEOMETRY_PROBE), encoding="utf-8")
+    dom = _run_chromium("--dump-dom", probe.as_uri(), height=1000).stdout
+    found = re.search(r'<pre id="geometry">(.*?)</pre>', dom, re.S)
+    assert found, "the geometry probe did not run"
+    drawings = json.loads(html.unescape(found.group(1)))["timelines"]
+    assert [d["id"] for d in drawings] == [scenario_anchor(n) for n in (NOISE, TYPED, HANGS)]
+
+    bottom = max(p["box"]["bottom"] for d in drawings for p in d["panels"])
+    height = int(bottom) + 20
+    screenshot = tmp_path / "report.png"
+    _run_chromium(f"--screenshot={screenshot}", report.as_uri(), height=height)
+    pixels = _read_png(screenshot)
+    assert pixels.shape[:2] == (height, _WINDOW_WIDTH)
+
+    seen = {"noise": 0, "typed": 0, "hung": 0}
+    for drawing in drawings:
+        ticks = drawing["ticks"]
+        first, last = ticks[0], ticks[-1]
+        px_per_s = (last["x"] - first["x"]) / (last["t"] - first["t"])
+
+        def x_at(seconds: float, first: dict[str, float] = first, scale: float = px_per_s) -> float:
+            return float(first["x"] + seconds * scale)
+
+        for panel in drawing["panels"]:
+            name = next(n for n in (NOISE, TYPED, HANGS) if scenario_anchor(n) == drawing["id"])
+            timeline = _timeline(input_results, name, panel["agent"])
+            utterances = panel["utterances"]
+            # background noise: a grey band from its start to its end, on the caller's row
+            assert len(panel["noise"]) == len(timeline.noise)
+            for band in panel["noise"]:
+                assert band["box"]["left"] == pytest.approx(x_at(band["start"]), abs=1.0)
+                assert band["box"]["right"] == pytest.approx(x_at(band["end"]), abs=1.0)
+                assert band["fill"] == "rgb(236, 239, 241)"
+                for bar in utterances:
+                    assert band["box"]["top"] == pytest.approx(bar["box"]["top"], abs=1.5)
+                # grey, hatched: the band's colour with darker lines through it
+                share = _share_of_colour(pixels, band["box"], NOISE_GREY)
+                assert 0.3 < share < 0.9
+                seen["noise"] += 1
+            # a typed message: a bubble whose tail points at its arrival, red if its words were
+            # lost, green if they reached the LLM, outlined in indigo
+            assert len(panel["typed"]) == len(timeline.typed)
+            for bubble, message in zip(panel["typed"], timeline.typed, strict=True):
+                assert bubble["box"]["left"] == pytest.approx(x_at(message.at), abs=1.0)
+                assert bubble["stroke"] == "rgb(40, 53, 147)"
+                colour = LOST_WORD_RED if message.lost else REACHED_GREEN
+                assert _share_of_colour(pixels, bubble["box"], colour) > 0.4
+                seen["typed"] += 1
+            # a hung request: a pale red dashed bar from the request to its cancellation,
+            # which a red cap marks; the bars of answered requests are teal
+            hung = [r for r in timeline.llm_requests if r.hung]
+            assert len(panel["hung"]) == len(hung)
+            for bar, request in zip(panel["hung"], hung, strict=True):
+                assert bar["box"]["left"] == pytest.approx(x_at(request.at), abs=1.0)
+                assert request.cancelled_at is not None
+                assert bar["cancelled"] == request.cancelled_at
+                assert bar["box"]["right"] == pytest.approx(x_at(request.cancelled_at), abs=1.0)
+                assert bar["dash"] not in ("none", "")
+                assert _share_of_colour(pixels, bar["box"], HUNG_PINK) > 0.5
+                assert bar["cap"] is not None
+                assert bar["cap"]["right"] == pytest.approx(x_at(request.cancelled_at), abs=1.0)
+                assert _share_of_colour(pixels, bar["cap"], CANCELLED_RED) > 0.9
+                seen["hung"] += 1
+    assert seen == {"noise": len(agents), "typed": len(agents), "hung": len(agents)}

@@ -3,11 +3,12 @@
 ``resilient-agent lab --report PATH.html`` writes it. Nothing is fetched: the styles are inline
 and every drawing is inline SVG, so the file can be attached to an issue or opened offline. Each
 scenario gets a section where the agents run on it (plain ``Agent`` above ``ResilientAgent``)
-share one time axis, lane for lane: the caller's words and what became of them, user and agent
-state, every speech handle and its playout, tool runs, LLM requests, race events and the end of
-the call. Every mark carries an SVG ``<title>`` with exact times, shown on hover, and ``data-*``
-attributes with the numbers it was drawn from, for tests and scripts. A ``--sweep`` run adds a
-chart per swept scenario: verdict and latency against the moved utterance's onset.
+share one time axis, lane for lane: the caller's words and what became of them (typed chat
+messages and background noise on their line too), user and agent state, every speech handle and
+its playout, tool runs, LLM requests (hung ones until they were cancelled), race events and the
+end of the call. Every mark carries an SVG ``<title>`` with exact times, shown on hover, and
+``data-*`` attributes with the numbers it was drawn from, for tests and scripts. A ``--sweep``
+run adds a chart per swept scenario: verdict and latency against the moved utterance's onset.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .run import AgentUnderTest, LabResult
-from .timeline import CallTimeline, Mark, SpeechTrack, StateSpan, UtteranceTrack
+from .timeline import (
+    CallTimeline,
+    LLMTrack,
+    Mark,
+    NoiseSpan,
+    SpeechTrack,
+    StateSpan,
+    TypedTrack,
+    UtteranceTrack,
+)
 
 __all__ = ["render_report", "scenario_anchor", "write_report"]
 
@@ -43,6 +53,9 @@ _BAR_ROW_HEIGHT = 17
 _CHAR_WIDTH = 6.2
 # Space kept between two labelled marks packed on one row.
 _PACK_GAP_PX = 6.0
+# Width of a typed message's chat-bubble marker, and the spacing of hatching lines.
+_BUBBLE_WIDTH = 13.0
+_HATCH_SPACING_PX = 5.0
 
 # Geometry of a sweep chart: one strip per agent on a shared onset axis.
 _SWEEP_WIDTH = 820
@@ -96,6 +109,14 @@ svg .said-label { fill: #6b7480; }
 svg .said-reached_llm { fill: #1b5e20; }
 svg .said-lost_before_stt { fill: #c62828; font-weight: 700; text-decoration: line-through; }
 svg .said-lost_after_stt { fill: #e65100; font-weight: 700; text-decoration: line-through; }
+svg .said-lost_typed { fill: #c62828; font-weight: 700; text-decoration: line-through; }
+svg .noise-band { fill: #eceff1; }
+svg .noise-hatch { fill: none; stroke: #90a4ae; stroke-width: 1; }
+svg .noise-text { fill: #546e7a; font-size: 9.5px; }
+svg .typed { stroke: #283593; stroke-width: 1.2; stroke-linejoin: round; }
+svg .typed-reached { fill: #a5d6a7; }
+svg .typed-lost { fill: #ef5350; }
+svg .typed-line { stroke: #3949ab; stroke-width: 1; stroke-dasharray: 1 3; opacity: 0.6; }
 svg .stt-final { fill: #78909c; }
 svg .user-turn { fill: #2e7d32; }
 svg .merged-turn { fill: #ef6c00; stroke: #7a3a00; stroke-width: 1; }
@@ -128,6 +149,9 @@ svg .bar-text { fill: #fff; font-size: 10px; }
 svg .llm-wait { fill: #b2dfdb; }
 svg .llm-stream { fill: #00897b; }
 svg .llm-text { fill: #00594f; font-size: 10px; }
+svg .llm-hung { fill: #fde0dc; stroke: #c62828; stroke-width: 1.2; stroke-dasharray: 4 2; }
+svg .llm-cancelled-cap { fill: #c62828; }
+svg .llm-hung-text { fill: #b71c1c; font-size: 10px; font-weight: 700; }
 svg .mark-hang_up, svg .mark-room_deleted { fill: #c62828; }
 svg .mark-session_closed { fill: #1d2329; }
 svg .mark-script_end { fill: #6b7480; }
@@ -372,6 +396,17 @@ def _legend() -> str:
             '<rect class="llm-stream" x="9" y="2" width="13" height="10"/>',
             "LLM request (to first token, answer)",
         ),
+        (
+            '<rect class="llm-hung" x="0.5" y="2" width="17" height="10"/>'
+            '<rect class="llm-cancelled-cap" x="18" y="1" width="4" height="12"/>',
+            "LLM request hung (until cancelled)",
+        ),
+        (
+            '<rect class="noise-band" x="0" y="1" width="22" height="12"/>'
+            f'<path class="noise-hatch" d="{_hatch(0, 1, 22, 13)}"/>',
+            "background noise on the caller's line",
+        ),
+        (f'<path class="typed typed-reached" d="{_bubble(5, 1, 13)}"/>', "typed chat message"),
         ('<path class="mark-livekit_log" d="M11 1 L18 13 L4 13 Z"/>', "livekit warning/error"),
         ('<path class="mark-race_detected" d="M11 1 L17 7 L11 13 L5 7 Z"/>', "race detected"),
         (
@@ -523,6 +558,28 @@ def _fit(text: str, width_px: float) -> str:
     return text[: room - 1] + "…"
 
 
+def _hatch(x0: float, y0: float, x1: float, y1: float) -> str:
+    """Path data of diagonal lines (``/``) filling the box, cut at its edges (no clip path)."""
+    segments = []
+    k = x0 + y0 + _HATCH_SPACING_PX
+    while k < x1 + y1:
+        # the line x + y = k inside the box
+        left, right = max(x0, k - y1), min(x1, k - y0)
+        if right > left:
+            segments.append(f"M{_num(left)} {_num(k - left)}L{_num(right)} {_num(k - right)}")
+        k += _HATCH_SPACING_PX
+    return "".join(segments)
+
+
+def _bubble(x: float, top: float, height: float) -> str:
+    """Path data of a chat bubble whose tail points down to ``x``, its body right of it."""
+    body_bottom = top + height - 4
+    return (
+        f"M{_num(x)} {_num(top)}H{_num(x + _BUBBLE_WIDTH)}V{_num(body_bottom)}"
+        f"H{_num(x + 5)}L{_num(x)} {_num(top + height)}Z"
+    )
+
+
 def _pack(spans: Sequence[tuple[float, float]]) -> list[int]:
     """A row for each pixel span so that spans on one row never overlap (first fit)."""
     row_ends: list[float] = []
@@ -648,7 +705,7 @@ def _panel(canvas: _Canvas, timeline: CallTimeline, top: float) -> float:
     _panel_title(canvas, timeline, y)
     y += _TITLE_HEIGHT
     lanes_top = y
-    y = _caller_lane(canvas, timeline.utterances, y)
+    y = _caller_lane(canvas, timeline, y)
     y = _turns_lane(canvas, timeline, y)
     y = _state_lane(canvas, timeline.user_states, y, "user state (VAD)", "user-state")
     y = _state_lane(canvas, timeline.agent_states, y, "agent state", "agent-state")
@@ -664,6 +721,13 @@ def _panel(canvas: _Canvas, timeline: CallTimeline, top: float) -> float:
         bands.append(
             f'<rect class="caller-band" x="{_num(canvas.x(u.start))}" y="{_num(lanes_top)}" '
             f'width="{_num(canvas.width(u.start, u.end))}" height="{_num(bottom - lanes_top)}"/>'
+        )
+    for t in timeline.typed:
+        x = _num(canvas.x(t.at))
+        bands.append(
+            f'<line class="typed-line" x1="{x}" y1="{_num(lanes_top)}" x2="{x}" '
+            f'y2="{_num(bottom)}">{_title(f"typed message {t.number} arrived at {_sec(t.at)}")}'
+            "</line>"
         )
     for mark in (*timeline.marks, *timeline.race_events):
         if mark.kind in _VERTICAL_LINE_KINDS:
@@ -708,21 +772,90 @@ def _panel_title(canvas: _Canvas, timeline: CallTimeline, y: float) -> None:
     )
 
 
-def _caller_lane(canvas: _Canvas, utterances: Sequence[UtteranceTrack], y: float) -> float:
-    """Utterance bars split into word cells, and under them the words, coloured by fate."""
+def _caller_lane(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
+    """The caller's lane: what they said, typed, and the noise on their line.
+
+    Utterance bars split into word cells, typed messages as chat bubbles, background noise
+    hatched behind them, and under them the words, coloured by fate.
+    """
+    utterances, typed = timeline.utterances, timeline.typed
     captions = [f"u{u.number}: " + " ".join(w.text for w in u.words) for u in utterances]
+    captions += [f"t{t.number}: {t.text}" for t in typed]
+    starts = [u.start for u in utterances] + [t.at for t in typed]
     rows = _pack(
         [
-            (canvas.x(u.start), canvas.x(u.start) + len(caption) * _CHAR_WIDTH)
-            for u, caption in zip(utterances, captions, strict=True)
+            (canvas.x(start), canvas.x(start) + len(caption) * _CHAR_WIDTH)
+            for start, caption in zip(starts, captions, strict=True)
         ]
     )
     height = _UTTERANCE_BAR_HEIGHT + (max(rows, default=0) + 1) * _CAPTION_ROW_HEIGHT + 2
-    _lane_label(canvas, y, height, "caller speech")
-    for u, row in zip(utterances, rows, strict=True):
-        caption_y = y + _UTTERANCE_BAR_HEIGHT + (row + 1) * _CAPTION_ROW_HEIGHT - 1
-        canvas.add(_utterance(canvas, u, y, caption_y))
+    _lane_label(canvas, y, height, "caller speech · chat" if typed else "caller speech")
+    for noise in timeline.noise:
+        if noise.start < canvas.axis_end:
+            canvas.add(_noise(canvas, noise, y))
+
+    def caption_y(row: int) -> float:
+        return y + _UTTERANCE_BAR_HEIGHT + (row + 1) * _CAPTION_ROW_HEIGHT - 1
+
+    for u, row in zip(utterances, rows[: len(utterances)], strict=True):
+        canvas.add(_utterance(canvas, u, y, caption_y(row)))
+    for t, row in zip(typed, rows[len(utterances) :], strict=True):
+        canvas.add(_typed(canvas, t, y, caption_y(row)))
     return y + height + _LANE_GAP
+
+
+def _noise(canvas: _Canvas, noise: NoiseSpan, y: float) -> str:
+    """A grey hatched band over the utterance row while the caller's line is noisy."""
+    x0, x1 = canvas.x(noise.start), canvas.x(noise.end)
+    x1 = max(x1, x0 + 1.0)
+    top, bottom = y + 1, y + _UTTERANCE_BAR_HEIGHT
+    title = (
+        f"background noise on the caller's line: {_sec(noise.start)} to {_sec(noise.end)}, "
+        f"RMS {noise.rms:.0f} (scripted speech is about 2100): loud audio with no words in it"
+    )
+    text = _fit("background noise", x1 - x0 - 6)
+    return (
+        f'<g class="noise"{_data(start=noise.start, end=noise.end, rms=noise.rms)}>'
+        f'<rect class="noise-band" x="{_num(x0)}" y="{_num(top)}" width="{_num(x1 - x0)}" '
+        f'height="{_num(bottom - top)}"/>'
+        f'<path class="noise-hatch" d="{_hatch(x0, top, x1, bottom)}"/>'
+        + (
+            f'<text class="noise-text" x="{_num(x1 - 3)}" y="{_num(top + 11)}" '
+            f'text-anchor="end">{_esc(text)}</text>'
+            if text
+            else ""
+        )
+        + f"{_title(title)}</g>"
+    )
+
+
+def _typed(canvas: _Canvas, t: TypedTrack, y: float, caption_y: float) -> str:
+    """A chat bubble pointing at the message's arrival, coloured by the fate of its words."""
+    x = canvas.x(t.at)
+    fate = "lost" if t.lost else "reached"
+    lines = [f"typed message {t.number} at {_sec(t.at)}: “{t.text}”"]
+    if t.lost:
+        lines.append(f"{t.lost_words} word(s) LOST, never reached the LLM: {' '.join(t.lost)}")
+    if t.reached_llm_at is not None:
+        lines.append(f"reached the LLM at {_sec(t.reached_llm_at)}")
+    if t.reply_latency_s is not None:
+        lines.append(f"answered after {t.reply_latency_s:.2f} s (from its arrival)")
+    else:
+        lines.append("never answered audibly" if t.expect_reply else "no reply expected")
+    title = _title("\n".join(lines))
+    lost = {w.lower() for w in t.lost}
+    words = "".join(
+        f'<tspan class="said-{"lost_typed" if w.lower() in lost else "reached_llm"}">'
+        f"{_esc(w)} </tspan>"
+        for w in t.text.split()
+    )
+    return (
+        f'<g class="typed-message"'
+        f"{_data(number=t.number, at=t.at, lost=t.lost_words, latency=t.reply_latency_s)}>"
+        f'<path class="typed typed-{fate}" d="{_bubble(x, y + 1, _UTTERANCE_BAR_HEIGHT - 1)}"/>'
+        f'<text class="caption" x="{_num(x)}" y="{_num(caption_y)}">'
+        f'<tspan class="said-label">t{t.number}: </tspan>{words}</text>{title}</g>'
+    )
 
 
 def _utterance(canvas: _Canvas, u: UtteranceTrack, y: float, caption_y: float) -> str:
@@ -991,13 +1124,19 @@ def _llm_lanes(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
     places: list[_Label] = []
     spans = []
     for request in requests:
-        said = f"“{request.reply}”" if request.reply else ""
-        calls = " ".join(f"{name}()" for name in request.tool_calls)
-        caption = _fit(" ".join(p for p in (said, calls) if p) or "(empty)", 260)
+        if request.hung:
+            caption = _hung_caption(request)
+            end = _hung_end(canvas, request)
+        else:
+            said = f"“{request.reply}”" if request.reply else ""
+            calls = " ".join(f"{name}()" for name in request.tool_calls)
+            caption = _fit(" ".join(p for p in (said, calls) if p) or "(empty)", 260)
+            end = request.at + request.duration_s
         captions.append(caption)
-        place = _place_label(
-            canvas.x(request.at), canvas.x(request.at + request.duration_s), caption, gap=4
-        )
+        place = _place_label(canvas.x(request.at), canvas.x(end), caption, gap=4)
+        if request.hung and _fit(caption, canvas.width(request.at, end) - 8) == caption:
+            # the caption fits inside the bar: written there, the bar is all the room it takes
+            place = _Label(canvas.x(request.at) + 4, "start", canvas.x(request.at), canvas.x(end))
         places.append(place)
         spans.append((place.left, place.right))
     rows = _pack(spans)
@@ -1005,6 +1144,9 @@ def _llm_lanes(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
     _lane_label(canvas, y, count * _BAR_ROW_HEIGHT, "LLM requests")
     for request, row, caption, place in zip(requests, rows, captions, places, strict=True):
         top = y + row * _BAR_ROW_HEIGHT
+        if request.hung:
+            canvas.add(_hung_request(canvas, request, top, caption, place))
+            continue
         x0 = canvas.x(request.at)
         first = canvas.x(request.at + request.ttft_s)
         x1 = canvas.x(request.at + request.duration_s)
@@ -1025,6 +1167,51 @@ def _llm_lanes(canvas: _Canvas, timeline: CallTimeline, y: float) -> float:
             f"{_esc(caption)}</text>{_title(title)}</g>"
         )
     return y + count * _BAR_ROW_HEIGHT + _LANE_GAP
+
+
+def _hung_end(canvas: _Canvas, request: LLMTrack) -> float:
+    return request.cancelled_at if request.cancelled_at is not None else canvas.axis_end
+
+
+def _hung_caption(request: LLMTrack) -> str:
+    if request.cancelled_at is None:
+        return "hung: no token, never cancelled"
+    return f"hung: no token, cancelled at {request.cancelled_at:.2f} s"
+
+
+def _hung_request(
+    canvas: _Canvas, request: LLMTrack, top: float, caption: str, place: _Label
+) -> str:
+    """A hung request: a dashed red bar to its cancellation (red cap) or the end of the axis."""
+    end = _hung_end(canvas, request)
+    x0, x1 = canvas.x(request.at), canvas.x(end)
+    x1 = max(x1, x0 + 1.0)
+    if request.cancelled_at is not None:
+        until = (
+            f"cancelled at {_sec(request.cancelled_at)}, when the speech handle it was "
+            "generating for was interrupted"
+        )
+        cap = (
+            f'<rect class="llm-cancelled-cap" x="{_num(x1 - 4)}" y="{_num(top + 1)}" '
+            f'width="4" height="{_BAR_ROW_HEIGHT - 2}"/>'
+        )
+    else:
+        until = "never cancelled before the recording ended"
+        cap = ""
+    title = (
+        f"LLM request at {_sec(request.at)} answering {request.answers}\n"
+        f"HUNG: no token ever came; {until}\n"
+        f"scripted reply it never sent: “{request.reply}”"
+        + (f"\ntool calls: {', '.join(request.tool_calls)}" if request.tool_calls else "")
+    )
+    return (
+        f'<g class="llm llm-hung-request"'
+        f"{_data(at=request.at, hung=True, cancelled_at=request.cancelled_at)}>"
+        f'<rect class="llm-hung" x="{_num(x0)}" y="{_num(top + 2)}" width="{_num(x1 - x0)}" '
+        f'height="{_BAR_ROW_HEIGHT - 4}"/>{cap}'
+        f'<text class="llm-hung-text" x="{_num(place.x)}" y="{_num(top + 12)}" '
+        f'text-anchor="{place.anchor}">{_esc(caption)}</text>{_title(title)}</g>'
+    )
 
 
 _EVENT_KINDS = ("livekit_log", "hang_up", "room_deleted", "session_closed", "script_end")

@@ -1,4 +1,4 @@
-"""One lab call as a timeline: what the caller said and heard, and what the session did, when.
+"""One lab call as a timeline: what the caller said, typed and heard, and what the session did.
 
 :func:`extract_timeline` turns a finished :class:`~resilient_agent.testing.runner.CallWorld` and
 its :class:`~resilient_agent.testing.contracts.CallOutcome` into plain dataclasses in call-relative
@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..testing.contracts import CallOutcome
     from ..testing.recorder import PlayoutStart, SpeechRecord
     from ..testing.runner import CallWorld
+    from ..testing.scenario import Typed
 
 __all__ = [
     "TIMELINE_FORMAT",
@@ -35,10 +36,12 @@ __all__ = [
     "LLMTrack",
     "Mark",
     "MarkKind",
+    "NoiseSpan",
     "PlayoutSpan",
     "SpeechTrack",
     "StateSpan",
     "ToolTrack",
+    "TypedTrack",
     "UtteranceTrack",
     "WordMark",
     "WordStatus",
@@ -138,6 +141,55 @@ class UtteranceTrack:
 
 
 @dataclass(frozen=True)
+class TypedTrack:
+    """A message the caller typed in the room's chat (``Scenario.typed``).
+
+    The contracts judge it like an utterance that starts and ends when it arrives: its words
+    must reach the LLM, and its answer is timed from its arrival.
+
+    Attributes:
+        number: 1-based, in script order (``typed message 1`` in the contracts' reasons).
+        at: Call seconds it arrived.
+        text: The message.
+        expect_reply: Whether the agent must answer it.
+        lost: Its words that never reached the LLM, in order (counted as the contracts count
+            them).
+        reached_llm_at: Call seconds of the first LLM request made after it arrived that saw
+            any of its words, None if none did.
+        reply_latency_s: Arrival to first audio of its answer, None if unanswered (or not
+            expected).
+    """
+
+    number: int
+    at: float
+    text: str
+    expect_reply: bool
+    lost: tuple[str, ...]
+    reached_llm_at: float | None
+    reply_latency_s: float | None
+
+    @property
+    def lost_words(self) -> int:
+        """Words that never reached the LLM."""
+        return len(self.lost)
+
+
+@dataclass(frozen=True)
+class NoiseSpan:
+    """Background noise on the caller's line (``Scenario.noise``): loud audio with no words.
+
+    Attributes:
+        start: Call seconds.
+        end: Call seconds.
+        rms: Loudness, int16 RMS (the scripted speech tones are about 2,100).
+    """
+
+    start: float
+    end: float
+    rms: float
+
+
+@dataclass(frozen=True)
 class StateSpan:
     """A stretch of one ``user_state`` or ``agent_state``.
 
@@ -234,8 +286,14 @@ class LLMTrack:
         duration_s: Scripted seconds until the whole answer is out (an interrupted generation
             stops earlier).
         answers: What the context ended in: ``user: <text>`` or ``tool: <name>``.
-        reply: The text it answered.
+        reply: The text it answered (for a hung request: the text its rule would have said).
         tool_calls: Tools it called.
+        hung: The request hung (``LLMRule(hangs_before=...)``): no token ever came, and
+            ``ttft_s`` and ``duration_s`` are what its rule would have taken.
+        cancelled_at: For a hung request, call seconds livekit cancelled it: when the speech
+            handle whose reply it was generating was interrupted (or done), since livekit
+            cancels the generation with it. None if that never happened before the recording
+            ended, or for a request that did not hang.
     """
 
     at: float
@@ -244,6 +302,8 @@ class LLMTrack:
     answers: str
     reply: str
     tool_calls: tuple[str, ...]
+    hung: bool = False
+    cancelled_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +355,8 @@ class CallTimeline:
         marks: Instants: STT finals, user turns, merges, livekit warnings, hang-ups, closes.
         race_events: Races the agent reported (``CallOutcome.race_events``), as :class:`Mark`,
             in the order reported; each mark's ``detail`` is the event as JSON.
+        typed: What the caller typed in the chat, in script order.
+        noise: Background noise on the caller's line.
     """
 
     scenario: str
@@ -322,11 +384,14 @@ class CallTimeline:
     llm_requests: tuple[LLMTrack, ...]
     marks: tuple[Mark, ...] = field(default_factory=tuple)
     race_events: tuple[Mark, ...] = field(default_factory=tuple)
+    typed: tuple[TypedTrack, ...] = field(default_factory=tuple)
+    noise: tuple[NoiseSpan, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON record of this call (``--timeline``)."""
         record = dataclasses.asdict(self)
         record["lost_words_by_utterance"] = [u.lost_words for u in self.utterances]
+        record["lost_words_by_typed"] = [t.lost_words for t in self.typed]
         return record
 
 
@@ -353,12 +418,16 @@ def _state_spans(changes: Sequence[tuple[float, str]], initial: str) -> tuple[St
     return tuple(s for s in spans if s.end is None or s.end > s.start)
 
 
-def _utterances(world: CallWorld, outcome: CallOutcome) -> tuple[UtteranceTrack, ...]:
-    t0 = world.t0
-    requests = [(r.at - t0, _words(" ".join(r.user_texts))) for r in world.llm.requests]
+def _seen_by_llm(world: CallWorld) -> list[tuple[float, set[str]]]:
+    """Each LLM request's call time with the words of every user message in its context."""
+    return [(r.at - world.t0, _words(" ".join(r.user_texts))) for r in world.llm.requests]
+
+
+def _utterances(world: CallWorld, latencies: Iterator[float | None]) -> tuple[UtteranceTrack, ...]:
+    """Every utterance; takes the latencies of those expecting a reply from ``latencies``."""
+    requests = _seen_by_llm(world)
     transcribed = {(w.utterance, w.index) for _, _, heard in world.stt.finals for w in heard}
     merged = _merged_turns(world)
-    latencies = iter(outcome.reply_latencies_s)
     tracks = []
     for index, utterance in enumerate(world.scenario.utterances):
         words = utterance.words
@@ -402,6 +471,45 @@ def _utterances(world: CallWorld, outcome: CallOutcome) -> tuple[UtteranceTrack,
             )
         )
     return tuple(tracks)
+
+
+def _typed(world: CallWorld, latencies: Iterator[float | None]) -> tuple[TypedTrack, ...]:
+    """Every typed message; its latency follows the utterances' in ``latencies``."""
+    requests = _seen_by_llm(world)
+    tracks = []
+    for number, message in enumerate(world.scenario.typed, start=1):
+        # as the contracts count: any request made after it arrived may carry its words
+        after = [(at, seen) for at, seen in requests if at >= message.at]
+        reached: set[str] = set().union(*(seen for _, seen in after))
+        keys = [w.lower().strip(".,?!") for w in message.words]
+        first = next((at for at, seen in after if seen & set(keys)), None)
+        tracks.append(
+            TypedTrack(
+                number=number,
+                at=_t(message.at),
+                text=message.text,
+                expect_reply=message.expect_reply,
+                lost=tuple(
+                    w for w, key in zip(message.words, keys, strict=True) if key not in reached
+                ),
+                reached_llm_at=_opt_t(first),
+                reply_latency_s=next(latencies, None) if message.expect_reply else None,
+            )
+        )
+    return tuple(tracks)
+
+
+def _typed_in_turn(typed: Sequence[Typed], at: float, said: set[str]) -> tuple[int, ...]:
+    """Typed messages (1-based) that had arrived by ``at`` and whose words the turn holds."""
+    return tuple(
+        number
+        for number, message in enumerate(typed, start=1)
+        if message.at <= at + _SAME_INSTANT_S and _words(message.text) <= said
+    )
+
+
+def _noise(world: CallWorld) -> tuple[NoiseSpan, ...]:
+    return tuple(NoiseSpan(_t(n.start), _t(n.end), n.rms) for n in world.scenario.noise)
 
 
 def _turn_utterances(world: CallWorld) -> list[tuple[float, str, tuple[int, ...]]]:
@@ -506,7 +614,25 @@ def _speech_text(world: CallWorld, record: SpeechRecord) -> str:
     return " ".join(t for t in texts if t)
 
 
-def _llm_requests(world: CallWorld) -> tuple[LLMTrack, ...]:
+def _cancelled_at(at: float, speeches: Sequence[SpeechTrack]) -> float | None:
+    """When the generation a request made at ``at`` served was cancelled, None if never.
+
+    A request is made inside the reply task of a ``generate_reply`` speech handle alive at that
+    instant (the latest one created); livekit cancels the task's generation when the handle is
+    interrupted, or finishes it with the handle.
+    """
+    owner = None
+    for speech in speeches:
+        if speech.source != "generate_reply" or speech.created_at > at + _SAME_INSTANT_S:
+            continue
+        if speech.done_at is None or speech.done_at + _SAME_INSTANT_S >= at:
+            owner = speech
+    if owner is None:
+        return None
+    return owner.interrupted_at if owner.interrupted_at is not None else owner.done_at
+
+
+def _llm_requests(world: CallWorld, speeches: Sequence[SpeechTrack]) -> tuple[LLMTrack, ...]:
     scripted = world.llm
     tracks = []
     for request in scripted.requests:
@@ -523,14 +649,17 @@ def _llm_requests(world: CallWorld) -> tuple[LLMTrack, ...]:
             answers = f"tool: {request.last_tool}"
         else:
             answers = f"user: {request.last_user_text or ''}"
+        at = _t(request.at - world.t0)
         tracks.append(
             LLMTrack(
-                at=_t(request.at - world.t0),
+                at=at,
                 ttft_s=ttft,
                 duration_s=max(ttft, duration),
                 answers=answers,
                 reply=request.reply,
                 tool_calls=request.tool_calls,
+                hung=request.hung,
+                cancelled_at=_cancelled_at(at, speeches) if request.hung else None,
             )
         )
     return tuple(tracks)
@@ -549,7 +678,8 @@ def _marks(world: CallWorld) -> tuple[Mark, ...]:
         for at, text, _ in world.stt.finals
     ]
     for at, text, numbers in _turn_utterances(world):
-        who = "+".join(f"u{n}" for n in numbers) or "?"
+        typed = () if numbers else _typed_in_turn(world.scenario.typed, at, _words(text))
+        who = "+".join(f"u{n}" for n in numbers) or "+".join(f"t{n}" for n in typed) or "?"
         if len(numbers) > 1:
             detail = f"user turn committed, merging {who} into one: {text!r}"
             marks.append(Mark(_t(at), "merged_turn", f"{who} merged", detail))
@@ -606,6 +736,7 @@ def _race_events(outcome: CallOutcome) -> tuple[Mark, ...]:
 
 def _activity_end(
     utterances: Sequence[UtteranceTrack],
+    typed: Sequence[TypedTrack],
     states: Iterable[StateSpan],
     speeches: Sequence[SpeechTrack],
     tools: Sequence[ToolTrack],
@@ -615,12 +746,17 @@ def _activity_end(
 ) -> float:
     times = [0.0]
     times += [u.end for u in utterances]
+    times += [t.at for t in typed]
     times += [s.start for s in states]
     for speech in speeches:
         times += [t for t in (speech.created_at, speech.done_at) if t is not None]
         times += [p.end if p.end is not None else p.start for p in speech.playouts]
     times += [t.end if t.end is not None else t.start for t in tools]
-    times += [r.at + r.duration_s for r in requests]
+    for request in requests:
+        if request.hung:
+            times.append(request.cancelled_at if request.cancelled_at is not None else request.at)
+        else:
+            times.append(request.at + request.duration_s)
     # the lab's own close at the end of the script is not something the call did
     own = {"script_end"} if closed_by_app else {"script_end", "session_closed"}
     times += [m.at for m in marks if m.kind not in own]
@@ -646,12 +782,15 @@ def extract_timeline(
     """
     scenario = world.scenario
     recorder = world.recorder
-    utterances = _utterances(world, outcome)
+    # utterances first, then typed messages: the order of CallOutcome.reply_latencies_s
+    latencies = iter(outcome.reply_latencies_s)
+    utterances = _utterances(world, latencies)
+    typed = _typed(world, latencies)
     user_states = _state_spans(recorder.user_states, "listening")
     agent_states = _state_spans(recorder.agent_states, "initializing")
     speeches = _speeches(world)
     tools = _tools(world)
-    requests = _llm_requests(world)
+    requests = _llm_requests(world, speeches)
     marks = _marks(world)
     race_events = _race_events(outcome)
     vad: str = scenario.vad
@@ -659,6 +798,7 @@ def extract_timeline(
         vad += f", fault {scenario.vad_fault.mode} on utterance {scenario.vad_fault.utterance + 1}"
     activity_end = _activity_end(
         utterances,
+        typed,
         [*user_states, *agent_states],
         speeches,
         tools,
@@ -692,4 +832,6 @@ def extract_timeline(
         llm_requests=requests,
         marks=marks,
         race_events=race_events,
+        typed=typed,
+        noise=_noise(world),
     )
