@@ -15,9 +15,15 @@ the bound, ``past_bound`` decides: ``"speak"`` plays the speech anyway, ``"skip"
 The hold starts on the output's ``playback_started``, the instant the first frame reaches the
 sink (RoomIO emits it just before queueing that frame). It cannot start earlier: livekit
 reconciles its own false-interruption pause right before forwarding a speech's first frame, and
-for a protected speech that means ``resume()``, which would undo an earlier pause. Nothing else in
-livekit resumes the output while a protected speech is current: its false-interruption pause only
-ever concerns interruptible speeches (see docs/first-party-middleware.md).
+for a protected speech that means ``resume()``, which would undo an earlier pause.
+
+livekit's false-interruption pause only ever concerns interruptible speeches, with one exit into
+protection: a tool's ``ctx.disallow_interruptions()`` on a speech livekit paused for the caller
+releases that pause and *resumes* the speech, now protected, over a caller who may still be
+talking. :meth:`WaitForCaller.wrap_tool_call` watches each call's ``disallow_interruptions()``
+and, right after livekit's own, holds such a speech the same way (reported with
+``"on": "resume"``; a hold at the first frame is ``"on": "start"``). See
+docs/first-party-middleware.md.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from livekit.agents import RunContext
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioOutput
 from livekit.agents.voice.speech_handle import SpeechHandle
@@ -39,6 +46,8 @@ from resilient_agent import (
     RaceDetectedEvent,
     RaceHandledEvent,
     SpeechInfo,
+    ToolCall,
+    ToolCallNext,
 )
 from resilient_agent.errors import require_in_range
 from resilient_agent.log import get_logger
@@ -48,6 +57,7 @@ from .audio_level import AudioLevelMeter
 __all__ = ["PastBound", "WaitForCaller", "WaitOptions"]
 
 PastBound = Literal["speak", "skip"]
+HoldOn = Literal["start", "resume"]
 _PAST_BOUND: tuple[PastBound, ...] = ("speak", "skip")
 _MAX_WAIT_S = 30.0
 RACE = "protected_speech_over_speaking_caller"
@@ -81,6 +91,7 @@ class _Hold:
     wait_s: float
     past_bound: PastBound
     started_at: float
+    on: HoldOn = "start"
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     released: bool = False
 
@@ -122,6 +133,8 @@ class WaitForCaller(Middleware):
         self._meter: AudioLevelMeter | None = None
         # the last protected speech that began over a silent caller, and when
         self._protected_start: tuple[SpeechHandle, float] | None = None
+        # the speech whose audio began and has not finished playing
+        self._playing: SpeechHandle | None = None
 
     @property
     def wait_s(self) -> float:
@@ -153,6 +166,7 @@ class WaitForCaller(Middleware):
             self._release(hold, "session_ended")
         if self._output is not None:
             self._output.off("playback_started", self._on_playback_started)
+            self._output.off("playback_finished", self._on_playback_finished)
             self._output = None
 
     # -- notify --------------------------------------------------------------------------------
@@ -182,7 +196,51 @@ class WaitForCaller(Middleware):
             and handle is ctx.session.current_speech
             and _now() - began_at <= SIMULTANEOUS_START_S
         ):
-            self._hold_if_protected(ctx, output, handle)
+            self._hold_if_protected(ctx, output, handle, on="start")
+
+    # -- wrap ----------------------------------------------------------------------------------
+    async def wrap_tool_call(
+        self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
+    ) -> Any:
+        """Watch the call's ``disallow_interruptions()``: livekit may resume a paused speech there.
+
+        When the caller's speech made livekit pause the tool's owning speech (agent
+        ``listening``) and the tool then protects it, livekit releases its pause and the speech
+        resumes over the caller; it is held right after livekit's call, before a frame plays.
+        """
+        if call.run_context is not None:
+            self._watch_protection(ctx, call.run_context, call.name)
+        return await call_next(call)
+
+    def _watch_protection(
+        self, ctx: MiddlewareContext, run_context: RunContext[Any], tool: str
+    ) -> None:
+        # the RunContext is built per call, so shadowing its method affects this call only; it
+        # wraps whatever the chain's outer middleware installed (ToolGuard's guard), which in
+        # turn calls livekit's
+        protect = run_context.disallow_interruptions
+
+        def disallow_interruptions() -> None:
+            handle = run_context.speech_handle
+            paused_by_livekit = (
+                handle is self._playing
+                and handle is ctx.session.current_speech
+                and handle.allow_interruptions
+                and not handle.interrupted
+                and ctx.session.agent_state == "listening"
+            )
+            protect()
+            output = self._output
+            if (
+                paused_by_livekit
+                and output is not None
+                and self._hold is None
+                and ctx.state.user_state == "speaking"
+            ):
+                # the tool that protected it decides its options, as for the speeches it says
+                self._hold_if_protected(ctx, output, handle, on="resume", tool=tool)
+
+        run_context.disallow_interruptions = disallow_interruptions  # type: ignore[method-assign]
 
     # -- holding -------------------------------------------------------------------------------
     def _attach(self, ctx: MiddlewareContext) -> None:
@@ -191,9 +249,12 @@ class WaitForCaller(Middleware):
             return
         if self._output is not None:
             self._output.off("playback_started", self._on_playback_started)
+            self._output.off("playback_finished", self._on_playback_finished)
         self._output = output
+        self._playing = None
         if output is not None:
             output.on("playback_started", self._on_playback_started)
+            output.on("playback_finished", self._on_playback_finished)
 
     def _options_for(self, tool: str | None) -> WaitOptions:
         options = WaitOptions(**self.options)
@@ -207,23 +268,34 @@ class WaitForCaller(Middleware):
         if ctx is None or output is None or self._hold is not None:
             return
         handle = ctx.session.current_speech
+        self._playing = handle
         if handle is None:
             return
         if ctx.state.user_state != "speaking":
             if not handle.allow_interruptions:
                 self._protected_start = (handle, _now())
             return
-        self._hold_if_protected(ctx, output, handle)
+        self._hold_if_protected(ctx, output, handle, on="start")
+
+    def _on_playback_finished(self, _ev: object) -> None:
+        self._playing = None
 
     def _hold_if_protected(
-        self, ctx: MiddlewareContext, output: AudioOutput, handle: SpeechHandle
+        self,
+        ctx: MiddlewareContext,
+        output: AudioOutput,
+        handle: SpeechHandle,
+        *,
+        on: HoldOn,
+        tool: str | None = None,
     ) -> None:
         if handle.done() or handle.interrupted or handle.allow_interruptions:
             return
-        info = ctx.state.speeches.get(handle.id)
-        tool = info.tool if info is not None else None
+        if tool is None:
+            info = ctx.state.speeches.get(handle.id)
+            tool = info.tool if info is not None else None
         options = self._options_for(tool)
-        details: dict[str, Any] = {"speech_id": handle.id, "tool": tool}
+        details: dict[str, Any] = {"speech_id": handle.id, "tool": tool, "on": on}
         if options["wait_s"] <= 0:
             ctx.emit(RaceDetectedEvent(kind=RACE, middleware=self.display_name, details=details))
             return
@@ -257,6 +329,7 @@ class WaitForCaller(Middleware):
             wait_s=options["wait_s"],
             past_bound=options["past_bound"],
             started_at=_now(),
+            on=on,
         )
         self._hold = hold
         ctx.emit(
@@ -266,7 +339,9 @@ class WaitForCaller(Middleware):
                 details={**details, "held": True, "wait_s": hold.wait_s},
             )
         )
-        logger.info("protected_speech_held", speech_id=handle.id, tool=tool, wait_s=hold.wait_s)
+        logger.info(
+            "protected_speech_held", speech_id=handle.id, tool=tool, on=on, wait_s=hold.wait_s
+        )
         handle.add_done_callback(self._on_held_speech_done)
         hold.task = asyncio.get_running_loop().create_task(
             self._wait_for_caller(ctx, hold), name="resilient_agent.wait_for_caller"
@@ -351,7 +426,12 @@ class WaitForCaller(Middleware):
                     kind=RACE,
                     action=action,
                     middleware=self.display_name,
-                    details={"speech_id": handle.id, "tool": hold.tool, "held_s": held_s},
+                    details={
+                        "speech_id": handle.id,
+                        "tool": hold.tool,
+                        "on": hold.on,
+                        "held_s": held_s,
+                    },
                 )
             )
 

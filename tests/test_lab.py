@@ -23,6 +23,7 @@ EXPECTED_BREAKS = {
     "tool_gap/business_logic_long": "speech not done in time",
     "tool_gap/business_logic_plain": "answered after",
     "tool_gap/cancellable_tool_interrupted": "answered after",
+    "tool_gap/protected_on_resume": "protected speech resumed at 4.85s",
     "tool_gap/vad_no_end_of_speech": "stuck at 'speaking'",
     "tool_gap/vad_stuck": "stuck at 'speaking'",
     "tool_gap/vad_dead": "stuck at 'speaking'",

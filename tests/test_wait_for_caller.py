@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from livekit.agents import Agent
+from livekit.agents import Agent, RunContext, function_tool
 from resilient_agent.middleware import default_middleware
 from resilient_agent.middleware.wait_for_caller import QUIET_LINE_S, RACE, WaitForCaller
 from structlog.testing import capture_logs
@@ -235,3 +235,113 @@ def test_a_stuck_vad_does_not_hold_the_speech_to_the_bound() -> None:
     assert handled["action"] == "line_quiet"
     assert handled["at_s"] == pytest.approx(5.4 + QUIET_LINE_S, abs=0.11)
     assert hold_message(world).runs[0].started_at == pytest.approx(handled["at_s"], abs=0.01)
+
+
+# The caller talks over the interruptible preamble (4.0 s) from 4.1 s to 7.0 s: livekit pauses it
+# at 4.62 s, and the tool's disallow_interruptions() at 4.85 s makes livekit resume it.
+RESUME = catalog("tool_gap/protected_on_resume")
+
+
+def preamble(world: CallWorld) -> Any:
+    (segment,) = [s for s in world.audio_out.segments if s.started_at == pytest.approx(4.0)]
+    return segment
+
+
+def test_plain_agent_resumes_the_protected_preamble_over_the_caller() -> None:
+    world, outcome = run_scenario(RESUME, Agent)
+    (over,) = protected_talk_over(world)
+    assert over.on == "resume"
+    assert over.began_at == pytest.approx(4.85, abs=0.01)
+    # from the resume to the caller's last word at 7.0 s
+    assert over.seconds == pytest.approx(2.15, abs=0.02)
+    first, resumed = preamble(world).runs
+    assert first.ended_at == pytest.approx(4.62, abs=0.01)
+    assert resumed.started_at == pytest.approx(4.85, abs=0.01)
+    assert not outcome.passed
+    assert any("resumed at 4.85s over utterance 2" in reason for reason in outcome.reasons)
+
+
+def test_a_speech_protected_while_paused_waits_for_the_caller_then_plays_whole() -> None:
+    world, outcome = run_scenario(RESUME, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.talked_over_s == 0.0
+    detected, handled = events(outcome)
+    assert detected["event"] == "race_detected" and detected["on"] == "resume"
+    assert detected["at_s"] == pytest.approx(4.85, abs=0.01)
+    assert detected["tool"] == "book_table" and detected["held"] is True
+    # the VAD ends the caller's speech 0.55 s after they stop at 7.0 s
+    assert handled["action"] == "caller_stopped" and handled["on"] == "resume"
+    assert handled["at_s"] == pytest.approx(7.55, abs=0.01)
+    assert handled["held_s"] == pytest.approx(2.7, abs=0.01)
+    segment = preamble(world)
+    # heard before livekit paused it, then the rest once the caller stopped
+    first, rest = segment.runs
+    assert first.ended_at == pytest.approx(4.62, abs=0.01)
+    assert rest.started_at == pytest.approx(7.55, abs=0.01)
+    assert segment.played == pytest.approx(len(RESUME.llm[0].text) / 15, abs=0.05)
+    assert not segment.interrupted
+    # the words said during the hold still reach the LLM, and are answered
+    assert outcome.lost_words == 0
+    assert outcome.reply_latencies_s[1] is not None
+
+
+def test_a_caller_who_starts_over_an_already_protected_speech_is_not_waited_for() -> None:
+    # the caller starts at 4.4 s: livekit has not paused the preamble when the tool protects it
+    world, outcome = run_scenario(RESUME.with_onset(1, 4.4), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert len(preamble(world).runs) == 1
+    assert events(outcome) == []
+
+
+def test_the_resume_is_held_without_tool_guard_in_the_chain() -> None:
+    class OnlyWaiting(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, middleware=[WaitForCaller()], **kwargs)
+
+    _world, outcome = run_scenario(RESUME, OnlyWaiting)
+    detected, handled = events(outcome)
+    assert detected["on"] == "resume" and detected["held"] is True
+    assert handled["action"] == "caller_stopped"
+    assert outcome.talked_over_s == 0.0
+
+
+def test_on_resume_an_output_that_cannot_pause_is_reported_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the sink is swapped for one without pause capability (an AudioOutput chain can replace
+    # its leaf) after livekit paused the preamble, right before the tool protects it
+    pausable = [True]
+    monkeypatch.setattr(PlayoutAudioOutput, "can_pause", property(lambda _self: pausable[0]))
+
+    def losing_pause(base: type[Agent]) -> Agent:
+        class LosingPause(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=agents.INSTRUCTIONS)
+
+            @function_tool
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                await asyncio.sleep(1.0)
+                pausable[0] = False
+                ctx.disallow_interruptions()
+                await asyncio.sleep(2.0)
+                return f"Table booked for {time}."
+
+        return LosingPause()
+
+    scenario = dataclasses.replace(RESUME, agent=losing_pause)
+    with capture_logs() as logs:
+        world, outcome = run_scenario(scenario, ResilientAgent)
+    (detected,) = events(outcome)
+    assert detected["on"] == "resume"
+    assert detected["held"] is False and detected["why"] == "output_cannot_pause"
+    (over,) = protected_talk_over(world)
+    assert over.on == "resume" and over.seconds == pytest.approx(2.15, abs=0.02)
+    warnings = [r for r in logs if r["event"] == "protected_speech_not_held"]
+    assert len(warnings) == 1
+    # the turn keeper still delivers the words said over it
+    assert outcome.lost_words == 0

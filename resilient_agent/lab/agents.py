@@ -25,6 +25,7 @@ __all__ = [
     "filler_agent",
     "greeting_agent",
     "handoff_agent",
+    "late_protecting_agent",
     "plain_agent",
 ]
 
@@ -65,6 +66,35 @@ def booking_agent(style: ToolStyle, work_seconds: float) -> AgentFactory:
                 return f"Table booked for {time}."
 
         return BookingAgent()
+
+    return build
+
+
+def late_protecting_agent(*, before_s: float, after_s: float) -> AgentFactory:
+    """A ``book_table`` tool that works a while, then calls ``ctx.disallow_interruptions()``.
+
+    The protection comes ``before_s`` into the body, while the LLM's interruptible preamble may
+    still be playing (or paused by a caller who speaks over it); ``after_s`` more work follows.
+    """
+
+    def build(base: type[Agent]) -> Agent:
+        class LateProtectingAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            @function_tool
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                await asyncio.sleep(before_s)  # looking the caller up
+                ctx.disallow_interruptions()  # the booking itself must not be cut short
+                await asyncio.sleep(after_s)  # the booking system
+                return f"Table booked for {time}."
+
+        return LateProtectingAgent()
 
     return build
 

@@ -40,6 +40,11 @@ _HOLD_MESSAGE_S = len(agents.HOLD_MESSAGE) / 15
 _AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
 _AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND = 1.0 + _HOLD_MESSAGE_S + 1.5 * 1.2
 
+# A preamble protected while livekit held it for the caller waits for them to stop, then plays
+# its rest (3.47 s long, 0.62 s heard before the pause) before the caller's words are answered.
+_PREAMBLE = "Let me check the reservation book for you right now."
+_AFTER_RESUMED_PREAMBLE_BOUND = 0.55 + (len(_PREAMBLE) / 15 - 0.62) + 1.5 * 1.2
+
 _BOOK = LLMRule(
     when_user_says="book",
     tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
@@ -47,7 +52,7 @@ _BOOK = LLMRule(
     duration=0.5,
 )
 _BOOK_WITH_PREAMBLE = LLMRule(
-    text="Let me check the reservation book for you right now.",
+    text=_PREAMBLE,
     when_user_says="book",
     tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
 )
@@ -140,6 +145,33 @@ def _tool_gap() -> list[Scenario]:
                 LLMRule(text="We have tables free at eight.", after_tool="check_availability"),
             ),
             duration=25.0,
+        )
+    )
+    found.append(
+        Scenario(
+            name="tool_gap/protected_on_resume",
+            family="tool_gap",
+            description=(
+                "The caller talks over the LLM's interruptible preamble, so livekit pauses it; "
+                "1 s into its work the tool calls disallow_interruptions(), and livekit resumes "
+                "the now-protected preamble while the caller is still talking."
+            ),
+            agent=agents.late_protecting_agent(before_s=1.0, after_s=2.0),
+            utterances=(
+                _ASK_BOOKING,
+                # the preamble plays from 4.0 s; livekit pauses it at 4.62 s (0.05 s VAD onset
+                # and 0.5 s of speech to interrupt), the tool protects and resumes it at 4.85 s
+                Utterance(
+                    4.1,
+                    7.0,
+                    "for four people outside on the terrace please",
+                    reply_within=_AFTER_RESUMED_PREAMBLE_BOUND,
+                ),
+            ),
+            llm=(_BOOK_WITH_PREAMBLE, _BOOKED),
+            duration=22.0,
+            # from 4.4 s livekit has not paused the preamble before the tool protects it
+            sweep=Sweep(utterance=1, start=3.9, stop=4.5, step=0.1),
         )
     )
     faults: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")

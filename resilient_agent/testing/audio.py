@@ -279,6 +279,9 @@ class PlayoutAudioOutput(AudioOutput):
     With ``reports_cleared_playout=False`` it reproduces a sink whose report is lost after
     ``clear_buffer``: the audio stops and the next segment plays, but livekit never hears that
     the cleared one finished.
+
+    ``on_resumed`` is called, synchronously inside ``resume()``, each time a segment whose audio
+    already began plays again after a pause (a new run of :attr:`PlayedSegment.runs` opens).
     """
 
     def __init__(
@@ -287,6 +290,7 @@ class PlayoutAudioOutput(AudioOutput):
         can_pause: bool = True,
         clock: Callable[[], float] | None = None,
         on_segment_done: Callable[[PlayedSegment], None] | None = None,
+        on_resumed: Callable[[], None] | None = None,
         reports_cleared_playout: bool = True,
     ) -> None:
         super().__init__(
@@ -297,6 +301,7 @@ class PlayoutAudioOutput(AudioOutput):
         )
         self._clock = clock or (lambda: time.time())
         self._on_segment_done = on_segment_done
+        self._on_resumed = on_resumed
         self._reports_cleared_playout = reports_cleared_playout
         self.segments: list[PlayedSegment] = []
         self._segment: PlayedSegment | None = None
@@ -414,6 +419,8 @@ class PlayoutAudioOutput(AudioOutput):
             self._paused_at = None
             if self._play_started is not None:
                 self._run = (self._clock(), self._played())
+                if self._on_resumed is not None:
+                    self._on_resumed()
         if self._play_started is None and self._segment is not None and self._segment.pushed:
             self._play_started = self._clock()
             self._segment.started_at = self._play_started

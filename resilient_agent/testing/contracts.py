@@ -11,15 +11,17 @@
 * the call ends if and only if the farewell was heard to the end and the caller said nothing
   after it began;
 * a protected speech never starts over the caller: of a speech that disallowed interruptions
-  when its audio began, at most ``Scenario.talk_over_tolerance`` seconds play while an utterance
-  that was already under way goes on.
+  when its audio began, or when it resumed after a pause, at most
+  ``Scenario.talk_over_tolerance`` seconds play while an utterance that was already under way
+  goes on.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .recorder import INTERRUPTION_TIMEOUT_LOG
 
@@ -88,7 +90,7 @@ class CallOutcome:
         reply_latencies_s: Per utterance, then per typed message, that expects a reply, its
             latency (None if unanswered).
         talked_over_s: The most protected speech that played over a caller who was already
-            speaking when it began (see :func:`protected_talk_over`).
+            speaking when it began or resumed (see :func:`protected_talk_over`).
     """
 
     passed: bool
@@ -107,25 +109,31 @@ class CallOutcome:
 
 @dataclass(frozen=True)
 class TalkOver:
-    """A protected speech that began while the caller was speaking.
+    """A protected speech that began, or resumed after a pause, while the caller was speaking.
 
     Attributes:
-        utterance: Index of the utterance under way when the speech's audio began.
-        began_at: Call seconds when livekit began to play the speech (``playback_started``).
-        seconds: Seconds of the speech that played before the caller stopped.
+        utterance: Index of the utterance under way when the speech's audio began or resumed.
+        began_at: Call seconds when livekit began to play the speech (``playback_started``), or
+            when its audio resumed.
+        seconds: Seconds of the speech that played from then until the caller stopped.
+        on: ``start`` when its audio began over the caller, ``resume`` when it resumed over them.
     """
 
     utterance: int
     began_at: float
     seconds: float
+    on: Literal["start", "resume"] = "start"
 
 
 def protected_talk_over(world: CallWorld) -> list[TalkOver]:
-    """Every protected segment that began over a speaking caller, and how much of it they heard.
+    """Every protected segment that began or resumed over a speaking caller, and how much played.
 
-    A segment is protected when the speech livekit was playing disallowed interruptions at its
-    ``playback_started``; the caller is speaking when that instant falls inside an utterance.
-    What counts is the audio that actually played (pauses excluded) until the utterance ended.
+    A segment's audio begins at its ``playback_started`` and resumes after each pause (the
+    speaker's ``on_resumed``, recorded in ``CallRecorder.resumes``); it is protected at such an
+    instant when the speech livekit was playing disallowed interruptions then. The caller is
+    speaking when the instant falls inside an utterance. Per segment and utterance, what counts
+    is the audio that actually played (pauses excluded) from the first such protected instant
+    until the utterance ended.
     """
     found = []
     for segment in world.audio_out.segments:
@@ -135,12 +143,23 @@ def protected_talk_over(world: CallWorld) -> list[TalkOver]:
         for start in world.recorder.playouts:
             if start.at <= segment.started_at + _SAME_INSTANT_S:
                 owner = start
-        if owner is None or owner.allow_interruptions is not False:
-            continue
+        starts: list[tuple[float, Literal["start", "resume"]]] = []
+        if owner is not None and owner.allow_interruptions is False:
+            starts.append((segment.started_at, "start"))
+        ended_at = segment.ended_at if segment.ended_at is not None else math.inf
+        starts += [
+            (resume.at, "resume")
+            for resume in world.recorder.resumes
+            if segment.started_at <= resume.at <= ended_at + _SAME_INSTANT_S
+            and resume.allow_interruptions is False
+        ]
         for index, utterance in enumerate(world.scenario.utterances):
-            if utterance.start < segment.started_at < utterance.end:
-                heard = segment.heard_between(segment.started_at, utterance.end)
-                found.append(TalkOver(index, round(segment.started_at, 3), round(heard, 3)))
+            inside = [(at, on) for at, on in starts if utterance.start < at < utterance.end]
+            if not inside:
+                continue
+            at, on = min(inside)
+            heard = segment.heard_between(at, utterance.end)
+            found.append(TalkOver(index, round(at, 3), round(heard, 3), on))
     return found
 
 
@@ -277,8 +296,9 @@ def evaluate(world: CallWorld) -> CallOutcome:
     tolerance = scenario.talk_over_tolerance
     for over in talk_over:
         if tolerance is not None and over.seconds > tolerance:
+            verb = "began" if over.on == "start" else "resumed"
             reasons.append(
-                f"protected speech began at {over.began_at:.2f}s over utterance "
+                f"protected speech {verb} at {over.began_at:.2f}s over utterance "
                 f"{over.utterance + 1} and played {over.seconds:.2f}s over the caller "
                 f"(tolerance {tolerance:.1f}s)"
             )

@@ -70,7 +70,10 @@ class ToolRun:
 
 @dataclass(frozen=True)
 class PlayoutStart:
-    """Agent audio began to play (or resumed after a pause that preceded any audio).
+    """Agent audio began to play, or played again after a pause.
+
+    In :attr:`CallRecorder.playouts`, a segment's first audio (or its resume after a pause that
+    preceded any audio); in :attr:`CallRecorder.resumes`, a resume of audio already under way.
 
     Attributes:
         at: Seconds since the call started.
@@ -101,6 +104,7 @@ class CallRecorder:
     tool_calls: list[tuple[float, str, str]] = field(default_factory=list)
     tool_runs: list[ToolRun] = field(default_factory=list)
     playouts: list[PlayoutStart] = field(default_factory=list)
+    resumes: list[PlayoutStart] = field(default_factory=list)
     closed_at: float | None = None
     close_reason: str | None = None
     _session: AgentSession[Any] | None = field(default=None, init=False, repr=False, compare=False)
@@ -184,13 +188,22 @@ class CallRecorder:
                     run.status = update.status
 
     def _on_playback_started(self, _ev: object) -> None:
+        self.playouts.append(self._playout_start())
+
+    def on_resumed(self) -> None:
+        """The speaker plays a segment again after a pause (called by the lab's speaker).
+
+        livekit has no event for it; what matters is whether the speech was protected at that
+        instant (a tool's ``disallow_interruptions()`` protects it and resumes it at once).
+        """
+        self.resumes.append(self._playout_start())
+
+    def _playout_start(self) -> PlayoutStart:
         speech = self._session.current_speech if self._session is not None else None
-        self.playouts.append(
-            PlayoutStart(
-                at=self.clock(),
-                speech_id=speech.id if speech is not None else None,
-                allow_interruptions=speech.allow_interruptions if speech is not None else None,
-            )
+        return PlayoutStart(
+            at=self.clock(),
+            speech_id=speech.id if speech is not None else None,
+            allow_interruptions=speech.allow_interruptions if speech is not None else None,
         )
 
     def _on_close(self, ev: lk_events.CloseEvent) -> None:

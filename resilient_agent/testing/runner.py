@@ -133,10 +133,12 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         windows, duration=scenario.duration + _SETTLE_SECONDS, noise=scenario.noise
     )
     segments: list[PlayedSegment] = []
+    recorder = CallRecorder(clock=clock)
     audio_out = PlayoutAudioOutput(
         can_pause=scenario.can_pause,
         clock=clock,
         on_segment_done=segments.append,
+        on_resumed=recorder.on_resumed,
         reports_cleared_playout=not scenario.lost_playout_report,
     )
     vad: ScriptedVAD | inference.VAD = (
@@ -152,7 +154,6 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     )
     session.input.audio = audio_in
     session.output.audio = audio_out
-    recorder = CallRecorder(clock=clock)
     recorder.attach(session)
     job = JobRecorder(clock=clock, session=session)
     logs = LivekitLogCapture(clock)
