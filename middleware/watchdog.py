@@ -48,7 +48,7 @@ from resilient_agent.errors import require_in_range
 from resilient_agent.log import get_logger
 
 from .audio_level import AudioLevelMeter
-from .playout_ledger import PlayoutLedger
+from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -187,7 +187,9 @@ class Watchdog(Middleware):
             return
         if self._ledger is not None:
             self._ledger.detach()
-        self._ledger = PlayoutLedger(output, _now) if output is not None else None
+        # without livekit's segment count the ledger is off, the other stalls are still watched
+        supported = output is not None and playout_ledger_supported(output)
+        self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
         state = ctx.state

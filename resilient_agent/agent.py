@@ -27,6 +27,7 @@ from .report import CallReport, CallReporter
 from .requests import InferenceRequest, ToolCall, UserTurn
 from .spec import MiddlewareSpec, build_middleware
 from .tools import class_tools, wrap_tool
+from .versions import warn_if_untested_livekit
 
 __all__ = ["ResilientAgent", "default_middleware"]
 
@@ -84,6 +85,7 @@ class ResilientAgent(Agent):
         plugins: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
+        warn_if_untested_livekit()
         entries = default_middleware() if middleware is None else list(middleware)
         entries.extend(load_plugins(plugins))
         self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
