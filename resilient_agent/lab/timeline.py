@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -75,7 +75,7 @@ when it carries words of more than one utterance. Races the agent reported are
 ``race_detected``, ``race_handled`` (an action was taken) or ``race_event`` (anything else, such
 as a middleware error)."""
 
-# The same word matching as the contracts, so the lost words drawn are the ones counted.
+# Word matching for telling which utterances a committed user turn carries.
 _WORD = re.compile(r"[\w']+")
 # Two stamps of the same instant may differ by the virtual clock's nudges (nanoseconds).
 _SAME_INSTANT_S = 1e-3
@@ -418,29 +418,20 @@ def _state_spans(changes: Sequence[tuple[float, str]], initial: str) -> tuple[St
     return tuple(s for s in spans if s.end is None or s.end > s.start)
 
 
-def _seen_by_llm(world: CallWorld) -> list[tuple[float, set[str]]]:
-    """Each LLM request's call time with the words of every user message in its context."""
-    return [(r.at - world.t0, _words(" ".join(r.user_texts))) for r in world.llm.requests]
-
-
-def _utterances(world: CallWorld, latencies: Iterator[float | None]) -> tuple[UtteranceTrack, ...]:
-    """Every utterance; takes the latencies of those expecting a reply from ``latencies``."""
-    requests = _seen_by_llm(world)
+def _utterances(world: CallWorld, outcome: CallOutcome) -> tuple[UtteranceTrack, ...]:
+    """Every utterance, its words' fate and its latency as the contracts judged them."""
+    verdicts = [v for v in outcome.inputs if v.kind == "utterance"]
     transcribed = {(w.utterance, w.index) for _, _, heard in world.stt.finals for w in heard}
     merged = _merged_turns(world)
     tracks = []
-    for index, utterance in enumerate(world.scenario.utterances):
-        words = utterance.words
-        step = (utterance.end - utterance.start) / len(words)
+    for index, (utterance, verdict) in enumerate(
+        zip(world.scenario.utterances, verdicts, strict=True)
+    ):
+        step = (utterance.end - utterance.start) / len(verdict.words)
         marks = []
-        for position, word in enumerate(words):
-            key = word.lower().strip(".,?!")
-            # as the contracts count: any request made after the utterance began may carry it
-            reached = next(
-                (at for at, seen in requests if at >= utterance.start and key in seen), None
-            )
+        for position, word in enumerate(verdict.words):
             status: WordStatus
-            if reached is not None:
+            if not word.lost:
                 status = "reached_llm"
             elif (index, position) in transcribed:
                 status = "lost_after_stt"
@@ -448,14 +439,13 @@ def _utterances(world: CallWorld, latencies: Iterator[float | None]) -> tuple[Ut
                 status = "lost_before_stt"
             marks.append(
                 WordMark(
-                    text=word,
+                    text=word.text,
                     start=_t(utterance.start + position * step),
                     end=_t(utterance.start + (position + 1) * step),
                     status=status,
-                    reached_llm_at=_opt_t(reached),
+                    reached_llm_at=word.reached_llm_at,
                 )
             )
-        latency = next(latencies, None) if utterance.expect_reply else None
         number = index + 1
         partners = sorted({n for group in merged if number in group for n in group} - {number})
         tracks.append(
@@ -466,34 +456,28 @@ def _utterances(world: CallWorld, latencies: Iterator[float | None]) -> tuple[Ut
                 text=utterance.text,
                 expect_reply=utterance.expect_reply,
                 words=tuple(marks),
-                reply_latency_s=latency,
+                reply_latency_s=verdict.reply_latency_s,
                 merged_with=tuple(partners),
             )
         )
     return tuple(tracks)
 
 
-def _typed(world: CallWorld, latencies: Iterator[float | None]) -> tuple[TypedTrack, ...]:
-    """Every typed message; its latency follows the utterances' in ``latencies``."""
-    requests = _seen_by_llm(world)
+def _typed(world: CallWorld, outcome: CallOutcome) -> tuple[TypedTrack, ...]:
+    """Every typed message, its lost words and latency as the contracts judged them."""
+    verdicts = [v for v in outcome.inputs if v.kind == "typed"]
     tracks = []
-    for number, message in enumerate(world.scenario.typed, start=1):
-        # as the contracts count: any request made after it arrived may carry its words
-        after = [(at, seen) for at, seen in requests if at >= message.at]
-        reached: set[str] = set().union(*(seen for _, seen in after))
-        keys = [w.lower().strip(".,?!") for w in message.words]
-        first = next((at for at, seen in after if seen & set(keys)), None)
+    for message, verdict in zip(world.scenario.typed, verdicts, strict=True):
+        reached = [w.reached_llm_at for w in verdict.words if w.reached_llm_at is not None]
         tracks.append(
             TypedTrack(
-                number=number,
+                number=verdict.number,
                 at=_t(message.at),
                 text=message.text,
                 expect_reply=message.expect_reply,
-                lost=tuple(
-                    w for w, key in zip(message.words, keys, strict=True) if key not in reached
-                ),
-                reached_llm_at=_opt_t(first),
-                reply_latency_s=next(latencies, None) if message.expect_reply else None,
+                lost=tuple(w.text for w in verdict.words if w.lost),
+                reached_llm_at=min(reached, default=None),
+                reply_latency_s=verdict.reply_latency_s,
             )
         )
     return tuple(tracks)
@@ -782,10 +766,8 @@ def extract_timeline(
     """
     scenario = world.scenario
     recorder = world.recorder
-    # utterances first, then typed messages: the order of CallOutcome.reply_latencies_s
-    latencies = iter(outcome.reply_latencies_s)
-    utterances = _utterances(world, latencies)
-    typed = _typed(world, latencies)
+    utterances = _utterances(world, outcome)
+    typed = _typed(world, outcome)
     user_states = _state_spans(recorder.user_states, "listening")
     agent_states = _state_spans(recorder.agent_states, "initializing")
     speeches = _speeches(world)
