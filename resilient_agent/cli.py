@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write every call's timeline (states, speech handles, tools, words) as JSON",
     )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    lab.add_argument(
+        "--fuzz",
+        metavar="N",
+        type=int,
+        help="run N seeded random calls instead of the catalog; failures are shrunk",
+    )
+    lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     return parser
 
@@ -81,6 +88,10 @@ def _lab(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
 
+    if args.fuzz is not None:
+        from .lab.fuzz import run_fuzz_command
+
+        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout)
     started = time.perf_counter()
 
     def show(result: object) -> None:
