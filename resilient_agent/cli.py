@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write every call's timeline (states, speech handles, tools, words) as JSON",
     )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    lab.add_argument(
+        "--fuzz",
+        metavar="N",
+        type=int,
+        help="run N seeded random calls instead of the catalog; failures are shrunk",
+    )
+    lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     return parser
 
@@ -125,6 +132,10 @@ def _lab(args: argparse.Namespace) -> int:
     except AgentPathError as exc:
         raise _UsageError(str(exc)) from exc
 
+    if args.fuzz is not None:
+        from .lab.fuzz import run_fuzz_command
+
+        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout)
     started = time.perf_counter()
     print_header(agents, sys.stdout)
 
