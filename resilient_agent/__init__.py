@@ -14,6 +14,12 @@ from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
 from .plugins import available_plugins, prewarm_plugins
 from .requests import (
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeDecision,
+    ResumeRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -31,6 +37,12 @@ __version__ = "0.1.0"
 __all__ = [
     "HOOKS",
     "InferenceRequest",
+    "InterruptDecision",
+    "InterruptRequest",
+    "ProtectionDecision",
+    "ProtectionRequest",
+    "ResumeDecision",
+    "ResumeRequest",
     "ConversationState",
     "Middleware",
     "MiddlewareContext",

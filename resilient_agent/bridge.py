@@ -25,9 +25,11 @@ from .chain import MiddlewareChain
 from .errors import MiddlewareNotUsed
 from .events import MiddlewareErrorEvent, ResilientEvent
 from .hooks import Middleware
+from .interception import Interceptor
 from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
 from .shutdown import ShutdownGate
+from .speech_gates import install_interrupt_gate, install_protection_gate
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
 
@@ -93,6 +95,7 @@ class SessionBridge:
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
         self._speech_done_at: dict[str, float] = {}
         self.shutdown_gate: ShutdownGate | None = None
+        self._interceptor = Interceptor()
 
     async def start(self) -> None:
         """Set the middleware up, subscribe, and tell the chain the session started."""
@@ -110,7 +113,9 @@ class SessionBridge:
             self.shutdown_gate = ShutdownGate(
                 self.chain, self.ctx, self.farewell_of, speech_done_at=self._speech_done_at.get
             )
-            self.shutdown_gate.install()
+            self.shutdown_gate.install(self._interceptor)
+        if self.chain.handles("decide_interrupt"):
+            install_interrupt_gate(self._interceptor, self.chain, self.ctx)
         self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
         self.submit("on_session_start")
 
@@ -121,6 +126,7 @@ class SessionBridge:
         self._closed = True
         if self.shutdown_gate is not None:
             self.shutdown_gate.uninstall()
+        self._interceptor.restore_all()
         observer = self._audio_observer
         if observer is not None and self._session.input.audio is observer:
             self._session.input.audio = observer.source
@@ -242,6 +248,11 @@ class SessionBridge:
         started = time.perf_counter()
         result: Any = None
         error: BaseException | None = None
+        per_call = Interceptor()
+        if call.run_context is not None and (
+            self.chain.handles("decide_protection") or self.chain.handles("decide_resume")
+        ):
+            install_protection_gate(per_call, self.chain, self.ctx, call.run_context, call.name)
         try:
             result = await self.chain.wrap_tool_call(self.ctx, call, run_body)
             return result
@@ -249,6 +260,7 @@ class SessionBridge:
             error = exc
             raise
         finally:
+            per_call.restore_all()
             self.state.tools_in_flight.pop(key, None)
             outcome = ToolOutcome(result, error, time.perf_counter() - started)
             self.submit("on_tool_exit", call, outcome)
