@@ -10,8 +10,10 @@ from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
-from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
+from .log import get_logger
 from .plugins import available_plugins, prewarm_plugins
+from .report import CallReport
 from .requests import (
     InferenceRequest,
     InterruptDecision,
@@ -36,6 +38,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HOOKS",
+    "CallReport",
+    "ConversationState",
+    "InferenceNext",
     "InferenceRequest",
     "InterruptDecision",
     "InterruptRequest",
@@ -43,7 +48,6 @@ __all__ = [
     "ProtectionRequest",
     "ResumeDecision",
     "ResumeRequest",
-    "ConversationState",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
@@ -68,5 +72,6 @@ __all__ = [
     "current_tool",
     "default_middleware",
     "end_call_tool",
+    "get_logger",
     "prewarm_plugins",
 ]

@@ -31,9 +31,9 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
-from .events import RaceHandledEvent
 from .interception import Interceptor
 from .log import get_logger
+from .report import SHUTDOWN_REQUEST
 from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
 from .state import MiddlewareContext
 from .tools import current_tool, outside_tools
@@ -220,13 +220,11 @@ class ShutdownGate:
         )
 
     def _report(self, request: ShutdownRequest, decision: ShutdownDecision, action: str) -> None:
-        self._ctx.emit(
-            RaceHandledEvent(
-                kind="shutdown_request",
-                action=action,
-                middleware="ShutdownGate",
-                details={"source": request.source, "tool": request.tool, "reason": decision.reason},
-            )
+        self._ctx.race_handled(
+            "ShutdownGate",
+            SHUTDOWN_REQUEST,
+            action,
+            details={"source": request.source, "tool": request.tool, "reason": decision.reason},
         )
 
     def _ask(self, request: ShutdownRequest) -> ShutdownDecision:
@@ -245,12 +243,6 @@ class ShutdownGate:
                 decision = again
         self.decisions.append((request, decision))
         if decision.action == "veto":
-            logger.info(
-                "shutdown_vetoed",
-                source=request.source,
-                tool=request.tool,
-                reason=decision.reason,
-            )
             self._report(request, decision, "kept_call")
             return
         self._report(request, decision, "hung_up")

@@ -25,20 +25,16 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
 from .interception import Interceptor
-from .log import get_logger
 from .requests import (
     InterruptDecision,
     InterruptRequest,
     ProtectionDecision,
     ProtectionRequest,
-    ResumeDecision,
     ResumeRequest,
 )
 from .state import MiddlewareContext
 
 __all__ = ["install_interrupt_gate", "install_protection_gate", "protected_current_speech"]
-
-logger = get_logger("speech_gates")
 
 
 def protected_current_speech(session: AgentSession[Any]) -> SpeechHandle | None:
@@ -68,11 +64,6 @@ def install_interrupt_gate(
             except RuntimeError:
                 if protected_current_speech(session) is not protected:
                     raise  # not the protected speech's refusal
-            logger.info(
-                "interrupt_deferred_to_protected_speech",
-                speech_id=protected.id,
-                why=answer.reason,
-            )
             done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
             done.set_result(None)
             return done
@@ -98,8 +89,7 @@ def install_protection_gate(
             request = ProtectionRequest(tool=tool, speech=handle)
             answer = chain.decide("decide_protection", ctx, request)
             if isinstance(answer, ProtectionDecision) and answer.action == "decline":
-                logger.info("protection_declined", tool=tool, reason=answer.reason)
-                return
+                return  # the declining middleware reports why
             # livekit pauses only interruptible speeches for the caller (agent "listening");
             # protecting such a speech releases that pause inside livekit's call
             paused = (
@@ -110,17 +100,9 @@ def install_protection_gate(
                 and session.agent_state == "listening"
             )
             original()
-            if not paused or not chain.handles("decide_resume"):
-                return
-            resume = chain.decide("decide_resume", ctx, ResumeRequest(tool=tool, speech=handle))
-            if isinstance(resume, ResumeDecision):
-                logger.info(
-                    "protected_resume_decided",
-                    tool=tool,
-                    speech_id=handle.id,
-                    action=resume.action,
-                    reason=resume.reason,
-                )
+            if paused and chain.handles("decide_resume"):
+                # a middleware answering hold paused the speech itself and reports it
+                chain.decide("decide_resume", ctx, ResumeRequest(tool=tool, speech=handle))
 
         return disallow_interruptions
 
