@@ -25,6 +25,8 @@ from typing import Any
 from livekit.agents import AgentSession
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from resilient_agent.options import OptionChecker
+
 __all__ = ["InterruptDeferral", "protected_current_speech"]
 
 
@@ -48,7 +50,7 @@ class InterruptDeferral:
         self, session: AgentSession[Any], on_deferred: Callable[[SpeechHandle], None]
     ) -> None:
         self._session = session
-        self._on_deferred = on_deferred
+        self._on_deferred = OptionChecker("InterruptDeferral").callable("on_deferred", on_deferred)
         self._saved: Any = None
         self._shadow: Callable[..., asyncio.Future[None]] | None = None
 

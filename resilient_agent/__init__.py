@@ -9,8 +9,9 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
 from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
 from .requests import (
     InferenceRequest,
@@ -38,6 +39,8 @@ __all__ = [
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "OptionChecker",
+    "OptionError",
     "PluginError",
     "Position",
     "RaceDetectedEvent",
@@ -51,6 +54,7 @@ __all__ = [
     "ToolCallNext",
     "ToolOutcome",
     "UserTurn",
+    "UnknownToolEvent",
     "UserTurnNext",
     "available_plugins",
     "current_tool",

@@ -19,13 +19,15 @@ from livekit.agents.llm import (
 
 from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
 from .chain import MiddlewareChain
-from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
+from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .hooks import Middleware
 from .log import get_logger
+from .options import OptionChecker
 from .plugins import load_plugins
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, ToolCall, UserTurn
-from .spec import MiddlewareSpec, build_middleware
+from .spec import MiddlewareSpec, build_middleware, middleware_entries
+from .tool_names import fix_for, known_tool_names, unknown_tools
 from .tools import class_tools, wrap_tool
 
 __all__ = ["ResilientAgent", "default_middleware"]
@@ -81,10 +83,15 @@ class ResilientAgent(Agent):
         self,
         *args: Any,
         middleware: Sequence[MiddlewareEntry] | None = None,
-        plugins: Sequence[str] = (),
+        plugins: Sequence[str] | None = (),
         **kwargs: Any,
     ) -> None:
-        entries = default_middleware() if middleware is None else list(middleware)
+        entries = default_middleware() if middleware is None else middleware_entries(middleware)
+        if plugins is None:
+            plugins = ()
+        if not isinstance(plugins, str):
+            # a string gets the plugin loader's own fix (plugins=['name'])
+            OptionChecker("ResilientAgent").sequence("plugins", plugins, fix="pass a list of names")
         entries.extend(load_plugins(plugins))
         self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
         self._bridge: SessionBridge | None = None
@@ -134,7 +141,11 @@ class ResilientAgent(Agent):
         if self._reporter is not None:
             self._reporter.record(event)
         # one structured record per race and per action, beside the event on our emitter
-        self._log.info(event.type, **event.model_dump(exclude={"type", "created_at"}))
+        fields = event.model_dump(exclude={"type", "created_at"})
+        if isinstance(event, UnknownToolEvent):
+            self._log.warning(event.type, fix=fix_for(event), **fields)
+        else:
+            self._log.info(event.type, **fields)
         self.events.emit(event.type, event)
 
     def _on_hook_error(self, mw: Middleware, hook: str, exc: BaseException) -> None:
@@ -151,6 +162,9 @@ class ResilientAgent(Agent):
         chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
         self._bridge = SessionBridge(chain, self.session, self, self._emit)
         await self._bridge.start()
+        known = known_tool_names([*self.session.tools, *self.tools])
+        for event in unknown_tools(self._bridge.chain.middleware, known, self._on_hook_error):
+            self._emit(event)
         await self._app_on_enter()
 
     async def _exit(self) -> None:
@@ -214,8 +228,14 @@ class ResilientAgent(Agent):
             False if a hang-up was already pending.
 
         Raises:
+            OptionError: An argument has the wrong type, or ``farewell`` is blank.
             RuntimeError: The agent is not in a session.
         """
+        check = OptionChecker("hang_up_after_farewell")
+        if farewell is not None:
+            farewell = check.text("farewell", farewell)
+        delete_room = check.flag("delete_room", delete_room)
+        allow_interruptions = check.flag("allow_interruptions", allow_interruptions)
         bridge = self._bridge
         if bridge is None:
             raise RuntimeError(
