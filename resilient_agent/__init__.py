@@ -10,9 +10,11 @@ from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
-from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
+from .log import get_logger
 from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
+from .report import CallReport
 from .requests import (
     InferenceRequest,
     ShutdownDecision,
@@ -31,8 +33,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HOOKS",
-    "InferenceRequest",
+    "CallReport",
     "ConversationState",
+    "InferenceNext",
+    "InferenceRequest",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
@@ -60,5 +64,6 @@ __all__ = [
     "current_tool",
     "default_middleware",
     "end_call_tool",
+    "get_logger",
     "prewarm_plugins",
 ]
