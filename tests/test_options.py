@@ -16,7 +16,6 @@ import pytest
 from livekit.agents import RunContext, function_tool
 from resilient_agent.middleware import default_middleware
 from resilient_agent.middleware.hangup import ConditionalHangup
-from resilient_agent.middleware.interrupt_deferral import InterruptDeferral
 from resilient_agent.middleware.tool_guard import ToolGuard
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 from resilient_agent.middleware.wait_for_caller import WaitForCaller
@@ -208,10 +207,6 @@ BAD: list[Any] = [
     pytest.param(lambda: ConditionalHangup(tail_pad_s=True), "tail_pad_s", "True", id="ch-bool"),
     pytest.param(lambda: ConditionalHangup(tail_pad_s="0.3"), "tail_pad_s", "'0.3'", id="ch-str"),
     pytest.param(lambda: ConditionalHangup(tail_pad_s=-1), "tail_pad_s", "-1", id="ch-neg"),
-    # InterruptDeferral
-    pytest.param(
-        lambda: InterruptDeferral(object(), None), "on_deferred", "None", id="id-not-callable"
-    ),
     # ResilientAgent(middleware=..., plugins=...)
     pytest.param(lambda: _agent(middleware="ToolGuard"), "middleware", "'ToolGuard'", id="ra-str"),
     pytest.param(lambda: _agent(middleware=ToolGuard()), "middleware", "ToolGuard", id="ra-one"),
