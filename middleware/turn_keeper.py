@@ -17,8 +17,9 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
   so livekit and the keeper never both answer the same words;
 * a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
-  instead of raising (see :mod:`.interrupt_deferral`), so a chat message typed meanwhile (RoomIO's
-  default text input interrupts, then asks for a reply) is answered after it.
+  instead of raising (``decide_interrupt``, see :mod:`resilient_agent.speech_gates`), so a chat
+  message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
+  answered after it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import string
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -34,24 +34,21 @@ from typing import Any
 
 from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
+    InferenceNext,
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
-    RaceDetectedEvent,
-    RaceHandledEvent,
     SpeechInfo,
     UserTurn,
     UserTurnNext,
+    get_logger,
 )
-from resilient_agent.errors import require_in_range
-from resilient_agent.hooks import InferenceNext
-from resilient_agent.log import get_logger
+from resilient_agent.options import OptionChecker
 
-from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -126,23 +123,23 @@ class TurnKeeper(Middleware):
         keep_text_input: bool = True,
         merge_format: str = "{fragments} {turn}",
     ) -> None:
-        for option, value, low, high in (
-            ("max_fragments", max_fragments, 1, 100),
-            ("max_age_s", max_age_s, 1.0, 3600.0),
-            ("keep_audio_s", keep_audio_s, 2.0, 300.0),
-            ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
-        ):
-            require_in_range("TurnKeeper", option, value, low, high)
-        _check_merge_format(merge_format)
-        self.merge_format = merge_format
-        self.merge = merge
-        self.recover_withheld_audio = recover_withheld_audio
-        self.max_fragments = max_fragments
-        self.max_age_s = max_age_s
-        self.keep_audio_s = keep_audio_s
-        self.recovery_timeout_s = recovery_timeout_s
-        self.keep_text_input = keep_text_input
-        self._interrupt_deferral: InterruptDeferral | None = None
+        check = OptionChecker(self.display_name)
+        self.merge_format = check.format_string(
+            "merge_format",
+            merge_format,
+            {"fragments": "my account number is", "turn": "four two seven"},
+            required=("fragments",),
+            example="{fragments} {turn}",
+        )
+        self.merge = check.flag("merge", merge)
+        self.recover_withheld_audio = check.flag("recover_withheld_audio", recover_withheld_audio)
+        self.max_fragments = check.count("max_fragments", max_fragments, ge=1, le=100)
+        self.max_age_s = check.number("max_age_s", max_age_s, ge=1.0, le=3600.0)
+        self.keep_audio_s = check.number("keep_audio_s", keep_audio_s, ge=2.0, le=300.0)
+        self.recovery_timeout_s = check.number(
+            "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
+        )
+        self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
@@ -172,21 +169,13 @@ class TurnKeeper(Middleware):
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
-        if self.keep_text_input:
-            self._interrupt_deferral = InterruptDeferral(
-                ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
-            )
-            self._interrupt_deferral.install()
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
             )
 
     async def aclose(self) -> None:
-        """Stop, put ``session.interrupt`` back, and log words that never reached the LLM."""
-        if self._interrupt_deferral is not None:
-            self._interrupt_deferral.uninstall()
-            self._interrupt_deferral = None
+        """Stop, and log words that never reached the LLM."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -261,23 +250,23 @@ class TurnKeeper(Middleware):
         """The agent's state may unblock an answer."""
         self._wake.set()
 
-    def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
-        logger.info(
-            "interrupt_deferred_to_protected_speech",
-            speech_id=speech.id,
-            why=(
-                "session.interrupt() without force while the current speech is protected: it "
-                "plays to the end, and a reply asked for next is queued after it"
-            ),
+    def decide_interrupt(
+        self, ctx: MiddlewareContext, request: InterruptRequest
+    ) -> InterruptDecision | None:
+        """With ``keep_text_input``, an interrupt defers to the protected speech it meets."""
+        if not self.keep_text_input:
+            return None
+        why = (
+            "session.interrupt() without force while the current speech is protected: it plays "
+            "to the end, and a reply asked for next is queued after it"
         )
-        ctx.emit(
-            RaceHandledEvent(
-                kind="protected_speech_interrupt",
-                action="deferred_to_protected_speech",
-                middleware=self.display_name,
-                details={"speech_id": speech.id},
-            )
+        ctx.race_handled(
+            self,
+            "protected_speech_interrupt",
+            "deferred_to_protected_speech",
+            details={"speech_id": request.speech.id, "why": why},
         )
+        return InterruptDecision.defer(why)
 
     # -- merging into the next turn -----------------------------------------------------------
     async def wrap_user_turn(
@@ -290,13 +279,7 @@ class TurnKeeper(Middleware):
         if self.merge:
             merged = self._merge_into(turn.text)
             if merged != turn.text:
-                ctx.emit(
-                    RaceHandledEvent(
-                        kind="dropped_user_words",
-                        action="merged_into_next_turn",
-                        middleware=self.display_name,
-                    )
-                )
+                ctx.race_handled(self, "dropped_user_words", "merged_into_next_turn")
                 turn = turn.override(text=merged)
         try:
             await call_next(turn)
@@ -305,14 +288,13 @@ class TurnKeeper(Middleware):
             await _keep_in_history(ctx, turn.text)
             raise
         except Exception as exc:
-            logger.error("user_turn_hook_failed", action="answered_anyway", exc_info=exc)
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="user_turn_hook_failed",
-                    action="answered_anyway",
-                    middleware=self.display_name,
-                    details={"error": type(exc).__name__},
-                )
+            # the app's own traceback, which livekit would have logged had it propagated
+            logger.error("app_user_turn_hook_raised", exc_info=exc)
+            ctx.race_handled(
+                self,
+                "user_turn_hook_failed",
+                "answered_anyway",
+                details={"error": type(exc).__name__},
             )
 
     async def wrap_llm_request(
@@ -334,13 +316,7 @@ class TurnKeeper(Middleware):
             await ctx.agent.update_chat_ctx(context)
             ctx.session.history.insert(message)
             self._merged_into_inferences.append((_now(), message))
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="dropped_user_words",
-                    action="merged_into_inference",
-                    middleware=self.display_name,
-                )
-            )
+            ctx.race_handled(self, "dropped_user_words", "merged_into_inference")
         return await call_next(request)
 
     async def _forget_merged_words_livekit_commits(
@@ -420,16 +396,14 @@ class TurnKeeper(Middleware):
         text = self._merge_into("")
         if not text:
             return
-        ctx.emit(RaceDetectedEvent(kind="dropped_user_turn", middleware=self.display_name))
+        ctx.race_detected(self, "dropped_user_turn")
         try:
             ctx.session.generate_reply(user_input=text)
         except RuntimeError as exc:
             logger.warning("dropped_turn_not_answered", exc_info=exc)
             return
-        ctx.emit(
-            RaceHandledEvent(
-                kind="dropped_user_turn", action="answered", middleware=self.display_name
-            )
+        ctx.race_handled(
+            self, "dropped_user_turn", "answered", counts={"dropped_turns_answered": 1}
         )
 
     # -- recovery ------------------------------------------------------------------------------
@@ -439,12 +413,8 @@ class TurnKeeper(Middleware):
         recognizer = _recognizer(ctx)
         if recognizer is None:
             return
-        ctx.emit(
-            RaceDetectedEvent(
-                kind="speech_withheld_from_stt",
-                middleware=self.display_name,
-                details={"seconds": round(ended - started, 2)},
-            )
+        ctx.race_detected(
+            self, "speech_withheld_from_stt", details={"seconds": round(ended - started, 2)}
         )
         task = asyncio.get_running_loop().create_task(
             self._recover(ctx, recognizer, started, ended, frames)
@@ -480,13 +450,13 @@ class TurnKeeper(Middleware):
             text = _remove_words(text, delivered)
         if text.strip():
             self._add(_Fragment(text.strip(), ended))
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="speech_withheld_from_stt",
-                    action="recovered_words",
-                    middleware=self.display_name,
-                    details={"words": len(text.split())},
-                )
+            words = len(text.split())
+            ctx.race_handled(
+                self,
+                "speech_withheld_from_stt",
+                "recovered_words",
+                details={"words": words},
+                counts={"words_recovered": words},
             )
         self._last_activity = max(self._last_activity, _now())
 
@@ -529,23 +499,6 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
-
-
-def _check_merge_format(merge_format: str) -> None:
-    try:
-        fields = {
-            name for _, name, _, _ in string.Formatter().parse(merge_format) if name is not None
-        }
-    except ValueError as exc:
-        fields = {f"<{exc}>"}
-    if "fragments" not in fields or not fields <= {"fragments", "turn"}:
-        raise MiddlewareError(
-            "TurnKeeper",
-            f"merge_format={merge_format!r} must use {{fragments}} and may use {{turn}}, "
-            f"nothing else (found {sorted(fields)})",
-            fix='write it like "{fragments} {turn}"',
-            hook="merge_format",
-        )
 
 
 def _remove_words(text: str, delivered: str) -> str:

@@ -9,11 +9,20 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
-from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
+from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
+from .log import get_logger
+from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
+from .report import CallReport
 from .requests import (
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeDecision,
+    ResumeRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -30,14 +39,24 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HOOKS",
-    "InferenceRequest",
+    "CallReport",
     "ConversationState",
+    "InferenceNext",
+    "InferenceRequest",
+    "InterruptDecision",
+    "InterruptRequest",
+    "ProtectionDecision",
+    "ProtectionRequest",
+    "ResumeDecision",
+    "ResumeRequest",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "OptionChecker",
+    "OptionError",
     "PluginError",
     "Position",
     "RaceDetectedEvent",
@@ -51,10 +70,12 @@ __all__ = [
     "ToolCallNext",
     "ToolOutcome",
     "UserTurn",
+    "UnknownToolEvent",
     "UserTurnNext",
     "available_plugins",
     "current_tool",
     "default_middleware",
     "end_call_tool",
+    "get_logger",
     "prewarm_plugins",
 ]
