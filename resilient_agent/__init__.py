@@ -9,9 +9,10 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
 from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
 from .log import get_logger
+from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
 from .report import CallReport
 from .requests import (
@@ -55,6 +56,8 @@ __all__ = [
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "OptionChecker",
+    "OptionError",
     "PluginError",
     "Position",
     "RaceDetectedEvent",
@@ -68,6 +71,7 @@ __all__ = [
     "ToolCallNext",
     "ToolOutcome",
     "UserTurn",
+    "UnknownToolEvent",
     "UserTurnNext",
     "available_plugins",
     "current_tool",
