@@ -146,9 +146,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         if scenario.vad == "scripted"
         else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
     )
-    stt = ScriptedSTT(lambda u, w: words[(u, w)])
+    faults = scenario.provider_faults
+    stt = ScriptedSTT(lambda u, w: words[(u, w)], dies_at=faults.stt_dies_at, clock=clock)
     llm = ScriptedLLM(scenario.llm, clock=clock)
-    tts = ScriptedTTS()
+    tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence)
     session: AgentSession[Any] = AgentSession(
         vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
     )
