@@ -26,15 +26,14 @@ from livekit.agents import llm
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    InferenceNext,
     InferenceRequest,
     Middleware,
     MiddlewareContext,
-    RaceDetectedEvent,
-    RaceHandledEvent,
+    MiddlewareError,
+    get_logger,
 )
-from resilient_agent.errors import MiddlewareError, require_in_range
-from resilient_agent.hooks import InferenceNext
-from resilient_agent.log import get_logger
+from resilient_agent.errors import require_in_range
 
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
@@ -152,12 +151,8 @@ class LlmFallback(Middleware):
         if self._first_failure_at is None:
             self._first_failure_at = now
         self._failed += 1
-        ctx.emit(
-            RaceDetectedEvent(
-                kind=LLM_KEEPS_FAILING,
-                middleware=self.display_name,
-                details={"failed_attempts": self._failed, "how": how},
-            )
+        ctx.race_detected(
+            self, LLM_KEEPS_FAILING, details={"failed_attempts": self._failed, "how": how}
         )
         if self._failed >= self.after_failed_attempts and not self._said_this_turn:
             self._said_this_turn = True
@@ -171,16 +166,15 @@ class LlmFallback(Middleware):
         ctx.session.say(self.line)
         self.fallbacks_said += 1
         first = self._first_failure_at if self._first_failure_at is not None else decided_at
-        ctx.emit(
-            RaceHandledEvent(
-                kind=LLM_KEEPS_FAILING,
-                action="said_fallback_line",
-                middleware=self.display_name,
-                details={
-                    "failed_attempts": self._failed,
-                    "since_first_failure_s": round(decided_at - first, 3),
-                },
-            )
+        ctx.race_handled(
+            self,
+            LLM_KEEPS_FAILING,
+            "said_fallback_line",
+            details={
+                "failed_attempts": self._failed,
+                "since_first_failure_s": round(decided_at - first, 3),
+            },
+            counts={"llm_fallback_lines": 1},
         )
 
     def _reset(self) -> None:

@@ -22,9 +22,8 @@ from typing import Any
 from livekit.agents import APIError, stt, utils
 from livekit.agents.voice import events as lk_events
 
-from resilient_agent import Middleware, MiddlewareContext, RaceDetectedEvent, RaceHandledEvent
+from resilient_agent import Middleware, MiddlewareContext, get_logger
 from resilient_agent.errors import require_in_range
-from resilient_agent.log import get_logger
 
 from .turn_keeper import TurnKeeper
 
@@ -80,12 +79,8 @@ class SttRecovery(Middleware):
         if ctx is None or self._pending is not None:
             return
         died_at = _now()
-        ctx.emit(
-            RaceDetectedEvent(
-                kind=STT_STREAM_DIED,
-                middleware=self.display_name,
-                details={"error": type(error.error).__name__, "stt": error.label},
-            )
+        ctx.race_detected(
+            self, STT_STREAM_DIED, details={"error": type(error.error).__name__, "stt": error.label}
         )
         if self.restarts >= self.max_restarts:
             logger.warning(
@@ -106,17 +101,16 @@ class SttRecovery(Middleware):
         ctx.agent.update_options(stt=recognizer)
         restarted_at = _now()
         recovering = self.recover_words and _recover_words(ctx)
-        ctx.emit(
-            RaceHandledEvent(
-                kind=STT_STREAM_DIED,
-                action="restarted_stream",
-                middleware=self.display_name,
-                details={
-                    "restart": self.restarts,
-                    "restart_s": round(restarted_at - died_at, 3),
-                    "recovering_words": recovering,
-                },
-            )
+        ctx.race_handled(
+            self,
+            STT_STREAM_DIED,
+            "restarted_stream",
+            details={
+                "restart": self.restarts,
+                "restart_s": round(restarted_at - died_at, 3),
+                "recovering_words": recovering,
+            },
+            counts={"stt_restarts": 1},
         )
 
 
