@@ -18,6 +18,7 @@ turn of the caller, starts the count over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
@@ -82,6 +83,7 @@ class LlmFallback(Middleware):
         self._first_failure_at: float | None = None
         self._turn: str | None = None
         self._said_this_turn = False
+        self._give_up = asyncio.Event()
         self._provider_errors = 0
 
     async def setup(self, ctx: MiddlewareContext) -> None:
@@ -103,6 +105,7 @@ class LlmFallback(Middleware):
             # the caller spoke again: the LLM gets a fresh chance
             self._turn = turn
             self._said_this_turn = False
+            self._give_up = asyncio.Event()
             self._reset()
         if self._said_this_turn:
             logger.info(
@@ -115,16 +118,26 @@ class LlmFallback(Middleware):
             return self._watch(ctx, result)
         return result
 
-    async def _watch(self, ctx: MiddlewareContext, stream: AsyncIterable[Any]) -> AsyncIterator[Any]:
+    async def _watch(
+        self, ctx: MiddlewareContext, stream: AsyncIterable[Any]
+    ) -> AsyncIterator[Any]:
         started, started_wall = _now(), time.time()
         errors_before = self._provider_errors
+        give_up = self._give_up
+        iterator = aiter(stream)
         produced = False
         failure: str | None = None
         try:
-            async for chunk in stream:
-                if not produced and _has_output(chunk):
-                    produced = True
-                    self._reset()
+            # until the first token, the turn's fallback may end the wait: the caller is about
+            # to hear the line, and this reply has not made a sound
+            while not produced:
+                got, chunk = await _next_unless(iterator, give_up)
+                if not got:
+                    return
+                produced = _has_output(chunk)
+                yield chunk
+            self._reset()
+            async for chunk in iterator:
                 yield chunk
         except (asyncio.CancelledError, GeneratorExit):
             failure = "abandoned"
@@ -156,13 +169,11 @@ class LlmFallback(Middleware):
         )
         if self._failed >= self.after_failed_attempts and not self._said_this_turn:
             self._said_this_turn = True
-            # the failing reply may still be thinking: it never made a sound, so nothing is cut
+            # replies of this turn still waiting for a first token end with nothing to say
+            self._give_up.set()
             asyncio.get_running_loop().call_soon(self._say_fallback, ctx, now)
 
     def _say_fallback(self, ctx: MiddlewareContext, decided_at: float) -> None:
-        current = ctx.session.current_speech
-        if current is not None and ctx.state.agent_state == "thinking" and not current.done():
-            current.interrupt(force=True)
         ctx.session.say(self.line)
         self.fallbacks_said += 1
         first = self._first_failure_at if self._first_failure_at is not None else decided_at
@@ -191,6 +202,28 @@ def _last_user_message_id(request: InferenceRequest) -> str | None:
         if item.type == "message" and item.role == "user":
             return item.id
     return None
+
+
+async def _next_unless(iterator: AsyncIterator[Any], give_up: asyncio.Event) -> tuple[bool, Any]:
+    """``(True, chunk)``; ``(False, None)`` at the end of the stream or once ``give_up`` is set."""
+    if give_up.is_set():
+        return False, None
+    next_chunk = asyncio.ensure_future(anext(iterator))
+    waiter = asyncio.ensure_future(give_up.wait())
+    try:
+        await asyncio.wait({next_chunk, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not next_chunk.done():
+            next_chunk.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await next_chunk
+    if next_chunk.cancelled():
+        return False, None
+    try:
+        return True, next_chunk.result()
+    except StopAsyncIteration:
+        return False, None
 
 
 def _has_output(chunk: Any) -> bool:

@@ -226,9 +226,7 @@ class TurnKeeper(Middleware):
             if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
                 window = self._tap.window(started - _ONSET_PAD_S, now)
                 if any(f.withheld for f in window) and _recognizer(ctx) is not None:
-                    ctx.race_detected(
-                        self, _WITHHELD, details={"seconds": round(now - started, 2)}
-                    )
+                    ctx.race_detected(self, _WITHHELD, details={"seconds": round(now - started, 2)})
                     self._start_recovery(ctx, started, now, [f.frame for f in window], _WITHHELD)
         self._wake.set()
 
@@ -417,7 +415,7 @@ class TurnKeeper(Middleware):
 
     # -- recovery ------------------------------------------------------------------------------
     def recover_unheard_audio(self, ctx: MiddlewareContext, *, kind: str) -> bool:
-        """Re-transcribe the caller's audio since the last final transcript, for an STT that lost it.
+        """Re-transcribe the caller's audio since the last final transcript (an STT lost it).
 
         The words join the caller's next turn, or are answered on their own, like any words
         livekit dropped (``SttRecovery`` calls this after restarting a dead STT stream).
