@@ -13,8 +13,7 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent import get_logger
-from resilient_agent.versions import has_capability
+from resilient_agent import get_logger, has_capability
 
 __all__ = ["PlayoutLedger", "playout_ledger_supported"]
 

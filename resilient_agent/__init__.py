@@ -16,6 +16,12 @@ from .plugins import available_plugins, prewarm_plugins
 from .report import CallReport
 from .requests import (
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeDecision,
+    ResumeRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -27,6 +33,7 @@ from .requests import (
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
+from .versions import has_capability
 
 __version__ = "0.1.0"
 
@@ -36,6 +43,12 @@ __all__ = [
     "ConversationState",
     "InferenceNext",
     "InferenceRequest",
+    "InterruptDecision",
+    "InterruptRequest",
+    "ProtectionDecision",
+    "ProtectionRequest",
+    "ResumeDecision",
+    "ResumeRequest",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
@@ -61,5 +74,6 @@ __all__ = [
     "default_middleware",
     "end_call_tool",
     "get_logger",
+    "has_capability",
     "prewarm_plugins",
 ]
