@@ -29,7 +29,7 @@ def default_middleware() -> list[Middleware | MiddlewareSpec]:
         TurnKeeper(),
         WaitForCaller(),
         ConditionalHangup(),
-        Watchdog(),
         SttRecovery(),
         LlmFallback(),
+        Watchdog(),
     ]
