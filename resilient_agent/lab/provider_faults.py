@@ -10,7 +10,7 @@ apply (an LLM attempt times out after 10 s, ``max_retry`` 3).
 
 from __future__ import annotations
 
-from ..testing import LLMRule, ProviderFaults, Scenario, Utterance
+from ..testing import LLMRule, ProviderFaults, Scenario, Sweep, Utterance
 from . import agents
 
 __all__ = ["FALLBACK_LINE", "provider_fault_scenarios"]
@@ -42,6 +42,8 @@ def provider_fault_scenarios() -> list[Scenario]:
             ),
             duration=22.0,
             provider_faults=ProviderFaults(stt_dies_at=8.0),
+            # the death lands before, inside, at the end of and after the second sentence
+            sweep=Sweep(utterance=1, start=5.4, stop=8.2, step=0.2),
         ),
         Scenario(
             name="provider/llm_always_times_out",
