@@ -17,9 +17,19 @@ __all__ = ["default_middleware"]
 def default_middleware() -> list[Middleware | MiddlewareSpec]:
     """The middleware ``ResilientAgent`` runs by default, in order."""
     from .hangup import ConditionalHangup
+    from .llm_fallback import LlmFallback
+    from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
     from .wait_for_caller import WaitForCaller
     from .watchdog import Watchdog
 
-    return [ToolGuard(), TurnKeeper(), WaitForCaller(), ConditionalHangup(), Watchdog()]
+    return [
+        ToolGuard(),
+        TurnKeeper(),
+        WaitForCaller(),
+        ConditionalHangup(),
+        SttRecovery(),
+        LlmFallback(),
+        Watchdog(),
+    ]

@@ -66,6 +66,7 @@ _SHORTEST_VOICE_WINDOW_S = 0.05
 _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
+_WITHHELD = "speech_withheld_from_stt"
 _WORD = re.compile(r"[\w']+")
 
 
@@ -215,8 +216,9 @@ class TurnKeeper(Middleware):
             self._last_activity = now
             if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
                 window = self._tap.window(started - _ONSET_PAD_S, now)
-                if any(f.withheld for f in window):
-                    self._start_recovery(ctx, started, now, [f.frame for f in window])
+                if any(f.withheld for f in window) and _recognizer(ctx) is not None:
+                    ctx.race_detected(self, _WITHHELD, details={"seconds": round(now - started, 2)})
+                    self._start_recovery(ctx, started, now, [f.frame for f in window], _WITHHELD)
         self._wake.set()
 
     async def on_user_transcript(
@@ -407,17 +409,40 @@ class TurnKeeper(Middleware):
         )
 
     # -- recovery ------------------------------------------------------------------------------
+    def recover_unheard_audio(self, ctx: MiddlewareContext, *, kind: str) -> bool:
+        """Re-transcribe the caller's audio since the last final transcript (an STT lost it).
+
+        The words join the caller's next turn, or are answered on their own, like any words
+        livekit dropped (``SttRecovery`` calls this after restarting a dead STT stream).
+
+        Args:
+            ctx: The session's context.
+            kind: The race kind the recovered words are reported under.
+
+        Returns:
+            False when no audio is kept (``recover_withheld_audio`` off, or no audio input).
+        """
+        if self._tap is None or _recognizer(ctx) is None:
+            return False
+        now = _now()
+        # a final transcript is stamped as it arrives, after its words: audio from then on is
+        # what the STT never finished
+        heard = max((f.heard_at for f in self._fragments), default=now - self.keep_audio_s)
+        window = self._tap.window(heard, now)
+        if not window:
+            return False
+        # the earlier fragments are not in the re-transcribed audio: keep them out of its window
+        self._start_recovery(ctx, heard + _ONSET_PAD_S + 1e-3, now, [f.frame for f in window], kind)
+        return True
+
     def _start_recovery(
-        self, ctx: MiddlewareContext, started: float, ended: float, frames: list[Any]
+        self, ctx: MiddlewareContext, started: float, ended: float, frames: list[Any], kind: str
     ) -> None:
         recognizer = _recognizer(ctx)
         if recognizer is None:
             return
-        ctx.race_detected(
-            self, "speech_withheld_from_stt", details={"seconds": round(ended - started, 2)}
-        )
         task = asyncio.get_running_loop().create_task(
-            self._recover(ctx, recognizer, started, ended, frames)
+            self._recover(ctx, recognizer, started, ended, frames, kind)
         )
         self._recoveries.add(task)
         task.add_done_callback(self._recovery_done)
@@ -433,6 +458,7 @@ class TurnKeeper(Middleware):
         started: float,
         ended: float,
         frames: list[Any],
+        kind: str,
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
@@ -453,7 +479,7 @@ class TurnKeeper(Middleware):
             words = len(text.split())
             ctx.race_handled(
                 self,
-                "speech_withheld_from_stt",
+                kind,
                 "recovered_words",
                 details={"words": words},
                 counts={"words_recovered": words},

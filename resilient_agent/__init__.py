@@ -6,6 +6,11 @@ events run through a middleware chain; ``resilient_agent.testing`` is the offlin
 
 from __future__ import annotations
 
+# isort: off
+# first: on a livekit-agents too old to import the library, the import fails with the fix
+from . import versions  # noqa: F401
+
+# isort: on
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError

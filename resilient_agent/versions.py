@@ -23,6 +23,7 @@ __all__ = [
     "has_capability",
     "installed_livekit_version",
     "livekit_in_tested_range",
+    "require_importable_livekit",
     "warn_if_untested_livekit",
 ]
 
@@ -59,6 +60,27 @@ def livekit_in_tested_range(version: str) -> bool:
     """Whether ``version`` lies in :data:`TESTED_LIVEKIT_RANGE`."""
     release = _release(version)
     return _release(TESTED_LIVEKIT_FLOOR) <= release < _release(TESTED_LIVEKIT_CEILING)
+
+
+def require_importable_livekit() -> None:
+    """Fail the import with the fix when livekit-agents is too old to import the library at all.
+
+    livekit-agents 1.5 and older (1.3.10 included) lack ``llm.Tool`` or ``llm.ToolFlag``; the
+    library's own imports would fail with a bare ``ImportError`` naming neither the cause nor
+    the fix.
+
+    Raises:
+        ImportError: A name the library imports is missing from ``livekit.agents.llm``.
+    """
+    from livekit.agents import llm
+
+    missing = [name for name in ("Tool", "Toolset", "ToolFlag") if not hasattr(llm, name)]
+    if missing:
+        raise ImportError(
+            f"resilient-agent needs livekit-agents{TESTED_LIVEKIT_RANGE}; the installed "
+            f"{installed_livekit_version()} has no livekit.agents.llm.{', llm.'.join(missing)}. "
+            f'Upgrade: pip install "livekit-agents{TESTED_LIVEKIT_RANGE}" (docs/versions.md)'
+        )
 
 
 def warn_if_untested_livekit() -> bool:
@@ -113,3 +135,7 @@ def has_capability(owner: object, attribute: str, *, feature: str, livekit_chang
             effect=f"{feature} is off; everything else runs",
         )
     return False
+
+
+# importing the library on a livekit-agents that lacks its names fails here, with the fix
+require_importable_livekit()

@@ -48,6 +48,8 @@ EXPECTED_BREAKS = {
     "stall/llm_hangs": "never answered audibly",
     "stall/lost_playout_report": "speech not done in time",
     "stall/reply_waits_for_noise": "answered after",
+    "provider/stt_dies_mid_call": "never reached the LLM",
+    "provider/llm_always_times_out": "never answered audibly",
 }
 
 

@@ -96,6 +96,8 @@ def test_drop_in_construction_and_default_chain() -> None:
         "TurnKeeper",
         "WaitForCaller",
         "ConditionalHangup",
+        "SttRecovery",
+        "LlmFallback",
         "Watchdog",
     ]
     assert {t.id for t in agent.tools} == {"standalone"}

@@ -157,3 +157,15 @@ def test_output_without_segment_count_turns_off_the_ledger_only(
     reports = [r for r in logs if r["event"] == "livekit_capability_missing"]
     assert [r["feature"] for r in reports] == ["Watchdog playout ledger"]
     assert reports[0]["missing"] == "OldOutput.captured_playout_segments"
+
+
+def test_too_old_livekit_fails_the_import_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # livekit-agents 1.5.17 has no llm.ToolFlag, 1.3.10 no llm.Tool either
+    from livekit.agents import llm
+
+    monkeypatch.delattr(llm, "ToolFlag")
+    monkeypatch.setattr(versions, "installed_livekit_version", lambda: "1.5.17")
+    with pytest.raises(ImportError) as raised:
+        versions.require_importable_livekit()
+    message = str(raised.value)
+    assert TESTED_LIVEKIT_RANGE in message and "1.5.17" in message and "llm.ToolFlag" in message

@@ -20,6 +20,7 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
+from .provider_faults import provider_fault_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
 
@@ -551,6 +552,7 @@ CATALOG: tuple[Scenario, ...] = (
     *_lost_words(),
     *_stuck_and_deadlock(),
     *_stalls(),
+    *provider_fault_scenarios(),
     *_controls(),
 )
 

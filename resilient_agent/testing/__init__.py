@@ -26,7 +26,15 @@ from .job import JobRecorder, recorded_job_context
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .recorder import CallRecorder, LivekitLogCapture
 from .runner import CallWorld, run_scenario, run_scenario_async
-from .scenario import AgentFactory, CallerInput, Scenario, Sweep, Typed, Utterance
+from .scenario import (
+    AgentFactory,
+    CallerInput,
+    ProviderFaults,
+    Scenario,
+    Sweep,
+    Typed,
+    Utterance,
+)
 from .stt import ScriptedSTT
 from .tts import ScriptedTTS
 from .vad import ScriptedVAD, VADFault, VADFaultMode
@@ -45,6 +53,7 @@ __all__ = [
     "LivekitLogCapture",
     "NoiseWindow",
     "PlayoutAudioOutput",
+    "ProviderFaults",
     "Scenario",
     "ScriptedAudioInput",
     "ScriptedLLM",

@@ -350,6 +350,18 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             first = min(s.started_at for s in spoken if s.started_at is not None)
             if first >= said.end:
                 answers.append(first - said.end)
+    fallback = evidence.world.scenario.provider_faults.fallback_line
+    if not answers and fallback is not None:
+        # the fallback line heard to the end after the caller stopped answers them
+        answers = [
+            s.started_at - said.end
+            for s in evidence.sentences
+            if s.text
+            and s.text in fallback
+            and s.complete
+            and s.started_at is not None
+            and s.started_at >= said.end
+        ]
     return round(min(answers), 3) if answers else None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from livekit.agents import llm, utils
+from livekit.agents import APITimeoutError, llm, utils
 from livekit.agents.llm import ChatContext, Tool
 from livekit.agents.types import (
     DEFAULT_API_CONNECT_OPTIONS,
@@ -54,6 +54,9 @@ class LLMRule:
         duration: Seconds until the whole answer (tool calls included) is out.
         hangs_before: Requests this rule answers before this many seconds of call time never
             produce a token (a provider that accepts the request and then hangs).
+        times_out_before: Requests this rule answers before this many seconds of call time
+            fail as a provider's HTTP client does: nothing for ``conn_options.timeout``
+            seconds, then ``APITimeoutError`` (livekit retries it ``max_retry`` times).
     """
 
     text: str = ""
@@ -63,10 +66,15 @@ class LLMRule:
     ttft: float = 0.3
     duration: float = 0.5
     hangs_before: float | None = None
+    times_out_before: float | None = None
 
     def hangs_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds hangs."""
         return self.hangs_before is not None and call_time < self.hangs_before
+
+    def times_out_at(self, call_time: float) -> bool:
+        """Whether a request made at ``call_time`` seconds times out."""
+        return self.times_out_before is not None and call_time < self.times_out_before
 
     def matches(self, last_user_text: str | None, last_tool: str | None) -> bool:
         """Whether this rule answers a context ending as described."""
@@ -91,6 +99,7 @@ class LLMRequest:
         reply: The text the LLM answered with.
         tool_calls: Names of the tools it called.
         hung: The request hung (its rule's ``hangs_before``) and answered nothing.
+        timed_out: The request timed out (its rule's ``times_out_before``).
     """
 
     at: float
@@ -100,6 +109,7 @@ class LLMRequest:
     reply: str
     tool_calls: tuple[str, ...]
     hung: bool = False
+    timed_out: bool = False
 
 
 class ScriptedLLM(llm.LLM[Never]):
@@ -165,6 +175,7 @@ class ScriptedLLM(llm.LLM[Never]):
             i.text_content or "" for i in chat_ctx.items if i.type == "message" and i.role == "user"
         )
         hangs = rule.hangs_at(self._clock())
+        times_out = rule.times_out_at(self._clock())
         self.requests.append(
             LLMRequest(
                 at=asyncio.get_running_loop().time(),
@@ -174,6 +185,7 @@ class ScriptedLLM(llm.LLM[Never]):
                 reply=rule.text,
                 tool_calls=tuple(c.name for c in calls),
                 hung=hangs,
+                timed_out=times_out,
             )
         )
         return ScriptedLLMStream(
@@ -184,6 +196,7 @@ class ScriptedLLM(llm.LLM[Never]):
             rule=rule,
             calls=calls,
             hangs=hangs,
+            times_out=times_out,
         )
 
 
@@ -200,15 +213,21 @@ class ScriptedLLMStream(llm.LLMStream):
         rule: LLMRule,
         calls: tuple[ToolCallScript, ...],
         hangs: bool = False,
+        times_out: bool = False,
     ) -> None:
         super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
         self._rule = rule
         self._calls = calls
         self._hangs = hangs
+        self._times_out = times_out
 
     async def _run(self) -> None:
         if self._hangs:
             await asyncio.Future()  # until livekit cancels the request
+        if self._times_out:
+            # what a provider's HTTP client does when no answer comes within the timeout
+            await asyncio.sleep(self._conn_options.timeout)
+            raise APITimeoutError("scripted LLM: no answer within the timeout")
         rule = self._rule
         request_id = utils.shortuuid("llm_")
         await asyncio.sleep(rule.ttft)

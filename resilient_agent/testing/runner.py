@@ -113,6 +113,7 @@ def _session_options(scenario: Scenario) -> dict[str, Any]:
 async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> CallWorld:
     """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time."""
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_unretrieved_exception)
     t0 = loop.time()
 
     def clock() -> float:
@@ -146,9 +147,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         if scenario.vad == "scripted"
         else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
     )
-    stt = ScriptedSTT(lambda u, w: words[(u, w)])
+    faults = scenario.provider_faults
+    stt = ScriptedSTT(lambda u, w: words[(u, w)], dies_at=faults.stt_dies_at, clock=clock)
     llm = ScriptedLLM(scenario.llm, clock=clock)
-    tts = ScriptedTTS()
+    tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence)
     session: AgentSession[Any] = AgentSession(
         vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
     )
@@ -193,6 +195,18 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _unretrieved_exception(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """One line, not a traceback, for a task whose exception nobody retrieved.
+
+    livekit 1.8.0 leaves a failed TTS task's exception unretrieved (the scripted provider
+    faults raise on purpose); asyncio's default handler would print its traceback to stderr.
+    """
+    error = context.get("exception")
+    logging.getLogger(_LIVEKIT_LOGGER).warning(
+        "%s: %r", context.get("message", "unhandled exception in a task"), error
+    )
 
 
 async def _type_messages(session: AgentSession[Any], typed: tuple[Typed, ...], t0: float) -> None:

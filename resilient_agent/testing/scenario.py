@@ -25,6 +25,7 @@ from .vad import VADFault
 __all__ = [
     "AgentFactory",
     "CallerInput",
+    "ProviderFaults",
     "Scenario",
     "Sweep",
     "Typed",
@@ -184,6 +185,23 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class ProviderFaults:
+    """How the scripted STT and TTS fail mid-call (an LLM that fails is scripted per rule).
+
+    Attributes:
+        stt_dies_at: Call seconds from which the STT stream that gets the next frame raises a
+            plain exception, once (livekit retries only ``APIError``).
+        tts_fails_sentence: The synthesis of this sentence (1-based, in call order) raises.
+        fallback_line: A line the agent may say instead of an answer when a provider keeps
+            failing; heard to the end after an utterance, it counts as that utterance's answer.
+    """
+
+    stt_dies_at: float | None = None
+    tts_fails_sentence: int | None = None
+    fallback_line: str | None = None
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One scripted call.
 
@@ -210,6 +228,7 @@ class Scenario:
         talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
+        provider_faults: How the scripted STT and TTS fail.
     """
 
     name: str
@@ -232,6 +251,7 @@ class Scenario:
     sweep: Sweep | None = None
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
+    provider_faults: ProviderFaults = field(default_factory=ProviderFaults)
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

@@ -7,6 +7,10 @@ agent speech or during AEC warm-up are lost here exactly as a real STT would los
 
 Interim transcripts follow each recognised word; the final transcript comes after
 ``endpoint_silence`` of frames without speech, or at once when livekit flushes the stream.
+
+With ``dies_at``, the stream that receives the first frame at or after that call time raises a
+plain ``RuntimeError`` (as a plugin's bug or an unexpected server message would), once: the
+words it was hearing are lost with it, and a new stream works.
 """
 
 from __future__ import annotations
@@ -58,7 +62,14 @@ class _Segment:
 class ScriptedSTT(stt.STT[Never]):
     """Streaming STT over marked audio. ``word_lookup(utterance, word)`` gives the text."""
 
-    def __init__(self, word_lookup: WordLookup, *, endpoint_silence: float = 0.2) -> None:
+    def __init__(
+        self,
+        word_lookup: WordLookup,
+        *,
+        endpoint_silence: float = 0.2,
+        dies_at: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__(
             capabilities=stt.STTCapabilities(
                 streaming=True, interim_results=True, offline_recognize=False
@@ -69,6 +80,9 @@ class ScriptedSTT(stt.STT[Never]):
         self.finals: list[tuple[float, str, tuple[HeardWord, ...]]] = []
         self.frames_received = 0
         self.frames_with_speech = 0
+        self.dies_at = dies_at
+        self.died_at: float | None = None
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
 
     @property
     @override
@@ -98,6 +112,13 @@ class ScriptedSTT(stt.STT[Never]):
     ) -> ScriptedRecognizeStream:
         return ScriptedRecognizeStream(self, conn_options=conn_options)
 
+    def dies_now(self) -> bool:
+        """Whether the stream that gets a frame now dies (once per STT)."""
+        if self.dies_at is None or self.died_at is not None or self._clock() < self.dies_at:
+            return False
+        self.died_at = self._clock()
+        return True
+
     def word(self, utterance: int, index: int) -> str:
         """The text of word ``index`` of utterance ``utterance``."""
         return self._word_lookup(utterance, index)
@@ -118,6 +139,8 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
                 self._finalize(segment)
                 segment = _Segment()
                 continue
+            if owner.dies_now():
+                raise RuntimeError("scripted STT: the stream died mid-utterance")
             owner.frames_received += 1
             markers = [m for m in frame_markers(item) if m.kind == KIND_USER]
             if not markers:

@@ -29,6 +29,9 @@ __all__ = ["ScriptedTTS"]
 class ScriptedTTS(tts.TTS[Never]):
     """Non-streaming TTS (livekit drives it sentence by sentence through its StreamAdapter).
 
+    ``fails_sentence``: the synthesis of that sentence (1-based, in call order) raises a plain
+    ``RuntimeError`` after its time to first byte, as a provider error mid-speech would.
+
     Attributes:
         sentences: Sentence id to text, for every sentence synthesized so far.
         synthesized_at: Sentence id to the loop time its synthesis was requested.
@@ -40,6 +43,7 @@ class ScriptedTTS(tts.TTS[Never]):
         seconds_per_char: float = 1 / 15,
         min_seconds: float = 0.3,
         ttfb: float = 0.15,
+        fails_sentence: int | None = None,
     ) -> None:
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=False),
@@ -49,6 +53,7 @@ class ScriptedTTS(tts.TTS[Never]):
         self.seconds_per_char = seconds_per_char
         self.min_seconds = min_seconds
         self.ttfb = ttfb
+        self.fails_sentence = fails_sentence
         self.sentences: dict[int, str] = {}
         self.synthesized_at: dict[int, float] = {}
 
@@ -102,6 +107,8 @@ class ScriptedChunkedStream(tts.ChunkedStream):
             mime_type="audio/pcm",
         )
         await asyncio.sleep(owner.ttfb)
+        if self._sentence_id == owner.fails_sentence:
+            raise RuntimeError("scripted TTS: synthesis failed mid-speech")
         frames = max(1, round(owner.duration_of(self.input_text) / FRAME_SECONDS))
         audio = np.concatenate(
             [

@@ -1,0 +1,138 @@
+"""A speech-to-text stream that died mid-call, restarted, and the words it lost recovered.
+
+livekit recreates the STT stream after a connection failure (``APIError``), but any other
+exception raised inside the stream (a plugin bug, a protocol surprise, a decoder error) ends it
+for the rest of the call: livekit reports one unrecoverable ``error`` event on the session and
+from then on the caller's words reach nobody, silently. :class:`SttRecovery` acts on exactly
+that evidence: it gives the agent a fresh stream through the public
+``Agent.update_options(stt=...)`` (as the Watchdog restarts a VAD), and asks the
+:class:`~.turn_keeper.TurnKeeper`, which keeps the last seconds of the caller's audio, to
+re-transcribe what was said since the last final transcript. Those words join the caller's next
+turn (or are answered on their own), like any other words livekit dropped.
+
+It costs nothing while the STT is healthy: one listener on the session's ``error`` events and no
+hook the chain dispatches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from livekit.agents import APIError, stt, utils
+from livekit.agents.voice import events as lk_events
+
+from resilient_agent import Middleware, MiddlewareContext, get_logger
+from resilient_agent.errors import require_in_range
+
+from .turn_keeper import TurnKeeper
+
+__all__ = ["SttRecovery"]
+
+logger = get_logger("middleware.stt_recovery")
+
+STT_STREAM_DIED = "stt_stream_died"
+"""The race kind: detection, restart and word recovery are reported under it."""
+
+
+class SttRecovery(Middleware):
+    """Restarts an STT stream that died of an error livekit does not retry (on by default).
+
+    Args:
+        max_restarts: Restarts per session; a stream that keeps dying past them is reported
+            once and left to livekit (its ``max_unrecoverable_errors`` closes the session).
+        recover_words: Re-transcribe the caller's audio since the last final transcript
+            (needs the TurnKeeper and its audio buffer).
+    """
+
+    name = "SttRecovery"
+
+    def __init__(self, *, max_restarts: int = 3, recover_words: bool = True) -> None:
+        require_in_range("SttRecovery", "max_restarts", max_restarts, 1, 100)
+        self.max_restarts = max_restarts
+        self.recover_words = recover_words
+        self.restarts = 0
+        self._ctx: MiddlewareContext | None = None
+        self._pending: asyncio.Handle | None = None
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Listen for the session's error events."""
+        self._ctx = ctx
+        self.restarts = 0
+        ctx.session.on("error", self._on_error)
+
+    async def aclose(self) -> None:
+        """Stop listening."""
+        if self._pending is not None:
+            self._pending.cancel()
+        if self._ctx is not None:
+            self._ctx.session.off("error", self._on_error)
+
+    def _on_error(self, ev: lk_events.ErrorEvent) -> None:
+        error = ev.error
+        if not isinstance(error, stt.STTError) or error.recoverable:
+            return
+        if isinstance(error.error, APIError):
+            # livekit recreates the stream itself after a connection failure
+            return
+        ctx = self._ctx
+        if ctx is None or self._pending is not None:
+            return
+        died_at = _now()
+        ctx.race_detected(
+            self, STT_STREAM_DIED, details={"error": type(error.error).__name__, "stt": error.label}
+        )
+        if self.restarts >= self.max_restarts:
+            logger.warning(
+                "stt_stream_not_restarted",
+                restarts=self.restarts,
+                why="max_restarts reached; livekit's max_unrecoverable_errors decides the rest",
+            )
+            return
+        # livekit raises the error right after reporting it: restart once it has unwound
+        self._pending = asyncio.get_running_loop().call_soon(self._restart, ctx, died_at)
+
+    def _restart(self, ctx: MiddlewareContext, died_at: float) -> None:
+        self._pending = None
+        recognizer = _current_stt(ctx)
+        if recognizer is None:
+            return
+        self.restarts += 1
+        ctx.agent.update_options(stt=recognizer)
+        restarted_at = _now()
+        recovering = self.recover_words and _recover_words(ctx)
+        ctx.race_handled(
+            self,
+            STT_STREAM_DIED,
+            "restarted_stream",
+            details={
+                "restart": self.restarts,
+                "restart_s": round(restarted_at - died_at, 3),
+                "recovering_words": recovering,
+            },
+            counts={"stt_restarts": 1},
+        )
+
+
+def _now() -> float:
+    # loop time: the clock the shared audio observer stamps frames with
+    return asyncio.get_running_loop().time()
+
+
+def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
+    agent_stt = getattr(ctx.agent, "stt", None)
+    current = agent_stt if utils.is_given(agent_stt) and agent_stt is not None else ctx.session.stt
+    return current if isinstance(current, stt.STT) else None
+
+
+def _recover_words(ctx: MiddlewareContext) -> bool:
+    """Ask the TurnKeeper to re-transcribe what the dead stream never finished."""
+    chain: tuple[Middleware, ...] = getattr(ctx.agent, "middleware", ())
+    keeper = next((m for m in chain if isinstance(m, TurnKeeper)), None)
+    if keeper is None:
+        logger.warning(
+            "stt_words_not_recovered",
+            why="no TurnKeeper in the chain: it keeps the caller's audio",
+        )
+        return False
+    return keeper.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)

@@ -1,0 +1,180 @@
+"""Providers that fail mid-call: a dying STT stream, an LLM that always times out, a TTS error."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from livekit.agents import Agent
+from resilient_agent.middleware.llm_fallback import DEFAULT_FALLBACK_LINE, LlmFallback
+from resilient_agent.middleware.stt_recovery import SttRecovery
+from resilient_agent.middleware.turn_keeper import TurnKeeper
+from resilient_agent.middleware.watchdog import Watchdog
+from structlog.testing import capture_logs
+
+from resilient_agent import MiddlewareError, ResilientAgent
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.provider_faults import FALLBACK_LINE
+from resilient_agent.testing import CallOutcome, CallWorld, Scenario, heard_sentences, run_scenario
+
+
+def _scenario(name: str) -> Scenario:
+    return next(s for s in scenarios() if s.name == name)
+
+
+def _with_middleware(scenario: Scenario, *middleware: Any) -> Scenario:
+    def build(base: type[Agent]) -> Agent:
+        assert issubclass(base, ResilientAgent)
+        return base(instructions="You answer calls.", middleware=list(middleware))
+
+    return dataclasses.replace(scenario, agent=build)
+
+
+def _events(outcome: CallOutcome, kind: str, action: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in outcome.race_events if e["kind"] == kind and e["action"] == action]
+
+
+# -- an STT stream that dies ---------------------------------------------------------------------
+
+
+def test_plain_agent_goes_deaf_when_the_stt_stream_dies() -> None:
+    world, outcome = run_scenario(_scenario("provider/stt_dies_mid_call"), Agent)
+    assert world.stt.died_at == pytest.approx(8.0, abs=0.02)
+    # every word from the death on is lost: the rest of utterance 2 and all of utterance 3
+    assert outcome.lost_words == 15
+    assert outcome.reply_latencies_s[1:] == [None, None]
+
+
+def test_dead_stt_stream_is_restarted_at_once_and_its_words_recovered() -> None:
+    world, outcome = run_scenario(_scenario("provider/stt_dies_mid_call"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0
+    [restart] = _events(outcome, "stt_stream_died", "restarted_stream")
+    assert restart["at_s"] == pytest.approx(8.0, abs=0.02)
+    assert restart["restart_s"] < 0.05
+    [recovered] = _events(outcome, "stt_stream_died", "recovered_words")
+    # "I would like a" was said before the death, and only the buffered audio still held it
+    assert recovered["words"] == 4
+    # the words heard before and after the restart reach the LLM as one turn
+    turn = "I would like a table for four people tonight"
+    assert any(r.last_user_text == turn for r in world.llm.requests)
+
+
+def test_without_the_turn_keeper_the_stream_restarts_and_the_loss_is_logged() -> None:
+    scenario = _with_middleware(_scenario("provider/stt_dies_mid_call"), SttRecovery())
+    with capture_logs() as logs:
+        _world, outcome = run_scenario(scenario, ResilientAgent)
+    assert _events(outcome, "stt_stream_died", "restarted_stream")
+    assert not _events(outcome, "stt_stream_died", "recovered_words")
+    # the words said before the death are gone; utterance 3 (after the restart) is heard
+    assert outcome.lost_words == 4
+    assert outcome.reply_latencies_s[2] is not None
+    assert [r["why"] for r in logs if r["event"] == "stt_words_not_recovered"]
+
+
+def test_stt_recovery_costs_nothing_on_a_healthy_call() -> None:
+    recovery = SttRecovery()
+    scenario = _with_middleware(_scenario("control/two_turns"), TurnKeeper(), recovery)
+    _world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert not _events(outcome, "stt_stream_died")
+    assert not [h for h in type(recovery).__dict__ if h.startswith(("on_", "wrap_", "decide_"))]
+
+
+# -- an LLM that always times out ----------------------------------------------------------------
+
+
+def test_plain_agent_leaves_the_caller_in_silence_when_the_llm_times_out() -> None:
+    world, outcome = run_scenario(_scenario("provider/llm_always_times_out"), Agent)
+    assert outcome.reply_latencies_s == [None]
+    assert not [s for s in heard_sentences(world) if s.started_at is not None]
+
+
+def _fallback_heard_at(world: CallWorld) -> float:
+    heard = [s for s in heard_sentences(world) if s.text in FALLBACK_LINE and s.complete]
+    assert heard, "the fallback line was not heard to the end"
+    return min(s.started_at for s in heard if s.started_at is not None)
+
+
+def test_llm_that_always_times_out_gets_the_fallback_after_two_failed_attempts() -> None:
+    world, outcome = run_scenario(_scenario("provider/llm_always_times_out"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    failures = _events(outcome, "llm_keeps_failing")
+    assert [e["failed_attempts"] for e in failures] == [1, 2]
+    [said] = _events(outcome, "llm_keeps_failing", "said_fallback_line")
+    # the Watchdog abandons each silent attempt after 6 s; the line follows the second one
+    assert said["since_first_failure_s"] == pytest.approx(6.0, abs=0.5)
+    assert _fallback_heard_at(world) - said["at_s"] < 0.5
+    # no third attempt for the same turn keeps the caller waiting once the line is decided
+    assert not [r for r in world.llm.requests if r.at - world.t0 > said["at_s"] + 0.1]
+
+
+def test_fallback_counts_the_providers_own_timeouts_without_the_watchdog() -> None:
+    scenario = dataclasses.replace(
+        _with_middleware(_scenario("provider/llm_always_times_out"), TurnKeeper(), LlmFallback()),
+        duration=40.0,
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    failures = _events(outcome, "llm_keeps_failing")
+    assert [e["how"] for e in failures] == ["provider_error", "provider_error"]
+    # two attempts of livekit's default 10 s timeout, one request: livekit retried it itself
+    assert len(world.llm.requests) == 1
+    assert _fallback_heard_at(world) == pytest.approx(failures[1]["at_s"], abs=0.5)
+
+
+def test_an_llm_that_recovers_on_the_second_attempt_gets_no_fallback() -> None:
+    _world, outcome = run_scenario(_scenario("stall/llm_hangs"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert [e["failed_attempts"] for e in _events(outcome, "llm_keeps_failing")] == [1]
+    assert not _events(outcome, "llm_keeps_failing", "said_fallback_line")
+
+
+def test_the_fallback_line_is_configurable() -> None:
+    line = "One moment please, our system is slow today."
+    scenario = _with_middleware(
+        _scenario("provider/llm_always_times_out"),
+        TurnKeeper(),
+        Watchdog(),
+        LlmFallback(line=line, after_failed_attempts=1),
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    [said] = _events(outcome, "llm_keeps_failing", "said_fallback_line")
+    assert said["failed_attempts"] == 1
+    assert any(s.text in line and s.complete for s in heard_sentences(world))
+
+
+def test_lab_and_middleware_agree_on_the_default_line() -> None:
+    assert LlmFallback().line == DEFAULT_FALLBACK_LINE == FALLBACK_LINE
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"line": "  "}, "line"),
+        ({"after_failed_attempts": 0}, "after_failed_attempts"),
+        ({"stalled_s": 0.0}, "stalled_s"),
+    ],
+)
+def test_bad_fallback_options_are_refused_at_construction(
+    options: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(MiddlewareError, match=field):
+        LlmFallback(**options)
+
+
+def test_bad_stt_recovery_options_are_refused_at_construction() -> None:
+    with pytest.raises(MiddlewareError, match="max_restarts"):
+        SttRecovery(max_restarts=0)
+
+
+# -- a TTS error mid-speech (a control: livekit recovers by itself) -------------------------------
+
+
+@pytest.mark.parametrize("agent_class", [Agent, ResilientAgent])
+def test_tts_error_mid_reply_ends_that_reply_only(agent_class: type[Agent]) -> None:
+    world, outcome = run_scenario(_scenario("control/tts_error_mid_reply"), agent_class)
+    assert outcome.passed, outcome.reasons
+    sentences = {s.text: s for s in heard_sentences(world)}
+    assert sentences["We make a lemon tart."].complete
+    assert sentences["We also have a chocolate mousse."].started_at is None
