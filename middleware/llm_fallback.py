@@ -31,10 +31,9 @@ from resilient_agent import (
     InferenceRequest,
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     get_logger,
 )
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
@@ -65,18 +64,12 @@ class LlmFallback(Middleware):
         after_failed_attempts: int = 2,
         stalled_s: float = 3.0,
     ) -> None:
-        if not line.strip():
-            raise MiddlewareError(
-                "LlmFallback",
-                "line is empty",
-                fix='pass a short sentence, e.g. line="Sorry, one moment please."',
-                hook="line",
-            )
-        require_in_range("LlmFallback", "after_failed_attempts", after_failed_attempts, 1, 20)
-        require_in_range("LlmFallback", "stalled_s", stalled_s, 0.5, 60.0)
-        self.line = line
-        self.after_failed_attempts = after_failed_attempts
-        self.stalled_s = stalled_s
+        check = OptionChecker(self.display_name)
+        self.line = check.text("line", line)
+        self.after_failed_attempts = check.count(
+            "after_failed_attempts", after_failed_attempts, ge=1, le=20
+        )
+        self.stalled_s = check.number("stalled_s", stalled_s, ge=0.5, le=60.0)
         self.fallbacks_said = 0
         self._ctx: MiddlewareContext | None = None
         self._failed = 0

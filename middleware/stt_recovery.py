@@ -23,7 +23,7 @@ from livekit.agents import APIError, stt, utils
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import Middleware, MiddlewareContext, get_logger
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 from .turn_keeper import TurnKeeper
 
@@ -48,9 +48,9 @@ class SttRecovery(Middleware):
     name = "SttRecovery"
 
     def __init__(self, *, max_restarts: int = 3, recover_words: bool = True) -> None:
-        require_in_range("SttRecovery", "max_restarts", max_restarts, 1, 100)
-        self.max_restarts = max_restarts
-        self.recover_words = recover_words
+        check = OptionChecker(self.display_name)
+        self.max_restarts = check.count("max_restarts", max_restarts, ge=1, le=100)
+        self.recover_words = check.flag("recover_words", recover_words)
         self.restarts = 0
         self._ctx: MiddlewareContext | None = None
         self._pending: asyncio.Handle | None = None
