@@ -24,9 +24,16 @@ from ..testing.real_speech import CALLER_VOICE, RealSpeech, Voice, caller_record
 from ..testing.speech import load_wav
 from .catalog import CATALOG
 
-__all__ = ["LeftOut", "RealSpeechUnavailable", "real_speech_variants", "with_real_speech"]
+__all__ = [
+    "LeftOut",
+    "RealSpeechUnavailable",
+    "real_speech_variants",
+    "with_real_speech",
+]
 
-# The fastest a recording may be spoken to fit its scripted window.
+# The fastest a recording may be spoken to keep its scripted window (espeak-ng's default is 150).
+_FIT_WORDS_PER_MINUTE = 200
+# The fastest a recording may be spoken to end before the next utterance.
 _MAX_WORDS_PER_MINUTE = 240
 # A recording must end this long before the next utterance starts.
 _GAP_S = 0.2
@@ -64,21 +71,31 @@ def _not_with_real_audio(scenario: Scenario) -> str | None:
 
 
 def _recorded(utterance: Utterance, room: float) -> tuple[Utterance, str] | str:
-    """The utterance said by the caller's voice, fitted before ``room``; or why it cannot be."""
-    voice = CALLER_VOICE
-    samples = load_wav(caller_recording(utterance.text, voice))
-    length = len(samples) / SAMPLE_RATE
-    if utterance.start + length > room:
-        window = max(utterance.end - utterance.start, room - utterance.start)
-        rate = math.ceil(voice.words_per_minute * length / window)
-        if rate > _MAX_WORDS_PER_MINUTE:
-            return f"{utterance.text!r} cannot be said in its {window:.1f}s window"
-        voice = Voice(voice.name, rate)
-        samples = load_wav(caller_recording(utterance.text, voice))
-        length = len(samples) / SAMPLE_RATE
-    path = str(caller_recording(utterance.text, voice))
-    moved = dataclasses.replace(utterance, end=utterance.start + length, audio=path)
-    return moved, utterance.text
+    """The utterance said by the caller's voice, fitted before ``room``; or why it cannot be.
+
+    A recording keeps the scripted timing where the caller can say it a little faster (up to
+    ``_FIT_WORDS_PER_MINUTE``): race windows were chosen for the scripted length. Otherwise it
+    runs at its natural length, sped up only as far as needed to end before ``room``.
+    """
+    window = utterance.end - utterance.start
+    natural = _length(utterance.text, CALLER_VOICE)
+    rate = CALLER_VOICE.words_per_minute
+    if natural > window:
+        fitted = math.ceil(rate * natural / window)
+        if fitted <= _FIT_WORDS_PER_MINUTE:
+            rate = fitted
+        elif utterance.start + natural > room:
+            rate = math.ceil(rate * natural / (room - utterance.start))
+            if rate > _MAX_WORDS_PER_MINUTE:
+                return f"{utterance.text!r} cannot be said before the next utterance"
+    voice = Voice(CALLER_VOICE.name, rate)
+    path = caller_recording(utterance.text, voice)
+    end = utterance.start + _length(utterance.text, voice)
+    return dataclasses.replace(utterance, end=end, audio=str(path)), utterance.text
+
+
+def _length(text: str, voice: Voice) -> float:
+    return len(load_wav(caller_recording(text, voice))) / SAMPLE_RATE
 
 
 def real_speech_variant(scenario: Scenario) -> Scenario | LeftOut:
@@ -88,6 +105,7 @@ def real_speech_variant(scenario: Scenario) -> Scenario | LeftOut:
         return LeftOut(scenario.name, why)
     real = RealSpeech(phrases=_phrases(), said=tuple(u.text for u in scenario.utterances))
     utterances: list[Utterance] = []
+    alternatives: list[tuple[str, ...]] = []
     ordered = list(scenario.utterances)
     for index, utterance in enumerate(ordered):
         # the last one may run long: the call is then extended by as much
@@ -97,29 +115,36 @@ def real_speech_variant(scenario: Scenario) -> Scenario | LeftOut:
             return LeftOut(scenario.name, recorded)
         moved, said = recorded
         assert moved.audio is not None
-        reference = real.reference(load_wav(Path(moved.audio)))
-        if not reference:
+        references = real.references(load_wav(Path(moved.audio)))
+        reference = references[0]
+        if not all(references):
             return LeftOut(scenario.name, f"the recognizer hears nothing in {said!r}")
         for rule in scenario.llm:
             keyword = rule.when_user_says
-            if keyword and keyword.lower() in said.lower() and keyword not in reference:
-                return LeftOut(
-                    scenario.name,
-                    f"the recognizer hears {said!r} as {reference!r}: the LLM's rule for "
-                    f"{keyword!r} would not answer it",
-                )
+            if not keyword or keyword.lower() not in said.lower():
+                continue
+            for heard in references:
+                if keyword not in heard:
+                    return LeftOut(
+                        scenario.name,
+                        f"the recognizer hears {said!r} as {heard!r}: the LLM's rule for "
+                        f"{keyword!r} would not answer it",
+                    )
+        alternatives.append(tuple(dict.fromkeys(r for r in references if r != reference)))
         utterances.append(dataclasses.replace(moved, text=reference))
     overrun = max((u.end - s.end for u, s in zip(utterances, ordered, strict=True)), default=0.0)
     return dataclasses.replace(
         scenario,
         utterances=tuple(utterances),
         vad="silero",
-        real_speech=real,
+        real_speech=dataclasses.replace(real, alternatives=tuple(alternatives)),
         duration=scenario.duration + max(0.0, overrun),
     )
 
 
-def real_speech_variants(chosen: Sequence[Scenario]) -> tuple[list[Scenario], list[LeftOut]]:
+def real_speech_variants(
+    chosen: Sequence[Scenario],
+) -> tuple[list[Scenario], list[LeftOut]]:
     """The real-speech variants of ``chosen``, and the ones left out with their reasons."""
     variants: list[Scenario] = []
     left_out: list[LeftOut] = []

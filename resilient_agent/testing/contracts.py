@@ -358,11 +358,16 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
 
 def _mentions(said: CallerInput, words: set[str], evidence: CallEvidence) -> bool:
     """Whether a context with ``words`` carries ``said`` (real speech: within the tolerance)."""
-    expected = _words(said.text)
-    real = evidence.world.scenario.real_speech
-    if real is None:
-        return expected <= words
-    return len(expected - words) <= real.word_error_tolerance * len(expected)
+    scenario = evidence.world.scenario
+    real = scenario.real_speech
+    if real is None or said not in scenario.utterances:
+        return _words(said.text) <= words
+    index = scenario.utterances.index(said)
+    for reference in real.candidates(index, said.text):
+        expected = _words(reference)
+        if len(expected - words) <= real.word_error_tolerance * len(expected):
+            return True
+    return False
 
 
 Contract = Callable[[CallEvidence], list[str]]

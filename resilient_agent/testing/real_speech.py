@@ -33,7 +33,13 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from typing_extensions import override
 
 from ..pocketsphinx_stt import PocketSphinxStream, PocketSphinxSTT
-from .audio import FRAME_SAMPLES, KIND_AGENT, SAMPLE_RATE, AudioMarker, marker_frame_samples
+from .audio import (
+    FRAME_SAMPLES,
+    KIND_AGENT,
+    SAMPLE_RATE,
+    AudioMarker,
+    marker_frame_samples,
+)
 from .speech import espeak, load_wav
 from .stt import HeardWord
 from .tts import ScriptedTTS
@@ -49,6 +55,8 @@ __all__ = [
     "word_error_rate",
 ]
 
+# 10 ms frame alignments against the endpointer's 30 ms frames
+_ALIGNMENTS = 3
 # a live stream cannot be fed faster than real time; a recovery stream gets its audio at once
 _BATCH_MARGIN_S = 0.5
 _CALIBRATION = (
@@ -174,12 +182,15 @@ class RealSpeech:
         said: Per utterance, the words its recording says (the script); each utterance's own
             ``text`` is its reference transcription.
         word_error_tolerance: The largest word error rate, per utterance, between what reached
-            the LLM and the reference transcription.
+            the LLM and the closest of its reference transcriptions.
+        alternatives: Per utterance, its other reference transcriptions (see
+            :meth:`references`).
     """
 
     phrases: tuple[str, ...]
     said: tuple[str, ...]
     word_error_tolerance: float = 0.34
+    alternatives: tuple[tuple[str, ...], ...] = ()
 
     def recognizer(self) -> LabRecognizer:
         """A fresh STT for one call (the language model is built once per phrase set)."""
@@ -189,10 +200,34 @@ class RealSpeech:
         """A fresh agent voice for one call."""
         return EspeakTTS()
 
-    def reference(self, samples: np.ndarray) -> str:
-        """What the recognizer transcribes from ``samples`` (with silence around) on its own."""
-        pad = np.zeros(SAMPLE_RATE // 2, dtype=np.int16)
-        return self.recognizer().transcribe_samples(np.concatenate([pad, samples, pad, pad]))
+    def references(self, samples: np.ndarray) -> tuple[str, ...]:
+        """What the recognizer transcribes from ``samples`` alone, at each frame alignment.
+
+        The live stream gets 10 ms frames and PocketSphinx's endpointer reads 30 ms ones, so
+        an utterance can meet the endpointer at three alignments, and the recognizer may hear
+        it differently at each: all three are references (the first is the utterance's text).
+        """
+        recognizer = self.recognizer()
+        identity = "|".join((*self.phrases, _caller_cepstral_mean(self.phrases)))
+        digest = hashlib.sha256(identity.encode() + samples.tobytes()).hexdigest()[:24]
+        found = []
+        for shift in range(_ALIGNMENTS):
+            # transcripts are kept beside the recordings: the same audio and model, same words
+            cached = _cache_dir() / f"{digest}-{shift}.txt"
+            if cached.exists():
+                found.append(cached.read_text(encoding="utf-8"))
+                continue
+            lead = np.zeros(SAMPLE_RATE // 2 + shift * FRAME_SAMPLES, dtype=np.int16)
+            tail = np.zeros(SAMPLE_RATE, dtype=np.int16)
+            text = recognizer.transcribe_samples(np.concatenate([lead, samples, tail]))
+            cached.write_text(text, encoding="utf-8")
+            found.append(text)
+        return tuple(found)
+
+    def candidates(self, index: int, text: str) -> tuple[str, ...]:
+        """Every reference of utterance ``index`` whose first reference is ``text``."""
+        others = self.alternatives[index] if index < len(self.alternatives) else ()
+        return tuple(dict.fromkeys((text, *others)))
 
 
 class EspeakTTS(ScriptedTTS):

@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from .contracts import CallEvidence
     from .runner import CallWorld
 
-__all__ = ["UtteranceTranscript", "transcripts_match_reference", "utterance_transcripts"]
+__all__ = [
+    "UtteranceTranscript",
+    "transcripts_match_reference",
+    "utterance_transcripts",
+]
 
 _WORD = re.compile(r"[\w']+")
 # after an utterance ends, how long the live STT may still be finishing its words
@@ -74,7 +78,9 @@ def _align(reference: list[str], hypothesis: list[str]) -> list[tuple[int | None
         for j in range(1, cols):
             same = reference[i - 1] == hypothesis[j - 1]
             cost[i][j] = min(
-                cost[i - 1][j - 1] + (0 if same else 1), cost[i - 1][j] + 1, cost[i][j - 1] + 1
+                cost[i - 1][j - 1] + (0 if same else 1),
+                cost[i - 1][j] + 1,
+                cost[i][j - 1] + 1,
             )
     pairs: list[tuple[int | None, int | None]] = []
     i, j = rows - 1, cols - 1
@@ -136,40 +142,58 @@ def utterance_transcripts(world: CallWorld) -> list[UtteranceTranscript]:
 
     Every LLM request's user words are aligned with the references of all utterances; an
     utterance is judged by the latest request, made after it began, that carried any of its
-    words: what the LLM last saw of it (a handoff may start a new context without it).
+    words: what the LLM last saw of it (a handoff may start a new context without it). With
+    several references (real speech), the closest one counts.
     """
     real = world.scenario.real_speech
     utterances = world.scenario.utterances
-    reference: list[str] = []
-    owner: list[int] = []
+    texts = [u.text for u in utterances]
+    best: list[tuple[float, str, str]] = [(1.0, "", text) for text in texts]
     for index, utterance in enumerate(utterances):
-        words = _tokens(utterance.text)
-        reference += words
-        owner += [index] * len(words)
-    lengths = [max(1, len(_tokens(u.text))) for u in utterances]
-    # an utterance no request carried is lost whole
-    best: list[tuple[float, str]] = [(1.0, "") for _ in utterances]
-    for request in world.llm.requests:
-        hypothesis = [w for text in request.user_texts for w in _tokens(text)]
-        errors, reached = _judge(reference, owner, hypothesis, len(utterances))
-        for index, utterance in enumerate(utterances):
-            if request.at - world.t0 < utterance.start:
-                continue
-            if set(reached[index]) & set(_tokens(utterance.text)):
-                # the latest context that carries any of it: words duplicated later count
-                best[index] = (errors[index] / lengths[index], " ".join(reached[index]))
-    said = real.said if real is not None else tuple(u.text for u in utterances)
+        candidates = real.candidates(index, utterance.text) if real is not None else (texts[index],)
+        scores = []
+        for candidate in candidates:
+            scores.append((*_latest_carrying(world, texts, index, candidate), candidate))
+        best[index] = min(scores, key=lambda score: score[0])
+    said = real.said if real is not None else tuple(texts)
     return [
         UtteranceTranscript(
             number=index + 1,
             said=said[index],
-            reference=utterance.text,
+            reference=best[index][2],
             live=_live(world, index),
             reached_llm=best[index][1],
             word_error_rate=best[index][0],
         )
-        for index, utterance in enumerate(utterances)
+        for index in range(len(utterances))
     ]
+
+
+def _latest_carrying(
+    world: CallWorld, texts: list[str], index: int, candidate: str
+) -> tuple[float, str]:
+    """Utterance ``index``'s word error rate against ``candidate``, and its words, in the LLM.
+
+    Judged in the latest request made after it began that carried any of its words; (1.0, "")
+    if none did.
+    """
+    reference: list[str] = []
+    owner: list[int] = []
+    for position, text in enumerate(texts):
+        words = _tokens(candidate if position == index else text)
+        reference += words
+        owner += [position] * len(words)
+    expected = _tokens(candidate)
+    result = (1.0, "")
+    start = world.scenario.utterances[index].start
+    for request in world.llm.requests:
+        if request.at - world.t0 < start:
+            continue
+        hypothesis = [w for text in request.user_texts for w in _tokens(text)]
+        errors, reached = _judge(reference, owner, hypothesis, len(texts))
+        if set(reached[index]) & set(expected):
+            result = (errors[index] / max(1, len(expected)), " ".join(reached[index]))
+    return result
 
 
 def transcripts_match_reference(evidence: CallEvidence) -> list[str]:
