@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,7 @@ def with_real_speech(chosen: Sequence[Scenario], out: TextIO) -> list[Scenario]:
     Raises:
         RealSpeechUnavailable: espeak-ng or pocketsphinx is missing, or nothing can run.
     """
+    started = time.perf_counter()
     try:
         variants, left_out = real_speech_variants(chosen)
     except (ImportError, RuntimeError) as exc:
@@ -175,4 +177,10 @@ def with_real_speech(chosen: Sequence[Scenario], out: TextIO) -> list[Scenario]:
         print(f"LEFT OUT  {item.scenario:<52} {item.why}", file=out, flush=True)
     if not variants:
         raise RealSpeechUnavailable("--speech real: none of the chosen scenarios runs with it")
+    print(
+        f"real speech: {len(variants)} scenario(s), {len(left_out)} left out; recordings and "
+        f"reference transcriptions ready in {time.perf_counter() - started:.1f}s",
+        file=out,
+        flush=True,
+    )
     return variants
