@@ -37,6 +37,7 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
+    DEFAULT_HOOK_BUDGET_S,
     InferenceNext,
     InferenceRequest,
     Middleware,
@@ -139,6 +140,8 @@ class TurnKeeper(Middleware):
         self.max_age_s = max_age_s
         self.keep_audio_s = keep_audio_s
         self.recovery_timeout_s = recovery_timeout_s
+        # wrap_user_turn may wait this long for a recovery before calling call_next
+        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, recovery_timeout_s + 1.0)
         self.keep_text_input = keep_text_input
         self._interrupt_deferral: InterruptDeferral | None = None
         # (when, message) merged into inferences that were not user turns, until the next turn
