@@ -21,3 +21,439 @@ def test_speech_handle_futures_are_where_compat_expects_them() -> None:
         assert interrupted.done() and handle.interrupted
 
     asyncio.run(check())
+
+
+# -- interception tripwires: every intercepted method and every relied-on livekit behaviour ------
+# (resilient_agent._compat.RELIED_ON lists them; each check below fails naming the livekit change,
+# and each has a test that simulates the change and watches the check fail)
+
+import dataclasses  # noqa: E402
+import inspect  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from livekit.agents import Agent, AgentSession, JobContext, RunContext, function_tool  # noqa: E402
+from livekit.agents.beta.tools import EndCallTool  # noqa: E402
+from livekit.agents.voice.room_io import RoomIO  # noqa: E402
+
+from resilient_agent._compat import RELIED_ON  # noqa: E402
+from resilient_agent.interception import INTERCEPTIONS  # noqa: E402
+
+_SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
+    "AgentSession.shutdown": (AgentSession, [("drain", True)]),
+    "AgentSession.aclose": (AgentSession, []),
+    "JobContext.shutdown": (JobContext, [("reason", "user requested")]),
+    "AgentSession.interrupt": (AgentSession, [("force", False)]),
+    "RunContext.disallow_interruptions": (RunContext, []),
+}
+
+
+def _change(what: str) -> str:
+    return next(r.change for r in RELIED_ON if r.tripwire.startswith(what))
+
+
+def check_signature(key: str) -> None:
+    owner, expected = _SIGNATURES[key]
+    method = getattr(owner, INTERCEPTIONS[key].attribute)
+    params = [
+        (p.name, p.default)
+        for p in inspect.signature(method).parameters.values()
+        if p.name != "self"
+    ]
+    message = _change(f"test_intercepted_methods_keep_their_signatures[{key}]")
+    assert params == expected, f"{message}: {params} (the shadow expects {expected})"
+    if key == "AgentSession.aclose":
+        assert inspect.iscoroutinefunction(method), f"{message}: no longer a coroutine"
+
+
+def test_every_interception_is_pinned() -> None:
+    pinned = {r.tripwire for r in RELIED_ON}
+    for key in INTERCEPTIONS:
+        assert f"test_intercepted_methods_keep_their_signatures[{key}]" in pinned, key
+    tests = {name for name in globals() if name.startswith("test_")}
+    for reliance in RELIED_ON:
+        assert reliance.tripwire.split("[")[0] in tests, reliance.tripwire
+
+
+@pytest.mark.parametrize("key", sorted(_SIGNATURES))
+def test_intercepted_methods_keep_their_signatures(key: str) -> None:
+    check_signature(key)
+
+
+def test_a_changed_signature_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def shutdown(self: Any, *, drain: bool = True, reason: str = "") -> None: ...
+
+    monkeypatch.setattr(AgentSession, "shutdown", shutdown)
+    with pytest.raises(
+        AssertionError, match=re.escape("changed AgentSession.shutdown's signature")
+    ):
+        check_signature("AgentSession.shutdown")
+
+
+def check_interrupt_raises_on_protected_speech() -> None:
+    async def check() -> None:
+        handle = SpeechHandle.create(allow_interruptions=False)
+        try:
+            handle.interrupt()
+        except RuntimeError:
+            return
+        raise AssertionError(_change("test_interrupt_raises_on_a_protected_speech"))
+
+    asyncio.run(check())
+
+
+def test_interrupt_raises_on_a_protected_speech() -> None:
+    check_interrupt_raises_on_protected_speech()
+
+
+def test_interrupt_no_longer_raising_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = SpeechHandle.interrupt
+
+    def interrupt(self: SpeechHandle, *, force: bool = False, **kwargs: Any) -> SpeechHandle:
+        return original(self, force=True, **kwargs)
+
+    monkeypatch.setattr(SpeechHandle, "interrupt", interrupt)
+    with pytest.raises(AssertionError, match="no longer raises when interrupt"):
+        check_interrupt_raises_on_protected_speech()
+
+
+def check_protecting_an_interrupted_speech_raises() -> None:
+    async def check() -> None:
+        handle = SpeechHandle.create(allow_interruptions=True)
+        handle.interrupt()
+        try:
+            handle.allow_interruptions = False
+        except RuntimeError:
+            return
+        raise AssertionError(_change("test_protecting_an_interrupted_speech_raises"))
+
+    asyncio.run(check())
+
+
+def test_protecting_an_interrupted_speech_raises() -> None:
+    check_protecting_an_interrupted_speech_raises()
+
+
+def test_protecting_an_interrupted_speech_silently_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    prop = SpeechHandle.allow_interruptions
+    assert isinstance(prop, property) and prop.fget is not None
+    monkeypatch.setattr(
+        SpeechHandle,
+        "allow_interruptions",
+        property(prop.fget, lambda self, value: prop.fset(self, value or self.interrupted)),
+    )
+    with pytest.raises(AssertionError, match="no longer refuses to protect"):
+        check_protecting_an_interrupted_speech_raises()
+
+
+def _resume_probe(seen: dict[str, str]) -> Callable[[type[Agent]], Agent]:
+    def build(base: type[Agent]) -> Agent:
+        class Probe(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            @function_tool
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                await asyncio.sleep(1.0)
+                output: Any = ctx.session.output.audio
+                seen["before"] = output.playing
+                ctx.disallow_interruptions()
+                seen["after"] = output.playing
+                await asyncio.sleep(2.0)
+                return "booked"
+
+        return Probe()
+
+    return build
+
+
+def check_disallow_interruptions_resumes_a_paused_speech() -> None:
+    from resilient_agent.lab.catalog import scenarios
+    from resilient_agent.testing import run_scenario
+
+    seen: dict[str, str] = {}
+    scenario = next(s for s in scenarios() if s.name == "tool_gap/protected_on_resume")
+    run_scenario(dataclasses.replace(scenario, agent=_resume_probe(seen)), Agent)
+    assert seen.get("before") == "paused", f"the lab no longer pauses the preamble: {seen}"
+    message = _change("test_disallow_interruptions_resumes_a_paused_speech_at_once")
+    assert seen["after"] == "playing", f"{message}: {seen}"
+
+
+def test_disallow_interruptions_resumes_a_paused_speech_at_once() -> None:
+    check_disallow_interruptions_resumes_a_paused_speech()
+
+
+def test_disallow_interruptions_not_resuming_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def disallow_interruptions(self: RunContext[Any]) -> None:
+        self.speech_handle.allow_interruptions = False  # protect, leave livekit's pause alone
+
+    monkeypatch.setattr(RunContext, "disallow_interruptions", disallow_interruptions)
+    with pytest.raises(AssertionError, match="no longer resumes a paused speech"):
+        check_disallow_interruptions_resumes_a_paused_speech()
+
+
+def _function_sources(cls: type) -> Iterator[tuple[str, str]]:
+    for name, member in vars(cls).items():
+        if inspect.isfunction(member):
+            yield name, inspect.getsource(member)
+
+
+def check_livekit_closes_without_shutdown() -> None:
+    message = _change("test_livekit_closes_on_its_own_without_shutdown")
+    for cls in (RoomIO, AgentSession):
+        for name, source in _function_sources(cls):
+            if name == "shutdown":
+                continue
+            for call in ("self.shutdown(", "_agent_session.shutdown(", "session.shutdown("):
+                assert call not in source, f"{message}: {cls.__name__}.{name} calls {call}"
+
+
+def test_livekit_closes_on_its_own_without_shutdown() -> None:
+    check_livekit_closes_without_shutdown()
+
+
+def test_livekit_closing_through_shutdown_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def on_participant_disconnected(self: Any, participant: Any) -> None:
+        self._agent_session.shutdown()
+
+    name = next(n for n, s in _function_sources(RoomIO) if "PARTICIPANT_DISCONNECTED" in s)
+    monkeypatch.setattr(RoomIO, name, on_participant_disconnected)
+    with pytest.raises(AssertionError, match="closes the session through"):
+        check_livekit_closes_without_shutdown()
+
+
+def check_end_call_tool_hangs_up_from_its_speech() -> None:
+    message = _change("test_end_call_tool_hangs_up_from_its_speech_done_callback")
+    sources = dict(_function_sources(EndCallTool))
+    tool_body = next((s for s in sources.values() if "add_done_callback" in s), None)
+    assert tool_body is not None, f"{message}: no speech done callback"
+    assert "ctx.speech_handle.add_done_callback" in tool_body, message
+    assert "ctx.session.shutdown()" in tool_body, f"{message}: no session.shutdown()"
+    assert "same speech handle" in tool_body, f"{message}: the tool reply has its own handle"
+    on_close = next((s for s in sources.values() if "job_ctx.shutdown(" in s), None)
+    assert on_close is not None, f"{message}: the job is no longer shut down on close"
+
+
+def test_end_call_tool_hangs_up_from_its_speech_done_callback() -> None:
+    check_end_call_tool_hangs_up_from_its_speech()
+
+
+def test_end_call_tool_ending_calls_otherwise_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = next(n for n, s in _function_sources(EndCallTool) if "add_done_callback" in s)
+
+    async def end_call(self: Any, ctx: RunContext[Any]) -> None:
+        ctx.session.shutdown()
+
+    monkeypatch.setattr(EndCallTool, name, end_call)
+    with pytest.raises(AssertionError, match="changed how EndCallTool ends the call"):
+        check_end_call_tool_hangs_up_from_its_speech()
+
+
+# -- behavioural tripwires: public livekit behaviour the library relies on --------------------
+# Each failure message names the livekit change and what in resilient-agent depends on it. The
+# interception layer's own tripwires (interrupt() on protected speech, disallow_interruptions()
+# resuming a paused speech) live in their own section.
+
+import contextlib  # noqa: E402
+
+from livekit import rtc  # noqa: E402
+from livekit.agents import stt  # noqa: E402
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS  # noqa: E402
+from livekit.agents.voice.agent_session import AgentSessionOptions  # noqa: E402
+from livekit.agents.voice.io import (  # noqa: E402
+    AudioInput,
+    AudioOutput,
+    AudioOutputCapabilities,
+    PlaybackFinishedEvent,
+)
+from resilient_agent.middleware.playout_ledger import PlayoutLedger  # noqa: E402
+
+from resilient_agent.audio_observer import AudioObserver  # noqa: E402
+
+
+class _Sink(AudioOutput):
+    """The smallest audio output: records nothing, reports nothing by itself."""
+
+    def __init__(self) -> None:
+        super().__init__(label="tripwire", capabilities=AudioOutputCapabilities(pause=True))
+
+    async def capture_frame(self, frame: rtc.AudioFrame) -> None:
+        await super().capture_frame(frame)
+
+    def flush(self) -> None:
+        super().flush()
+
+    def clear_buffer(self) -> None:
+        pass
+
+
+def _frame() -> rtc.AudioFrame:
+    return rtc.AudioFrame(b"\0\0" * 160, sample_rate=16000, num_channels=1, samples_per_channel=160)
+
+
+def test_audio_output_counts_captured_segments_and_playout_reports() -> None:
+    async def check() -> None:
+        sink = _Sink()
+        assert hasattr(sink, "captured_playout_segments"), (
+            "livekit removed AudioOutput.captured_playout_segments (added in 1.7): the "
+            "Watchdog's playout ledger turns itself off without it"
+        )
+        ledger = PlayoutLedger(sink, lambda: 0.0)
+        finished: list[PlaybackFinishedEvent] = []
+        sink.on("playback_finished", finished.append)
+        await sink.capture_frame(_frame())
+        sink.flush()
+        assert sink.captured_playout_segments == 1, (
+            "livekit changed when AudioOutput counts a captured segment (capture_frame + flush): "
+            "the Watchdog's playout ledger counts segments against playback_finished reports"
+        )
+        assert ledger.unreported == 1
+        assert ledger.report_cleared_segment(), "the ledger no longer reports a lost playout"
+        assert len(finished) == 1 and finished[0].interrupted, (
+            "AudioOutput.on_playback_finished(interrupted=True) no longer emits "
+            "playback_finished: the Watchdog reports lost playouts on the sink's behalf with it"
+        )
+        assert ledger.unreported == 0
+        ledger.detach()
+
+    asyncio.run(check())
+
+
+def test_audio_output_pause_and_resume_are_public() -> None:
+    sink = _Sink()
+    assert sink.can_pause, (
+        "AudioOutput.can_pause no longer follows AudioOutputCapabilities(pause=True): "
+        "WaitForCaller holds protected speech with pause() only where it is true"
+    )
+    for method in ("pause", "resume"):
+        assert callable(getattr(sink, method, None)), (
+            f"livekit removed AudioOutput.{method}(): WaitForCaller holds protected speech "
+            "over a speaking caller with it"
+        )
+
+
+def test_audio_input_chains_a_source() -> None:
+    class Source(AudioInput):
+        async def __anext__(self) -> rtc.AudioFrame:
+            return _frame()
+
+    async def check() -> None:
+        source = Source(label="source")
+        observer = AudioObserver(source)
+        seen: list[float] = []
+        observer.callbacks.append(lambda _frame, at: seen.append(at))
+        assert observer.source is source, (
+            "AudioInput(source=...) no longer keeps its source: the chain's audio observer "
+            "sits in front of the session's input that way, as livekit's recorder does"
+        )
+        frame = await observer.__anext__()
+        assert frame.samples_per_channel == 160 and len(seen) == 1
+
+    asyncio.run(check())
+
+
+def test_session_options_read_by_turn_keeper_and_withheld_audio() -> None:
+    async def session_options() -> AgentSessionOptions:
+        return AgentSession[None]().options
+
+    options = asyncio.run(session_options())
+    interruption = options.interruption
+    assert "discard_audio_if_uninterruptible" in interruption, (
+        "livekit moved AgentSession.options.interruption['discard_audio_if_uninterruptible']: "
+        "the TurnKeeper's withheld-audio tap reads it to know when the STT hears silence"
+    )
+    assert interruption["discard_audio_if_uninterruptible"] is True, (
+        "livekit changed the default of discard_audio_if_uninterruptible (True since 1.3.11): "
+        "see docs/turn-keeping.md, the withheld-audio recovery assumes the STT is fed silence"
+    )
+    assert hasattr(options, "aec_warmup_duration"), (
+        "livekit removed AgentSession.options.aec_warmup_duration: the TurnKeeper's AEC "
+        "warm-up clock reads it"
+    )
+    turn_handling = options.turn_handling
+    endpointing = turn_handling.get("endpointing", {})
+    assert "min_delay" in endpointing and "max_delay" in endpointing, (
+        "livekit moved options.turn_handling['endpointing'] min_delay/max_delay: the "
+        "TurnKeeper waits that long for livekit's own turn before answering dropped words"
+    )
+    assert "turn_detection" in turn_handling, (
+        "livekit moved options.turn_handling['turn_detection']: the TurnKeeper reads it to pick "
+        "min_delay or max_delay"
+    )
+
+
+def test_speech_handle_public_state() -> None:
+    async def check() -> None:
+        handle = SpeechHandle.create(allow_interruptions=False)
+        assert handle.allow_interruptions is False and not handle.interrupted, (
+            "SpeechHandle.allow_interruptions / interrupted changed: every middleware reads them "
+            "to tell protected speech"
+        )
+        done: list[SpeechHandle] = []
+        handle.add_done_callback(done.append)
+        assert not handle.done()
+
+    asyncio.run(check())
+
+
+def test_agent_update_options_swaps_stt_and_vad() -> None:
+    parameters = inspect.signature(Agent.update_options).parameters
+    for name in ("stt", "vad"):
+        assert name in parameters, (
+            f"Agent.update_options({name}=...) is gone: the Watchdog restarts a stuck VAD and "
+            "STT recovery restarts a dead STT stream through it"
+        )
+
+
+def test_names_the_library_imports_exist() -> None:
+    # 1.5 and older lack these: the library does not import there (docs/versions.md)
+    from livekit.agents import RunContext, StopResponse, inference, llm
+
+    assert hasattr(llm, "Tool") and hasattr(llm, "Toolset"), "llm.Tool / llm.Toolset moved"
+    assert hasattr(llm.ToolFlag, "CANCELLABLE"), (
+        "ToolFlag.CANCELLABLE is gone: ToolGuard's cancel policy is the default for those tools"
+    )
+    assert RunContext is not None and StopResponse is not None
+    assert hasattr(inference, "VAD"), "inference.VAD moved: the lab's real-speech VAD uses it"
+
+
+def test_plain_exception_in_stt_stream_is_an_unrecoverable_error() -> None:
+    class DyingStream(stt.RecognizeStream):
+        async def _run(self) -> None:
+            raise RuntimeError("connection dropped")
+
+    class DyingSTT(stt.STT):
+        def __init__(self) -> None:
+            capabilities = stt.STTCapabilities(streaming=True, interim_results=False)
+            super().__init__(capabilities=capabilities)
+
+        async def _recognize_impl(self, *_args: object, **_kwargs: object) -> stt.SpeechEvent:
+            raise NotImplementedError
+
+        def stream(self, **_kwargs: object) -> stt.RecognizeStream:
+            return DyingStream(stt=self, conn_options=DEFAULT_API_CONNECT_OPTIONS)
+
+    async def check() -> None:
+        recognizer = DyingSTT()
+        errors: list[stt.STTError] = []
+        recognizer.on("error", errors.append)
+        stream = recognizer.stream()
+        with contextlib.suppress(RuntimeError):
+            async for _event in stream:
+                pass
+        await stream.aclose()
+        assert len(errors) == 1 and not errors[0].recoverable, (
+            "a plain exception in an STT stream no longer emits one unrecoverable STTError: "
+            "SttRecovery restarts the stream on that evidence (livekit's own pipeline recreates "
+            "the stream only after an APIError)"
+        )
+        assert isinstance(errors[0].error, RuntimeError)
+
+    asyncio.run(check())
