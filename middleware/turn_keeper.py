@@ -36,6 +36,7 @@ from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    DEFAULT_HOOK_BUDGET_S,
     InferenceNext,
     InferenceRequest,
     InterruptDecision,
@@ -141,6 +142,8 @@ class TurnKeeper(Middleware):
         self.recovery_timeout_s = check.number(
             "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
         )
+        # wrap_user_turn may wait this long for a recovery before calling call_next
+        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.recovery_timeout_s + 1.0)
         self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(

@@ -7,6 +7,7 @@ events run through a middleware chain; ``resilient_agent.testing`` is the offlin
 from __future__ import annotations
 
 from .agent import ResilientAgent, default_middleware
+from .boundary import DEFAULT_HOOK_BUDGET_S
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
@@ -34,10 +35,12 @@ from .requests import (
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
+from .versions import has_capability
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_HOOK_BUDGET_S",
     "HOOKS",
     "CallReport",
     "ConversationState",
@@ -77,5 +80,6 @@ __all__ = [
     "default_middleware",
     "end_call_tool",
     "get_logger",
+    "has_capability",
     "prewarm_plugins",
 ]
