@@ -12,6 +12,7 @@ from . import versions  # noqa: F401
 
 # isort: on
 from .agent import ResilientAgent, default_middleware
+from .boundary import DEFAULT_HOOK_BUDGET_S
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
@@ -44,6 +45,7 @@ from .versions import has_capability
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_HOOK_BUDGET_S",
     "HOOKS",
     "CallReport",
     "ConversationState",

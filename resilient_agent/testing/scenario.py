@@ -19,6 +19,7 @@ from livekit.agents import Agent
 
 from .audio import SAMPLE_RATE, NoiseWindow
 from .llm import LLMRule
+from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
@@ -229,6 +230,9 @@ class Scenario:
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
         provider_faults: How the scripted STT and TTS fail.
+        real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
+            PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
+            None: scripted speech.
     """
 
     name: str
@@ -252,6 +256,7 @@ class Scenario:
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
     provider_faults: ProviderFaults = field(default_factory=ProviderFaults)
+    real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
