@@ -27,9 +27,7 @@ import asyncio
 import contextlib
 import re
 import string
-import weakref
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from livekit.agents import StopResponse, llm, stt, utils
@@ -47,8 +45,11 @@ from resilient_agent import (
     UserTurnNext,
     get_logger,
 )
+from resilient_agent.audio_observer import AudioObserver
 from resilient_agent.errors import require_in_range
 
+from . import handover
+from .handover import Fragment, feed_tap
 from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
@@ -68,18 +69,6 @@ _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WORD = re.compile(r"[\w']+")
-
-
-@dataclass
-class _Fragment:
-    text: str
-    heard_at: float
-    delivered: bool = False
-    superseded: bool = False
-
-
-# Words pending when an agent hands the session to another, until the next one takes them.
-_CARRIED_OVER: weakref.WeakKeyDictionary[Any, list[_Fragment]] = weakref.WeakKeyDictionary()
 
 
 def _now() -> float:
@@ -145,8 +134,9 @@ class TurnKeeper(Middleware):
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
         )
-        self._fragments: deque[_Fragment] = deque()
+        self._fragments: deque[Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
+        self._feed: AudioObserver | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
         self._recoveries: set[asyncio.Task[None]] = set()
@@ -161,15 +151,16 @@ class TurnKeeper(Middleware):
         self._ctx = ctx
         self._wake = asyncio.Event()
         self._session_ended = False
-        carried = _CARRIED_OVER.pop(ctx.session, [])
-        # the previous agent's activity is gone, and its turn with it: livekit cannot answer
-        # these words any more, so they are answered as soon as nothing blocks a reply
-        for fragment in carried:
-            self._add(fragment)
-        if self.recover_withheld_audio:
+        carried = handover.take(ctx.session)
+        if carried is not None and carried.feed is not None and self.recover_withheld_audio:
+            # the previous agent's tap goes on, with the audio of the handoff in it
+            self._tap, self._feed = carried.tap, carried.feed
+        elif self.recover_withheld_audio:
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
+        if carried is not None:
+            self._take_over(ctx, carried)
         if self.keep_text_input:
             self._interrupt_deferral = InterruptDeferral(
                 ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
@@ -189,14 +180,24 @@ class TurnKeeper(Middleware):
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        if self._recoveries:
+            # words being recovered are handed on too; a recovery is bounded in time
+            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
         for task in list(self._recoveries):
             task.cancel()
         lost = [f for f in self._undelivered()]
         ctx = self._ctx
-        if lost and ctx is not None and not self._session_ended:
-            # a handoff: the next agent in this session answers them
-            _CARRIED_OVER[ctx.session] = lost
-            logger.info("user_words_carried_over", fragments=len(lost))
+        if ctx is not None and not self._session_ended:
+            # a handoff: the next agent in this session answers the words, and recovers those
+            # of a speech window still open from the audio kept until it starts (livekit may
+            # play a protected speech to its end first, withholding the caller's words)
+            feed = None if self._tap is None else feed_tap(ctx.session, self._tap, self._feed)
+            handover.leave(
+                ctx.session,
+                handover.Handover(ctx.session, lost, self._tap, feed, self._speech_started_at),
+            )
+            if lost:
+                logger.info("user_words_carried_over", fragments=len(lost))
             return
         if lost:
             logger.warning(
@@ -205,6 +206,22 @@ class TurnKeeper(Middleware):
                 words=sum(len(f.text.split()) for f in lost),
                 why="the session ended before they could be answered",
             )
+
+    def _take_over(self, ctx: MiddlewareContext, carried: handover.Handover) -> None:
+        """Take the words, audio and speech windows the previous agent left."""
+        # the previous agent's activity is gone, and its turn with it: livekit cannot answer
+        # these words any more, so they are answered as soon as nothing blocks a reply
+        for fragment in carried.fragments:
+            self._add(fragment)
+        if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
+            self._tap.take_over(carried.tap)
+        for window in carried.windows:
+            if window.end is None and ctx.session.user_state == "speaking":
+                self._speech_started_at = window.start
+            else:
+                # the caller spoke while no agent was listening: no livekit turn holds the words
+                end = window.end if window.end is not None else _now()
+                self._close_speech_window(ctx, window.start, end, livekit_may_answer=False)
 
     async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
         """The session is over: pending words can no longer be carried to another agent."""
@@ -221,19 +238,26 @@ class TurnKeeper(Middleware):
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
-            self._last_activity = now
-            if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
-                window = self._tap.window(started - _ONSET_PAD_S, now)
-                if any(f.withheld for f in window):
-                    self._start_recovery(ctx, started, now, [f.frame for f in window])
+            self._close_speech_window(ctx, started, now)
         self._wake.set()
+
+    def _close_speech_window(
+        self, ctx: MiddlewareContext, started: float, now: float, *, livekit_may_answer: bool = True
+    ) -> None:
+        if livekit_may_answer:
+            self._last_activity = now
+        if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
+            window = self._tap.window(started - _ONSET_PAD_S, now)
+            if any(f.withheld for f in window):
+                frames = [f.frame for f in window]
+                self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Keep every final transcript until it is delivered."""
         if ev.is_final and ev.transcript.strip():
-            self._add(_Fragment(ev.transcript.strip(), _now()))
+            self._add(Fragment(ev.transcript.strip(), _now()))
             self._last_activity = _now()
             self._wake.set()
 
@@ -413,7 +437,12 @@ class TurnKeeper(Middleware):
 
     # -- recovery ------------------------------------------------------------------------------
     def _start_recovery(
-        self, ctx: MiddlewareContext, started: float, ended: float, frames: list[Any]
+        self,
+        ctx: MiddlewareContext,
+        started: float,
+        ended: float,
+        frames: list[Any],
+        livekit_may_answer: bool,
     ) -> None:
         recognizer = _recognizer(ctx)
         if recognizer is None:
@@ -422,7 +451,7 @@ class TurnKeeper(Middleware):
             self, "speech_withheld_from_stt", details={"seconds": round(ended - started, 2)}
         )
         task = asyncio.get_running_loop().create_task(
-            self._recover(ctx, recognizer, started, ended, frames)
+            self._recover(ctx, recognizer, started, ended, frames, livekit_may_answer)
         )
         self._recoveries.add(task)
         task.add_done_callback(self._recovery_done)
@@ -438,14 +467,22 @@ class TurnKeeper(Middleware):
         started: float,
         ended: float,
         frames: list[Any],
+        livekit_may_answer: bool,
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
         except Exception as exc:  # a failed recovery must not break the call
             logger.warning("withheld_audio_not_recovered", exc_info=exc)
             return
+        # the partial transcripts of this window: what the STT heard of the words recovered
+        # (words of another window, recovered or heard, are never replaced)
+        recovered = set(_normalized(text).split())
         in_window = [
-            f for f in self._fragments if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
+            f
+            for f in self._fragments
+            if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
+            and not f.recovered
+            and set(_normalized(f.text).split()) <= recovered
         ]
         delivered = " ".join(f.text for f in in_window if f.delivered)
         for fragment in in_window:
@@ -454,7 +491,7 @@ class TurnKeeper(Middleware):
         if delivered and _normalized(delivered) in _normalized(text):
             text = _remove_words(text, delivered)
         if text.strip():
-            self._add(_Fragment(text.strip(), ended))
+            self._add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())
             ctx.race_handled(
                 self,
@@ -463,10 +500,11 @@ class TurnKeeper(Middleware):
                 details={"words": words},
                 counts={"words_recovered": words},
             )
-        self._last_activity = max(self._last_activity, _now())
+        if livekit_may_answer:
+            self._last_activity = max(self._last_activity, _now())
 
     # -- bookkeeping ---------------------------------------------------------------------------
-    def _add(self, fragment: _Fragment) -> None:
+    def _add(self, fragment: Fragment) -> None:
         self._fragments.append(fragment)
         while len(self._fragments) > self.max_fragments * 4:
             old = self._fragments.popleft()
@@ -492,7 +530,7 @@ class TurnKeeper(Middleware):
                     why="older than max_age_s",
                 )
 
-    def _undelivered(self) -> list[_Fragment]:
+    def _undelivered(self) -> list[Fragment]:
         return [f for f in self._fragments if not f.delivered and not f.superseded]
 
     @property

@@ -10,7 +10,8 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, StopResponse
 from livekit.agents.llm import ChatContext, ChatMessage
-from resilient_agent.middleware.turn_keeper import TurnKeeper, _Fragment
+from resilient_agent.middleware.handover import Fragment
+from resilient_agent.middleware.turn_keeper import TurnKeeper
 from resilient_agent.middleware.withheld_audio import WithheldAudioTap
 
 from resilient_agent import MiddlewareError, ResilientAgent
@@ -161,7 +162,7 @@ def test_options_are_validated_with_the_field_and_the_fix(option: str, value: fl
 def test_undelivered_fragments_are_bounded() -> None:
     keeper = TurnKeeper(max_fragments=3)
     for index in range(1000):
-        keeper._add(_Fragment(f"word{index}", float(index)))
+        keeper._add(Fragment(f"word{index}", float(index)))
     assert keeper.buffered_fragments <= 12
     assert keeper.pending_words == 3
 

@@ -218,9 +218,7 @@ def _simpler(recipe: CallRecipe) -> Iterator[CallRecipe]:
                 yield _with_kwarg(recipe, name, shorter)
     for index in range(len(recipe.utterances)):
         for attribute in ("start", "end"):
-            moved = _with_rounder_time(recipe, index, attribute)
-            if moved is not None:
-                yield moved
+            yield from _with_rounder_time(recipe, index, attribute)
 
 
 def _rounder(value: float, *, smaller: bool) -> list[float]:
@@ -253,7 +251,7 @@ def _with_kwarg(recipe: CallRecipe, name: str, value: float) -> CallRecipe:
     return dataclasses.replace(recipe, agent_kwargs=kwargs).fitted()
 
 
-def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> CallRecipe | None:
+def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> Iterator[CallRecipe]:
     utterances = list(recipe.utterances)
     current = utterances[index]
     value = getattr(current, attribute)
@@ -269,8 +267,7 @@ def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> CallRe
             candidate.scenario()  # overlapping or empty utterances are not a call
         except ValueError:
             continue
-        return candidate
-    return None
+        yield candidate
 
 
 # -- reporting ---------------------------------------------------------------------------------

@@ -127,10 +127,9 @@ class CallRecipe:
             "    utterances=(",
             *(f"        {_utterance_source(_bounded(u, self))}," for u in self.utterances),
             "    ),",
-            "    llm=(",
-            *(f"        {rule!r}," for rule in self.llm),
-            "    ),",
         ]
+        if self.llm:
+            lines += ["    llm=(", *(f"        {rule!r}," for rule in self.llm), "    ),"]
         if self.typed:
             typed = tuple(_bounded(t, self) for t in self.typed)
             lines.append(f"    typed={typed!r},")
