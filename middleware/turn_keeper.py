@@ -17,8 +17,9 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
   so livekit and the keeper never both answer the same words;
 * a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
-  instead of raising (see :mod:`.interrupt_deferral`), so a chat message typed meanwhile (RoomIO's
-  default text input interrupts, then asks for a reply) is answered after it.
+  instead of raising (``decide_interrupt``, see :mod:`resilient_agent.speech_gates`), so a chat
+  message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
+  answered after it.
 """
 
 from __future__ import annotations
@@ -26,31 +27,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import string
 from collections import deque
 from typing import Any
 
 from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
     InferenceNext,
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     SpeechInfo,
     UserTurn,
     UserTurnNext,
     get_logger,
 )
 from resilient_agent.audio_observer import AudioObserver
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 from . import handover
 from .handover import Fragment, feed_tap
-from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -113,23 +112,23 @@ class TurnKeeper(Middleware):
         keep_text_input: bool = True,
         merge_format: str = "{fragments} {turn}",
     ) -> None:
-        for option, value, low, high in (
-            ("max_fragments", max_fragments, 1, 100),
-            ("max_age_s", max_age_s, 1.0, 3600.0),
-            ("keep_audio_s", keep_audio_s, 2.0, 300.0),
-            ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
-        ):
-            require_in_range("TurnKeeper", option, value, low, high)
-        _check_merge_format(merge_format)
-        self.merge_format = merge_format
-        self.merge = merge
-        self.recover_withheld_audio = recover_withheld_audio
-        self.max_fragments = max_fragments
-        self.max_age_s = max_age_s
-        self.keep_audio_s = keep_audio_s
-        self.recovery_timeout_s = recovery_timeout_s
-        self.keep_text_input = keep_text_input
-        self._interrupt_deferral: InterruptDeferral | None = None
+        check = OptionChecker(self.display_name)
+        self.merge_format = check.format_string(
+            "merge_format",
+            merge_format,
+            {"fragments": "my account number is", "turn": "four two seven"},
+            required=("fragments",),
+            example="{fragments} {turn}",
+        )
+        self.merge = check.flag("merge", merge)
+        self.recover_withheld_audio = check.flag("recover_withheld_audio", recover_withheld_audio)
+        self.max_fragments = check.count("max_fragments", max_fragments, ge=1, le=100)
+        self.max_age_s = check.number("max_age_s", max_age_s, ge=1.0, le=3600.0)
+        self.keep_audio_s = check.number("keep_audio_s", keep_audio_s, ge=2.0, le=300.0)
+        self.recovery_timeout_s = check.number(
+            "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
+        )
+        self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
@@ -161,21 +160,13 @@ class TurnKeeper(Middleware):
                 self._tap = tap
         if carried is not None:
             self._take_over(ctx, carried)
-        if self.keep_text_input:
-            self._interrupt_deferral = InterruptDeferral(
-                ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
-            )
-            self._interrupt_deferral.install()
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
             )
 
     async def aclose(self) -> None:
-        """Stop, put ``session.interrupt`` back, and log words that never reached the LLM."""
-        if self._interrupt_deferral is not None:
-            self._interrupt_deferral.uninstall()
-            self._interrupt_deferral = None
+        """Stop, and log words that never reached the LLM."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -283,19 +274,23 @@ class TurnKeeper(Middleware):
         """The agent's state may unblock an answer."""
         self._wake.set()
 
-    def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
+    def decide_interrupt(
+        self, ctx: MiddlewareContext, request: InterruptRequest
+    ) -> InterruptDecision | None:
+        """With ``keep_text_input``, an interrupt defers to the protected speech it meets."""
+        if not self.keep_text_input:
+            return None
+        why = (
+            "session.interrupt() without force while the current speech is protected: it plays "
+            "to the end, and a reply asked for next is queued after it"
+        )
         ctx.race_handled(
             self,
             "protected_speech_interrupt",
             "deferred_to_protected_speech",
-            details={
-                "speech_id": speech.id,
-                "why": (
-                    "session.interrupt() without force while the current speech is protected: "
-                    "it plays to the end, and a reply asked for next is queued after it"
-                ),
-            },
+            details={"speech_id": request.speech.id, "why": why},
         )
+        return InterruptDecision.defer(why)
 
     # -- merging into the next turn -----------------------------------------------------------
     async def wrap_user_turn(
@@ -542,23 +537,6 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
-
-
-def _check_merge_format(merge_format: str) -> None:
-    try:
-        fields = {
-            name for _, name, _, _ in string.Formatter().parse(merge_format) if name is not None
-        }
-    except ValueError as exc:
-        fields = {f"<{exc}>"}
-    if "fragments" not in fields or not fields <= {"fragments", "turn"}:
-        raise MiddlewareError(
-            "TurnKeeper",
-            f"merge_format={merge_format!r} must use {{fragments}} and may use {{turn}}, "
-            f"nothing else (found {sorted(fields)})",
-            fix='write it like "{fragments} {turn}"',
-            hook="merge_format",
-        )
 
 
 def _remove_words(text: str, delivered: str) -> str:

@@ -9,13 +9,20 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
 from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
 from .log import get_logger
+from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
 from .report import CallReport
 from .requests import (
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeDecision,
+    ResumeRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -36,12 +43,20 @@ __all__ = [
     "ConversationState",
     "InferenceNext",
     "InferenceRequest",
+    "InterruptDecision",
+    "InterruptRequest",
+    "ProtectionDecision",
+    "ProtectionRequest",
+    "ResumeDecision",
+    "ResumeRequest",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "OptionChecker",
+    "OptionError",
     "PluginError",
     "Position",
     "RaceDetectedEvent",
@@ -55,6 +70,7 @@ __all__ = [
     "ToolCallNext",
     "ToolOutcome",
     "UserTurn",
+    "UnknownToolEvent",
     "UserTurnNext",
     "available_plugins",
     "current_tool",

@@ -13,6 +13,7 @@ from typing import Any
 from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
+from .app_agent import scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
 
 __all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
@@ -30,11 +31,16 @@ class AgentUnderTest:
         cls: The class.
         reference: A reference run (the plain ``Agent`` beside ``ResilientAgent``): its races are
             expected, and it does not decide the exit code.
+        catalog_cls: The class each scenario's app code subclasses, when not ``cls`` itself
+            (an app's class whose constructor takes no ``instructions``, see
+            :func:`~resilient_agent.lab.app_agent.catalog_base`); a scenario whose app code
+            cannot be built on it is skipped.
     """
 
     path: str
     cls: type[Agent]
     reference: bool = False
+    catalog_cls: type[Agent] | None = None
 
     @property
     def label(self) -> str:
@@ -92,24 +98,48 @@ class LabResult:
 
 
 class AgentPathError(ValueError):
-    """``--agent`` does not name an importable ``Agent`` subclass."""
+    """``--agent`` does not name an importable ``Agent`` subclass; the message says which part."""
 
 
 def load_agent_class(path: str) -> type[Agent]:
-    """Import ``module:Class`` and check it is an ``Agent`` subclass."""
+    """Import ``module:Class`` and check it is an ``Agent`` subclass.
+
+    Raises:
+        AgentPathError: The path is malformed, the module is missing or fails to import, it has
+            no such attribute, or the attribute is not an ``Agent`` subclass; one line each.
+    """
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise AgentPathError(f"--agent {path!r}: expected 'module:Class', e.g. {BASELINE_PATH}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentPathError(f"--agent {path!r}: cannot import {module_name!r} ({exc})") from exc
-    cls = getattr(module, attr, None)
+    module = _import_module(path, module_name)
+    if not hasattr(module, attr):
+        raise AgentPathError(f"--agent {path!r}: module {module_name!r} has no attribute {attr!r}")
+    cls = getattr(module, attr)
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        what = "a class" if isinstance(cls, type) else f"a {type(cls).__name__} object"
         raise AgentPathError(
-            f"--agent {path!r}: {attr!r} is not a livekit.agents.Agent subclass in {module_name}"
+            f"--agent {path!r}: {attr!r} in {module_name} is {what} but not a "
+            "livekit.agents.Agent subclass"
         )
     return cls
+
+
+def _import_module(path: str, module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise AgentPathError(
+                f"--agent {path!r}: no module named {exc.name!r} (looked in the current "
+                "directory and the installed packages)"
+            ) from exc
+        raise AgentPathError(
+            f"--agent {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:  # an app module may fail any way when imported
+        raise AgentPathError(
+            f"--agent {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def default_agents() -> list[AgentUnderTest]:
@@ -140,12 +170,17 @@ def run_lab(
     *,
     sweep: bool = False,
     on_result: Callable[[LabResult], None] | None = None,
+    on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
 ) -> list[LabResult]:
-    """Run every scenario (every onset of its window with ``sweep``) on every agent."""
+    """Run every scenario (every onset of its window with ``sweep``) on every agent.
+
+    A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
+    ``on_skip`` hears why.
+    """
     results: list[LabResult] = []
     # livekit and our middleware log every race they run into; the lab reports them itself
     with _quiet("livekit.agents"), _quiet("resilient_agent"):
-        _run_all(catalog, agents, sweep, on_result, results)
+        _run_all(catalog, agents, sweep, on_result, on_skip, results)
     return results
 
 
@@ -168,9 +203,19 @@ def _run_all(
     agents: Sequence[AgentUnderTest],
     sweep: bool,
     on_result: Callable[[LabResult], None] | None,
+    on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
 ) -> None:
     for scenario in catalog:
+        runnable = []
+        for agent in agents:
+            mismatch = None
+            if agent.catalog_cls is not None:
+                mismatch = scenario_mismatch(scenario, agent.catalog_cls)
+            if mismatch is None:
+                runnable.append(agent)
+            elif on_skip is not None:
+                on_skip(scenario, agent, mismatch)
         variants: list[tuple[Scenario, float | None]] = [(scenario, None)]
         written_onset = None
         if sweep and scenario.sweep is not None:
@@ -182,8 +227,8 @@ def _run_all(
                 if _fits(scenario, window.utterance, onset)
             ]
         for variant, onset in variants:
-            for agent in agents:
-                world, outcome = run_scenario(variant, agent.cls)
+            for agent in runnable:
+                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls)
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )
