@@ -45,7 +45,7 @@ from resilient_agent import (
 from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
-from .playout_ledger import PlayoutLedger
+from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -182,7 +182,9 @@ class Watchdog(Middleware):
             return
         if self._ledger is not None:
             self._ledger.detach()
-        self._ledger = PlayoutLedger(output, _now) if output is not None else None
+        # without livekit's segment count the ledger is off, the other stalls are still watched
+        supported = output is not None and playout_ledger_supported(output)
+        self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
         state = ctx.state

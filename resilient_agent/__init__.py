@@ -34,6 +34,7 @@ from .requests import (
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
+from .versions import has_capability
 
 __version__ = "0.1.0"
 
@@ -77,5 +78,6 @@ __all__ = [
     "default_middleware",
     "end_call_tool",
     "get_logger",
+    "has_capability",
     "prewarm_plugins",
 ]

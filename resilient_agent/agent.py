@@ -30,6 +30,7 @@ from .spec import MiddlewareSpec, build_middleware, middleware_entries
 from .state import Named, name_of
 from .tool_names import fix_for, known_tool_names, unknown_tools
 from .tools import class_tools, wrap_tool
+from .versions import warn_if_untested_livekit
 
 __all__ = ["ResilientAgent", "default_middleware"]
 
@@ -123,6 +124,7 @@ class ResilientAgent(Agent):
         tool_error_message: str | None = None,
         **kwargs: Any,
     ) -> None:
+        warn_if_untested_livekit()
         self._tool_error_message = _checked_tool_error_message(tool_error_message)
         entries = default_middleware() if middleware is None else middleware_entries(middleware)
         if plugins is None:
