@@ -15,14 +15,34 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
-
-from resilient_agent.audio_observer import AudioObserver
+from livekit.agents.voice.io import AudioInput
+from typing_extensions import override
 
 from .withheld_audio import WithheldAudioTap
 
-__all__ = ["Fragment", "Handover", "SpeechWindow", "feed_tap", "leave", "take"]
+__all__ = ["Fragment", "Handover", "SpeechWindow", "TapFeed", "feed_tap", "leave", "take"]
+
+
+class TapFeed(AudioInput):
+    """Passes the caller's audio on unchanged, showing each frame to one tap.
+
+    It stays in the session's audio chain once put there (livekit's ``AudioInput(source=)``
+    chaining); the next keeper keeps using it for the same tap.
+    """
+
+    def __init__(self, source: AudioInput, tap: WithheldAudioTap) -> None:
+        super().__init__(label="ResilientAgentHandoverFeed", source=source)
+        self.tap = tap
+        self._next_frame = source.__anext__
+
+    @override
+    async def __anext__(self) -> rtc.AudioFrame:
+        frame = await self._next_frame()
+        self.tap.on_frame(frame, asyncio.get_running_loop().time())
+        return frame
 
 
 @dataclass
@@ -61,7 +81,7 @@ class Handover:
         session: AgentSession[Any],
         fragments: list[Fragment],
         tap: WithheldAudioTap | None,
-        feed: AudioObserver | None,
+        feed: TapFeed | None,
         open_window_start: float | None,
     ) -> None:
         self.fragments = fragments
@@ -105,8 +125,8 @@ def take(session: AgentSession[Any]) -> Handover | None:
 
 
 def feed_tap(
-    session: AgentSession[Any], tap: WithheldAudioTap, feed: AudioObserver | None
-) -> AudioObserver | None:
+    session: AgentSession[Any], tap: WithheldAudioTap, feed: TapFeed | None
+) -> TapFeed | None:
     """An observer of the caller's audio for ``tap`` alone, kept while agents hand over.
 
     ``feed`` is the one an earlier handoff put in the session's audio chain: it still feeds the
@@ -117,7 +137,6 @@ def feed_tap(
     source = session.input.audio
     if source is None:
         return None
-    feed = AudioObserver(source)
-    feed.callbacks.append(tap.on_frame)
+    feed = TapFeed(source, tap)
     session.input.audio = feed
     return feed

@@ -45,11 +45,10 @@ from resilient_agent import (
     UserTurnNext,
     get_logger,
 )
-from resilient_agent.audio_observer import AudioObserver
 from resilient_agent.options import OptionChecker
 
 from . import handover
-from .handover import Fragment, feed_tap
+from .handover import Fragment, TapFeed, feed_tap
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -135,7 +134,7 @@ class TurnKeeper(Middleware):
         )
         self._fragments: deque[Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
-        self._feed: AudioObserver | None = None
+        self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
         self._recoveries: set[asyncio.Task[None]] = set()
