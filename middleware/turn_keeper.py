@@ -30,7 +30,7 @@ import re
 from collections import deque
 from typing import Any
 
-from livekit.agents import StopResponse, llm, stt, utils
+from livekit.agents import StopResponse, llm, stt
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
@@ -49,7 +49,8 @@ from resilient_agent.options import OptionChecker
 
 from . import handover
 from .handover import Fragment, TapFeed, feed_tap
-from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
+from .session_facts import livekit_turn_delay, session_recognizer
+from .withheld_audio import WithheldAudioTap, remove_words, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
 
@@ -134,6 +135,7 @@ class TurnKeeper(Middleware):
         )
         self._fragments: deque[Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
+        self._own_answers: deque[str] = deque(maxlen=self.max_fragments)
         self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
@@ -353,7 +355,7 @@ class TurnKeeper(Middleware):
         context and ``session.history``, so each holds the words once.
         """
         # only the turn livekit still had open when the words were merged can carry them again
-        open_for = _livekit_turn_delay(ctx) + _END_OF_SPEECH_SLACK_S
+        open_for = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
         recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
         self._merged_into_inferences.clear()
         said = _normalized(turn.text)
@@ -413,20 +415,42 @@ class TurnKeeper(Middleware):
         if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
             # livekit's own turn waits for the interrupted speech to end, then delivers the words
             return None
-        return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - _now())
+        delay = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S
+        return max(0.0, self._last_activity + delay - _now())
 
     def _answer(self, ctx: MiddlewareContext) -> None:
+        pending = self._undelivered()
         text = self._merge_into("")
         if not text:
             return
         ctx.race_detected(self, "dropped_user_turn")
+        session = ctx.session
+        current = session.current_speech
+        stale = (
+            current is not None
+            and current.id not in self._own_answers
+            and current.allow_interruptions
+            and not current.done()
+            and not current.interrupted
+            and session.agent_state != "speaking"
+        )
         try:
-            ctx.session.generate_reply(user_input=text)
+            if stale and current is not None:
+                # a reply made without these words and not heard yet (a tool reply waiting for
+                # silence): a livekit turn would interrupt it too; the new one has its context
+                current.interrupt()
+            answer = session.generate_reply(user_input=text)
         except RuntimeError as exc:
-            logger.warning("dropped_turn_not_answered", exc_info=exc)
+            for fragment in pending:
+                fragment.delivered = False  # kept: answered when a reply can be made
+            logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
             return
+        self._own_answers.append(answer.id)
         ctx.race_handled(
-            self, "dropped_user_turn", "answered", counts={"dropped_turns_answered": 1}
+            self,
+            "dropped_user_turn",
+            "answered_instead_of_stale_reply" if stale else "answered",
+            counts={"dropped_turns_answered": 1},
         )
 
     # -- recovery ------------------------------------------------------------------------------
@@ -438,7 +462,7 @@ class TurnKeeper(Middleware):
         frames: list[Any],
         livekit_may_answer: bool,
     ) -> None:
-        recognizer = _recognizer(ctx)
+        recognizer = session_recognizer(ctx.agent, ctx.session)
         if recognizer is None:
             return
         ctx.race_detected(
@@ -483,7 +507,7 @@ class TurnKeeper(Middleware):
             if not fragment.delivered:
                 fragment.superseded = True
         if delivered and _normalized(delivered) in _normalized(text):
-            text = _remove_words(text, delivered)
+            text = remove_words(text, delivered)
         if text.strip():
             self._add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())
@@ -536,34 +560,6 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
-
-
-def _remove_words(text: str, delivered: str) -> str:
-    words = text.split()
-    gone = _normalized(delivered).split()
-    normalized = [_normalized(w) for w in words]
-    for start in range(len(words) - len(gone) + 1):
-        if normalized[start : start + len(gone)] == gone:
-            return " ".join(words[:start] + words[start + len(gone) :])
-    return text
-
-
-def _recognizer(ctx: MiddlewareContext) -> stt.STT[Any] | None:
-    agent_stt = getattr(ctx.agent, "stt", None)
-    if utils.is_given(agent_stt) and isinstance(agent_stt, stt.STT):
-        return agent_stt
-    session_stt = ctx.session.stt
-    return session_stt if isinstance(session_stt, stt.STT) else None
-
-
-def _livekit_turn_delay(ctx: MiddlewareContext) -> float:
-    """How long livekit may still take to commit a turn after the caller stopped."""
-    turn_handling = ctx.session.options.turn_handling
-    endpointing = turn_handling.get("endpointing", {})
-    detection = turn_handling.get("turn_detection")
-    uses_model = detection is not None and not isinstance(detection, str)
-    delay = endpointing.get("max_delay", 3.0) if uses_model else endpointing.get("min_delay", 0.5)
-    return float(delay) + _GRACE_MARGIN_S
 
 
 async def _keep_in_history(ctx: MiddlewareContext, text: str) -> None:

@@ -185,8 +185,11 @@ def generate(seed: int, index: int) -> CallRecipe:
     recipe = build(rng, f"fuzz/{seed}-{index}")
     if rng.random() < 0.15:
         recipe = _with_typed(rng, recipe)
-    if rng.random() < 0.12 and recipe.utterances:
-        target = rng.randrange(len(recipe.utterances))
+    # a VAD that never ends a turn the app answers without a reply (a transfer, a goodbye) makes
+    # whatever the caller says next part of that turn: no fault there
+    faultable = [i for i, u in enumerate(recipe.utterances) if i > 0 or u.expect_reply]
+    if rng.random() < 0.12 and faultable:
+        target = rng.choice(faultable)
         mode: VADFaultMode = rng.choice(_FAULTS)
         recipe = dataclasses.replace(recipe, vad_fault=VADFault(mode=mode, utterance=target))
     return recipe.fitted()
