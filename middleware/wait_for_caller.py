@@ -436,6 +436,10 @@ class WaitForCaller(Middleware):
         )
         if not livekit_paused:
             hold.output.resume()
+            if action == "caller_stopped" and not handle.done():
+                # a caller who pauses just past the VAD's silence and goes on speaking is
+                # reported speaking again a moment after the speech resumed: held again then
+                self._protected_start = (handle, _now())
         if self._ctx is not None:
             self._ctx.race_handled(
                 self,
