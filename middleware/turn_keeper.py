@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import deque
 from typing import Any
 
@@ -34,6 +33,7 @@ from livekit.agents import StopResponse, llm, stt
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    DEFAULT_HOOK_BUDGET_S,
     InferenceNext,
     InferenceRequest,
     InterruptDecision,
@@ -50,7 +50,8 @@ from resilient_agent.options import OptionChecker
 from . import handover
 from .handover import Fragment, TapFeed, feed_tap
 from .session_facts import livekit_turn_delay, session_recognizer
-from .withheld_audio import WithheldAudioTap, remove_words, stt_is_withheld, transcribe
+from .transcript_match import normalized, remove_heard, without_repeats
+from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
 
@@ -67,16 +68,11 @@ _SHORTEST_VOICE_WINDOW_S = 0.05
 _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
-_WORD = re.compile(r"[\w']+")
 
 
 def _now() -> float:
     # loop time: the clock the shared audio observer stamps frames with
     return asyncio.get_running_loop().time()
-
-
-def _normalized(text: str) -> str:
-    return " ".join(w.lower() for w in _WORD.findall(text))
 
 
 class TurnKeeper(Middleware):
@@ -128,6 +124,8 @@ class TurnKeeper(Middleware):
         self.recovery_timeout_s = check.number(
             "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
         )
+        # wrap_user_turn may wait this long for a recovery before calling call_next
+        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.recovery_timeout_s + 1.0)
         self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
@@ -259,9 +257,9 @@ class TurnKeeper(Middleware):
         """A user message in the history delivers the fragments it contains."""
         item = ev.item
         if item.type == "message" and item.role == "user":
-            said = _normalized(item.text_content or "")
+            said = normalized(item.text_content or "")
             for fragment in self._undelivered():
-                if _normalized(fragment.text) in said:
+                if normalized(fragment.text) in said:
                     fragment.delivered = True
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
@@ -358,8 +356,8 @@ class TurnKeeper(Middleware):
         open_for = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
         recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
         self._merged_into_inferences.clear()
-        said = _normalized(turn.text)
-        committed = [m for m in recent if said and _normalized(m.text_content or "") in said]
+        said = normalized(turn.text)
+        committed = [m for m in recent if said and normalized(m.text_content or "") in said]
         if not committed:
             return
         ids = {m.id for m in committed}
@@ -380,12 +378,16 @@ class TurnKeeper(Middleware):
         pending = self._undelivered()
         for fragment in pending:
             fragment.delivered = True
-        fragments = " ".join(f.text for f in pending)
+        fragments = " ".join(without_repeats(pending))
         if not fragments:
             return text
         turn = text.strip()
-        if _normalized(turn) in _normalized(fragments):
+        if normalized(turn) in normalized(fragments):
             turn = ""  # the turn says nothing the fragments do not: never the same words twice
+        elif turn:
+            # a real recognizer may hear the live turn a little differently from the recovered
+            # window: the fragments keep only what the turn does not already say
+            fragments = remove_heard(fragments, turn)
         return self.merge_format.format(fragments=fragments, turn=turn).strip()
 
     # -- answering dropped turns ---------------------------------------------------------------
@@ -494,20 +496,20 @@ class TurnKeeper(Middleware):
             return
         # the partial transcripts of this window: what the STT heard of the words recovered
         # (words of another window, recovered or heard, are never replaced)
-        recovered = set(_normalized(text).split())
+        recovered = set(normalized(text).split())
         in_window = [
             f
             for f in self._fragments
             if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
             and not f.recovered
-            and set(_normalized(f.text).split()) <= recovered
+            and set(normalized(f.text).split()) <= recovered
         ]
         delivered = " ".join(f.text for f in in_window if f.delivered)
         for fragment in in_window:
             if not fragment.delivered:
                 fragment.superseded = True
-        if delivered and _normalized(delivered) in _normalized(text):
-            text = remove_words(text, delivered)
+        if delivered:
+            text = remove_heard(text, delivered)
         if text.strip():
             self._add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())

@@ -11,7 +11,6 @@ the session's own STT.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,7 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
-__all__ = ["TappedFrame", "WithheldAudioTap", "remove_words", "stt_is_withheld", "transcribe"]
-
-_WORD = re.compile(r"[\w']+")
+__all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
 # How often the tap asks whether livekit withholds the caller's audio from the STT.
 _RECHECK_S = 0.05
@@ -140,17 +137,3 @@ async def transcribe(recognizer: stt.STT[Any], frames: list[rtc.AudioFrame]) -> 
     finally:
         await stream.aclose()
     return " ".join(texts)
-
-
-def remove_words(text: str, delivered: str) -> str:
-    """``text`` without the first run of ``delivered``'s words (compared case-insensitively).
-
-    A recovered transcript repeats words the STT already delivered; they are said once.
-    """
-    words = text.split()
-    gone = [w.lower() for w in _WORD.findall(delivered)]
-    normalized = [" ".join(x.lower() for x in _WORD.findall(w)) for w in words]
-    for start in range(len(words) - len(gone) + 1):
-        if normalized[start : start + len(gone)] == gone:
-            return " ".join(words[:start] + words[start + len(gone) :])
-    return text
