@@ -277,5 +277,5 @@ def test_session_closing_is_where_compat_expects_it() -> None:
 
 def test_session_closing_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(AgentSession, "_is_closing")
-    with pytest.raises(AssertionError, match="moved AgentSession._is_closing"):
+    with pytest.raises(AssertionError, match=re.escape("moved AgentSession._is_closing")):
         check_session_closing()
