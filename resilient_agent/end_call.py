@@ -17,6 +17,7 @@ from livekit.agents.llm import FunctionTool, ToolError
 from livekit.agents.voice import events as lk_events
 
 from .log import get_logger
+from .options import OptionChecker
 from .requests import SpeechInfo
 from .shutdown import ShutdownGate
 
@@ -53,10 +54,15 @@ def end_call_tool(
         description: The tool's description as the LLM sees it.
 
     Raises:
-        ValueError: ``farewell`` is empty.
+        OptionError: An option has the wrong type, or ``farewell`` or ``name`` is blank (it is
+            a ``ValueError`` too).
     """
-    if not farewell.strip():
-        raise ValueError("end_call_tool(farewell=...) must not be empty; pass the goodbye to say")
+    check = OptionChecker("end_call_tool")
+    farewell = check.text("farewell", farewell)
+    delete_room = check.flag("delete_room", delete_room)
+    require_caller_request = check.flag("require_caller_request", require_caller_request)
+    name = check.text("name", name)
+    description = check.text("description", description)
 
     @function_tool(name=name, description=description)
     async def end_call(ctx: RunContext[Any]) -> str | None:
