@@ -10,6 +10,7 @@ speaks after it began keeps the call and is answered.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from livekit.agents import AgentSession, RunContext, function_tool, get_job_context
@@ -24,6 +25,8 @@ from .shutdown import ShutdownGate
 __all__ = ["end_call_tool", "end_the_call", "hang_up_after_farewell"]
 
 DEFAULT_FAREWELL = "Thank you for calling. Goodbye!"
+# what LLM providers accept as a function name (OpenAI's rule; the others' are looser or equal)
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 logger = get_logger("end_call")
 
@@ -62,6 +65,13 @@ def end_call_tool(
     delete_room = check.flag("delete_room", delete_room)
     require_caller_request = check.flag("require_caller_request", require_caller_request)
     name = check.text("name", name)
+    if not _TOOL_NAME.fullmatch(name):
+        check.fail(
+            "name",
+            name,
+            "is not a function name LLM providers accept",
+            fix="use at most 64 letters, digits, _ or -, e.g. name='end_call'",
+        )
     description = check.text("description", description)
 
     @function_tool(name=name, description=description)

@@ -19,6 +19,7 @@ from livekit.agents import Agent
 
 from .audio import SAMPLE_RATE, NoiseWindow
 from .llm import LLMRule
+from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
@@ -214,6 +215,9 @@ class Scenario:
             (session closed, job shut down, room deleted) within this many seconds of its end.
         caller_leaves_at: The caller leaves the room at this second (livekit closes the session
             as RoomIO does); that close must go through at once, whatever the app asked.
+        real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
+            PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
+            None: scripted speech.
     """
 
     name: str
@@ -238,6 +242,7 @@ class Scenario:
     talk_over_tolerance: float | None = 0.2
     hang_up_within: float | None = None
     caller_leaves_at: float | None = None
+    real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
