@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .recorder import INTERRUPTION_TIMEOUT_LOG
-from .transcripts import transcripts_match_reference
+from .transcripts import transcripts_match_reference, utterance_transcripts
 
 if TYPE_CHECKING:
     from .runner import CallWorld
@@ -327,11 +327,20 @@ def _word_verdicts(evidence: CallEvidence, said: CallerInput) -> tuple[WordVerdi
         if at >= said.start
     ]
     verdicts = []
-    for word in said.words:
+    for word in _expected_words(evidence, said):
         key = word.lower().strip(".,?!")
         reached = next((at for at, words in seen if key in words), None)
         verdicts.append(WordVerdict(word, None if reached is None else round(reached, 3)))
     return tuple(verdicts)
+
+
+def _expected_words(evidence: CallEvidence, said: CallerInput) -> tuple[str, ...]:
+    """The words ``said`` should bring to the LLM: its text, or its closest reference."""
+    scenario = evidence.world.scenario
+    if scenario.real_speech is None or said not in scenario.utterances:
+        return said.words
+    index = scenario.utterances.index(said)
+    return tuple(utterance_transcripts(evidence.world)[index].reference.split())
 
 
 def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
