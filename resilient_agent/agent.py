@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Sequence
 from typing import Any
@@ -11,12 +10,11 @@ from livekit.agents import Agent, get_job_context, utils
 from livekit.agents.llm import (
     ChatContext,
     ChatMessage,
-    FunctionTool,
-    RawFunctionTool,
     Tool,
     Toolset,
 )
 
+from . import end_call
 from .boundary import PASS_THROUGH
 from .bridge import SessionBridge, friendly_tool_error
 from .chain import MiddlewareChain
@@ -31,7 +29,7 @@ from .requests import InferenceRequest, ToolCall, UserTurn
 from .spec import MiddlewareSpec, middleware_entries
 from .state import Named, name_of
 from .tool_names import fix_for, known_tool_names, unknown_tools
-from .tools import class_tools, wrap_tool
+from .tools import class_tools, wrap_tool, wrap_toolset
 from .versions import warn_if_untested_livekit
 
 __all__ = ["ResilientAgent", "default_middleware"]
@@ -190,9 +188,7 @@ class ResilientAgent(Agent):
         await super().update_tools([self._wrap(t) for t in tools])
 
     def _wrap(self, tool: Tool | Toolset) -> Tool | Toolset:
-        if isinstance(tool, (FunctionTool, RawFunctionTool)):
-            return wrap_tool(tool, self._run_tool)
-        return tool
+        return wrap_toolset(tool, self._run_tool)
 
     def _emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
         """The one place our events are counted and logged, then emitted."""
@@ -303,18 +299,20 @@ class ResilientAgent(Agent):
         self,
         farewell: str | None = None,
         *,
-        delete_room: bool = False,
+        delete_room: bool = True,
         allow_interruptions: bool = True,
     ) -> bool:
         """Say ``farewell`` and hang up once it played to the end; returns at once.
 
         The hang-up goes through ``decide_shutdown``: with the first-party middleware, a caller
-        who interrupts the farewell or speaks after it began keeps the call. A second call while
-        one is pending is ignored.
+        who interrupts the farewell or speaks after it began keeps the call. Hanging up closes
+        the session, deletes the room and shuts the job down once the session closed, as
+        livekit's ``EndCallTool`` does. A second call while one is pending is ignored.
 
         Args:
             farewell: What to say; None hangs up without a farewell.
-            delete_room: Delete the room after shutting down (SIP calls need it to hang up).
+            delete_room: Delete the room (drops every participant, SIP callers included);
+                False keeps it.
             allow_interruptions: Whether the caller may interrupt the farewell.
 
         Returns:
@@ -338,24 +336,9 @@ class ResilientAgent(Agent):
         if farewell is not None:
             handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
             speech = bridge.state.speeches.get(handle.id)
-        session = self.session
-
-        def hang_up() -> None:
-            # the farewell has played out: nothing is left to drain
-            session.shutdown(drain=False)
-            if delete_room:
-                with contextlib.suppress(RuntimeError):
-                    get_job_context().delete_room()
-
-        gate = bridge.shutdown_gate
-        if gate is None:
-            # no middleware decides shutdowns: hang up once the farewell is done, as asked
-            if speech is None:
-                hang_up()
-            else:
-                speech.handle.add_done_callback(lambda _h: hang_up())
-            return True
-        return gate.request("end_call", hang_up, farewell=speech)
+        return end_call.hang_up_after_farewell(
+            self.session, bridge.shutdown_gate, speech, delete_room=delete_room
+        )
 
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         try:
