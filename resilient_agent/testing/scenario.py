@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from livekit.agents import Agent
 
-from .audio import SAMPLE_RATE, NoiseWindow
+from .audio import SAMPLE_RATE, CallerLine, NoiseWindow
 from .llm import LLMRule
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
@@ -210,6 +210,10 @@ class Scenario:
         talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
+        caller_line: What the caller's line carries (see
+            :data:`~resilient_agent.testing.audio.CallerLine`): marked frames, a quiet line or
+            frames of zeros.
+        stt_interims: Whether the STT sends interim transcripts (False: finals only).
     """
 
     name: str
@@ -232,6 +236,8 @@ class Scenario:
     sweep: Sweep | None = None
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
+    caller_line: CallerLine = "marked"
+    stt_interims: bool = True
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
@@ -244,6 +250,11 @@ class Scenario:
             raise ValueError(f"{self.name}: a message is typed after duration={self.duration}")
         if self.vad == "silero" and self.vad_fault.mode != "healthy":
             raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
+        if self.vad == "silero" and self.caller_line != "marked":
+            raise ValueError(
+                f"{self.name}: caller_line={self.caller_line!r} needs vad='scripted' (Silero "
+                "hears the samples; only the scripted VAD can follow the script)"
+            )
 
     @property
     def caller_inputs(self) -> tuple[CallerInput, ...]:
