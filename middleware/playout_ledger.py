@@ -13,7 +13,7 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent.log import get_logger
+from resilient_agent import get_logger
 
 __all__ = ["PlayoutLedger"]
 

@@ -45,13 +45,12 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareError,
-    RaceHandledEvent,
     SpeechDecision,
     SpeechInfo,
     ToolCall,
     ToolCallNext,
+    get_logger,
 )
-from resilient_agent.log import get_logger
 
 __all__ = ["ToolGuard", "ToolPolicy"]
 
@@ -115,13 +114,8 @@ class ToolGuard(Middleware):
         """Apply the tool's policy, and guard the owning speech while the body runs."""
         policy = self.policies.get(call.name, "cancel" if call.cancellable else "guard")
         if policy == "yield_to_user" and ctx.state.user_state == "speaking":
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="tool_over_speaking_caller",
-                    action="yielded_to_caller",
-                    middleware=self.display_name,
-                    details={"tool": call.name},
-                )
+            ctx.race_handled(
+                self, "tool_over_speaking_caller", "yielded_to_caller", details={"tool": call.name}
             )
             return YIELD_MESSAGE
         timeout = self.timeouts.get(call.name)
@@ -130,13 +124,8 @@ class ToolGuard(Middleware):
         try:
             return await asyncio.wait_for(self._guarded(ctx, call, call_next, policy), timeout)
         except asyncio.TimeoutError:
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="tool_timeout",
-                    action="cancelled",
-                    middleware=self.display_name,
-                    details={"tool": call.name, "timeout_s": timeout},
-                )
+            ctx.race_handled(
+                self, "tool_timeout", "cancelled", details={"tool": call.name, "timeout_s": timeout}
             )
             raise ToolError(
                 f"The {call.name} tool took longer than {timeout:g} s and was stopped. Tell the "
@@ -189,14 +178,8 @@ async def _cancel_when_interrupted(
     body.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await body
-    logger.info("tool_cancelled_by_caller", tool=call.name, why="its speech was interrupted")
-    ctx.emit(
-        RaceHandledEvent(
-            kind="tool_interrupted_by_caller",
-            action="cancelled",
-            middleware="ToolGuard",
-            details={"tool": call.name},
-        )
+    ctx.race_handled(
+        "ToolGuard", "tool_interrupted_by_caller", "cancelled", details={"tool": call.name}
     )
     raise ToolError(
         f"The caller spoke before {call.name} finished, so it was stopped. Answer the caller, "
@@ -227,14 +210,8 @@ def _make_disallow_safe(
             return
         called = True
         if run_context.speech_handle.interrupted:
-            logger.info("protection_after_interruption", tool=tool, action="tool_continued")
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="protect_after_interruption",
-                    action="tool_continued",
-                    middleware="ToolGuard",
-                    details={"tool": tool},
-                )
+            ctx.race_handled(
+                "ToolGuard", "protect_after_interruption", "tool_continued", details={"tool": tool}
             )
             return
         original()

@@ -37,19 +37,17 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
+    InferenceNext,
     InferenceRequest,
     Middleware,
     MiddlewareContext,
     MiddlewareError,
-    RaceDetectedEvent,
-    RaceHandledEvent,
     SpeechInfo,
     UserTurn,
     UserTurnNext,
+    get_logger,
 )
 from resilient_agent.errors import require_in_range
-from resilient_agent.hooks import InferenceNext
-from resilient_agent.log import get_logger
 
 from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
@@ -262,21 +260,17 @@ class TurnKeeper(Middleware):
         self._wake.set()
 
     def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
-        logger.info(
-            "interrupt_deferred_to_protected_speech",
-            speech_id=speech.id,
-            why=(
-                "session.interrupt() without force while the current speech is protected: it "
-                "plays to the end, and a reply asked for next is queued after it"
-            ),
-        )
-        ctx.emit(
-            RaceHandledEvent(
-                kind="protected_speech_interrupt",
-                action="deferred_to_protected_speech",
-                middleware=self.display_name,
-                details={"speech_id": speech.id},
-            )
+        ctx.race_handled(
+            self,
+            "protected_speech_interrupt",
+            "deferred_to_protected_speech",
+            details={
+                "speech_id": speech.id,
+                "why": (
+                    "session.interrupt() without force while the current speech is protected: "
+                    "it plays to the end, and a reply asked for next is queued after it"
+                ),
+            },
         )
 
     # -- merging into the next turn -----------------------------------------------------------
@@ -290,13 +284,7 @@ class TurnKeeper(Middleware):
         if self.merge:
             merged = self._merge_into(turn.text)
             if merged != turn.text:
-                ctx.emit(
-                    RaceHandledEvent(
-                        kind="dropped_user_words",
-                        action="merged_into_next_turn",
-                        middleware=self.display_name,
-                    )
-                )
+                ctx.race_handled(self, "dropped_user_words", "merged_into_next_turn")
                 turn = turn.override(text=merged)
         try:
             await call_next(turn)
@@ -305,14 +293,13 @@ class TurnKeeper(Middleware):
             await _keep_in_history(ctx, turn.text)
             raise
         except Exception as exc:
-            logger.error("user_turn_hook_failed", action="answered_anyway", exc_info=exc)
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="user_turn_hook_failed",
-                    action="answered_anyway",
-                    middleware=self.display_name,
-                    details={"error": type(exc).__name__},
-                )
+            # the app's own traceback, which livekit would have logged had it propagated
+            logger.error("app_user_turn_hook_raised", exc_info=exc)
+            ctx.race_handled(
+                self,
+                "user_turn_hook_failed",
+                "answered_anyway",
+                details={"error": type(exc).__name__},
             )
 
     async def wrap_llm_request(
@@ -334,13 +321,7 @@ class TurnKeeper(Middleware):
             await ctx.agent.update_chat_ctx(context)
             ctx.session.history.insert(message)
             self._merged_into_inferences.append((_now(), message))
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="dropped_user_words",
-                    action="merged_into_inference",
-                    middleware=self.display_name,
-                )
-            )
+            ctx.race_handled(self, "dropped_user_words", "merged_into_inference")
         return await call_next(request)
 
     async def _forget_merged_words_livekit_commits(
@@ -420,16 +401,14 @@ class TurnKeeper(Middleware):
         text = self._merge_into("")
         if not text:
             return
-        ctx.emit(RaceDetectedEvent(kind="dropped_user_turn", middleware=self.display_name))
+        ctx.race_detected(self, "dropped_user_turn")
         try:
             ctx.session.generate_reply(user_input=text)
         except RuntimeError as exc:
             logger.warning("dropped_turn_not_answered", exc_info=exc)
             return
-        ctx.emit(
-            RaceHandledEvent(
-                kind="dropped_user_turn", action="answered", middleware=self.display_name
-            )
+        ctx.race_handled(
+            self, "dropped_user_turn", "answered", counts={"dropped_turns_answered": 1}
         )
 
     # -- recovery ------------------------------------------------------------------------------
@@ -439,12 +418,8 @@ class TurnKeeper(Middleware):
         recognizer = _recognizer(ctx)
         if recognizer is None:
             return
-        ctx.emit(
-            RaceDetectedEvent(
-                kind="speech_withheld_from_stt",
-                middleware=self.display_name,
-                details={"seconds": round(ended - started, 2)},
-            )
+        ctx.race_detected(
+            self, "speech_withheld_from_stt", details={"seconds": round(ended - started, 2)}
         )
         task = asyncio.get_running_loop().create_task(
             self._recover(ctx, recognizer, started, ended, frames)
@@ -480,13 +455,13 @@ class TurnKeeper(Middleware):
             text = _remove_words(text, delivered)
         if text.strip():
             self._add(_Fragment(text.strip(), ended))
-            ctx.emit(
-                RaceHandledEvent(
-                    kind="speech_withheld_from_stt",
-                    action="recovered_words",
-                    middleware=self.display_name,
-                    details={"words": len(text.split())},
-                )
+            words = len(text.split())
+            ctx.race_handled(
+                self,
+                "speech_withheld_from_stt",
+                "recovered_words",
+                details={"words": words},
+                counts={"words_recovered": words},
             )
         self._last_activity = max(self._last_activity, _now())
 

@@ -43,14 +43,12 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareError,
-    RaceDetectedEvent,
-    RaceHandledEvent,
     SpeechInfo,
     ToolCall,
     ToolCallNext,
+    get_logger,
 )
 from resilient_agent.errors import require_in_range
-from resilient_agent.log import get_logger
 
 from .audio_level import AudioLevelMeter
 
@@ -297,15 +295,11 @@ class WaitForCaller(Middleware):
         options = self._options_for(tool)
         details: dict[str, Any] = {"speech_id": handle.id, "tool": tool, "on": on}
         if options["wait_s"] <= 0:
-            ctx.emit(RaceDetectedEvent(kind=RACE, middleware=self.display_name, details=details))
+            ctx.race_detected(self, RACE, details=details)
             return
         if not output.can_pause:
-            ctx.emit(
-                RaceDetectedEvent(
-                    kind=RACE,
-                    middleware=self.display_name,
-                    details={**details, "held": False, "why": "output_cannot_pause"},
-                )
+            ctx.race_detected(
+                self, RACE, details={**details, "held": False, "why": "output_cannot_pause"}
             )
             if not self._told_cannot_pause:
                 self._told_cannot_pause = True
@@ -332,16 +326,7 @@ class WaitForCaller(Middleware):
             on=on,
         )
         self._hold = hold
-        ctx.emit(
-            RaceDetectedEvent(
-                kind=RACE,
-                middleware=self.display_name,
-                details={**details, "held": True, "wait_s": hold.wait_s},
-            )
-        )
-        logger.info(
-            "protected_speech_held", speech_id=handle.id, tool=tool, on=on, wait_s=hold.wait_s
-        )
+        ctx.race_detected(self, RACE, details={**details, "held": True, "wait_s": hold.wait_s})
         handle.add_done_callback(self._on_held_speech_done)
         hold.task = asyncio.get_running_loop().create_task(
             self._wait_for_caller(ctx, hold), name="resilient_agent.wait_for_caller"
@@ -413,26 +398,17 @@ class WaitForCaller(Middleware):
         )
         if not livekit_paused:
             hold.output.resume()
-        logger.info(
-            "protected_speech_released",
-            speech_id=handle.id,
-            tool=hold.tool,
-            action=action,
-            held_s=held_s,
-        )
         if self._ctx is not None:
-            self._ctx.emit(
-                RaceHandledEvent(
-                    kind=RACE,
-                    action=action,
-                    middleware=self.display_name,
-                    details={
-                        "speech_id": handle.id,
-                        "tool": hold.tool,
-                        "on": hold.on,
-                        "held_s": held_s,
-                    },
-                )
+            self._ctx.race_handled(
+                self,
+                RACE,
+                action,
+                details={
+                    "speech_id": handle.id,
+                    "tool": hold.tool,
+                    "on": hold.on,
+                    "held_s": held_s,
+                },
             )
 
 

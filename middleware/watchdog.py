@@ -43,12 +43,10 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareError,
-    RaceDetectedEvent,
-    RaceHandledEvent,
     SpeechInfo,
+    get_logger,
 )
 from resilient_agent.errors import require_in_range
-from resilient_agent.log import get_logger
 
 from .audio_level import AudioLevelMeter
 from .playout_ledger import PlayoutLedger
@@ -284,20 +282,15 @@ class Watchdog(Middleware):
             await self._release_playout(ctx, stall)
 
     def _report(self, ctx: MiddlewareContext, stall: Stall) -> None:
-        details = stall.details()
-        ctx.emit(RaceDetectedEvent(kind=stall.kind, middleware=self.display_name, details=details))
-        logger.warning(stall.kind, **details)
+        ctx.race_detected(
+            self, stall.kind, details=stall.details(), counts={"watchdog_recoveries": 1}
+        )
 
     def _record(self, ctx: MiddlewareContext, stall: Stall, action: str, recovered: bool) -> None:
         record = {"kind": stall.kind, "action": action, "recovered": recovered}
         self.recovery_log.append(record)
-        ctx.emit(
-            RaceHandledEvent(
-                kind=stall.kind,
-                action=action,
-                middleware=self.display_name,
-                details={"recovered": recovered, **stall.details()},
-            )
+        ctx.race_handled(
+            self, stall.kind, action, details={"recovered": recovered, **stall.details()}
         )
 
     async def _end_user_turn(

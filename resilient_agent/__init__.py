@@ -10,8 +10,10 @@ from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
-from .hooks import HOOKS, Middleware, Position, ToolCallNext, UserTurnNext
+from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
+from .log import get_logger
 from .plugins import available_plugins, prewarm_plugins
+from .report import CallReport
 from .requests import (
     InferenceRequest,
     ShutdownDecision,
@@ -30,8 +32,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "HOOKS",
-    "InferenceRequest",
+    "CallReport",
     "ConversationState",
+    "InferenceNext",
+    "InferenceRequest",
     "Middleware",
     "MiddlewareContext",
     "MiddlewareError",
@@ -56,5 +60,6 @@ __all__ = [
     "current_tool",
     "default_middleware",
     "end_call_tool",
+    "get_logger",
     "prewarm_plugins",
 ]

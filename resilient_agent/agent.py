@@ -130,15 +130,25 @@ class ResilientAgent(Agent):
             return wrap_tool(tool, self._run_tool)
         return tool
 
-    def _emit(self, event: ResilientEvent) -> None:
+    def _emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
+        """The one place our events are counted and logged, then emitted."""
         if self._reporter is not None:
             self._reporter.record(event)
-        # one structured record per race and per action, beside the event on our emitter
-        self._log.info(event.type, **event.model_dump(exclude={"type", "created_at"}))
+        # one structured record per race, action and failure, beside the event on our emitter
+        fields = event.model_dump(exclude={"type", "created_at"})
+        if isinstance(event, MiddlewareErrorEvent):
+            self._log.error(event.type, exc_info=exc, **fields)
+        else:
+            self._log.info(event.type, **fields)
         self.events.emit(event.type, event)
 
-    def _on_hook_error(self, mw: Middleware, hook: str, exc: BaseException) -> None:
-        self._emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
+    def _on_hook_error(
+        self, mw: Middleware, hook: str, exc: BaseException, action: str = "continued_without_it"
+    ) -> None:
+        event = MiddlewareErrorEvent(
+            middleware=mw.display_name, hook=hook, error=repr(exc), action=action
+        )
+        self._emit(event, exc=exc)
 
     @property
     def call_report(self) -> CallReport | None:

@@ -23,7 +23,7 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 from .audio_observer import AudioObserver, FrameCallback
 from .chain import MiddlewareChain
 from .errors import MiddlewareNotUsed
-from .events import MiddlewareErrorEvent, ResilientEvent
+from .events import ResilientEvent
 from .hooks import Middleware
 from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
@@ -139,7 +139,7 @@ class SessionBridge:
             try:
                 await mw.aclose()
             except Exception as exc:
-                self._report(mw, "aclose", exc)
+                self.chain.report_error(mw, "aclose", exc)
 
     def _observe_audio(self, callback: FrameCallback) -> bool:
         if self._audio_observer is None:
@@ -154,10 +154,6 @@ class SessionBridge:
     def farewell_of(self, tool: str | None) -> SpeechInfo | None:
         """The last speech ``tool`` created in this session, if any."""
         return self._last_speech_by_tool.get(tool) if tool is not None else None
-
-    def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
-        logger.error("middleware_failed", middleware=mw.display_name, hook=hook, exc_info=exc)
-        self.ctx.emit(MiddlewareErrorEvent(middleware=mw.display_name, hook=hook, error=repr(exc)))
 
     # -- queue ---------------------------------------------------------------------------------
     def submit(self, hook: str, *args: Any, urgent: bool = False) -> None:

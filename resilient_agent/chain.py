@@ -28,7 +28,8 @@ logger = get_logger("chain")
 _POSITIONS = {"first": 0, "normal": 1, "last": 2}
 _PREFIXES = ("on_", "decide_", "wrap_")
 
-ErrorReporter = Callable[[Middleware, str, BaseException], None]
+ErrorReporter = Callable[[Middleware, str, BaseException, str], None]
+"""Told ``(middleware, hook, exception, action)`` when a middleware fails."""
 
 
 def _overridden(mw: Middleware, hook: str) -> bool:
@@ -167,16 +168,16 @@ class MiddlewareChain:
         """Whether any middleware overrides ``hook``."""
         return bool(self._handlers[hook])
 
-    def _report(self, mw: Middleware, hook: str, exc: BaseException) -> None:
-        logger.error(
-            "middleware_hook_failed",
-            middleware=mw.display_name,
-            hook=hook,
-            action="continued_without_it",
-            exc_info=exc,
-        )
+    def report_error(
+        self, mw: Middleware, hook: str, exc: BaseException, action: str = "continued_without_it"
+    ) -> None:
+        """Report a failing middleware: one ``middleware_error`` event and log record."""
         if self._on_error is not None:
-            self._on_error(mw, hook, exc)
+            self._on_error(mw, hook, exc, action)
+            return
+        logger.error(
+            "middleware_error", middleware=mw.display_name, hook=hook, action=action, exc_info=exc
+        )
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
         """Run every ``hook`` handler in order; a failure is reported and skipped."""
@@ -184,7 +185,7 @@ class MiddlewareChain:
             try:
                 await handler(ctx, *args)
             except Exception as exc:
-                self._report(mw, hook, exc)
+                self.report_error(mw, hook, exc)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None; a failing handler is skipped."""
@@ -192,7 +193,7 @@ class MiddlewareChain:
             try:
                 answer = handler(ctx, *args)
             except Exception as exc:
-                self._report(mw, hook, exc)
+                self.report_error(mw, hook, exc)
                 continue
             if answer is not None:
                 return answer

@@ -1,32 +1,57 @@
-"""The ``resilient-agent`` command."""
+"""The ``resilient-agent`` command: the race lab for LiveKit voice agents."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from .lab.run import AgentUnderTest, LabResult
 
 __all__ = ["main"]
 
+_DESCRIPTION = (
+    "resilient-agent replays the timing races of LiveKit voice agents (words lost while a "
+    "protected speech plays, a caller who talks in the gap before a tool's hold message, a "
+    "hang-up on a caller who interrupted the goodbye, a stuck VAD, a hung LLM) offline, on "
+    "virtual time, against real AgentSessions, and judges each call by what the caller "
+    "experienced. Start with: resilient-agent lab"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="resilient-agent", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="resilient-agent", description=_DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lab = commands.add_parser(
         "lab",
         help="run the race catalog offline against real AgentSessions",
         description=(
-            "Run the race catalog against a plain livekit.agents.Agent and ResilientAgent on "
-            "virtual time, print one line per call and a summary table. Exit code 0 only if "
-            "every contract holds for the agents under test."
+            "Run the race catalog against a plain livekit.agents.Agent (the reference, whose "
+            "races are expected to fail) and ResilientAgent (under test) on virtual time, print "
+            "one line per call and a summary table. With --agent module:Class only that class "
+            "runs, under test; the current directory is importable, so an app's own agent "
+            "works: resilient-agent lab --agent myapp:MyAgent. Exit code 0 only if every "
+            "contract holds for the agents under test, 1 if one breaks, 2 on a usage error."
         ),
     )
     lab.add_argument(
         "--agent",
         metavar="MODULE:CLASS",
-        help="run only this Agent subclass (under test), e.g. livekit.agents:Agent",
+        help="run only this Agent subclass (under test), e.g. myapp:MyAgent or "
+        "livekit.agents:Agent",
     )
     lab.add_argument("--only", metavar="REGEX", help="run only scenarios whose name matches")
     lab.add_argument(
@@ -46,13 +71,36 @@ def _parser() -> argparse.ArgumentParser:
         help="write every call's timeline (states, speech handles, tools, words) as JSON",
     )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    lab.add_argument(
+        "--fuzz",
+        metavar="N",
+        type=int,
+        help="run N seeded random calls instead of the catalog; failures are shrunk",
+    )
+    lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     return parser
 
 
+class _UsageError(Exception):
+    """A mistake in the command line: reported as one line on stderr, exit code 2."""
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.only is not None:
+        try:
+            re.compile(args.only)
+        except re.error as exc:
+            raise _UsageError(f"--only {args.only!r} is not a regular expression: {exc}") from exc
+    for option in ("json", "report", "timeline"):
+        path: Path | None = getattr(args, option)
+        if path is not None and not path.parent.is_dir():
+            raise _UsageError(f"--{option} {str(path)!r}: no directory {str(path.parent)!r}")
+
+
 def _lab(args: argparse.Namespace) -> int:
     from .lab.catalog import scenarios
-    from .lab.report import exit_code, format_line, print_summary, write_json
+    from .lab.report import exit_code, format_line, print_header, print_summary
     from .lab.run import (
         AgentPathError,
         AgentUnderTest,
@@ -62,6 +110,7 @@ def _lab(args: argparse.Namespace) -> int:
         select,
     )
 
+    _check_args(args)
     chosen = select(scenarios(), args.only)
     if args.list:
         for scenario in chosen:
@@ -69,8 +118,11 @@ def _lab(args: argparse.Namespace) -> int:
             print(f"{scenario.name:<52} {kind:<16} {scenario.description}")
         return 0
     if not chosen:
-        print(f"--only {args.only!r} matches no scenario (see --list)", file=sys.stderr)
-        return 2
+        raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
+    if args.agent and os.getcwd() not in sys.path:
+        # a console script does not put the current directory on the path; an app's module is
+        # usually right there
+        sys.path.insert(0, os.getcwd())
     try:
         agents = (
             [AgentUnderTest(args.agent, load_agent_class(args.agent))]
@@ -78,19 +130,32 @@ def _lab(args: argparse.Namespace) -> int:
             else default_agents()
         )
     except AgentPathError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+        raise _UsageError(str(exc)) from exc
 
+    if args.fuzz is not None:
+        from .lab.fuzz import run_fuzz_command
+
+        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout)
     started = time.perf_counter()
+    print_header(agents, sys.stdout)
 
-    def show(result: object) -> None:
+    def show(result: LabResult) -> None:
         if not args.quiet:
-            print(format_line(result), flush=True)  # type: ignore[arg-type]
+            print(format_line(result), flush=True)
 
     results = run_lab(chosen, agents, sweep=args.sweep, on_result=show)
     print_summary(results, agents, sys.stdout)
     print(f"wall time: {time.perf_counter() - started:.1f}s")
+    _write_outputs(args, results, agents)
+    return exit_code(results, agents)
+
+
+def _write_outputs(
+    args: argparse.Namespace, results: Sequence[LabResult], agents: Sequence[AgentUnderTest]
+) -> None:
     if args.json is not None:
+        from .lab.report import write_json
+
         write_json(results, args.json)
         print(f"results written to {args.json}")
     if args.timeline is not None:
@@ -103,14 +168,22 @@ def _lab(args: argparse.Namespace) -> int:
 
         write_report(results, agents, args.report)
         print(f"report written to {args.report}")
-    return exit_code(results, agents)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``resilient-agent`` console script."""
+    """Entry point of the ``resilient-agent`` console script.
+
+    Returns:
+        0 when every contract holds for the agents under test, 1 when one breaks, 2 on a usage
+        error (reported as one line on stderr).
+    """
     args = _parser().parse_args(argv)
-    if args.command == "lab":
-        return _lab(args)
+    try:
+        if args.command == "lab":
+            return _lab(args)
+    except _UsageError as exc:
+        print(f"resilient-agent {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

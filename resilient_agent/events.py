@@ -24,18 +24,22 @@ def _now() -> float:
 
 
 class MiddlewareErrorEvent(BaseModel):
-    """A middleware hook raised; the chain went on without it.
+    """A middleware hook failed (raised, hung, or answered with nothing usable).
+
+    The chain went on as if that middleware were absent for that step.
 
     Attributes:
         middleware: The middleware's name.
-        hook: The hook that raised.
-        error: ``repr`` of the exception.
+        hook: The hook (or ``setup``/``aclose``) that failed.
+        error: ``repr`` of the exception, or what was wrong.
+        action: What the chain did instead, e.g. ``"bypassed"``, ``"kept_inner_result"``.
     """
 
     type: Literal["middleware_error"] = "middleware_error"
     middleware: str
     hook: str
     error: str
+    action: str = "continued_without_it"
     created_at: float = Field(default_factory=_now)
 
 
@@ -46,12 +50,14 @@ class RaceDetectedEvent(BaseModel):
         kind: Which race, e.g. ``"speech_over_speaking_user"``.
         middleware: Who saw it.
         details: Ids and timings; never transcripts.
+        counts: Counters this event adds to ``CallReport.counters`` (e.g. ``{"stalls": 1}``).
     """
 
     type: Literal["race_detected"] = "race_detected"
     kind: str
     middleware: str
     details: dict[str, Any] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
     created_at: float = Field(default_factory=_now)
 
 
@@ -63,6 +69,7 @@ class RaceHandledEvent(BaseModel):
         action: What it did, e.g. ``"merged_into_next_turn"``.
         middleware: Who acted.
         details: Ids and timings; never transcripts.
+        counts: Counters this event adds to ``CallReport.counters`` (e.g. ``{"words": 5}``).
     """
 
     type: Literal["race_handled"] = "race_handled"
@@ -70,6 +77,7 @@ class RaceHandledEvent(BaseModel):
     action: str
     middleware: str
     details: dict[str, Any] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
     created_at: float = Field(default_factory=_now)
 
 

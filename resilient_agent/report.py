@@ -10,7 +10,10 @@ from pydantic import BaseModel, Field
 
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 
-__all__ = ["CallReport", "CallReporter"]
+__all__ = ["SHUTDOWN_REQUEST", "CallReport", "CallReporter"]
+
+SHUTDOWN_REQUEST = "shutdown_request"
+"""The race kind the core's own shutdown gate reports each hang-up decision under."""
 
 
 def _now() -> float:
@@ -18,27 +21,25 @@ def _now() -> float:
 
 
 class CallReport(BaseModel):
-    """A session's races and actions, counted.
+    """A session's races and actions, counted from the events the middleware emitted.
+
+    The core knows no middleware by name: each event may carry ``counts`` (e.g. a middleware that
+    recovers words sends ``{"words": 5}``), and the report sums them into ``counters``.
 
     Attributes:
         call_id: The id the library's log records carry for this session.
         races: Races detected, by kind.
         actions: Actions taken, as ``"kind:action"``.
-        words_recovered: Words livekit withheld from the STT that were recovered.
-        dropped_turns_answered: User turns livekit dropped that were answered.
-        watchdog_recoveries: Stalls the watchdog found (stuck turns, replies waiting for a
-            silence, hanging replies, interrupted speeches not done); ``races`` has each kind.
+        counters: The sum of every event's ``counts``, by name.
         shutdown_decisions: Each hang-up request's outcome, in order (``hung_up``/``kept_call``).
-        middleware_errors: Hook failures, as ``"middleware.hook"``.
+        middleware_errors: Middleware failures, as ``"middleware.hook"``.
     """
 
     type: Literal["call_report"] = "call_report"
     call_id: str
     races: dict[str, int] = Field(default_factory=dict)
     actions: dict[str, int] = Field(default_factory=dict)
-    words_recovered: int = 0
-    dropped_turns_answered: int = 0
-    watchdog_recoveries: int = 0
+    counters: dict[str, int] = Field(default_factory=dict)
     shutdown_decisions: list[str] = Field(default_factory=list)
     middleware_errors: list[str] = Field(default_factory=list)
     created_at: float = Field(default_factory=_now)
@@ -51,8 +52,7 @@ class CallReporter:
         self.call_id = call_id
         self._races: Counter[str] = Counter()
         self._actions: Counter[str] = Counter()
-        self._words = 0
-        self._stalls = 0
+        self._counters: Counter[str] = Counter()
         self._shutdowns: list[str] = []
         self._errors: list[str] = []
 
@@ -60,13 +60,11 @@ class CallReporter:
         """Count one event."""
         if isinstance(event, RaceDetectedEvent):
             self._races[event.kind] += 1
-            if event.middleware == "Watchdog":
-                self._stalls += 1
+            self._counters.update(event.counts)
         elif isinstance(event, RaceHandledEvent):
             self._actions[f"{event.kind}:{event.action}"] += 1
-            if event.action == "recovered_words":
-                self._words += int(event.details.get("words", 0))
-            if event.kind == "shutdown_request":
+            self._counters.update(event.counts)
+            if event.kind == SHUTDOWN_REQUEST:
                 self._shutdowns.append(event.action)
         elif isinstance(event, MiddlewareErrorEvent):
             self._errors.append(f"{event.middleware}.{event.hook}")
@@ -77,9 +75,7 @@ class CallReporter:
             call_id=self.call_id,
             races=dict(self._races),
             actions=dict(self._actions),
-            words_recovered=self._words,
-            dropped_turns_answered=self._actions["dropped_user_turn:answered"],
-            watchdog_recoveries=self._stalls,
+            counters=dict(self._counters),
             shutdown_decisions=list(self._shutdowns),
             middleware_errors=list(self._errors),
         )

@@ -21,8 +21,8 @@ from livekit.agents import AgentSession, get_job_context
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
-from .events import RaceHandledEvent
 from .log import get_logger
+from .report import SHUTDOWN_REQUEST
 from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
 from .state import MiddlewareContext
 from .tools import current_tool, outside_tools
@@ -163,13 +163,11 @@ class ShutdownGate:
         )
 
     def _report(self, request: ShutdownRequest, decision: ShutdownDecision, action: str) -> None:
-        self._ctx.emit(
-            RaceHandledEvent(
-                kind="shutdown_request",
-                action=action,
-                middleware="ShutdownGate",
-                details={"source": request.source, "tool": request.tool, "reason": decision.reason},
-            )
+        self._ctx.race_handled(
+            "ShutdownGate",
+            SHUTDOWN_REQUEST,
+            action,
+            details={"source": request.source, "tool": request.tool, "reason": decision.reason},
         )
 
     async def _decide(self, request: ShutdownRequest, proceed: Proceed) -> None:
@@ -193,12 +191,6 @@ class ShutdownGate:
                 await asyncio.wait_for(_speech_done(speech), timeout=remaining)
         self.decisions.append((request, decision))
         if decision.action == "veto":
-            logger.info(
-                "shutdown_vetoed",
-                source=request.source,
-                tool=request.tool,
-                reason=decision.reason,
-            )
             self._report(request, decision, "kept_call")
             return
         if decision.tail_pad_s > 0:

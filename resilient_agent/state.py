@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from livekit.agents import AgentSession
 
 from .audio_observer import FrameCallback
-from .events import ResilientEvent
+from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 from .requests import SpeechInfo, ToolCall
 
 if TYPE_CHECKING:
@@ -52,6 +52,19 @@ class ConversationState:
         return [s for s in self.speeches.values() if not s.handle.allow_interruptions]
 
 
+class Named(Protocol):
+    """Anything with a ``display_name`` (every ``Middleware``)."""
+
+    @property
+    def display_name(self) -> str:
+        """The name events and logs carry."""
+        ...
+
+
+def _name_of(by: Named | str) -> str:
+    return by if isinstance(by, str) else by.display_name
+
+
 @dataclass
 class MiddlewareContext:
     """What every hook receives first: the session, the agent, the state and an emitter.
@@ -60,7 +73,8 @@ class MiddlewareContext:
         session: The livekit session.
         agent: The ``ResilientAgent`` running in it.
         state: The conversation snapshot.
-        emit: Emits one of our events on the agent's emitter.
+        emit: Emits one of our events on the agent's emitter (prefer :meth:`race_detected`
+            and :meth:`race_handled`).
         observe_audio: Registers a callback shown every frame of the caller's audio with the
             loop time it passed at; returns False when the session has no audio input.
     """
@@ -70,3 +84,56 @@ class MiddlewareContext:
     state: ConversationState
     emit: Callable[[ResilientEvent], None]
     observe_audio: Callable[[FrameCallback], bool] = lambda _callback: False
+
+    def race_detected(
+        self,
+        by: Named | str,
+        kind: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> None:
+        """Report a race: one ``race_detected`` event, one log record, one count in the report.
+
+        Args:
+            by: The middleware that saw it (or its name).
+            kind: Which race, e.g. ``"speech_over_speaking_user"``.
+            details: Ids and timings; never transcripts.
+            counts: Counters to add to ``CallReport.counters``.
+        """
+        self.emit(
+            RaceDetectedEvent(
+                kind=kind,
+                middleware=_name_of(by),
+                details=dict(details or {}),
+                counts=dict(counts or {}),
+            )
+        )
+
+    def race_handled(
+        self,
+        by: Named | str,
+        kind: str,
+        action: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> None:
+        """Report an action on a race: one ``race_handled`` event, log record and count.
+
+        Args:
+            by: The middleware that acted (or its name).
+            kind: Which race.
+            action: What it did, e.g. ``"merged_into_next_turn"``.
+            details: Ids and timings; never transcripts.
+            counts: Counters to add to ``CallReport.counters``.
+        """
+        self.emit(
+            RaceHandledEvent(
+                kind=kind,
+                action=action,
+                middleware=_name_of(by),
+                details=dict(details or {}),
+                counts=dict(counts or {}),
+            )
+        )

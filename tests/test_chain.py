@@ -146,7 +146,7 @@ def test_decide_returns_the_first_answer_and_skips_failures() -> None:
 
     chain = MiddlewareChain(
         [Broken(), Abstain(), Protect(), Allow()],
-        on_error=lambda mw, hook, exc: errors.append(f"{mw.display_name}.{hook}"),
+        on_error=lambda mw, hook, exc, _action: errors.append(f"{mw.display_name}.{hook}"),
     )
     assert chain.decide("decide_speech", CTX, None) == SpeechDecision.protect("tool")
     assert errors == ["Broken.decide_speech"]
@@ -162,7 +162,7 @@ def test_a_failing_notify_hook_is_reported_and_the_chain_goes_on() -> None:
 
     chain = MiddlewareChain(
         [Failing(), Recorder("after", log)],
-        on_error=lambda mw, hook, exc: errors.append(f"{mw.display_name}.{hook}:{exc}"),
+        on_error=lambda mw, hook, exc, _action: errors.append(f"{mw.display_name}.{hook}:{exc}"),
     )
     run(chain.notify("on_session_start", CTX))
     assert errors == ["Failing.on_session_start:bad"]

@@ -19,7 +19,7 @@ from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
 
 NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
 TYPED = "do you have a table for two tonight"
-DEFERRED = "interrupt_deferred_to_protected_speech"
+DEFERRED = "deferred_to_protected_speech"
 
 
 def catalog(name: str) -> Scenario:
@@ -62,9 +62,9 @@ def test_a_message_typed_over_protected_speech_is_answered_after_it() -> None:
     # the typed turn pins user_state to "speaking" for no time at all: that is not speech whose
     # audio livekit withheld, so nothing is re-transcribed
     assert race_actions(outcome) == [("protected_speech_interrupt", "deferred_to_protected_speech")]
-    deferred = [e for e in logs if e.get("event") == DEFERRED]
-    assert len(deferred) == 1
-    assert "protected" in deferred[0]["why"]
+    deferred = [e for e in logs if e.get("action") == DEFERRED]
+    assert len(deferred) == 1 and deferred[0]["event"] == "race_handled"
+    assert "protected" in deferred[0]["details"]["why"]
 
 
 def _interrupting_agent(*, protected: bool, force: bool, at: float, seen: dict[str, Any]) -> Any:

@@ -161,17 +161,17 @@ def test_without_pause_capability_the_speech_is_not_held_and_that_is_logged_once
     assert outcome.lost_words == 0
 
 
-def test_holds_and_releases_are_logged() -> None:
+def test_holds_and_releases_are_logged_once_each() -> None:
     with capture_logs() as logs:
         run_scenario(GAP, ResilientAgent)
     logged = [
-        (r["event"], r.get("action"))
+        (r["event"], r.get("action"), r["details"].get("held"))
         for r in logs
-        if r["event"] in ("protected_speech_held", "protected_speech_released")
+        if r["event"] in ("race_detected", "race_handled") and r.get("kind") == RACE
     ]
     assert logged == [
-        ("protected_speech_held", None),
-        ("protected_speech_released", "caller_stopped"),
+        ("race_detected", None, True),
+        ("race_handled", "caller_stopped", None),
     ]
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "handoff_agent",
     "late_protecting_agent",
     "plain_agent",
+    "protected_handoff_agent",
 ]
 
 ToolStyle = Literal["plain", "disallow", "protected_say", "disallow_and_say"]
@@ -36,6 +37,9 @@ INSTRUCTIONS = "You are a helpful restaurant assistant. Keep answers short."
 FAREWELL = "Thank you for calling, goodbye and have a great evening!"
 HOLD_MESSAGE = "One moment while I book that table for you."
 FILLER = "Let me think about that for a second."
+TRANSFER_MESSAGE = (
+    "Please hold on while I transfer you to our manager, who will be with you in just a moment."
+)
 
 
 def plain_agent(base: type[Agent]) -> Agent:
@@ -247,3 +251,31 @@ def filler_agent(base: type[Agent]) -> Agent:
             self.session.say(FILLER, allow_interruptions=False)
 
     return FillerAgent()
+
+
+def protected_handoff_agent(*, delay_s: float) -> AgentFactory:
+    """A front desk whose transfer tool hands the call over during a protected message.
+
+    The tool says a long protected message and hands the call to the manager ``delay_s`` into
+    it, while the message still plays.
+    """
+
+    def build(base: type[Agent]) -> Agent:
+        class Manager(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="You are the manager. " + INSTRUCTIONS)
+
+        class FrontDesk(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            @function_tool
+            async def transfer_to_manager(self, ctx: RunContext[None]) -> None:
+                """Hand the call to the manager."""
+                ctx.session.say(TRANSFER_MESSAGE, allow_interruptions=False)
+                await asyncio.sleep(delay_s)  # opening the manager's line
+                ctx.session.update_agent(Manager())
+
+        return FrontDesk()
+
+    return build

@@ -69,9 +69,20 @@ _GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)
 
 
 def _tool_gap() -> list[Scenario]:
+    return [
+        *_tool_gap_holds(),
+        *_tool_gap_slow_tools(),
+        *_tool_gap_resumed_preamble(),
+        *_tool_gap_vad_faults(),
+    ]
+
+
+_CHANGE = "actually make it nine instead"
+
+
+def _tool_gap_holds() -> list[Scenario]:
     found = []
-    change = "actually make it nine instead"
-    change_over_hold = Utterance(3.7, 5.4, change, reply_within=_AFTER_HELD_MESSAGE_BOUND)
+    change_over_hold = Utterance(3.7, 5.4, _CHANGE, reply_within=_AFTER_HELD_MESSAGE_BOUND)
     for style in ("protected_say", "disallow_and_say"):
         found.append(
             Scenario(
@@ -88,6 +99,11 @@ def _tool_gap() -> list[Scenario]:
                 sweep=Sweep(utterance=1, start=3.4, stop=5.0, step=0.1),
             )
         )
+    return found
+
+
+def _tool_gap_slow_tools() -> list[Scenario]:
+    found = []
     found.append(
         Scenario(
             name="tool_gap/business_logic_long",
@@ -99,7 +115,7 @@ def _tool_gap() -> list[Scenario]:
             agent=agents.booking_agent("protected_say", work_seconds=9.0),
             utterances=(
                 dataclasses.replace(_ASK_BOOKING, reply_within=14.0),
-                Utterance(6.5, 7.8, change),
+                Utterance(6.5, 7.8, _CHANGE),
             ),
             llm=(_BOOK, _BOOKED),
             duration=25.0,
@@ -117,7 +133,7 @@ def _tool_gap() -> list[Scenario]:
             agent=agents.booking_agent("plain", work_seconds=7.0),
             utterances=(
                 dataclasses.replace(_ASK_BOOKING, reply_within=12.0),
-                Utterance(4.5, 5.8, change),
+                Utterance(4.5, 5.8, _CHANGE),
             ),
             llm=(_BOOK, _BOOKED),
             duration=25.0,
@@ -147,6 +163,11 @@ def _tool_gap() -> list[Scenario]:
             duration=25.0,
         )
     )
+    return found
+
+
+def _tool_gap_resumed_preamble() -> list[Scenario]:
+    found = []
     found.append(
         Scenario(
             name="tool_gap/protected_on_resume",
@@ -174,6 +195,11 @@ def _tool_gap() -> list[Scenario]:
             sweep=Sweep(utterance=1, start=3.9, stop=4.5, step=0.1),
         )
     )
+    return found
+
+
+def _tool_gap_vad_faults() -> list[Scenario]:
+    found = []
     faults: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")
     for mode in faults:
         found.append(
@@ -187,7 +213,7 @@ def _tool_gap() -> list[Scenario]:
                 agent=agents.booking_agent("disallow_and_say", work_seconds=2.0),
                 utterances=(
                     _ASK_BOOKING,
-                    Utterance(3.7, 5.4, change, reply_within=_AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND),
+                    Utterance(3.7, 5.4, _CHANGE, reply_within=_AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND),
                 ),
                 llm=(_BOOK, _BOOKED),
                 vad_fault=VADFault(mode=mode, utterance=1),

@@ -9,11 +9,32 @@ from typing import TextIO
 
 from .run import AgentUnderTest, LabResult
 
-__all__ = ["exit_code", "format_line", "print_summary", "write_json"]
+__all__ = ["exit_code", "format_line", "print_header", "print_summary", "write_json"]
 
 
 def _figure(value: float | None, unit: str = "s") -> str:
     return "-" if value is None else f"{value:.2f}{unit}"
+
+
+def print_header(agents: Sequence[AgentUnderTest], out: TextIO) -> None:
+    """One line saying which rows are the reference, expected to fail, and which decide."""
+    references = [a.label for a in agents if a.reference]
+    under_test = [a.label for a in agents if not a.reference]
+    if references and under_test:
+        print(
+            f"{', '.join(references)} rows are the reference (plain livekit.agents.Agent, the "
+            f"same app code): they show each race, so FAIL is expected there. "
+            f"{', '.join(under_test)} rows are under test and decide the exit code.",
+            file=out,
+        )
+    elif references:
+        print(
+            f"{', '.join(references)} runs alone as the reference: every race should FAIL "
+            "and every control pass.",
+            file=out,
+        )
+    else:
+        print(f"{', '.join(under_test)} is under test: every row should pass.", file=out)
 
 
 def format_line(result: LabResult) -> str:

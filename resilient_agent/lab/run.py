@@ -92,24 +92,48 @@ class LabResult:
 
 
 class AgentPathError(ValueError):
-    """``--agent`` does not name an importable ``Agent`` subclass."""
+    """``--agent`` does not name an importable ``Agent`` subclass; the message says which part."""
 
 
 def load_agent_class(path: str) -> type[Agent]:
-    """Import ``module:Class`` and check it is an ``Agent`` subclass."""
+    """Import ``module:Class`` and check it is an ``Agent`` subclass.
+
+    Raises:
+        AgentPathError: The path is malformed, the module is missing or fails to import, it has
+            no such attribute, or the attribute is not an ``Agent`` subclass; one line each.
+    """
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise AgentPathError(f"--agent {path!r}: expected 'module:Class', e.g. {BASELINE_PATH}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentPathError(f"--agent {path!r}: cannot import {module_name!r} ({exc})") from exc
-    cls = getattr(module, attr, None)
+    module = _import_module(path, module_name)
+    if not hasattr(module, attr):
+        raise AgentPathError(f"--agent {path!r}: module {module_name!r} has no attribute {attr!r}")
+    cls = getattr(module, attr)
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        what = "a class" if isinstance(cls, type) else f"a {type(cls).__name__} object"
         raise AgentPathError(
-            f"--agent {path!r}: {attr!r} is not a livekit.agents.Agent subclass in {module_name}"
+            f"--agent {path!r}: {attr!r} in {module_name} is {what} but not a "
+            "livekit.agents.Agent subclass"
         )
     return cls
+
+
+def _import_module(path: str, module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise AgentPathError(
+                f"--agent {path!r}: no module named {exc.name!r} (looked in the current "
+                "directory and the installed packages)"
+            ) from exc
+        raise AgentPathError(
+            f"--agent {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:  # an app module may fail any way when imported
+        raise AgentPathError(
+            f"--agent {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def default_agents() -> list[AgentUnderTest]:

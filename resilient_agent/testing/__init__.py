@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from .audio import NoiseWindow, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import VirtualTimeLoop, run_virtual, virtual_time
-from .contracts import CallOutcome, HeardSentence, evaluate, heard_sentences
+from .contracts import (
+    CallOutcome,
+    HeardSentence,
+    InputVerdict,
+    WordVerdict,
+    evaluate,
+    heard_sentences,
+)
 from .job import JobRecorder, recorded_job_context
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .recorder import CallRecorder, LivekitLogCapture
@@ -31,6 +38,7 @@ __all__ = [
     "CallRecorder",
     "CallWorld",
     "HeardSentence",
+    "InputVerdict",
     "JobRecorder",
     "LLMRequest",
     "LLMRule",
@@ -51,6 +59,7 @@ __all__ = [
     "VADFault",
     "VADFaultMode",
     "VirtualTimeLoop",
+    "WordVerdict",
     "evaluate",
     "heard_sentences",
     "recorded_job_context",

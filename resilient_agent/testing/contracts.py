@@ -18,8 +18,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,9 +32,14 @@ if TYPE_CHECKING:
     from .scenario import CallerInput, Scenario
 
 __all__ = [
+    "CONTRACTS",
+    "CallEvidence",
     "CallOutcome",
+    "Contract",
     "HeardSentence",
+    "InputVerdict",
     "TalkOver",
+    "WordVerdict",
     "evaluate",
     "heard_sentences",
     "protected_talk_over",
@@ -71,6 +78,53 @@ class HeardSentence:
         return self.started_at is not None and self.heard >= self.length - _HEARD_TOLERANCE_S
 
 
+@dataclass(frozen=True)
+class WordVerdict:
+    """One word the caller said or typed, and whether it reached the LLM.
+
+    Attributes:
+        text: The word as scripted.
+        reached_llm_at: Call seconds of the first LLM request, made after its utterance began
+            (or its message arrived), whose context carried it; None if none did: the word is
+            lost.
+    """
+
+    text: str
+    reached_llm_at: float | None
+
+    @property
+    def lost(self) -> bool:
+        """Whether the word never reached the LLM."""
+        return self.reached_llm_at is None
+
+
+@dataclass(frozen=True)
+class InputVerdict:
+    """The contracts' verdict on one utterance or typed message: the one source of it.
+
+    The lab's timeline and report read these rather than judging the call again.
+
+    Attributes:
+        kind: ``utterance`` or ``typed``.
+        number: 1-based, in script order within its kind.
+        label: How broken contracts name it (``utterance 2 (3.0-4.5s)``).
+        words: Each word and whether it reached the LLM.
+        reply_latency_s: End of speech (or arrival) to the first audio of its answer; None
+            if it was not answered audibly to the end, or expects no reply.
+    """
+
+    kind: Literal["utterance", "typed"]
+    number: int
+    label: str
+    words: tuple[WordVerdict, ...]
+    reply_latency_s: float | None = None
+
+    @property
+    def lost_words(self) -> int:
+        """Words that never reached the LLM."""
+        return sum(1 for w in self.words if w.lost)
+
+
 @dataclass
 class CallOutcome:
     """The verdict on one call and the figures behind it.
@@ -91,6 +145,7 @@ class CallOutcome:
             latency (None if unanswered).
         talked_over_s: The most protected speech that played over a caller who was already
             speaking when it began or resumed (see :func:`protected_talk_over`).
+        inputs: Per utterance, then per typed message, the verdict on its words and answer.
     """
 
     passed: bool
@@ -105,6 +160,7 @@ class CallOutcome:
     race_events: list[dict[str, Any]] = field(default_factory=list)
     reply_latencies_s: list[float | None] = field(default_factory=list)
     talked_over_s: float = 0.0
+    inputs: list[InputVerdict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -196,28 +252,46 @@ def heard_sentences(world: CallWorld) -> list[HeardSentence]:
     return result
 
 
-def _labelled_inputs(scenario: Scenario) -> list[tuple[str, CallerInput]]:
-    """Every utterance and typed message, with the label its broken contracts are reported by."""
-    labelled: list[tuple[str, CallerInput]] = [
-        (f"utterance {number} ({u.start:.1f}-{u.end:.1f}s)", u)
-        for number, u in enumerate(scenario.utterances, start=1)
+def _labelled_inputs(scenario: Scenario) -> list[tuple[InputVerdict, CallerInput]]:
+    """Every utterance and typed message, with an empty verdict carrying its label."""
+    labelled: list[tuple[InputVerdict, CallerInput]] = [
+        (InputVerdict("utterance", n, f"utterance {n} ({u.start:.1f}-{u.end:.1f}s)", ()), u)
+        for n, u in enumerate(scenario.utterances, start=1)
     ]
     labelled += [
-        (f"typed message {number} (at {t.at:.1f}s)", t)
-        for number, t in enumerate(scenario.typed, start=1)
+        (InputVerdict("typed", n, f"typed message {n} (at {t.at:.1f}s)", ()), t)
+        for n, t in enumerate(scenario.typed, start=1)
     ]
     return labelled
 
 
-def evaluate(world: CallWorld) -> CallOutcome:
-    """Judge one finished call against the contracts."""
-    scenario = world.scenario
-    reasons: list[str] = []
-    sentences = heard_sentences(world)
-    t0 = world.t0
-    requests = [(r.at - t0, r) for r in world.llm.requests]
+@dataclass
+class CallEvidence:
+    """What one finished call left behind, gathered once for every contract to read.
 
-    # Each sentence belongs to the latest LLM answer, made before it was synthesized, that says it.
+    Attributes:
+        world: The call.
+        sentences: Every synthesized sentence, as heard.
+        requests: Every LLM request with its call seconds.
+        owned: Per index into ``requests``, the sentences of its answer: each sentence belongs
+            to the latest request, made before it was synthesized, whose reply says it.
+        inputs: Per utterance, then per typed message, its verdict (filled by the word and
+            reply contracts) and the input itself.
+        talk_over: Protected speech that began or resumed over a speaking caller.
+    """
+
+    world: CallWorld
+    sentences: list[HeardSentence]
+    requests: list[tuple[float, Any]]
+    owned: dict[int, list[HeardSentence]]
+    inputs: list[tuple[InputVerdict, CallerInput]]
+    talk_over: list[TalkOver]
+
+
+def gather_evidence(world: CallWorld) -> CallEvidence:
+    """The evidence every contract reads, with each input's words and answer judged."""
+    sentences = heard_sentences(world)
+    requests = [(r.at - world.t0, r) for r in world.llm.requests]
     owned: dict[int, list[HeardSentence]] = {}
     for sentence in sentences:
         owner = None
@@ -226,119 +300,221 @@ def evaluate(world: CallWorld) -> CallOutcome:
                 owner = index
         if owner is not None:
             owned.setdefault(owner, []).append(sentence)
-
-    latencies: list[float] = []
-    per_utterance: list[float | None] = []
-    lost_words = 0
-    for label, utterance in _labelled_inputs(scenario):
-        seen = [
-            (index, at, request)
-            for index, (at, request) in enumerate(requests)
-            if at >= utterance.start
-        ]
-        reached: set[str] = set()
-        for _, _, request in seen:
-            for text in request.user_texts:
-                reached |= _words(text)
-        missing = [w for w in utterance.words if w.lower().strip(".,?!") not in reached]
-        if missing:
-            lost_words += len(missing)
-            reasons.append(f"{label}: {len(missing)} word(s) never reached the LLM")
-        if not utterance.expect_reply:
-            continue
-        answers = []
-        for index, _, request in seen:
-            if not (_words(utterance.text) <= {w for t in request.user_texts for w in _words(t)}):
-                continue
-            spoken = owned.get(index, [])
-            if spoken and all(s.complete for s in spoken):
-                first = min(s.started_at for s in spoken if s.started_at is not None)
-                if first >= utterance.end:
-                    answers.append(first - utterance.end)
-        if not answers:
-            reasons.append(f"{label}: never answered audibly to the end")
-            per_utterance.append(None)
-            continue
-        latency = min(answers)
-        latencies.append(latency)
-        per_utterance.append(round(latency, 3))
-        bound = (
-            utterance.reply_within if utterance.reply_within is not None else (scenario.reply_bound)
+    evidence = CallEvidence(world, sentences, requests, owned, _labelled_inputs(world.scenario), [])
+    evidence.inputs = [
+        (
+            dataclasses.replace(
+                verdict,
+                words=_word_verdicts(evidence, caller_input),
+                reply_latency_s=_reply_latency(evidence, caller_input),
+            ),
+            caller_input,
         )
-        if latency > bound:
-            reasons.append(f"{label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
+        for verdict, caller_input in evidence.inputs
+    ]
+    evidence.talk_over = protected_talk_over(world)
+    return evidence
 
-    # the same answer to the same conversation, heard twice: one turn was answered twice (a
-    # caller who repeats themselves makes a new conversation, whose answer may be the same)
+
+def _word_verdicts(evidence: CallEvidence, said: CallerInput) -> tuple[WordVerdict, ...]:
+    """Each word of ``said`` with the first request made after it began that carried it."""
+    seen = [
+        (at, {w for t in request.user_texts for w in _words(t)})
+        for at, request in evidence.requests
+        if at >= said.start
+    ]
+    verdicts = []
+    for word in said.words:
+        key = word.lower().strip(".,?!")
+        reached = next((at for at, words in seen if key in words), None)
+        verdicts.append(WordVerdict(word, None if reached is None else round(reached, 3)))
+    return tuple(verdicts)
+
+
+def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
+    """End of ``said`` to the first audio of an answer heard to the end, None if none was.
+
+    An answer is a request made after ``said`` began whose context holds all its words, and
+    whose sentences all played to the end, starting after the caller stopped.
+    """
+    if not said.expect_reply:
+        return None
+    answers = []
+    for index, (at, request) in enumerate(evidence.requests):
+        if at < said.start:
+            continue
+        if not (_words(said.text) <= {w for t in request.user_texts for w in _words(t)}):
+            continue
+        spoken = evidence.owned.get(index, [])
+        if spoken and all(s.complete for s in spoken):
+            first = min(s.started_at for s in spoken if s.started_at is not None)
+            if first >= said.end:
+                answers.append(first - said.end)
+    return round(min(answers), 3) if answers else None
+
+
+Contract = Callable[[CallEvidence], list[str]]
+"""A contract: the evidence of one call in, one line per breach out (empty when it held)."""
+
+
+def every_word_reaches_the_llm(evidence: CallEvidence) -> list[str]:
+    """Every word the caller said or typed reaches the LLM."""
+    return [
+        f"{verdict.label}: {verdict.lost_words} word(s) never reached the LLM"
+        for verdict, _ in evidence.inputs
+        if verdict.lost_words
+    ]
+
+
+def every_input_answered_in_time(evidence: CallEvidence) -> list[str]:
+    """Every input that expects a reply is answered audibly to the end, within its bound."""
+    reasons = []
+    for verdict, said in evidence.inputs:
+        if not said.expect_reply:
+            continue
+        latency = verdict.reply_latency_s
+        if latency is None:
+            reasons.append(f"{verdict.label}: never answered audibly to the end")
+            continue
+        bound = said.reply_within
+        if bound is None:
+            bound = evidence.world.scenario.reply_bound
+        if latency > bound:
+            reasons.append(f"{verdict.label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
+    return reasons
+
+
+def no_answer_heard_twice(evidence: CallEvidence) -> list[str]:
+    """No LLM answer is heard twice to the end for the same conversation.
+
+    A caller who repeats themselves makes a new conversation, whose answer may be the same.
+    """
     heard_in_full: dict[tuple[str, tuple[str, ...]], int] = {}
-    for owner, spoken in owned.items():
+    for owner, spoken in evidence.owned.items():
         for sentence in spoken:
             if sentence.complete:
-                key = (sentence.text, requests[owner][1].user_texts)
+                key = (sentence.text, evidence.requests[owner][1].user_texts)
                 heard_in_full[key] = heard_in_full.get(key, 0) + 1
-    for (text, _), times in heard_in_full.items():
-        if times > 1:
-            reasons.append(f"answer heard {times} times: {text!r}")
+    return [
+        f"answer heard {times} times: {text!r}"
+        for (text, _), times in heard_in_full.items()
+        if times > 1
+    ]
 
-    if world.end_user_state == "speaking":
-        reasons.append("user_state stuck at 'speaking'")
-    unfinished = len(world.unfinished_handles)
-    if unfinished:
-        reasons.append(f"{unfinished} speech handle(s) never finished")
-    timeouts = world.logs.count(INTERRUPTION_TIMEOUT_LOG)
-    if timeouts:
-        reasons.append(f"{timeouts} x '{INTERRUPTION_TIMEOUT_LOG}'")
 
-    if world.close_deadlocked:
-        reasons.append("the session could not be closed (deadlock)")
+def user_state_not_stuck(evidence: CallEvidence) -> list[str]:
+    """``user_state`` is not stuck at ``speaking`` when the call is over."""
+    if evidence.world.end_user_state == "speaking":
+        return ["user_state stuck at 'speaking'"]
+    return []
 
-    talk_over = protected_talk_over(world)
-    tolerance = scenario.talk_over_tolerance
-    for over in talk_over:
-        if tolerance is not None and over.seconds > tolerance:
-            verb = "began" if over.on == "start" else "resumed"
-            reasons.append(
-                f"protected speech {verb} at {over.began_at:.2f}s over utterance "
-                f"{over.utterance + 1} and played {over.seconds:.2f}s over the caller "
-                f"(tolerance {tolerance:.1f}s)"
-            )
 
-    hung_up = world.job.hung_up_at is not None or world.closed_by_app
-    farewell_heard = False
-    expected_hang_up = False
-    if scenario.farewell is not None:
-        # TTS may split the farewell into sentences: it is heard when every part played out
-        parts = [s for s in sentences if s.text and s.text in scenario.farewell]
-        said = _words(" ".join(s.text for s in parts))
-        farewell_heard = bool(parts) and _words(scenario.farewell) <= said
-        farewell_heard = farewell_heard and all(s.complete for s in parts)
-        if farewell_heard:
-            began = min(s.started_at for s in parts if s.started_at is not None)
-            spoke_after = any(u.end > began for u in scenario.caller_inputs)
-            expected_hang_up = not spoke_after
-    if hung_up and not expected_hang_up:
-        why = (
-            "the farewell was not heard to the end"
-            if not farewell_heard
-            else ("the caller spoke after the farewell began")
-        )
-        if scenario.farewell is None:
+def every_speech_finishes(evidence: CallEvidence) -> list[str]:
+    """No speech handle is left unfinished."""
+    unfinished = len(evidence.world.unfinished_handles)
+    return [f"{unfinished} speech handle(s) never finished"] if unfinished else []
+
+
+def no_forced_cancel(evidence: CallEvidence) -> list[str]:
+    """No speech is force-cancelled by livekit after an interruption."""
+    timeouts = evidence.world.logs.count(INTERRUPTION_TIMEOUT_LOG)
+    return [f"{timeouts} x '{INTERRUPTION_TIMEOUT_LOG}'"] if timeouts else []
+
+
+def session_closes(evidence: CallEvidence) -> list[str]:
+    """Closing the session finishes."""
+    if evidence.world.close_deadlocked:
+        return ["the session could not be closed (deadlock)"]
+    return []
+
+
+def protected_speech_waits_for_caller(evidence: CallEvidence) -> list[str]:
+    """A protected speech plays at most ``talk_over_tolerance`` over a caller already speaking."""
+    tolerance = evidence.world.scenario.talk_over_tolerance
+    if tolerance is None:
+        return []
+    return [
+        f"protected speech {'began' if over.on == 'start' else 'resumed'} at "
+        f"{over.began_at:.2f}s over utterance {over.utterance + 1} and played "
+        f"{over.seconds:.2f}s over the caller (tolerance {tolerance:.1f}s)"
+        for over in evidence.talk_over
+        if over.seconds > tolerance
+    ]
+
+
+def farewell_heard(evidence: CallEvidence) -> tuple[bool, bool]:
+    """Whether the farewell played to the end, and whether the call should then end.
+
+    TTS may split the farewell into sentences: it is heard when every part played out; the
+    call should end when it was heard and the caller said nothing after it began.
+    """
+    farewell = evidence.world.scenario.farewell
+    if farewell is None:
+        return False, False
+    parts = [s for s in evidence.sentences if s.text and s.text in farewell]
+    said = _words(" ".join(s.text for s in parts))
+    heard = bool(parts) and _words(farewell) <= said and all(s.complete for s in parts)
+    if not heard:
+        return False, False
+    began = min(s.started_at for s in parts if s.started_at is not None)
+    spoke_after = any(u.end > began for u in evidence.world.scenario.caller_inputs)
+    return True, not spoke_after
+
+
+def hung_up(world: CallWorld) -> bool:
+    """Whether the app ended the call."""
+    return world.job.hung_up_at is not None or world.closed_by_app
+
+
+def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
+    """The call ends if and only if the farewell was heard and the caller was silent after it."""
+    heard, expected = farewell_heard(evidence)
+    ended = hung_up(evidence.world)
+    if ended and not expected:
+        if evidence.world.scenario.farewell is None:
             why = "no farewell was planned"
-        reasons.append(f"call hung up although {why}")
-    elif expected_hang_up and not hung_up:
-        reasons.append("farewell heard and caller silent, but the call was not ended")
+        elif not heard:
+            why = "the farewell was not heard to the end"
+        else:
+            why = "the caller spoke after the farewell began"
+        return [f"call hung up although {why}"]
+    if expected and not ended:
+        return ["farewell heard and caller silent, but the call was not ended"]
+    return []
 
+
+CONTRACTS: tuple[Contract, ...] = (
+    every_word_reaches_the_llm,
+    every_input_answered_in_time,
+    no_answer_heard_twice,
+    user_state_not_stuck,
+    every_speech_finishes,
+    no_forced_cancel,
+    session_closes,
+    protected_speech_waits_for_caller,
+    hang_up_follows_farewell,
+)
+"""Every contract a lab call is judged by, in the order their breaches are reported."""
+
+
+def evaluate(world: CallWorld) -> CallOutcome:
+    """Judge one finished call against every contract in :data:`CONTRACTS`."""
+    evidence = gather_evidence(world)
+    reasons = [reason for contract in CONTRACTS for reason in contract(evidence)]
+    verdicts = [verdict for verdict, _ in evidence.inputs]
+    latencies = [v.reply_latency_s for v in verdicts if v.reply_latency_s is not None]
     return CallOutcome(
         passed=not reasons,
         reasons=reasons,
-        reply_latency_s=round(max(latencies), 3) if latencies else None,
-        lost_words=lost_words,
+        reply_latency_s=max(latencies) if latencies else None,
+        lost_words=sum(v.lost_words for v in verdicts),
         end_user_state=world.end_user_state,
-        unfinished_handles=unfinished,
-        interruption_timeouts=timeouts,
-        hung_up=hung_up,
-        farewell_heard=farewell_heard,
+        unfinished_handles=len(world.unfinished_handles),
+        interruption_timeouts=world.logs.count(INTERRUPTION_TIMEOUT_LOG),
+        hung_up=hung_up(world),
+        farewell_heard=farewell_heard(evidence)[0],
         race_events=list(world.race_events),
-        reply_latencies_s=per_utterance,
-        talked_over_s=max((o.seconds for o in talk_over), default=0.0),
+        reply_latencies_s=[v.reply_latency_s for v, said in evidence.inputs if said.expect_reply],
+        talked_over_s=max((o.seconds for o in evidence.talk_over), default=0.0),
+        inputs=verdicts,
     )

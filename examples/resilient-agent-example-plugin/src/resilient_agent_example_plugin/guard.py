@@ -8,7 +8,6 @@ from typing import Any
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
-    RaceHandledEvent,
     ToolCall,
     ToolCallNext,
 )
@@ -62,12 +61,10 @@ class SpeakingGuard(Middleware):
         """Run the tool, unless it is guarded and the caller is speaking right now."""
         if call.name not in self.tools or ctx.state.user_state != "speaking":
             return await call_next(call)
-        ctx.emit(
-            RaceHandledEvent(
-                kind="tool_while_caller_speaking",
-                action="refused_tool",
-                middleware=self.display_name,
-                details={"tool": call.name, "call_id": call.call_id},
-            )
+        ctx.race_handled(
+            self,
+            "tool_while_caller_speaking",
+            "refused_tool",
+            details={"tool": call.name, "call_id": call.call_id},
         )
         return self.refusal.format(tool=call.name)

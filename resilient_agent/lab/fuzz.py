@@ -1,0 +1,339 @@
+"""The race fuzzer: seeded random calls, judged by the lab's contracts, failures shrunk.
+
+``resilient-agent lab --fuzz N --seed S`` runs the calls ``generate(S, 0) ... generate(S, N-1)``
+(see :mod:`.fuzz_recipe`) on each agent. Every failing call of an agent under test is shrunk to a
+minimal call that still breaks the same contract (fewer utterances, no typed text or VAD fault,
+rounder times, shorter tool work) and printed as a ready-to-paste ``Scenario``. Everything runs
+on virtual time, so a run is a pure function of the seed: its JSON is byte-identical every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..testing import CallOutcome
+from .fuzz_recipe import CallRecipe, generate
+from .run import AgentUnderTest, run_lab
+
+__all__ = [
+    "CONTRACTS",
+    "FuzzCall",
+    "FuzzReport",
+    "contracts_broken",
+    "run_fuzz",
+    "shrink",
+    "write_fuzz_json",
+]
+
+# Each contract and how its broken-contract lines start or read (testing/contracts.py).
+CONTRACTS: tuple[tuple[str, str], ...] = (
+    ("lost_words", "never reached the LLM"),
+    ("unanswered", "never answered audibly"),
+    ("talk_over", "over the caller"),
+    ("late_answer", ": answered after"),
+    ("answered_twice", "answer heard"),
+    ("stuck_speaking", "stuck at 'speaking'"),
+    ("unfinished_speech", "never finished"),
+    ("forced_cancel", "speech not done in time"),
+    ("deadlock", "could not be closed"),
+    ("hang_up", "hung up although"),
+    ("no_hang_up", "call was not ended"),
+)
+# Shrinking stops after this many trial runs per failure.
+_SHRINK_BUDGET = 40
+# Failures shrunk per agent under test and contract (the rest are listed, not shrunk).
+_SHRINK_PER_CONTRACT = 3
+
+
+def contracts_broken(outcome: CallOutcome) -> tuple[str, ...]:
+    """The names of the contracts ``outcome`` broke, in :data:`CONTRACTS` order."""
+    found = []
+    for name, marker in CONTRACTS:
+        if any(marker in reason for reason in outcome.reasons):
+            found.append(name)
+    known = [m for _, m in CONTRACTS]
+    if any(not any(m in reason for m in known) for reason in outcome.reasons):
+        found.append("other")
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class FuzzCall:
+    """One fuzzed call on one agent.
+
+    Attributes:
+        index: Its index in the run.
+        recipe: The call.
+        contracts: The contracts it broke (empty when it passed).
+        reasons: The broken-contract lines.
+        shrunk: For a failure of an agent under test, the minimal call that still breaks one
+            of the same contracts, with its reasons.
+    """
+
+    index: int
+    recipe: CallRecipe
+    contracts: tuple[str, ...]
+    reasons: tuple[str, ...]
+    shrunk: tuple[CallRecipe, tuple[str, ...]] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON record of a failed call."""
+        record: dict[str, Any] = {
+            "index": self.index,
+            "contracts": list(self.contracts),
+            "reasons": list(self.reasons),
+            "scenario": self.recipe.source(),
+        }
+        if self.shrunk is not None:
+            recipe, reasons = self.shrunk
+            record["shrunk"] = {"scenario": recipe.source(), "reasons": list(reasons)}
+        return record
+
+
+@dataclass
+class FuzzReport:
+    """A fuzz run on one agent.
+
+    Attributes:
+        agent: The agent.
+        calls: Calls run.
+        failures: The failed calls, in index order.
+        wall_seconds: Real seconds taken (printed, never written to the JSON).
+        virtual_seconds: Call seconds simulated.
+    """
+
+    agent: AgentUnderTest
+    calls: int = 0
+    failures: list[FuzzCall] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    virtual_seconds: float = 0.0
+
+    def by_contract(self) -> Counter[str]:
+        """Failed calls per broken contract (a call may break several)."""
+        return Counter(name for call in self.failures for name in call.contracts)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON record of this agent's run (no wall time: it is deterministic)."""
+        return {
+            "agent": self.agent.path,
+            "calls": self.calls,
+            "failed": len(self.failures),
+            "failures_by_contract": dict(sorted(self.by_contract().items())),
+            "failures": [f.as_json() for f in self.failures],
+        }
+
+
+def _judge(recipe: CallRecipe, agent: AgentUnderTest) -> tuple[CallOutcome, float, float]:
+    result = run_lab([recipe.scenario()], [agent])[0]
+    return result.outcome, result.wall_seconds, result.virtual_seconds
+
+
+def run_fuzz(
+    count: int,
+    seed: int,
+    agents: Sequence[AgentUnderTest],
+    *,
+    on_call: Callable[[AgentUnderTest, FuzzCall], None] | None = None,
+    shrink_failures: bool = True,
+) -> list[FuzzReport]:
+    """Run ``count`` fuzzed calls of ``seed`` on every agent.
+
+    The failures of agents under test are shrunk (not those of reference agents, which are
+    expected to fail).
+    """
+    reports = []
+    for agent in agents:
+        report = FuzzReport(agent)
+        shrunk_per_contract: Counter[str] = Counter()
+        for index in range(count):
+            recipe = generate(seed, index)
+            outcome, wall, virtual = _judge(recipe, agent)
+            report.calls += 1
+            report.wall_seconds += wall
+            report.virtual_seconds += virtual
+            broken = contracts_broken(outcome)
+            call = FuzzCall(index, recipe, broken, tuple(outcome.reasons))
+            if broken:
+                wanted = shrink_failures and not agent.reference
+                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in broken):
+                    shrunk_per_contract.update(broken)
+                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, set(broken)))
+                report.failures.append(call)
+            if on_call is not None:
+                on_call(agent, call)
+        reports.append(report)
+    return reports
+
+
+# -- shrinking ---------------------------------------------------------------------------------
+
+
+def shrink(
+    recipe: CallRecipe, agent: AgentUnderTest, contracts: set[str]
+) -> tuple[CallRecipe, tuple[str, ...]]:
+    """The smallest call found that still breaks one of ``contracts`` on ``agent``.
+
+    Greedy: tries each simplification in turn and keeps the first that still fails, until none
+    does or the trial budget is spent.
+    """
+    best = recipe
+    reasons: tuple[str, ...] = ()
+    trials = 0
+    improved = True
+    while improved and trials < _SHRINK_BUDGET:
+        improved = False
+        for candidate in _simpler(best):
+            trials += 1
+            outcome, _, _ = _judge(candidate, agent)
+            if set(contracts_broken(outcome)) & contracts:
+                best, reasons, improved = candidate, tuple(outcome.reasons), True
+                break
+            if trials >= _SHRINK_BUDGET:
+                break
+    if not reasons:
+        outcome, _, _ = _judge(best, agent)
+        reasons = tuple(outcome.reasons)
+    return dataclasses.replace(best, name=best.name + "-shrunk"), reasons
+
+
+def _simpler(recipe: CallRecipe) -> Iterator[CallRecipe]:
+    """Simpler variants of ``recipe``, the biggest simplifications first."""
+    for index in range(len(recipe.utterances) - 1, 0, -1):
+        yield _without_utterance(recipe, index)
+    if recipe.typed:
+        yield dataclasses.replace(recipe, typed=()).fitted()
+    if recipe.vad_fault.mode != "healthy":
+        healthy = dataclasses.replace(recipe.vad_fault, mode="healthy")
+        yield dataclasses.replace(recipe, vad_fault=healthy)
+    for name, value in recipe.agent_kwargs:
+        if isinstance(value, float):
+            for shorter in _rounder(value, smaller=True):
+                yield _with_kwarg(recipe, name, shorter)
+    for index in range(len(recipe.utterances)):
+        for attribute in ("start", "end"):
+            moved = _with_rounder_time(recipe, index, attribute)
+            if moved is not None:
+                yield moved
+
+
+def _rounder(value: float, *, smaller: bool) -> list[float]:
+    """Rounder values near ``value``: whole seconds, halves, tenths (shorter ones if asked)."""
+    found = []
+    for step in (1.0, 0.5, 0.1):
+        candidates = [round(value / step) * step]
+        if smaller:
+            candidates.insert(0, max(step, (value // step) * step))
+        for c in candidates:
+            c = round(c, 2)
+            if c != value and c > 0 and (not smaller or c <= value) and c not in found:
+                found.append(c)
+    return found
+
+
+def _without_utterance(recipe: CallRecipe, index: int) -> CallRecipe:
+    utterances = recipe.utterances[:index] + recipe.utterances[index + 1 :]
+    fault = recipe.vad_fault
+    if fault.mode != "healthy":
+        if fault.utterance == index:
+            fault = dataclasses.replace(fault, mode="healthy", utterance=0)
+        elif fault.utterance > index:
+            fault = dataclasses.replace(fault, utterance=fault.utterance - 1)
+    return dataclasses.replace(recipe, utterances=utterances, vad_fault=fault).fitted()
+
+
+def _with_kwarg(recipe: CallRecipe, name: str, value: float) -> CallRecipe:
+    kwargs = tuple((k, value if k == name else v) for k, v in recipe.agent_kwargs)
+    return dataclasses.replace(recipe, agent_kwargs=kwargs).fitted()
+
+
+def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> CallRecipe | None:
+    utterances = list(recipe.utterances)
+    current = utterances[index]
+    value = getattr(current, attribute)
+    for rounder in _rounder(value, smaller=False):
+        if abs(rounder - value) > 0.3:
+            continue
+        try:
+            if attribute == "start":
+                utterances[index] = dataclasses.replace(current, start=rounder)
+            else:
+                utterances[index] = dataclasses.replace(current, end=rounder)
+            candidate = dataclasses.replace(recipe, utterances=tuple(utterances)).fitted()
+            candidate.scenario()  # overlapping or empty utterances are not a call
+        except ValueError:
+            continue
+        return candidate
+    return None
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+
+def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
+    """One line per failed call, with its shrunk scenario when there is one."""
+    if not call.contracts:
+        return
+    print(f"FAIL  {call.recipe.name:<18} {agent.label:<16} {', '.join(call.contracts)}", file=out)
+    for reason in call.reasons:
+        print(f"        - {reason}", file=out)
+    if call.shrunk is not None:
+        recipe, reasons = call.shrunk
+        print("      shrunk to:", file=out)
+        for line in recipe.source().splitlines():
+            print(f"        {line}", file=out)
+        for reason in reasons:
+            print(f"        # {reason}", file=out)
+
+
+def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
+    """Calls, failures by contract and time, per agent."""
+    print("", file=out)
+    for report in reports:
+        role = "reference" if report.agent.reference else "under test"
+        failed = len(report.failures)
+        share = 100.0 * failed / report.calls if report.calls else 0.0
+        print(
+            f"{report.agent.label} ({report.agent.path}, {role}): {report.calls} calls, "
+            f"{failed} failed ({share:.1f}%), {report.virtual_seconds:.0f}s of call time in "
+            f"{report.wall_seconds:.1f}s",
+            file=out,
+        )
+        counts = report.by_contract()
+        for name in [n for n, _ in CONTRACTS] + ["other"]:
+            if counts[name]:
+                print(f"    {name:<20} {counts[name]}", file=out)
+
+
+def fuzz_exit_code(reports: Sequence[FuzzReport]) -> int:
+    """0 when no agent under test failed a call (references are expected to fail)."""
+    under_test = [r for r in reports if not r.agent.reference]
+    return 0 if all(not r.failures for r in under_test) else 1
+
+
+def write_fuzz_json(reports: Sequence[FuzzReport], seed: int, path: Path) -> None:
+    """Write the run as JSON: byte-identical for the same seed, count and agents."""
+    payload = {"seed": seed, "agents": [r.as_json() for r in reports]}
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def run_fuzz_command(
+    count: int, seed: int, agents: Sequence[AgentUnderTest], json_path: Path | None, out: TextIO
+) -> int:
+    """What ``resilient-agent lab --fuzz N --seed S`` does; returns the exit code."""
+    started = time.perf_counter()
+    reports = run_fuzz(
+        count, seed, agents, on_call=lambda agent, call: print_fuzz_line(agent, call, out)
+    )
+    print_fuzz_summary(reports, out)
+    print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
+    if json_path is not None:
+        write_fuzz_json(reports, seed, json_path)
+        print(f"results written to {json_path}", file=out)
+    return fuzz_exit_code(reports)

@@ -1,0 +1,390 @@
+"""A fuzzed call as a value: which app, what the caller says and when, and how the VAD fails.
+
+A :class:`CallRecipe` is everything that decides one fuzzed call. It builds the
+:class:`~resilient_agent.testing.Scenario` the lab runs and prints it as ready-to-paste Python
+(:meth:`CallRecipe.source`), so a failure found by the fuzzer goes into the catalog or a test as
+it is. :func:`generate` draws one recipe from ``(seed, index)`` alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
+from ..testing.vad import SILENCE_TO_END_SPEECH, VADFaultMode
+from . import agents
+
+__all__ = ["APPS", "AppKind", "CallRecipe", "generate"]
+
+AppKind = Literal["booking", "cancellable", "announcement", "handoff_hold", "farewell", "filler"]
+APPS: tuple[AppKind, ...] = (
+    "booking",
+    "cancellable",
+    "announcement",
+    "handoff_hold",
+    "farewell",
+    "filler",
+)
+_BOOKING_STYLES = ("plain", "disallow", "protected_say", "disallow_and_say")
+_FAULTS: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")
+
+# The lab's clock (see the catalog): the VAD ends speech 0.55 s after the caller stops, livekit
+# commits the turn 0.5 s later, the scripted LLM answers in 0.3-0.5 s, TTS says 15 chars a second.
+_TURN_S = SILENCE_TO_END_SPEECH + 0.5
+_LLM_S = 0.5
+_CHARS_PER_S = 15.0
+# Words the caller says after the first utterance: distinct, so each lost word can be traced,
+# and none of them triggers a scripted tool call.
+_VOCABULARY = tuple(
+    " ".join(
+        (
+            "apple river candle garden window orange silver morning purple jacket pencil rocket",
+            "forest yellow bridge coffee summer winter blanket mirror guitar ladder pepper violin",
+            "tomato island planet anchor button castle dragon empire falcon harbor jungle kettle",
+            "lemon marble needle oyster parrot quartz saddle turtle velvet walnut zebra bamboo",
+            "cactus dolphin feather glacier hammock igloo jasmine koala lantern meadow",
+        )
+    ).split()
+)
+# Factories in the agents module that build the agent themselves (no options).
+_FACTORIES_ITSELF = frozenset({"filler_agent", "plain_agent"})
+_GENEROUS_REPLY_S = 6.0
+"""Beyond the speech the app protects and its tool's work: the fuzzer hunts lost and unanswered
+words, and leaves latency to the catalog's tighter bounds."""
+
+
+@dataclass(frozen=True)
+class CallRecipe:
+    """Everything that decides one fuzzed call.
+
+    Attributes:
+        name: The scenario's name.
+        app: Which app answers the call.
+        agent_factory: The name of the factory in :mod:`resilient_agent.lab.agents`.
+        agent_kwargs: Its keyword arguments, as ``(name, value)`` pairs.
+        llm: The LLM script.
+        utterances: What the caller says.
+        typed: What the caller types.
+        vad_fault: How the VAD fails.
+        farewell: The farewell the hang-up contracts judge, if the app says one.
+        reply_bound: Seconds from a caller's last word to the start of its answer.
+        duration: Seconds of call.
+    """
+
+    name: str
+    app: AppKind
+    agent_factory: str
+    agent_kwargs: tuple[tuple[str, Any], ...]
+    llm: tuple[LLMRule, ...]
+    utterances: tuple[Utterance, ...]
+    typed: tuple[Typed, ...] = ()
+    vad_fault: VADFault = dataclasses.field(default_factory=VADFault)
+    farewell: str | None = None
+    reply_bound: float = 10.0
+    duration: float = 20.0
+
+    def agent_source(self) -> str:
+        """The agent factory call, as Python."""
+        if self.agent_factory in _FACTORIES_ITSELF:
+            return f"agents.{self.agent_factory}"
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in self.agent_kwargs)
+        return f"agents.{self.agent_factory}({kwargs})"
+
+    def scenario(self) -> Scenario:
+        """The scenario the lab runs."""
+        factory = getattr(agents, self.agent_factory)
+        if self.agent_factory not in _FACTORIES_ITSELF:
+            factory = factory(**dict(self.agent_kwargs))
+        return Scenario(
+            name=self.name,
+            family="fuzz",
+            description=f"A fuzzed call: {self.agent_source()}.",
+            agent=factory,
+            utterances=tuple(_bounded(u, self) for u in self.utterances),
+            llm=self.llm,
+            vad_fault=self.vad_fault,
+            duration=self.duration,
+            farewell=self.farewell,
+            reply_bound=self.reply_bound,
+            typed=tuple(_bounded(t, self) for t in self.typed),
+        )
+
+    def source(self) -> str:
+        """The scenario as ready-to-paste Python.
+
+        It needs ``from resilient_agent.testing import *`` and
+        ``from resilient_agent.lab import agents``.
+        """
+        lines = [
+            "Scenario(",
+            f"    name={self.name!r},",
+            '    family="fuzz",',
+            f'    description="A fuzzed call: {self.agent_source()}.",',
+            f"    agent={self.agent_source()},",
+            "    utterances=(",
+            *(f"        {_utterance_source(_bounded(u, self))}," for u in self.utterances),
+            "    ),",
+            "    llm=(",
+            *(f"        {rule!r}," for rule in self.llm),
+            "    ),",
+        ]
+        if self.typed:
+            typed = tuple(_bounded(t, self) for t in self.typed)
+            lines.append(f"    typed={typed!r},")
+        if self.vad_fault.mode != "healthy":
+            lines.append(f"    vad_fault={self.vad_fault!r},")
+        if self.farewell is not None:
+            lines.append(f"    farewell={self.farewell!r},")
+        lines += [
+            f"    reply_bound={self.reply_bound!r},",
+            f"    duration={self.duration!r},",
+            ")",
+        ]
+        return "\n".join(lines)
+
+    def fitted(self) -> CallRecipe:
+        """The same call, its length fitted to what the caller does (used after shrinking)."""
+        return dataclasses.replace(self, duration=_duration(self))
+
+
+_Input = TypeVar("_Input", Utterance, Typed)
+
+
+def _bounded(said: _Input, recipe: CallRecipe) -> _Input:
+    """``said`` with its answer bounded from the caller's last word, not from its own end.
+
+    A caller who goes on talking delays every answer to what they said before (livekit answers
+    the whole turn, or the reply is interrupted and asked again): what a caller can expect is an
+    answer within ``reply_bound`` once they stop.
+    """
+    if not said.expect_reply:
+        return said
+    last = max([u.end for u in recipe.utterances] + [t.at for t in recipe.typed])
+    return dataclasses.replace(said, reply_within=_r(last - said.end + recipe.reply_bound))
+
+
+def _utterance_source(u: Utterance) -> str:
+    extra = "" if u.expect_reply else ", expect_reply=False"
+    if u.reply_within is not None:
+        extra += f", reply_within={u.reply_within!r}"
+    return f"Utterance({u.start!r}, {u.end!r}, {u.text!r}{extra})"
+
+
+# -- generation --------------------------------------------------------------------------------
+
+
+def generate(seed: int, index: int) -> CallRecipe:
+    """The ``index``-th call of the run seeded ``seed``: a pure function of both."""
+    rng = random.Random(f"resilient-agent-fuzz:{seed}:{index}")
+    app = rng.choice(APPS)
+    build = _BUILDERS[app]
+    recipe = build(rng, f"fuzz/{seed}-{index}")
+    if rng.random() < 0.15:
+        recipe = _with_typed(rng, recipe)
+    if rng.random() < 0.12 and recipe.utterances:
+        target = rng.randrange(len(recipe.utterances))
+        mode: VADFaultMode = rng.choice(_FAULTS)
+        recipe = dataclasses.replace(recipe, vad_fault=VADFault(mode=mode, utterance=target))
+    return recipe.fitted()
+
+
+def _r(value: float) -> float:
+    return round(value, 2)
+
+
+class _Caller:
+    """Draws the caller's utterances, dense around the windows races live in."""
+
+    def __init__(self, rng: random.Random, first: Utterance) -> None:
+        self.rng = rng
+        self.said = [first]
+        self.words = list(_VOCABULARY)
+        rng.shuffle(self.words)
+
+    def onset(self, anchors: list[float]) -> float:
+        """When the next utterance starts.
+
+        Just over the end-of-speech silence after the last one, near a race window, or anywhere
+        in the next few seconds.
+        """
+        rng = self.rng
+        after = self.said[-1].end
+        roll = rng.random()
+        if roll < 0.4:
+            return after + rng.uniform(SILENCE_TO_END_SPEECH - 0.05, SILENCE_TO_END_SPEECH + 0.3)
+        if roll < 0.85 and anchors:
+            return rng.choice(anchors) + rng.uniform(-0.8, 0.8)
+        return after + rng.uniform(0.1, 4.0)
+
+    def say(self, anchors: list[float]) -> None:
+        rng = self.rng
+        start = max(self.onset(anchors), self.said[-1].end + 0.05)
+        length = rng.uniform(0.4, 2.5)
+        count = max(1, min(len(self.words), round(length * 2.2)))
+        text = " ".join(self.words.pop() for _ in range(count))
+        self.said.append(Utterance(_r(start), _r(start + length), text))
+
+    def utterances(self, anchors: list[float]) -> tuple[Utterance, ...]:
+        for _ in range(self.rng.randint(1, 3)):
+            if len(self.words) < 8:
+                break
+            self.say(anchors)
+        return tuple(self.said)
+
+
+def _ask(rng: random.Random, text: str, *, expect_reply: bool = True) -> Utterance:
+    end = 1.0 + rng.uniform(1.0, 2.4)
+    return Utterance(1.0, _r(end), text, expect_reply=expect_reply)
+
+
+def _booking(rng: random.Random, name: str) -> CallRecipe:
+    style = rng.choice(_BOOKING_STYLES)
+    work = _r(rng.uniform(0.5, 8.0))
+    preamble = rng.random() < 0.35
+    ask = _ask(rng, "please book a table for eight")
+    tool_start = ask.end + _TURN_S + _LLM_S
+    hold = len(agents.HOLD_MESSAGE) / _CHARS_PER_S if "say" in style else 0.0
+    tool_end = tool_start + work + hold
+    anchors = [ask.end, tool_start, tool_start + 0.2, tool_start + hold, tool_end, tool_end + 0.4]
+    book = LLMRule(
+        text="Let me check the reservation book for you right now." if preamble else "",
+        when_user_says="book",
+        tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
+    )
+    return CallRecipe(
+        name=name,
+        app="booking",
+        agent_factory="booking_agent",
+        agent_kwargs=(("style", style), ("work_seconds", work)),
+        llm=(book, LLMRule(text="Your table is booked.", after_tool="book_table")),
+        utterances=_Caller(rng, ask).utterances(anchors),
+        reply_bound=_r(_GENEROUS_REPLY_S + work + hold),
+    )
+
+
+def _cancellable(rng: random.Random, name: str) -> CallRecipe:
+    work = _r(rng.uniform(0.5, 8.0))
+    ask = _ask(rng, "is a table available tonight")
+    tool_start = ask.end + _TURN_S + _LLM_S
+    anchors = [ask.end, tool_start, tool_start + work, tool_start + work + 0.4]
+    return CallRecipe(
+        name=name,
+        app="cancellable",
+        agent_factory="availability_agent",
+        agent_kwargs=(("work_seconds", work),),
+        llm=(
+            LLMRule(when_user_says="available", tool_calls=(ToolCallScript("check_availability"),)),
+            LLMRule(text="We have tables free at eight.", after_tool="check_availability"),
+        ),
+        utterances=_Caller(rng, ask).utterances(anchors),
+        reply_bound=_r(_GENEROUS_REPLY_S + work),
+    )
+
+
+_NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+
+
+def _announcement(rng: random.Random, name: str) -> CallRecipe:
+    protected = rng.random() < 0.7
+    text = _NOTICE if rng.random() < 0.7 else "Hello, how can I help?"
+    length = len(text) / _CHARS_PER_S
+    start = _r(rng.uniform(0.3, length + 1.0))
+    caller = _Caller(rng, Utterance(start, _r(start + rng.uniform(0.6, 2.4)), "hello there"))
+    anchors = [0.2, length, length + 0.3, length - 0.5]
+    return CallRecipe(
+        name=name,
+        app="announcement",
+        agent_factory="greeting_agent",
+        agent_kwargs=(("protected", protected), ("text", text)),
+        llm=(),
+        utterances=caller.utterances(anchors),
+        reply_bound=_r(_GENEROUS_REPLY_S + length),
+    )
+
+
+def _handoff_hold(rng: random.Random, name: str) -> CallRecipe:
+    delay = _r(rng.uniform(0.3, 3.0))
+    ask = _ask(rng, "let me talk to the manager", expect_reply=False)
+    message_start = ask.end + _TURN_S + _LLM_S
+    length = len(agents.TRANSFER_MESSAGE) / _CHARS_PER_S
+    anchors = [message_start, message_start + delay, message_start + length / 2]
+    anchors.append(message_start + length)
+    return CallRecipe(
+        name=name,
+        app="handoff_hold",
+        agent_factory="protected_handoff_agent",
+        agent_kwargs=(("delay_s", delay),),
+        llm=(
+            LLMRule(when_user_says="manager", tool_calls=(ToolCallScript("transfer_to_manager"),)),
+        ),
+        utterances=_Caller(rng, ask).utterances(anchors),
+        reply_bound=_r(_GENEROUS_REPLY_S + length),
+    )
+
+
+def _farewell(rng: random.Random, name: str) -> CallRecipe:
+    protected = rng.random() < 0.5
+    shutdown = rng.choice(("job", "session"))
+    goodbye = _ask(rng, "okay goodbye", expect_reply=False)
+    farewell_start = goodbye.end + _TURN_S + _LLM_S
+    length = len(agents.FAREWELL) / _CHARS_PER_S
+    said = [goodbye]
+    if rng.random() < 0.6:
+        # a question before the app hangs up (a question after the call ended is never heard)
+        start = farewell_start + rng.uniform(-0.5, length + 1.0)
+        start = max(start, goodbye.end + 0.3)
+        said.append(
+            Utterance(_r(start), _r(start + rng.uniform(0.8, 2.0)), "wait when do you open")
+        )
+    return CallRecipe(
+        name=name,
+        app="farewell",
+        agent_factory="end_call_agent",
+        agent_kwargs=(("farewell_protected", protected), ("shutdown", shutdown)),
+        llm=(LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("end_call"),)),),
+        utterances=tuple(said),
+        farewell=agents.FAREWELL,
+        reply_bound=_r(_GENEROUS_REPLY_S + length),
+    )
+
+
+def _filler(rng: random.Random, name: str) -> CallRecipe:
+    ask = _ask(rng, "what is on the menu")
+    filler_start = ask.end + _TURN_S
+    length = len(agents.FILLER) / _CHARS_PER_S
+    anchors = [filler_start, filler_start + length, filler_start + length + 0.5]
+    return CallRecipe(
+        name=name,
+        app="filler",
+        agent_factory="filler_agent",
+        agent_kwargs=(),
+        llm=(),
+        utterances=_Caller(rng, ask).utterances(anchors),
+        reply_bound=_r(_GENEROUS_REPLY_S + length),
+    )
+
+
+def _with_typed(rng: random.Random, recipe: CallRecipe) -> CallRecipe:
+    # after the first utterance, which may be a goodbye the app acts on
+    first = recipe.utterances[0].end + 0.3
+    at = _r(rng.uniform(first, recipe.utterances[-1].end + 2.0))
+    return dataclasses.replace(recipe, typed=(Typed(at, "any quiet corner seats"),))
+
+
+def _duration(recipe: CallRecipe) -> float:
+    inputs = [u.end for u in recipe.utterances] + [t.at for t in recipe.typed]
+    work = sum(v for k, v in recipe.agent_kwargs if isinstance(v, float) and k != "delay_s")
+    return _r(max(inputs, default=1.0) + work + recipe.reply_bound + 4.0)
+
+
+_BUILDERS = {
+    "booking": _booking,
+    "cancellable": _cancellable,
+    "announcement": _announcement,
+    "handoff_hold": _handoff_hold,
+    "farewell": _farewell,
+    "filler": _filler,
+}

@@ -1,0 +1,137 @@
+"""The race fuzzer: calls are a pure function of (seed, index), printable, shrinkable."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from livekit.agents import Agent
+
+from resilient_agent.cli import main
+from resilient_agent.lab import agents
+from resilient_agent.lab.fuzz import contracts_broken, run_fuzz, shrink, write_fuzz_json
+from resilient_agent.lab.fuzz_recipe import APPS, CallRecipe, generate
+from resilient_agent.lab.run import AgentUnderTest
+from resilient_agent.testing import (
+    CallOutcome,
+    LLMRule,
+    Scenario,
+    ToolCallScript,
+    Typed,
+    Utterance,
+    VADFault,
+)
+
+BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
+
+
+def _as_python(recipe: CallRecipe) -> Scenario:
+    namespace = {
+        "Scenario": Scenario,
+        "Utterance": Utterance,
+        "Typed": Typed,
+        "LLMRule": LLMRule,
+        "ToolCallScript": ToolCallScript,
+        "VADFault": VADFault,
+        "agents": agents,
+    }
+    scenario = eval(recipe.source(), namespace)  # the printed scenario is pasted as code
+    assert isinstance(scenario, Scenario)
+    return scenario
+
+
+def test_a_call_is_a_pure_function_of_seed_and_index() -> None:
+    assert generate(3, 17) == generate(3, 17)
+    assert generate(3, 17) != generate(3, 18)
+    assert generate(3, 17) != generate(4, 17)
+
+
+def test_calls_cover_every_app_and_the_windows() -> None:
+    recipes = [generate(0, i) for i in range(300)]
+    assert {r.app for r in recipes} == set(APPS)
+    assert any(r.typed for r in recipes)
+    assert any(r.vad_fault.mode != "healthy" for r in recipes)
+    gaps = [
+        b.start - a.end
+        for r in recipes
+        for a, b in zip(r.utterances, r.utterances[1:], strict=False)
+    ]
+    # dense just over the VAD's 0.55 s end-of-speech silence
+    assert sum(0.5 <= g <= 0.85 for g in gaps) > len(gaps) / 4
+
+
+def test_printed_scenario_is_the_scenario_run() -> None:
+    for index in range(40):
+        recipe = generate(5, index)
+        pasted = _as_python(recipe)
+        built = recipe.scenario()
+        for attribute in ("name", "utterances", "llm", "typed", "vad_fault", "duration"):
+            assert getattr(pasted, attribute) == getattr(built, attribute)
+
+
+def test_contracts_are_named_from_the_reasons() -> None:
+    outcome = CallOutcome(
+        passed=False,
+        reasons=[
+            "utterance 2 (4.9-5.9s): 3 word(s) never reached the LLM",
+            "1 speech handle(s) never finished",
+            "something new",
+        ],
+        reply_latency_s=None,
+        lost_words=3,
+        end_user_state="listening",
+        unfinished_handles=1,
+        interruption_timeouts=0,
+        hung_up=False,
+        farewell_heard=False,
+    )
+    assert contracts_broken(outcome) == ("lost_words", "unfinished_speech", "other")
+
+
+def test_shrinker_keeps_the_failure_and_simplifies() -> None:
+    words_over_hold = CallRecipe(
+        name="shrink-me",
+        app="announcement",
+        agent_factory="greeting_agent",
+        agent_kwargs=(("protected", True), ("text", "This call is recorded for quality, thanks.")),
+        llm=(),
+        utterances=(
+            Utterance(0.73, 1.91, "hello there"),
+            Utterance(4.37, 5.02, "apple river"),
+            Utterance(6.81, 7.4, "candle"),
+        ),
+        typed=(Typed(8.03, "any quiet corner seats"),),
+        reply_bound=9.0,
+    ).fitted()
+    shrunk, reasons = shrink(words_over_hold, BASELINE, {"lost_words"})
+    assert "never reached the LLM" in " ".join(reasons)
+    assert len(shrunk.utterances) == 1 and not shrunk.typed
+    start, end = shrunk.utterances[0].start, shrunk.utterances[0].end
+    assert (start, end) == (round(start, 1), round(end, 1))  # rounder
+
+
+def test_fuzz_json_is_byte_identical_across_runs(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, first)
+    write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, second)
+    assert first.read_bytes() == second.read_bytes()
+    assert json.loads(first.read_text())["agents"][0]["calls"] == 4
+
+
+def test_cli_fuzz_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fuzz.json"
+    main(["lab", "--fuzz", "1", "--seed", "2", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert "Agent (livekit.agents:Agent, reference): 1 calls" in printed
+    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 1 calls" in printed
+    assert [a["agent"] for a in json.loads(out.read_text())["agents"]] == [
+        "livekit.agents:Agent",
+        "resilient_agent:ResilientAgent",
+    ]
+
+
+def test_reference_failures_are_listed_not_shrunk() -> None:
+    reports = run_fuzz(1, 0, [dataclasses.replace(BASELINE)], shrink_failures=True)
+    assert all(call.shrunk is None for call in reports[0].failures)
