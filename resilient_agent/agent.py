@@ -17,8 +17,9 @@ from livekit.agents.llm import (
     Toolset,
 )
 
-from .bridge import PASS_THROUGH, SessionBridge, tool_error_boundary
+from .bridge import PASS_THROUGH, SessionBridge, friendly_tool_error
 from .chain import MiddlewareChain
+from .errors import MiddlewareError
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
 from .hooks import Middleware
 from .log import get_logger
@@ -26,6 +27,7 @@ from .plugins import load_plugins
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, ToolCall, UserTurn
 from .spec import MiddlewareSpec, build_middleware
+from .state import Named, name_of
 from .tools import class_tools, wrap_tool
 
 __all__ = ["ResilientAgent", "default_middleware"]
@@ -34,9 +36,17 @@ MiddlewareEntry = Middleware | MiddlewareSpec
 
 logger = get_logger("agent")
 
+# the agent's own steps are reported under this name
+_CORE = "ResilientAgent"
+
 
 def _session_fields(call_id: str) -> dict[str, str]:
-    """The ids every record of this session carries (room and job when a job runs)."""
+    """The ids every record of this session carries (room and job when a job runs).
+
+    Raises:
+        Exception: The job context is a stand-in without ``job``/``room``; the caller reports
+            it and logs with the call id alone.
+    """
     fields = {"call_id": call_id}
     try:
         job = get_job_context()
@@ -45,6 +55,40 @@ def _session_fields(call_id: str) -> dict[str, str]:
     fields["job_id"] = job.job.id
     fields["room"] = job.room.name or job.job.room.name
     return fields
+
+
+def _is_closing(agent: Agent) -> bool:
+    """Whether the agent exits because its session closes (not because of a handoff).
+
+    livekit makes the next agent current before the old one's ``on_exit`` runs in a handoff; a
+    closing session leaves the exiting agent current.
+    """
+    try:
+        return agent.session.current_agent is agent
+    except RuntimeError:
+        return True
+
+
+def _checked_tool_error_message(message: str | None) -> str | None:
+    if message is None:
+        return None
+    if not isinstance(message, str):
+        raise MiddlewareError(
+            "ResilientAgent",
+            f"tool_error_message={message!r} is not a string",
+            fix='pass a sentence such as "The {tool} tool did not work.", or None',
+            hook="tool_error_message",
+        )
+    try:
+        message.format(tool="book_table")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise MiddlewareError(
+            "ResilientAgent",
+            f"tool_error_message={message!r} cannot be rendered ({exc!r})",
+            fix="use {tool} as the only placeholder, and {{ }} for literal braces",
+            hook="tool_error_message",
+        ) from exc
+    return message
 
 
 def default_middleware() -> list[MiddlewareEntry]:
@@ -67,6 +111,10 @@ class ResilientAgent(Agent):
             first-party set (:func:`default_middleware`).
         plugins: Names of middleware plugins (entry point group ``resilient_agent.middleware``)
             to append, in order.
+        tool_error_message: None (the default) leaves an unexpected tool exception to livekit,
+            as with ``Agent``: livekit logs it at ERROR and tells the LLM only that an internal
+            error occurred. A sentence (``{tool}`` is the tool's name) is given to the LLM
+            instead; the exception is still logged at ERROR (``tool_failed``).
         **kwargs: Passed to ``Agent``.
 
     Raises:
@@ -82,8 +130,10 @@ class ResilientAgent(Agent):
         *args: Any,
         middleware: Sequence[MiddlewareEntry] | None = None,
         plugins: Sequence[str] = (),
+        tool_error_message: str | None = None,
         **kwargs: Any,
     ) -> None:
+        self._tool_error_message = _checked_tool_error_message(tool_error_message)
         entries = default_middleware() if middleware is None else list(middleware)
         entries.extend(load_plugins(plugins))
         self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
@@ -143,10 +193,10 @@ class ResilientAgent(Agent):
         self.events.emit(event.type, event)
 
     def _on_hook_error(
-        self, mw: Middleware, hook: str, exc: BaseException, action: str = "continued_without_it"
+        self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
     ) -> None:
         event = MiddlewareErrorEvent(
-            middleware=mw.display_name, hook=hook, error=repr(exc), action=action
+            middleware=name_of(mw), hook=hook, error=repr(exc), action=action
         )
         self._emit(event, exc=exc)
 
@@ -156,24 +206,48 @@ class ResilientAgent(Agent):
         return self._reporter.report() if self._reporter is not None else None
 
     async def _enter(self) -> None:
-        self._reporter = CallReporter(utils.shortuuid("call_"))
-        self._log = logger.bind(**_session_fields(self._reporter.call_id))
-        chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
-        self._bridge = SessionBridge(chain, self.session, self, self._emit)
-        await self._bridge.start()
+        """Install the chain, then run the app's ``on_enter``; a failing piece costs itself only."""
+        try:
+            await self._start_session()
+        except Exception as exc:
+            # the agent runs as a plain Agent this session; said once, by name
+            self._bridge = None
+            self._on_hook_error(_CORE, "enter", exc, "ran_without_middleware")
         await self._app_on_enter()
+
+    async def _start_session(self) -> None:
+        self._reporter = CallReporter(utils.shortuuid("call_"))
+        self._log = logger.bind(call_id=self._reporter.call_id)
+        try:
+            self._log = logger.bind(**_session_fields(self._reporter.call_id))
+        except Exception as exc:
+            self._on_hook_error(_CORE, "log_fields", exc, "logged_with_call_id_only")
+        chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
+        bridge = SessionBridge(chain, self.session, self, self._emit)
+        bridge.on_stopped = self._session_stopped
+        self._bridge = bridge
+        await bridge.start()
+
+    def _session_stopped(self, bridge: SessionBridge) -> None:
+        if self._bridge is bridge:
+            self._bridge = None
+        self._last_chain = bridge.chain
+        if self._reporter is not None:
+            summary = self._reporter.report()
+            self._log.info("call_summary", **summary.model_dump(exclude={"type"}))
 
     async def _exit(self) -> None:
         try:
             await self._app_on_exit()
         finally:
-            bridge, self._bridge = self._bridge, None
+            bridge = self._bridge
             if bridge is not None:
-                self._last_chain = bridge.chain
-                await bridge.stop()
-                if self._reporter is not None:
-                    summary = self._reporter.report()
-                    self._log.info("call_summary", **summary.model_dump(exclude={"type"}))
+                if _is_closing(self):
+                    # on_session_end runs on livekit's close event, which comes after on_exit
+                    bridge.stop_after_close()
+                else:
+                    self._bridge = None
+                    await bridge.stop()
 
     async def _user_turn_completed(self, turn_ctx: ChatContext, new_message: ChatMessage) -> None:
         bridge = self._bridge
@@ -262,4 +336,6 @@ class ResilientAgent(Agent):
         except PASS_THROUGH:
             raise
         except Exception as exc:
-            raise tool_error_boundary(call.name, exc) from exc
+            if self._tool_error_message is None:
+                raise  # livekit logs it at ERROR and tells the LLM an internal error occurred
+            raise friendly_tool_error(call.name, exc, self._tool_error_message) from exc

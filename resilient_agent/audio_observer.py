@@ -1,16 +1,26 @@
 """One tap on the caller's audio, shared by every middleware that needs to see it.
 
 Middleware that watch the caller's audio (the turn keeper's buffer, the watchdog's level meter)
-register a synchronous callback through ``MiddlewareContext.observe_audio``; the bridge then puts
-a single :class:`AudioObserver` in front of the session's audio input (the ``AudioInput(source=)``
-chaining livekit's own recorder uses), so each frame pays for one extra hop, not one per
-middleware.
+register a synchronous callback through ``MiddlewareContext.observe_audio``. Only then does the
+bridge put a single :class:`AudioObserver` in front of the session's audio input, chained with
+``AudioInput(source=)`` exactly as livekit's own recorder chains it when a session records, so
+each frame pays for one extra hop, not one per middleware; with no such middleware nothing is
+wrapped and no frame is touched.
+
+livekit's public observation points cannot replace it: ``Agent.stt_node`` receives silence in
+place of the caller's audio while a protected speech plays (which is when the middleware must
+hear the caller), and the VAD is the app's object. What stays visible to the app (see
+docs/middleware.md): ``session.input.audio`` is the observer, its ``source`` is the app's input,
+attributes the observer does not have are read from the app's input, and when the app replaces
+the input later the new one is observed the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from livekit import rtc
 from livekit.agents.voice.io import AudioInput
@@ -23,11 +33,18 @@ FrameCallback = Callable[[rtc.AudioFrame, float], None]
 
 
 class AudioObserver(AudioInput):
-    """Passes the caller's audio through unchanged and shows each frame to the callbacks."""
+    """Passes the caller's audio through unchanged and shows each frame to the callbacks.
 
-    def __init__(self, source: AudioInput) -> None:
-        super().__init__(label="ResilientAgentAudioObserver", source=source)
+    Args:
+        source: The app's audio input.
+        on_swapped: Called soon after livekit detaches the observer (the input was replaced,
+            or audio was disabled), so the owner can follow a replacement.
+    """
+
+    def __init__(self, source: AudioInput, *, on_swapped: Callable[[], None] | None = None) -> None:
+        super().__init__(label=source.label, source=source)
         self.callbacks: list[FrameCallback] = []
+        self._on_swapped = on_swapped
         self._time: Callable[[], float] | None = None
         # bound once: this runs for every 10-20 ms frame of the call
         self._next_frame = source.__anext__
@@ -41,3 +58,17 @@ class AudioObserver(AudioInput):
         for callback in self.callbacks:
             callback(frame, now)
         return frame
+
+    @override
+    def on_detached(self) -> None:
+        super().on_detached()
+        if self._on_swapped is not None:
+            # livekit detaches the old input before it stores the new one: look once it did
+            with contextlib.suppress(RuntimeError):  # no loop: nothing is running to follow
+                asyncio.get_running_loop().call_soon(self._on_swapped)
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for attributes the observer lacks: the app's own input answers them
+        if name.startswith("__") or name in ("_next_frame", "_on_swapped", "_time", "callbacks"):
+            raise AttributeError(name)
+        return getattr(self.source, name)

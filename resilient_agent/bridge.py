@@ -18,6 +18,7 @@ from typing import Any
 from livekit.agents import AgentSession, StopResponse
 from livekit.agents.llm import ToolError
 from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.io import AudioInput
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .audio_observer import AudioObserver, FrameCallback
@@ -37,6 +38,9 @@ logger = get_logger("bridge")
 
 # How long the session's close waits for queued notify hooks.
 _STOP_BOUND_S = 5.0
+# How long a closing session may take from the agent's exit to livekit's close event (a protected
+# speech still plays out, the last user turn is committed) before the bridge stops without it.
+_CLOSE_EVENT_BOUND_S = 60.0
 # How many finished speeches' end times are kept (the shutdown gate looks at recent farewells).
 _KEEP_DONE_TIMES = 64
 
@@ -93,32 +97,68 @@ class SessionBridge:
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
         self._speech_done_at: dict[str, float] = {}
         self.shutdown_gate: ShutdownGate | None = None
+        self._close_fallback: asyncio.Task[None] | None = None
+        self.on_stopped: Callable[[SessionBridge], None] | None = None
+        """Called once the bridge stopped (after ``close``, or at the agent's exit)."""
 
     async def start(self) -> None:
-        """Set the middleware up, subscribe, and tell the chain the session started."""
-        unused: list[Middleware] = []
+        """Set the middleware up, subscribe, and tell the chain the session started.
+
+        A middleware whose ``setup`` raises sits this session out (reported by name); the
+        others, and the app, carry on.
+        """
+        left_out: list[Middleware] = []
         for mw in self.chain.middleware:
             try:
                 await mw.setup(self.ctx)
             except MiddlewareNotUsed:
-                unused.append(mw)
-        if unused:
-            self.chain = self.chain.without(unused)
+                left_out.append(mw)
+            except Exception as exc:
+                left_out.append(mw)
+                self.chain.report_error(mw, "setup", exc, "disabled_for_session")
+        if left_out:
+            self.chain = self.chain.without(left_out)
         for event in _SESSION_EVENTS:
             self._session.on(event, self._listeners[event])
         if self.chain.handles("decide_shutdown"):
-            self.shutdown_gate = ShutdownGate(
+            gate = ShutdownGate(
                 self.chain, self.ctx, self.farewell_of, speech_done_at=self._speech_done_at.get
             )
-            self.shutdown_gate.install()
+            try:
+                gate.install()
+                self.shutdown_gate = gate
+            except Exception as exc:
+                gate.uninstall()
+                self.chain.report_error("ShutdownGate", "install", exc, "left_out")
         self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
         self.submit("on_session_start")
+
+    def stop_after_close(self, bound_s: float = _CLOSE_EVENT_BOUND_S) -> None:
+        """The session is closing: keep going until livekit's ``close``, then stop.
+
+        ``on_session_end`` runs with livekit's own ``CloseEvent``; a close event that does not
+        come within ``bound_s`` (livekit's teardown failed) stops the bridge anyway.
+        """
+        if self._closed or self._close_fallback is not None:
+            return
+
+        async def stop_without_close_event() -> None:
+            await asyncio.sleep(bound_s)
+            logger.warning("session_close_not_seen", after_s=bound_s, action="stopped_anyway")
+            await self.stop()
+
+        self._close_fallback = asyncio.get_running_loop().create_task(
+            stop_without_close_event(), name="resilient_agent.close_fallback"
+        )
 
     async def stop(self) -> None:
         """Unsubscribe, let queued hooks run, and close the middleware in reverse order."""
         if self._closed:
             return
         self._closed = True
+        fallback = self._close_fallback
+        if fallback is not None and fallback is not asyncio.current_task():
+            fallback.cancel()
         if self.shutdown_gate is not None:
             self.shutdown_gate.uninstall()
         observer = self._audio_observer
@@ -140,16 +180,31 @@ class SessionBridge:
                 await mw.aclose()
             except Exception as exc:
                 self.chain.report_error(mw, "aclose", exc)
+        if self.on_stopped is not None:
+            self.on_stopped(self)
 
     def _observe_audio(self, callback: FrameCallback) -> bool:
         if self._audio_observer is None:
             source = self._session.input.audio
             if source is None:
                 return False
-            self._audio_observer = AudioObserver(source)
+            self._audio_observer = AudioObserver(source, on_swapped=self._follow_audio_swap)
             self._session.input.audio = self._audio_observer
         self._audio_observer.callbacks.append(callback)
         return True
+
+    def _follow_audio_swap(self) -> None:
+        """The app (or livekit) replaced our observer: observe the new input the same way."""
+        observer = self._audio_observer
+        current = self._session.input.audio
+        if self._closed or observer is None or current is None or current is observer:
+            return
+        if _chain_holds(current, observer) or isinstance(current, AudioObserver):
+            return  # the new input reads through the observer: it still sees every frame
+        follower = AudioObserver(current, on_swapped=self._follow_audio_swap)
+        follower.callbacks = observer.callbacks
+        self._audio_observer = follower
+        self._session.input.audio = follower
 
     def farewell_of(self, tool: str | None) -> SpeechInfo | None:
         """The last speech ``tool`` created in this session, if any."""
@@ -250,6 +305,16 @@ class SessionBridge:
             self.submit("on_tool_exit", call, outcome)
 
 
+def _chain_holds(audio: AudioInput, wanted: AudioInput) -> bool:
+    """Whether ``wanted`` is ``audio`` or one of its ``source`` s."""
+    seen: AudioInput | None = audio
+    while seen is not None:
+        if seen is wanted:
+            return True
+        seen = seen.source
+    return False
+
+
 def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> None:
     if handle.allow_interruptions == decision.allow_interruptions:
         return
@@ -265,13 +330,10 @@ def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> No
         )
 
 
-def tool_error_boundary(name: str, exc: Exception) -> ToolError:
-    """The ``ToolError`` the LLM voices when a tool (or a wrap hook) fails unexpectedly."""
+def friendly_tool_error(name: str, exc: Exception, message: str) -> ToolError:
+    """The app's ``tool_error_message`` for an unexpected tool exception, logged at ERROR."""
     logger.error("tool_failed", tool=name, exc_info=exc)
-    return ToolError(
-        f"The {name} tool failed ({type(exc).__name__}). Tell the caller it did not work and "
-        "offer to try again."
-    )
+    return ToolError(message.format(tool=name))
 
 
 PASS_THROUGH = (ToolError, StopResponse)

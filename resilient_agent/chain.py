@@ -19,7 +19,7 @@ from .hooks import (
 )
 from .log import get_logger
 from .requests import InferenceRequest, ToolCall, UserTurn
-from .state import MiddlewareContext
+from .state import MiddlewareContext, Named, name_of
 
 __all__ = ["MiddlewareChain", "validate_middleware"]
 
@@ -28,7 +28,7 @@ logger = get_logger("chain")
 _POSITIONS = {"first": 0, "normal": 1, "last": 2}
 _PREFIXES = ("on_", "decide_", "wrap_")
 
-ErrorReporter = Callable[[Middleware, str, BaseException, str], None]
+ErrorReporter = Callable[[Named | str, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)`` when a middleware fails."""
 
 
@@ -169,14 +169,14 @@ class MiddlewareChain:
         return bool(self._handlers[hook])
 
     def report_error(
-        self, mw: Middleware, hook: str, exc: BaseException, action: str = "continued_without_it"
+        self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
     ) -> None:
         """Report a failing middleware: one ``middleware_error`` event and log record."""
         if self._on_error is not None:
             self._on_error(mw, hook, exc, action)
             return
         logger.error(
-            "middleware_error", middleware=mw.display_name, hook=hook, action=action, exc_info=exc
+            "middleware_error", middleware=name_of(mw), hook=hook, action=action, exc_info=exc
         )
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:

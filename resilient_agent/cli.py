@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from .lab.run import AgentUnderTest, LabResult
+    from .testing.scenario import Scenario
 
 __all__ = ["main"]
 
@@ -101,14 +102,7 @@ def _check_args(args: argparse.Namespace) -> None:
 def _lab(args: argparse.Namespace) -> int:
     from .lab.catalog import scenarios
     from .lab.report import exit_code, format_line, print_header, print_summary
-    from .lab.run import (
-        AgentPathError,
-        AgentUnderTest,
-        default_agents,
-        load_agent_class,
-        run_lab,
-        select,
-    )
+    from .lab.run import run_lab, select
 
     _check_args(args)
     chosen = select(scenarios(), args.only)
@@ -119,35 +113,55 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if not chosen:
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
-    if args.agent and os.getcwd() not in sys.path:
-        # a console script does not put the current directory on the path; an app's module is
-        # usually right there
-        sys.path.insert(0, os.getcwd())
-    try:
-        agents = (
-            [AgentUnderTest(args.agent, load_agent_class(args.agent))]
-            if args.agent
-            else default_agents()
-        )
-    except AgentPathError as exc:
-        raise _UsageError(str(exc)) from exc
-
+    agents = _agents(args.agent)
     if args.fuzz is not None:
         from .lab.fuzz import run_fuzz_command
 
         return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout)
     started = time.perf_counter()
     print_header(agents, sys.stdout)
+    skipped: list[str] = []
 
     def show(result: LabResult) -> None:
         if not args.quiet:
             print(format_line(result), flush=True)
 
-    results = run_lab(chosen, agents, sweep=args.sweep, on_result=show)
+    def skip(scenario: Scenario, agent: AgentUnderTest, why: str) -> None:
+        skipped.append(scenario.name)
+        print(f"SKIP  {scenario.name:<52} {agent.label:<16} {why}", flush=True)
+
+    results = run_lab(chosen, agents, sweep=args.sweep, on_result=show, on_skip=skip)
+    if not results:
+        raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
     print_summary(results, agents, sys.stdout)
+    if skipped:
+        print(f"{len(skipped)} scenario(s) skipped: their app code cannot be built on this class")
     print(f"wall time: {time.perf_counter() - started:.1f}s")
     _write_outputs(args, results, agents)
     return exit_code(results, agents)
+
+
+def _agents(path: str | None) -> list[AgentUnderTest]:
+    """The agents to run: the defaults, or the ``--agent`` class adapted to the catalog."""
+    from .lab.app_agent import AppClassError, catalog_base
+    from .lab.run import AgentPathError, AgentUnderTest, default_agents, load_agent_class
+
+    if path is None:
+        return default_agents()
+    if os.getcwd() not in sys.path:
+        # a console script does not put the current directory on the path, and an app's module
+        # is usually right there
+        sys.path.insert(0, os.getcwd())
+    try:
+        cls = load_agent_class(path)
+        base = catalog_base(cls)
+    except (AgentPathError, AppClassError) as exc:
+        raise _UsageError(
+            f"--agent {path!r}: {exc}" if isinstance(exc, AppClassError) else str(exc)
+        ) from exc
+    if base.note is not None:
+        print(base.note)
+    return [AgentUnderTest(path, cls, catalog_cls=base.cls)]
 
 
 def _write_outputs(

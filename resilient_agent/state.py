@@ -61,7 +61,8 @@ class Named(Protocol):
         ...
 
 
-def _name_of(by: Named | str) -> str:
+def name_of(by: Named | str) -> str:
+    """The name a middleware (or a named part of the core) is reported under."""
     return by if isinstance(by, str) else by.display_name
 
 
@@ -104,7 +105,7 @@ class MiddlewareContext:
         self.emit(
             RaceDetectedEvent(
                 kind=kind,
-                middleware=_name_of(by),
+                middleware=name_of(by),
                 details=dict(details or {}),
                 counts=dict(counts or {}),
             )
@@ -132,7 +133,7 @@ class MiddlewareContext:
             RaceHandledEvent(
                 kind=kind,
                 action=action,
-                middleware=_name_of(by),
+                middleware=name_of(by),
                 details=dict(details or {}),
                 counts=dict(counts or {}),
             )

@@ -164,39 +164,6 @@ def test_tool_calls_run_through_the_chain_with_run_context_injected() -> None:
     assert session_journal.user_states[:2] == ["speaking", "listening"]
 
 
-def test_unexpected_tool_exception_becomes_a_tool_error_the_llm_can_voice() -> None:
-    def build(base: type[Agent]) -> Agent:
-        class Broken(base):  # type: ignore[valid-type,misc]
-            def __init__(self) -> None:
-                super().__init__(instructions="x")
-
-            @function_tool
-            async def book_table(self, time: str) -> str:
-                """Book a table.
-
-                Args:
-                    time: When.
-                """
-                raise KeyError("backend down")
-
-        return Broken()
-
-    scenario = Scenario(
-        name="t/broken",
-        family="t",
-        description="",
-        agent=build,
-        utterances=(Utterance(1.0, 2.8, "please book a table for eight"),),
-        llm=_booking_scenario().llm,
-        duration=10.0,
-    )
-    world, _ = run_scenario(scenario, ResilientAgent)
-    outputs = [i for i in world.session.history.items if i.type == "function_call_output"]
-    assert len(outputs) == 1 and outputs[0].is_error
-    assert "The book_table tool failed (KeyError)" in outputs[0].output
-    assert "backend down" not in outputs[0].output
-
-
 def test_a_failing_hook_is_reported_on_the_agent_emitter() -> None:
     class Failing(Middleware):
         async def on_tool_start(self, ctx: Any, call: ToolCall) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
+from .app_agent import scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
 
 __all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
@@ -30,11 +31,16 @@ class AgentUnderTest:
         cls: The class.
         reference: A reference run (the plain ``Agent`` beside ``ResilientAgent``): its races are
             expected, and it does not decide the exit code.
+        catalog_cls: The class each scenario's app code subclasses, when not ``cls`` itself
+            (an app's class whose constructor takes no ``instructions``, see
+            :func:`~resilient_agent.lab.app_agent.catalog_base`); a scenario whose app code
+            cannot be built on it is skipped.
     """
 
     path: str
     cls: type[Agent]
     reference: bool = False
+    catalog_cls: type[Agent] | None = None
 
     @property
     def label(self) -> str:
@@ -164,12 +170,17 @@ def run_lab(
     *,
     sweep: bool = False,
     on_result: Callable[[LabResult], None] | None = None,
+    on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
 ) -> list[LabResult]:
-    """Run every scenario (every onset of its window with ``sweep``) on every agent."""
+    """Run every scenario (every onset of its window with ``sweep``) on every agent.
+
+    A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
+    ``on_skip`` hears why.
+    """
     results: list[LabResult] = []
     # livekit and our middleware log every race they run into; the lab reports them itself
     with _quiet("livekit.agents"), _quiet("resilient_agent"):
-        _run_all(catalog, agents, sweep, on_result, results)
+        _run_all(catalog, agents, sweep, on_result, on_skip, results)
     return results
 
 
@@ -192,9 +203,19 @@ def _run_all(
     agents: Sequence[AgentUnderTest],
     sweep: bool,
     on_result: Callable[[LabResult], None] | None,
+    on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
 ) -> None:
     for scenario in catalog:
+        runnable = []
+        for agent in agents:
+            mismatch = None
+            if agent.catalog_cls is not None:
+                mismatch = scenario_mismatch(scenario, agent.catalog_cls)
+            if mismatch is None:
+                runnable.append(agent)
+            elif on_skip is not None:
+                on_skip(scenario, agent, mismatch)
         variants: list[tuple[Scenario, float | None]] = [(scenario, None)]
         written_onset = None
         if sweep and scenario.sweep is not None:
@@ -206,8 +227,8 @@ def _run_all(
                 if _fits(scenario, window.utterance, onset)
             ]
         for variant, onset in variants:
-            for agent in agents:
-                world, outcome = run_scenario(variant, agent.cls)
+            for agent in runnable:
+                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls)
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )
