@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import weakref
 from typing import Any, Literal
 
 from livekit.agents import RunContext
@@ -45,6 +45,8 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareError,
+    ProtectionDecision,
+    ProtectionRequest,
     SpeechDecision,
     SpeechInfo,
     ToolCall,
@@ -98,6 +100,10 @@ class ToolGuard(Middleware):
                 )
         self.policies: dict[str, ToolPolicy] = dict(policies or {})
         self.timeouts = dict(timeouts or {})
+        # the policy each tool that ran got (a CANCELLABLE flag makes the default differ)
+        self._policy_of: dict[str, ToolPolicy] = {}
+        # speeches a tool body itself protected with ctx.disallow_interruptions()
+        self._protected_by_tool: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def decide_speech(self, ctx: MiddlewareContext, speech: SpeechInfo) -> SpeechDecision | None:
         """Speeches a ``protect`` or ``allow`` tool creates follow its policy."""
@@ -108,11 +114,30 @@ class ToolGuard(Middleware):
             return SpeechDecision.allow(f"tool {speech.tool} may be interrupted")
         return None
 
+    def decide_protection(
+        self, ctx: MiddlewareContext, request: ProtectionRequest
+    ) -> ProtectionDecision | None:
+        """``disallow_interruptions()`` never fails a guarded tool, and ``allow`` overrides it."""
+        policy = self._policy_of.get(request.tool, "guard")
+        if policy == "allow":
+            logger.info("protection_overridden", tool=request.tool, policy="allow")
+            return ProtectionDecision.decline(f"tool {request.tool} may be interrupted")
+        if policy not in ("guard", "yield_to_user"):
+            return None  # protect and cancel: livekit's own behaviour
+        self._protected_by_tool.add(request.speech)
+        if request.speech.interrupted:
+            ctx.race_handled(
+                self, "protect_after_interruption", "tool_continued", details={"tool": request.tool}
+            )
+            return ProtectionDecision.decline("the caller interrupted the speech first")
+        return None
+
     async def wrap_tool_call(
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
     ) -> Any:
         """Apply the tool's policy, and guard the owning speech while the body runs."""
         policy = self.policies.get(call.name, "cancel" if call.cancellable else "guard")
+        self._policy_of[call.name] = policy
         if policy == "yield_to_user" and ctx.state.user_state == "speaking":
             ctx.race_handled(
                 self, "tool_over_speaking_caller", "yielded_to_caller", details={"tool": call.name}
@@ -144,7 +169,6 @@ class ToolGuard(Middleware):
             return await call_next(call)
         if policy == "cancel":
             return await _cancel_when_interrupted(ctx, call, call_next, run_context)
-        app_disallowed = _make_disallow_safe(ctx, run_context, call.name, ignore=policy == "allow")
         app_setting = handle.allow_interruptions
         protector = asyncio.get_running_loop().create_task(
             _protect_after_playout(run_context), name="resilient_agent.tool_guard"
@@ -156,7 +180,8 @@ class ToolGuard(Middleware):
             with contextlib.suppress(asyncio.CancelledError):
                 await protector
             protected = protector.done() and not protector.cancelled() and protector.result()
-            if protected and not app_disallowed() and not handle.interrupted:
+            app_protected = handle in self._protected_by_tool
+            if protected and not app_protected and not handle.interrupted:
                 # the app's own setting applies again to the step that speaks the result
                 with contextlib.suppress(RuntimeError):
                     handle.allow_interruptions = app_setting
@@ -194,28 +219,3 @@ async def _protect_after_playout(run_context: RunContext[Any]) -> bool:
         return False
     handle.allow_interruptions = False
     return True
-
-
-def _make_disallow_safe(
-    ctx: MiddlewareContext, run_context: RunContext[Any], tool: str, *, ignore: bool = False
-) -> Callable[[], bool]:
-    """Shadow ``disallow_interruptions`` for this call; returns whether the app called it."""
-    original = run_context.disallow_interruptions
-    called = False
-
-    def disallow_interruptions() -> None:
-        nonlocal called
-        if ignore:
-            logger.info("protection_overridden", tool=tool, policy="allow")
-            return
-        called = True
-        if run_context.speech_handle.interrupted:
-            ctx.race_handled(
-                "ToolGuard", "protect_after_interruption", "tool_continued", details={"tool": tool}
-            )
-            return
-        original()
-
-    # the RunContext is built per call; shadowing its method affects this call only
-    run_context.disallow_interruptions = disallow_interruptions  # type: ignore[method-assign]
-    return lambda: called

@@ -17,8 +17,9 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
   so livekit and the keeper never both answer the same words;
 * a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
-  instead of raising (see :mod:`.interrupt_deferral`), so a chat message typed meanwhile (RoomIO's
-  default text input interrupts, then asks for a reply) is answered after it.
+  instead of raising (``decide_interrupt``, see :mod:`resilient_agent.speech_gates`), so a chat
+  message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
+  answered after it.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from typing import Any
 
 from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
     InferenceNext,
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
     Middleware,
     MiddlewareContext,
     MiddlewareError,
@@ -49,7 +51,6 @@ from resilient_agent import (
 )
 from resilient_agent.errors import require_in_range
 
-from .interrupt_deferral import InterruptDeferral
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -140,7 +141,6 @@ class TurnKeeper(Middleware):
         self.keep_audio_s = keep_audio_s
         self.recovery_timeout_s = recovery_timeout_s
         self.keep_text_input = keep_text_input
-        self._interrupt_deferral: InterruptDeferral | None = None
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
@@ -170,21 +170,13 @@ class TurnKeeper(Middleware):
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
-        if self.keep_text_input:
-            self._interrupt_deferral = InterruptDeferral(
-                ctx.session, lambda speech: self._interrupt_deferred(ctx, speech)
-            )
-            self._interrupt_deferral.install()
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
             )
 
     async def aclose(self) -> None:
-        """Stop, put ``session.interrupt`` back, and log words that never reached the LLM."""
-        if self._interrupt_deferral is not None:
-            self._interrupt_deferral.uninstall()
-            self._interrupt_deferral = None
+        """Stop, and log words that never reached the LLM."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -259,19 +251,23 @@ class TurnKeeper(Middleware):
         """The agent's state may unblock an answer."""
         self._wake.set()
 
-    def _interrupt_deferred(self, ctx: MiddlewareContext, speech: SpeechHandle) -> None:
+    def decide_interrupt(
+        self, ctx: MiddlewareContext, request: InterruptRequest
+    ) -> InterruptDecision | None:
+        """With ``keep_text_input``, an interrupt defers to the protected speech it meets."""
+        if not self.keep_text_input:
+            return None
+        why = (
+            "session.interrupt() without force while the current speech is protected: it plays "
+            "to the end, and a reply asked for next is queued after it"
+        )
         ctx.race_handled(
             self,
             "protected_speech_interrupt",
             "deferred_to_protected_speech",
-            details={
-                "speech_id": speech.id,
-                "why": (
-                    "session.interrupt() without force while the current speech is protected: "
-                    "it plays to the end, and a reply asked for next is queued after it"
-                ),
-            },
+            details={"speech_id": request.speech.id, "why": why},
         )
+        return InterruptDecision.defer(why)
 
     # -- merging into the next turn -----------------------------------------------------------
     async def wrap_user_turn(

@@ -20,8 +20,8 @@ for a protected speech that means ``resume()``, which would undo an earlier paus
 livekit's false-interruption pause only ever concerns interruptible speeches, with one exit into
 protection: a tool's ``ctx.disallow_interruptions()`` on a speech livekit paused for the caller
 releases that pause and *resumes* the speech, now protected, over a caller who may still be
-talking. :meth:`WaitForCaller.wrap_tool_call` watches each call's ``disallow_interruptions()``
-and, right after livekit's own, holds such a speech the same way (reported with
+talking. The chain asks :meth:`WaitForCaller.decide_resume` right after livekit's own call
+(see :mod:`resilient_agent.speech_gates`), which holds such a speech the same way (reported with
 ``"on": "resume"``; a hold at the first frame is ``"on": "start"``). See
 docs/first-party-middleware.md.
 """
@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from livekit.agents import RunContext
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioOutput
 from livekit.agents.voice.speech_handle import SpeechHandle
@@ -43,9 +42,9 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareError,
+    ResumeDecision,
+    ResumeRequest,
     SpeechInfo,
-    ToolCall,
-    ToolCallNext,
     get_logger,
 )
 from resilient_agent.errors import require_in_range
@@ -196,49 +195,31 @@ class WaitForCaller(Middleware):
         ):
             self._hold_if_protected(ctx, output, handle, on="start")
 
-    # -- wrap ----------------------------------------------------------------------------------
-    async def wrap_tool_call(
-        self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
-    ) -> Any:
-        """Watch the call's ``disallow_interruptions()``: livekit may resume a paused speech there.
+    # -- decide ------------------------------------------------------------------------------
+    def decide_resume(
+        self, ctx: MiddlewareContext, request: ResumeRequest
+    ) -> ResumeDecision | None:
+        """A tool protected a speech livekit had paused for the caller: hold it while they speak.
 
-        When the caller's speech made livekit pause the tool's owning speech (agent
-        ``listening``) and the tool then protects it, livekit releases its pause and the speech
-        resumes over the caller; it is held right after livekit's call, before a frame plays.
+        livekit releases its pause inside the tool's ``disallow_interruptions()`` and the speech
+        would resume, now protected, over the caller; the chain asks right after livekit's call,
+        before a frame plays. The tool that protected it decides the options, as for the
+        speeches it says.
         """
-        if call.run_context is not None:
-            self._watch_protection(ctx, call.run_context, call.name)
-        return await call_next(call)
-
-    def _watch_protection(
-        self, ctx: MiddlewareContext, run_context: RunContext[Any], tool: str
-    ) -> None:
-        # the RunContext is built per call, so shadowing its method affects this call only; it
-        # wraps whatever the chain's outer middleware installed (ToolGuard's guard), which in
-        # turn calls livekit's
-        protect = run_context.disallow_interruptions
-
-        def disallow_interruptions() -> None:
-            handle = run_context.speech_handle
-            paused_by_livekit = (
-                handle is self._playing
-                and handle is ctx.session.current_speech
-                and handle.allow_interruptions
-                and not handle.interrupted
-                and ctx.session.agent_state == "listening"
-            )
-            protect()
-            output = self._output
-            if (
-                paused_by_livekit
-                and output is not None
-                and self._hold is None
-                and ctx.state.user_state == "speaking"
-            ):
-                # the tool that protected it decides its options, as for the speeches it says
-                self._hold_if_protected(ctx, output, handle, on="resume", tool=tool)
-
-        run_context.disallow_interruptions = disallow_interruptions  # type: ignore[method-assign]
+        output = self._output
+        handle = request.speech
+        if (
+            handle is not self._playing
+            or output is None
+            or self._hold is not None
+            or ctx.state.user_state != "speaking"
+        ):
+            return None
+        self._hold_if_protected(ctx, output, handle, on="resume", tool=request.tool)
+        hold = self._hold
+        if hold is None or hold.handle is not handle:
+            return None
+        return ResumeDecision.hold("the caller is speaking")
 
     # -- holding -------------------------------------------------------------------------------
     def _attach(self, ctx: MiddlewareContext) -> None:

@@ -1,4 +1,4 @@
-"""Every private livekit-agents name the project touches, in one place (tested in test_compat).
+"""Every private livekit-agents name the project touches, and every livekit behaviour it relies on.
 
 Private names change between minor releases. Each accessor here degrades to None instead of
 raising, and ``tests/test_compat.py`` fails loudly when livekit moves one, so an upgrade is
@@ -8,11 +8,18 @@ caught by CI, not by a caller.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-__all__ = ["speech_interrupted_future", "speech_scheduled_future"]
+__all__ = [
+    "RELIED_ON",
+    "Reliance",
+    "close_as_caller_left",
+    "speech_interrupted_future",
+    "speech_scheduled_future",
+]
 
 
 def _future(handle: SpeechHandle, name: str) -> asyncio.Future[Any] | None:
@@ -34,3 +41,103 @@ def speech_interrupted_future(handle: SpeechHandle) -> asyncio.Future[Any] | Non
     ``SpeechHandle.interrupted`` tells whether, not when; the lab's timelines need when.
     """
     return _future(handle, "_interrupt_fut")
+
+
+def close_as_caller_left(session: Any) -> bool:
+    """Close ``session`` the way RoomIO does when the caller leaves the room.
+
+    RoomIO calls ``AgentSession._close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)``; the
+    lab has no room, so its caller leaves through this. False if livekit moved it.
+    """
+    from livekit.agents.voice.events import CloseReason
+
+    close_soon = getattr(session, "_close_soon", None)
+    if close_soon is None:
+        return False
+    close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)
+    return True
+
+
+@dataclass(frozen=True)
+class Reliance:
+    """A livekit-agents fact the library is built on, and the tripwire that pins it.
+
+    Attributes:
+        what: The method or behaviour.
+        used_by: The library's module that depends on it.
+        change: The livekit change that breaks it (the tripwire's failure message).
+        tripwire: The test in ``tests/test_compat.py`` that fails when it changes.
+    """
+
+    what: str
+    used_by: str
+    change: str
+    tripwire: str
+
+
+RELIED_ON: tuple[Reliance, ...] = (
+    Reliance(
+        "AgentSession.shutdown(*, drain=True) -> None",
+        "resilient_agent.shutdown",
+        "livekit changed AgentSession.shutdown's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.shutdown]",
+    ),
+    Reliance(
+        "AgentSession.aclose() -> coroutine",
+        "resilient_agent.shutdown",
+        "livekit changed AgentSession.aclose's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.aclose]",
+    ),
+    Reliance(
+        "JobContext.shutdown(reason='user requested') -> None",
+        "resilient_agent.shutdown",
+        "livekit changed JobContext.shutdown's signature",
+        "test_intercepted_methods_keep_their_signatures[JobContext.shutdown]",
+    ),
+    Reliance(
+        "AgentSession.interrupt(*, force=False) -> Future",
+        "resilient_agent.speech_gates",
+        "livekit changed AgentSession.interrupt's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.interrupt]",
+    ),
+    Reliance(
+        "RunContext.disallow_interruptions() -> None",
+        "resilient_agent.speech_gates",
+        "livekit changed RunContext.disallow_interruptions's signature",
+        "test_intercepted_methods_keep_their_signatures[RunContext.disallow_interruptions]",
+    ),
+    Reliance(
+        "a non-forced interrupt() raises RuntimeError on a protected speech",
+        "resilient_agent.speech_gates (decide_interrupt)",
+        "livekit no longer raises when interrupt() meets a protected speech",
+        "test_interrupt_raises_on_a_protected_speech",
+    ),
+    Reliance(
+        "protecting an interrupted speech raises RuntimeError",
+        "middleware.tool_guard (decide_protection)",
+        "livekit no longer refuses to protect an interrupted speech",
+        "test_protecting_an_interrupted_speech_raises",
+    ),
+    Reliance(
+        "disallow_interruptions() resumes a speech livekit paused for the caller, "
+        "synchronously (since 1.8.0)",
+        "resilient_agent.speech_gates (decide_resume), middleware.wait_for_caller",
+        "livekit no longer resumes a paused speech inside disallow_interruptions()",
+        "test_disallow_interruptions_resumes_a_paused_speech_at_once",
+    ),
+    Reliance(
+        "livekit's own closes (caller left, fatal error, job shutdown callback) do not call "
+        "AgentSession.shutdown()",
+        "resilient_agent.shutdown",
+        "livekit now closes the session through AgentSession.shutdown() on its own",
+        "test_livekit_closes_on_its_own_without_shutdown",
+    ),
+    Reliance(
+        "EndCallTool calls session.shutdown() from the done callback of the tool's speech, "
+        "whose tool reply (the goodbye) is the same handle, and job_ctx.shutdown() on close",
+        "resilient_agent.shutdown, resilient_agent.tools (toolsets)",
+        "livekit changed how EndCallTool ends the call",
+        "test_end_call_tool_hangs_up_from_its_speech_done_callback",
+    ),
+)
+"""Every livekit method the library intercepts and every livekit behaviour it relies on."""

@@ -26,9 +26,11 @@ from .chain import MiddlewareChain
 from .errors import MiddlewareNotUsed
 from .events import ResilientEvent
 from .hooks import Middleware
+from .interception import Interceptor
 from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
 from .shutdown import ShutdownGate
+from .speech_gates import install_interrupt_gate, install_protection_gate
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
 
@@ -97,6 +99,7 @@ class SessionBridge:
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
         self._speech_done_at: dict[str, float] = {}
         self.shutdown_gate: ShutdownGate | None = None
+        self._interceptor = Interceptor()
         self._close_fallback: asyncio.Task[None] | None = None
         self.on_stopped: Callable[[SessionBridge], None] | None = None
         """Called once the bridge stopped (after ``close``, or at the agent's exit)."""
@@ -125,11 +128,14 @@ class SessionBridge:
                 self.chain, self.ctx, self.farewell_of, speech_done_at=self._speech_done_at.get
             )
             try:
-                gate.install()
+                gate.install(self._interceptor)
                 self.shutdown_gate = gate
             except Exception as exc:
                 gate.uninstall()
+                self._interceptor.restore_all()
                 self.chain.report_error("ShutdownGate", "install", exc, "left_out")
+        if self.chain.handles("decide_interrupt"):
+            install_interrupt_gate(self._interceptor, self.chain, self.ctx)
         self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
         self.submit("on_session_start")
 
@@ -161,6 +167,7 @@ class SessionBridge:
             fallback.cancel()
         if self.shutdown_gate is not None:
             self.shutdown_gate.uninstall()
+        self._interceptor.restore_all()
         observer = self._audio_observer
         if observer is not None and self._session.input.audio is observer:
             self._session.input.audio = observer.source
@@ -293,6 +300,11 @@ class SessionBridge:
         started = time.perf_counter()
         result: Any = None
         error: BaseException | None = None
+        per_call = Interceptor()
+        if call.run_context is not None and (
+            self.chain.handles("decide_protection") or self.chain.handles("decide_resume")
+        ):
+            install_protection_gate(per_call, self.chain, self.ctx, call.run_context, call.name)
         try:
             result = await self.chain.wrap_tool_call(self.ctx, call, run_body)
             return result
@@ -300,6 +312,7 @@ class SessionBridge:
             error = exc
             raise
         finally:
+            per_call.restore_all()
             self.state.tools_in_flight.pop(key, None)
             outcome = ToolOutcome(result, error, time.perf_counter() - started)
             self.submit("on_tool_exit", call, outcome)

@@ -21,6 +21,12 @@ from livekit.agents.voice import events as lk_events
 
 from .requests import (
     InferenceRequest,
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeDecision,
+    ResumeRequest,
     ShutdownDecision,
     ShutdownRequest,
     SpeechDecision,
@@ -140,6 +146,24 @@ class Middleware:
         """Hang up now, wait for a speech, or veto; None leaves it to the next middleware."""
         return None
 
+    def decide_interrupt(
+        self, ctx: MiddlewareContext, request: InterruptRequest
+    ) -> InterruptDecision | None:
+        """A non-forced ``session.interrupt()`` met a protected speech: defer to it, or refuse."""
+        return None
+
+    def decide_protection(
+        self, ctx: MiddlewareContext, request: ProtectionRequest
+    ) -> ProtectionDecision | None:
+        """A tool calls ``ctx.disallow_interruptions()``: let it reach livekit, or decline."""
+        return None
+
+    def decide_resume(
+        self, ctx: MiddlewareContext, request: ResumeRequest
+    ) -> ResumeDecision | None:
+        """A paused speech a tool just protected was resumed: hold it, or let it play."""
+        return None
+
     # -- wrap ----------------------------------------------------------------------------------
     async def wrap_tool_call(
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
@@ -191,6 +215,9 @@ HOOKS: dict[str, HookSpec] = {
         HookSpec("on_session_end", "notify", reverse=True),
         HookSpec("decide_speech", "decide"),
         HookSpec("decide_shutdown", "decide"),
+        HookSpec("decide_interrupt", "decide"),
+        HookSpec("decide_protection", "decide"),
+        HookSpec("decide_resume", "decide"),
         HookSpec("wrap_tool_call", "wrap"),
         HookSpec("wrap_user_turn", "wrap"),
         HookSpec("wrap_llm_request", "wrap"),

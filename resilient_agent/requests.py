@@ -13,6 +13,12 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 
 __all__ = [
     "InferenceRequest",
+    "InterruptDecision",
+    "InterruptRequest",
+    "ProtectionDecision",
+    "ProtectionRequest",
+    "ResumeDecision",
+    "ResumeRequest",
     "ShutdownDecision",
     "ShutdownRequest",
     "ShutdownSource",
@@ -198,3 +204,118 @@ class ShutdownDecision:
     def veto(cls, reason: str) -> ShutdownDecision:
         """Keep the call."""
         return cls("veto", reason)
+
+
+@dataclass(frozen=True)
+class InterruptRequest:
+    """A non-forced ``session.interrupt()`` met a protected current speech (livekit would raise).
+
+    Attributes:
+        speech: The protected current speech.
+    """
+
+    speech: SpeechHandle
+
+
+@dataclass(frozen=True)
+class InterruptDecision:
+    """What ``decide_interrupt`` answers.
+
+    Attributes:
+        action: ``defer``: livekit's interrupt still runs (it interrupts the interruptible
+            background speeches), its refusal for the protected speech is swallowed, the speech
+            plays to the end and the caller gets a done future; ``refuse``: livekit raises, as
+            it does without the library.
+        reason: Why, for logs and events.
+    """
+
+    action: Literal["defer", "refuse"]
+    reason: str = ""
+
+    @classmethod
+    def defer(cls, reason: str = "") -> InterruptDecision:
+        """Let the protected speech finish instead of raising."""
+        return cls("defer", reason)
+
+    @classmethod
+    def refuse(cls, reason: str = "") -> InterruptDecision:
+        """Raise livekit's ``RuntimeError``."""
+        return cls("refuse", reason)
+
+
+@dataclass(frozen=True)
+class ProtectionRequest:
+    """A tool body called ``ctx.disallow_interruptions()``; livekit has not been called yet.
+
+    Attributes:
+        tool: The tool's name.
+        speech: The tool's owning speech (``ctx.speech_handle``).
+    """
+
+    tool: str
+    speech: SpeechHandle
+
+
+@dataclass(frozen=True)
+class ProtectionDecision:
+    """What ``decide_protection`` answers.
+
+    Attributes:
+        action: ``protect`` calls livekit's ``disallow_interruptions()``; ``decline`` returns
+            without calling it (the speech keeps its setting, the tool goes on).
+        reason: Why, for logs and events.
+    """
+
+    action: Literal["protect", "decline"]
+    reason: str = ""
+
+    @classmethod
+    def protect(cls, reason: str = "") -> ProtectionDecision:
+        """Call livekit's ``disallow_interruptions()``."""
+        return cls("protect", reason)
+
+    @classmethod
+    def decline(cls, reason: str) -> ProtectionDecision:
+        """Leave the speech as it is; the tool goes on."""
+        return cls("decline", reason)
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """A speech livekit had paused for the caller was resumed, because a tool protected it.
+
+    Asked synchronously right after livekit's ``disallow_interruptions()`` returned, before a
+    frame of the resumed speech plays.
+
+    Attributes:
+        tool: The tool that protected it.
+        speech: The resumed speech, now protected.
+    """
+
+    tool: str
+    speech: SpeechHandle
+
+
+@dataclass(frozen=True)
+class ResumeDecision:
+    """What ``decide_resume`` answers.
+
+    Attributes:
+        action: ``hold``: the answering middleware has paused the speech's audio and owns its
+            release (the first such answer wins, so one middleware holds it); ``play``: let it
+            play now.
+        reason: Why, for logs and events.
+    """
+
+    action: Literal["hold", "play"]
+    reason: str = ""
+
+    @classmethod
+    def hold(cls, reason: str) -> ResumeDecision:
+        """The answering middleware holds the speech."""
+        return cls("hold", reason)
+
+    @classmethod
+    def play(cls, reason: str = "") -> ResumeDecision:
+        """The speech plays now."""
+        return cls("play", reason)

@@ -1,12 +1,21 @@
-"""Every request to end the call goes through the chain's ``decide_shutdown``.
+"""Every hang-up the app asks for goes through the chain's ``decide_shutdown``.
 
-App code written today ends calls from inside tools: ``session.shutdown()``,
-``get_job_context().shutdown()`` or ``await session.aclose()``, often in a ``finally`` after a
-farewell and a sleep. While a ``ResilientAgent`` with a ``decide_shutdown`` hook is in a session,
-those three methods are shadowed on the session and job instances (public names only, restored
-when the agent leaves): a call made inside a tool body becomes a :class:`ShutdownRequest`, and
-the original method runs only if the chain lets it. Calls made outside tool bodies (livekit's
-own, the app's entrypoint, a test harness) pass straight through.
+While a ``ResilientAgent`` with a ``decide_shutdown`` hook is in a session, ``session.shutdown``,
+``session.aclose`` and ``job_ctx.shutdown`` are shadowed on the instances (see
+:mod:`resilient_agent.interception`). How a call is told apart (docs/hang-up.md has the table):
+
+* ``session.shutdown()`` and ``job_ctx.shutdown()`` are the app's hang-up, wherever they are
+  called from (a tool body, a speech-done callback, a task of the app, livekit's
+  ``EndCallTool``): they become a :class:`ShutdownRequest`, and the original runs only if the
+  chain lets it. livekit itself never calls them on a session that is still open.
+* Once the session is closing or closed, every call passes through at once: livekit's
+  ``EndCallTool`` shuts the job down from the ``close`` event, and a job shut down from outside
+  closes the session through ``session.aclose()``.
+* ``session.aclose()`` passes through, except inside a tool body, where awaiting it deadlocks
+  (the close waits for the tool): there it becomes a request and returns at once.
+* A close livekit starts itself (the caller left, a fatal error, the job's own shutdown
+  callback) does not go through any of these methods, so nothing can hold it; a decision still
+  pending then stops waiting and hangs up at once.
 """
 
 from __future__ import annotations
@@ -18,9 +27,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit.agents import AgentSession, get_job_context
+from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .chain import MiddlewareChain
+from .interception import Interceptor
 from .log import get_logger
 from .report import SHUTDOWN_REQUEST
 from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
@@ -35,16 +46,20 @@ Proceed = Callable[[], Awaitable[Any] | None]
 
 # A tool that asks to hang up this long after its farewell ended has been sleeping.
 _SLEEP_HINT_AFTER_S = 1.0
+# A request made this soon after a speech finished comes from that speech's done callback (or a
+# task that awaited it): that speech is the farewell.
+_JUST_FINISHED_S = 0.25
 _warned_about_sleeping = False
 
 
 class ShutdownGate:
-    """Shadows the session's and the job's shutdown methods for one session.
+    """Routes the app's hang-ups in one session through ``decide_shutdown``.
 
     Args:
         chain: Asked through ``decide_shutdown``.
         ctx: The middleware context.
         farewell_of: Returns the last speech a tool created.
+        speech_done_at: When a speech finished, by id, if it did.
         bound_s: A decision that keeps waiting for a speech gives up waiting after this long
             and hangs up, as the app asked.
     """
@@ -64,61 +79,84 @@ class ShutdownGate:
         self._speech_done_at = speech_done_at
         self._bound_s = bound_s
         self._session: AgentSession[Any] = ctx.session
-        self._job: Any = None
-        self._saved_job_shutdown: Any = None
         self._pending: asyncio.Task[None] | None = None
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._live: dict[str, SpeechInfo] = {}
+        self._last_done: tuple[SpeechInfo, float] | None = None
         self.decisions: list[tuple[ShutdownRequest, ShutdownDecision]] = []
 
-    def install(self) -> None:
+    @property
+    def closing(self) -> bool:
+        """Whether the session is closing or closed: every call then passes through."""
+        return self._closing
+
+    def install(self, interceptor: Interceptor) -> None:
         """Shadow ``session.shutdown``, ``session.aclose`` and ``job_ctx.shutdown``."""
         session = self._session
-        original_shutdown = session.shutdown
-        original_aclose = session.aclose
+        session.on("close", self._on_close)
+        session.on("speech_created", self._on_speech_created)
 
-        def shutdown(*args: Any, **kwargs: Any) -> None:
-            if current_tool() is None:
-                return original_shutdown(*args, **kwargs)
-            self.request("session.shutdown", lambda: original_shutdown(*args, **kwargs))
-            return None
-
-        async def aclose() -> None:
-            if current_tool() is None:
-                await original_aclose()
-                return None
-            # awaiting the close from inside a tool deadlocks: the close waits for the tool
-            self.request("session.aclose", original_aclose)
-            return None
-
-        session.shutdown = shutdown  # type: ignore[method-assign]
-        session.aclose = aclose  # type: ignore[method-assign]
-        try:
-            self._job = get_job_context()
-        except RuntimeError:
-            self._job = None
-        if self._job is not None:
-            job = self._job
-            self._saved_job_shutdown = vars(job).get("shutdown")
-            original_job_shutdown = job.shutdown
-
-            def job_shutdown(reason: str = "user requested") -> None:
-                if current_tool() is None:
-                    original_job_shutdown(reason)
+        def shadow_shutdown(original: Callable[..., None]) -> Callable[..., None]:
+            def shutdown(*, drain: bool = True) -> None:
+                if self._closing:
+                    original(drain=drain)
                     return
-                self.request("job.shutdown", lambda: original_job_shutdown(reason))
+                self.request("session.shutdown", lambda: original(drain=drain))
 
-            job.shutdown = job_shutdown
+            return shutdown
+
+        def shadow_aclose(original: Callable[[], Awaitable[None]]) -> Callable[[], Any]:
+            async def aclose() -> None:
+                if current_tool() is None or self._closing:
+                    self._closing = True
+                    await original()
+                    return
+                # awaiting the close from inside a tool deadlocks: the close waits for the tool
+                self.request("session.aclose", original)
+
+            return aclose
+
+        interceptor.install("AgentSession.shutdown", session, shadow_shutdown)
+        interceptor.install("AgentSession.aclose", session, shadow_aclose)
+        try:
+            job: Any = get_job_context()
+        except RuntimeError:
+            return
+
+        def shadow_job_shutdown(original: Callable[..., None]) -> Callable[..., None]:
+            def job_shutdown(reason: str = "user requested") -> None:
+                if self._closing:
+                    original(reason)
+                    return
+                self.request("job.shutdown", lambda: original(reason))
+
+            return job_shutdown
+
+        interceptor.install("JobContext.shutdown", job, shadow_job_shutdown)
 
     def uninstall(self) -> None:
-        """Put the original methods back."""
-        for attr in ("shutdown", "aclose"):
-            with contextlib.suppress(AttributeError):
-                delattr(self._session, attr)
-        if self._job is not None:
-            if self._saved_job_shutdown is not None:
-                self._job.shutdown = self._saved_job_shutdown
-            else:
-                with contextlib.suppress(AttributeError):
-                    del self._job.shutdown
+        """Stop listening to the session (the interceptor restores the methods)."""
+        with contextlib.suppress(Exception):
+            self._session.off("close", self._on_close)
+            self._session.off("speech_created", self._on_speech_created)
+
+    def _on_close(self, _ev: lk_events.CloseEvent) -> None:
+        self._closing = True
+        self._closed.set()
+
+    def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
+        # the bridge's listener ran first: the chain's view of the speech is in the state
+        info = self._ctx.state.speeches.get(ev.speech_handle.id)
+        if info is None:
+            return
+        self._live[info.id] = info
+
+        def finished(_: SpeechHandle) -> None:
+            self._live.pop(info.id, None)
+            self._last_done = (info, time.time())
+
+        info.handle.add_done_callback(finished)
 
     def request(
         self, source: ShutdownSource, proceed: Proceed, *, farewell: SpeechInfo | None = None
@@ -128,13 +166,13 @@ class ShutdownGate:
             logger.info("shutdown_already_requested", source=source, action="ignored")
             return False
         tool = current_tool()
-        if farewell is None:
-            self._warn_about_sleeping(tool, self._farewell_of(tool))
+        if farewell is None and tool is not None:
+            farewell = self._farewell_of(tool)
+            self._warn_about_sleeping(tool, farewell)
+        elif farewell is None:
+            farewell = self._farewell_outside_tools()
         request = ShutdownRequest(
-            source=source,
-            tool=tool,
-            farewell=farewell if farewell is not None else self._farewell_of(tool),
-            requested_at=time.time(),
+            source=source, tool=tool, farewell=farewell, requested_at=time.time()
         )
         # the decision outlives the tool: its task must not inherit the tool's context
         with outside_tools():
@@ -142,6 +180,25 @@ class ShutdownGate:
                 self._decide(request, proceed), name="resilient_agent.shutdown"
             )
         return True
+
+    def _farewell_outside_tools(self) -> SpeechInfo | None:
+        """The speech a request made outside tool bodies says goodbye with, on evidence.
+
+        A speech that finished this instant (the request comes from its done callback, or from
+        a task that awaited it), else the speech still playing (the app hangs up after it),
+        else none: the request is judged from the moment it was made.
+        """
+        for info in list(self._live.values()):
+            if info.handle.done():
+                return info  # its done callbacks are running: this request is one of them
+        if self._last_done is not None:
+            info, done_at = self._last_done
+            if time.time() - done_at <= _JUST_FINISHED_S:
+                return info
+        current = self._session.current_speech
+        if current is not None and not current.done():
+            return self._live.get(current.id)
+        return None
 
     def _warn_about_sleeping(self, tool: str | None, farewell: SpeechInfo | None) -> None:
         """Once per process: a tool that sleeps after its farewell delays every hang-up."""
@@ -170,35 +227,58 @@ class ShutdownGate:
             details={"source": request.source, "tool": request.tool, "reason": decision.reason},
         )
 
+    def _ask(self, request: ShutdownRequest) -> ShutdownDecision:
+        answer = self._chain.decide("decide_shutdown", self._ctx, request)
+        if isinstance(answer, ShutdownDecision):
+            return answer
+        return ShutdownDecision.now("no middleware objected")
+
     async def _decide(self, request: ShutdownRequest, proceed: Proceed) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._bound_s
-        while True:
-            answer = self._chain.decide("decide_shutdown", self._ctx, request)
-            decision = (
-                answer
-                if isinstance(answer, ShutdownDecision)
-                else ShutdownDecision.now("no middleware objected")
-            )
-            speech = decision.wait_for
-            if decision.action != "wait" or speech is None:
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                decision = ShutdownDecision.now("waited for the farewell too long")
-                break
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(_speech_done(speech), timeout=remaining)
+        decision = await self._decision(request)
+        if decision.action == "now" and decision.tail_pad_s > 0 and not self._closing:
+            await self._until_closed(asyncio.sleep(decision.tail_pad_s))
+            # the caller may have started speaking during the pad: the line is still open
+            again = self._ask(request) if not self._closing else decision
+            if again.action == "veto":
+                decision = again
         self.decisions.append((request, decision))
         if decision.action == "veto":
             self._report(request, decision, "kept_call")
             return
-        if decision.tail_pad_s > 0:
-            await asyncio.sleep(decision.tail_pad_s)
         self._report(request, decision, "hung_up")
+        # the call is ending: what the hang-up calls (shutdown, then the job's) passes through
+        self._closing = True
         result = proceed()
         if result is not None:
             await result
+
+    async def _decision(self, request: ShutdownRequest) -> ShutdownDecision:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._bound_s
+        while True:
+            if self._closing:
+                # livekit is closing the session (the caller left, the job shuts down, an
+                # error): nobody is left to keep the call for; the app's hang-up goes through
+                return ShutdownDecision.now("the session is closing")
+            decision = self._ask(request)
+            speech = decision.wait_for
+            if decision.action != "wait" or speech is None:
+                return decision
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return ShutdownDecision.now("waited for the farewell too long")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._until_closed(_speech_done(speech)), remaining)
+
+    async def _until_closed(self, aw: Awaitable[None]) -> None:
+        """Await ``aw``, or stop as soon as the session closes."""
+        work = asyncio.ensure_future(aw)
+        closed = asyncio.ensure_future(self._closed.wait())
+        try:
+            await asyncio.wait({work, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (work, closed):
+                task.cancel()
 
 
 async def _speech_done(handle: SpeechHandle) -> None:

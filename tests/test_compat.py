@@ -21,3 +21,236 @@ def test_speech_handle_futures_are_where_compat_expects_them() -> None:
         assert interrupted.done() and handle.interrupted
 
     asyncio.run(check())
+
+
+# -- interception tripwires: every intercepted method and every relied-on livekit behaviour ------
+# (resilient_agent._compat.RELIED_ON lists them; each check below fails naming the livekit change,
+# and each has a test that simulates the change and watches the check fail)
+
+import dataclasses  # noqa: E402
+import inspect  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from livekit.agents import Agent, AgentSession, JobContext, RunContext, function_tool  # noqa: E402
+from livekit.agents.beta.tools import EndCallTool  # noqa: E402
+from livekit.agents.voice.room_io import RoomIO  # noqa: E402
+
+from resilient_agent._compat import RELIED_ON  # noqa: E402
+from resilient_agent.interception import INTERCEPTIONS  # noqa: E402
+
+_SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
+    "AgentSession.shutdown": (AgentSession, [("drain", True)]),
+    "AgentSession.aclose": (AgentSession, []),
+    "JobContext.shutdown": (JobContext, [("reason", "user requested")]),
+    "AgentSession.interrupt": (AgentSession, [("force", False)]),
+    "RunContext.disallow_interruptions": (RunContext, []),
+}
+
+
+def _change(what: str) -> str:
+    return next(r.change for r in RELIED_ON if r.tripwire.startswith(what))
+
+
+def check_signature(key: str) -> None:
+    owner, expected = _SIGNATURES[key]
+    method = getattr(owner, INTERCEPTIONS[key].attribute)
+    params = [
+        (p.name, p.default)
+        for p in inspect.signature(method).parameters.values()
+        if p.name != "self"
+    ]
+    message = _change(f"test_intercepted_methods_keep_their_signatures[{key}]")
+    assert params == expected, f"{message}: {params} (the shadow expects {expected})"
+    if key == "AgentSession.aclose":
+        assert inspect.iscoroutinefunction(method), f"{message}: no longer a coroutine"
+
+
+def test_every_interception_is_pinned() -> None:
+    pinned = {r.tripwire for r in RELIED_ON}
+    for key in INTERCEPTIONS:
+        assert f"test_intercepted_methods_keep_their_signatures[{key}]" in pinned, key
+    tests = {name for name in globals() if name.startswith("test_")}
+    for reliance in RELIED_ON:
+        assert reliance.tripwire.split("[")[0] in tests, reliance.tripwire
+
+
+@pytest.mark.parametrize("key", sorted(_SIGNATURES))
+def test_intercepted_methods_keep_their_signatures(key: str) -> None:
+    check_signature(key)
+
+
+def test_a_changed_signature_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def shutdown(self: Any, *, drain: bool = True, reason: str = "") -> None: ...
+
+    monkeypatch.setattr(AgentSession, "shutdown", shutdown)
+    with pytest.raises(
+        AssertionError, match=re.escape("changed AgentSession.shutdown's signature")
+    ):
+        check_signature("AgentSession.shutdown")
+
+
+def check_interrupt_raises_on_protected_speech() -> None:
+    async def check() -> None:
+        handle = SpeechHandle.create(allow_interruptions=False)
+        try:
+            handle.interrupt()
+        except RuntimeError:
+            return
+        raise AssertionError(_change("test_interrupt_raises_on_a_protected_speech"))
+
+    asyncio.run(check())
+
+
+def test_interrupt_raises_on_a_protected_speech() -> None:
+    check_interrupt_raises_on_protected_speech()
+
+
+def test_interrupt_no_longer_raising_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = SpeechHandle.interrupt
+
+    def interrupt(self: SpeechHandle, *, force: bool = False, **kwargs: Any) -> SpeechHandle:
+        return original(self, force=True, **kwargs)
+
+    monkeypatch.setattr(SpeechHandle, "interrupt", interrupt)
+    with pytest.raises(AssertionError, match="no longer raises when interrupt"):
+        check_interrupt_raises_on_protected_speech()
+
+
+def check_protecting_an_interrupted_speech_raises() -> None:
+    async def check() -> None:
+        handle = SpeechHandle.create(allow_interruptions=True)
+        handle.interrupt()
+        try:
+            handle.allow_interruptions = False
+        except RuntimeError:
+            return
+        raise AssertionError(_change("test_protecting_an_interrupted_speech_raises"))
+
+    asyncio.run(check())
+
+
+def test_protecting_an_interrupted_speech_raises() -> None:
+    check_protecting_an_interrupted_speech_raises()
+
+
+def test_protecting_an_interrupted_speech_silently_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    prop = SpeechHandle.allow_interruptions
+    assert isinstance(prop, property) and prop.fget is not None
+    monkeypatch.setattr(
+        SpeechHandle,
+        "allow_interruptions",
+        property(prop.fget, lambda self, value: prop.fset(self, value or self.interrupted)),
+    )
+    with pytest.raises(AssertionError, match="no longer refuses to protect"):
+        check_protecting_an_interrupted_speech_raises()
+
+
+def _resume_probe(seen: dict[str, str]) -> Callable[[type[Agent]], Agent]:
+    def build(base: type[Agent]) -> Agent:
+        class Probe(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            @function_tool
+            async def book_table(self, ctx: RunContext[None], time: str) -> str:
+                """Book a table.
+
+                Args:
+                    time: When the table is wanted.
+                """
+                await asyncio.sleep(1.0)
+                output: Any = ctx.session.output.audio
+                seen["before"] = output.playing
+                ctx.disallow_interruptions()
+                seen["after"] = output.playing
+                await asyncio.sleep(2.0)
+                return "booked"
+
+        return Probe()
+
+    return build
+
+
+def check_disallow_interruptions_resumes_a_paused_speech() -> None:
+    from resilient_agent.lab.catalog import scenarios
+    from resilient_agent.testing import run_scenario
+
+    seen: dict[str, str] = {}
+    scenario = next(s for s in scenarios() if s.name == "tool_gap/protected_on_resume")
+    run_scenario(dataclasses.replace(scenario, agent=_resume_probe(seen)), Agent)
+    assert seen.get("before") == "paused", f"the lab no longer pauses the preamble: {seen}"
+    message = _change("test_disallow_interruptions_resumes_a_paused_speech_at_once")
+    assert seen["after"] == "playing", f"{message}: {seen}"
+
+
+def test_disallow_interruptions_resumes_a_paused_speech_at_once() -> None:
+    check_disallow_interruptions_resumes_a_paused_speech()
+
+
+def test_disallow_interruptions_not_resuming_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def disallow_interruptions(self: RunContext[Any]) -> None:
+        self.speech_handle.allow_interruptions = False  # protect, leave livekit's pause alone
+
+    monkeypatch.setattr(RunContext, "disallow_interruptions", disallow_interruptions)
+    with pytest.raises(AssertionError, match="no longer resumes a paused speech"):
+        check_disallow_interruptions_resumes_a_paused_speech()
+
+
+def _function_sources(cls: type) -> Iterator[tuple[str, str]]:
+    for name, member in vars(cls).items():
+        if inspect.isfunction(member):
+            yield name, inspect.getsource(member)
+
+
+def check_livekit_closes_without_shutdown() -> None:
+    message = _change("test_livekit_closes_on_its_own_without_shutdown")
+    for cls in (RoomIO, AgentSession):
+        for name, source in _function_sources(cls):
+            if name == "shutdown":
+                continue
+            for call in ("self.shutdown(", "_agent_session.shutdown(", "session.shutdown("):
+                assert call not in source, f"{message}: {cls.__name__}.{name} calls {call}"
+
+
+def test_livekit_closes_on_its_own_without_shutdown() -> None:
+    check_livekit_closes_without_shutdown()
+
+
+def test_livekit_closing_through_shutdown_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    def on_participant_disconnected(self: Any, participant: Any) -> None:
+        self._agent_session.shutdown()
+
+    name = next(n for n, s in _function_sources(RoomIO) if "PARTICIPANT_DISCONNECTED" in s)
+    monkeypatch.setattr(RoomIO, name, on_participant_disconnected)
+    with pytest.raises(AssertionError, match="closes the session through"):
+        check_livekit_closes_without_shutdown()
+
+
+def check_end_call_tool_hangs_up_from_its_speech() -> None:
+    message = _change("test_end_call_tool_hangs_up_from_its_speech_done_callback")
+    sources = dict(_function_sources(EndCallTool))
+    tool_body = next((s for s in sources.values() if "add_done_callback" in s), None)
+    assert tool_body is not None, f"{message}: no speech done callback"
+    assert "ctx.speech_handle.add_done_callback" in tool_body, message
+    assert "ctx.session.shutdown()" in tool_body, f"{message}: no session.shutdown()"
+    assert "same speech handle" in tool_body, f"{message}: the tool reply has its own handle"
+    on_close = next((s for s in sources.values() if "job_ctx.shutdown(" in s), None)
+    assert on_close is not None, f"{message}: the job is no longer shut down on close"
+
+
+def test_end_call_tool_hangs_up_from_its_speech_done_callback() -> None:
+    check_end_call_tool_hangs_up_from_its_speech()
+
+
+def test_end_call_tool_ending_calls_otherwise_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = next(n for n, s in _function_sources(EndCallTool) if "add_done_callback" in s)
+
+    async def end_call(self: Any, ctx: RunContext[Any]) -> None:
+        ctx.session.shutdown()
+
+    monkeypatch.setattr(EndCallTool, name, end_call)
+    with pytest.raises(AssertionError, match="changed how EndCallTool ends the call"):
+        check_end_call_tool_hangs_up_from_its_speech()

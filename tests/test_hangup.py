@@ -169,6 +169,8 @@ class _Handle:
 
 
 class _Session:
+    current_speech = None
+
     def shutdown(self) -> None: ...
 
     async def aclose(self) -> None: ...

@@ -8,12 +8,21 @@ from typing import Any
 import pytest
 from livekit.agents import Agent
 from resilient_agent.middleware import default_middleware
-from resilient_agent.middleware.interrupt_deferral import InterruptDeferral
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 from structlog.testing import capture_logs
 
-from resilient_agent import ResilientAgent
+from resilient_agent import (
+    InterruptDecision,
+    InterruptRequest,
+    Middleware,
+    MiddlewareContext,
+    ResilientAgent,
+)
+from resilient_agent.chain import MiddlewareChain
+from resilient_agent.interception import Interceptor
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.speech_gates import install_interrupt_gate
+from resilient_agent.state import ConversationState
 from resilient_agent.testing import CallWorld, Scenario, Typed, heard_sentences, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
 
@@ -164,7 +173,6 @@ def test_keep_text_input_off_leaves_interrupt_as_livekit_has_it() -> None:
     scenario = _interrupt_scenario(protected=True, force=False, at=2.0, seen=seen)
     run_scenario(scenario, WithoutTextInput)
     assert "does not allow interruptions" in seen["raised"]
-    assert not seen["shadowed"]
 
 
 def test_a_typed_message_is_answered_with_its_latency_from_its_arrival() -> None:
@@ -211,7 +219,7 @@ class _Speech:
 
 
 class _Session:
-    """Just what InterruptDeferral reads: ``current_speech`` and ``interrupt``."""
+    """Just what the interrupt gate reads: ``current_speech`` and ``interrupt``."""
 
     def __init__(self, current: _Speech | None, fail_with: str | None = None) -> None:
         self.current_speech = current
@@ -230,52 +238,68 @@ class _Session:
         return future
 
 
+class _Defer(Middleware):
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    def decide_interrupt(
+        self, ctx: MiddlewareContext, request: InterruptRequest
+    ) -> InterruptDecision | None:
+        self.asked.append(request.speech)
+        return InterruptDecision.defer("test")
+
+
+def _gate(session: _Session) -> tuple[Interceptor, _Defer]:
+    deferring = _Defer()
+    ctx = MiddlewareContext(
+        session=session,  # type: ignore[arg-type]
+        agent=None,  # type: ignore[arg-type]
+        state=ConversationState(),
+        emit=lambda _ev: None,
+    )
+    interceptor = Interceptor()
+    install_interrupt_gate(interceptor, MiddlewareChain([deferring]), ctx)
+    return interceptor, deferring
+
+
 def test_a_refusal_for_another_reason_is_raised_as_livekit_raised_it() -> None:
     session = _Session(_Speech(protected=True), fail_with="closing")
-    deferred: list[Any] = []
-    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+    _gate(session)
 
     async def call() -> None:
         with pytest.raises(RuntimeError, match="isn't running"):
             session.interrupt()
 
     asyncio.run(call())
-    assert deferred == []
 
 
-def test_the_deferral_calls_livekit_first_and_reports_the_protected_speech() -> None:
+def test_the_deferral_calls_livekit_first_and_asks_the_chain_about_the_protected_speech() -> None:
     speech = _Speech(protected=True)
     session = _Session(speech, fail_with="protected")
-    deferred: list[Any] = []
-    InterruptDeferral(session, deferred.append).install()  # type: ignore[arg-type]
+    _, deferring = _gate(session)
 
     async def call() -> None:
         assert session.interrupt().done()
 
     asyncio.run(call())
     assert session.calls == [False]  # livekit's interrupt ran (background speeches)
-    assert deferred == [speech]
+    assert deferring.asked == [speech]
 
 
-def test_uninstall_puts_back_a_wrapper_that_was_there_before() -> None:
+def test_an_interruptible_speech_is_not_asked_about() -> None:
+    session = _Session(_Speech(protected=False))
+    _, deferring = _gate(session)
+
+    async def call() -> None:
+        assert session.interrupt().done()
+
+    asyncio.run(call())
+    assert deferring.asked == []
+
+
+def test_the_gate_is_restored_when_the_interceptor_restores() -> None:
     session = _Session(None)
-    earlier = session.interrupt
-    session.interrupt = earlier  # type: ignore[method-assign]  # another wrapper, on the instance
-    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
-    deferral.install()
-    assert deferral.installed
-    deferral.uninstall()
-    assert vars(session)["interrupt"] is earlier
-
-
-def test_uninstall_leaves_a_shadow_installed_after_it() -> None:
-    session = _Session(None)
-    deferral = InterruptDeferral(session, lambda _speech: None)  # type: ignore[arg-type]
-    deferral.install()
-
-    def later(*, force: bool = False) -> asyncio.Future[None]:
-        raise AssertionError("not called")
-
-    session.interrupt = later  # type: ignore[method-assign]
-    deferral.uninstall()
-    assert vars(session)["interrupt"] is later
+    interceptor, _ = _gate(session)
+    assert "interrupt" in vars(session)
+    interceptor.restore_all()
+    assert "interrupt" not in vars(session)

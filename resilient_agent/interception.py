@@ -1,0 +1,168 @@
+"""The one place where resilient-agent replaces an attribute of a livekit object.
+
+livekit-agents 1.8 has no hook for a few decisions the chain must take inside livekit's own call
+(may this hang-up go through; may this interrupt cut a protected speech; may a tool protect its
+speech). For those, and only those, a method is shadowed *on the instance* (never on the class)
+while one agent runs, and the shadow asks the chain. :data:`INTERCEPTIONS` is the whole list,
+with the reason for each; :class:`Interceptor` refuses anything not in it.
+
+Rules every interception follows:
+
+* installed per instance, restored in LIFO order when the agent leaves (or the tool returns);
+* restored only if the attribute is still ours: a shadow installed after ours (by the app, a
+  test, another library) is left in place, and the reason is logged
+  (``interception_not_restored``);
+* what was on the instance before (another shadow) is put back, not deleted.
+
+The livekit behaviours the shadows rely on are listed in :mod:`resilient_agent._compat`
+(``RELIED_ON``) and pinned by ``tests/test_compat.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .log import get_logger
+
+__all__ = ["INTERCEPTIONS", "Interception", "Interceptor"]
+
+logger = get_logger("interception")
+
+
+@dataclass(frozen=True)
+class Interception:
+    """One livekit attribute the library shadows.
+
+    Attributes:
+        target: ``AgentSession``, ``JobContext`` or ``RunContext``.
+        attribute: The method's name.
+        owner: The module whose shadow replaces it.
+        hook: The chain hook the shadow asks.
+        why: Why no public hook does it.
+    """
+
+    target: str
+    attribute: str
+    owner: str
+    hook: str
+    why: str
+
+    @property
+    def key(self) -> str:
+        """``target.attribute``."""
+        return f"{self.target}.{self.attribute}"
+
+
+INTERCEPTIONS: dict[str, Interception] = {
+    i.key: i
+    for i in (
+        Interception(
+            "AgentSession",
+            "shutdown",
+            "resilient_agent.shutdown",
+            "decide_shutdown",
+            "the app's hang-up (a tool, a speech-done callback, a task, livekit's EndCallTool) "
+            "must wait for the farewell and may be vetoed; livekit has no pre-close hook",
+        ),
+        Interception(
+            "AgentSession",
+            "aclose",
+            "resilient_agent.shutdown",
+            "decide_shutdown",
+            "awaited inside a tool body it deadlocks (the close waits for the tool); there it "
+            "becomes a hang-up request instead. Everywhere else it passes through",
+        ),
+        Interception(
+            "JobContext",
+            "shutdown",
+            "resilient_agent.shutdown",
+            "decide_shutdown",
+            "the app's job-level hang-up, same as session.shutdown; it passes through once the "
+            "session is closing (livekit's EndCallTool shuts the job down from the close event)",
+        ),
+        Interception(
+            "AgentSession",
+            "interrupt",
+            "resilient_agent.speech_gates",
+            "decide_interrupt",
+            "livekit raises on a non-forced interrupt of a protected speech; RoomIO's text input "
+            "and the DTMF workflow then lose the caller's message",
+        ),
+        Interception(
+            "RunContext",
+            "disallow_interruptions",
+            "resilient_agent.speech_gates",
+            "decide_protection, decide_resume",
+            "it raises on an interrupted speech (failing the tool), and it resumes a speech "
+            "livekit paused for the caller, synchronously, over a caller who may be talking",
+        ),
+    )
+}
+"""Every livekit attribute the library replaces, by ``target.attribute``."""
+
+
+@dataclass
+class _Installed:
+    spec: Interception
+    instance: Any
+    replacement: Callable[..., Any]
+    saved: Any
+
+
+class Interceptor:
+    """Installs shadows on livekit instances and restores them, last installed first."""
+
+    def __init__(self) -> None:
+        self._installed: list[_Installed] = []
+
+    def install(
+        self,
+        key: str,
+        instance: Any,
+        shadow: Callable[[Callable[..., Any]], Callable[..., Any]],
+    ) -> None:
+        """Shadow ``INTERCEPTIONS[key]`` on ``instance`` with ``shadow(original)``.
+
+        Args:
+            key: ``target.attribute``, as in :data:`INTERCEPTIONS`.
+            instance: The livekit object.
+            shadow: Builds the replacement from what the attribute resolved to before.
+
+        Raises:
+            KeyError: ``key`` is not in :data:`INTERCEPTIONS` (add it there, with the reason).
+        """
+        spec = INTERCEPTIONS[key]
+        saved = vars(instance).get(spec.attribute)
+        replacement = shadow(getattr(instance, spec.attribute))
+        setattr(instance, spec.attribute, replacement)
+        self._installed.append(_Installed(spec, instance, replacement, saved))
+
+    @property
+    def installed(self) -> tuple[str, ...]:
+        """The keys of the shadows in place, in install order."""
+        return tuple(i.spec.key for i in self._installed)
+
+    def restore_all(self) -> None:
+        """Restore every shadow, last installed first; one that is no longer ours is left."""
+        while self._installed:
+            self._restore(self._installed.pop())
+
+    def _restore(self, item: _Installed) -> None:
+        attribute = item.spec.attribute
+        current = vars(item.instance).get(attribute)
+        if current is not item.replacement:
+            logger.warning(
+                "interception_not_restored",
+                interception=item.spec.key,
+                why=(
+                    "something replaced it after resilient-agent did; restoring would undo that "
+                    "replacement, so it is left in place"
+                ),
+            )
+            return
+        if item.saved is not None:
+            setattr(item.instance, attribute, item.saved)
+        else:
+            delattr(item.instance, attribute)

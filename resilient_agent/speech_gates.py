@@ -1,0 +1,109 @@
+"""The chain's say over two livekit calls that protect speech: ``interrupt`` and ``disallow``.
+
+* ``session.interrupt()`` without ``force`` raises ``RuntimeError`` on livekit-agents 1.8 when the
+  current speech is protected. While the chain has a ``decide_interrupt`` hook, such a call asks
+  it; on ``defer`` livekit's own ``interrupt`` still runs (it interrupts the interruptible
+  background speeches before it refuses), its refusal for that protected speech is swallowed, the
+  speech plays to the end and the caller gets a done future, as livekit's interrupt returns one.
+  ``force=True``, and every call that would not raise, go to livekit unchanged.
+* A tool's ``ctx.disallow_interruptions()`` asks ``decide_protection`` first (``decline`` leaves
+  the speech as it is and returns); when livekit then resumed a speech it had paused for the
+  caller (its false-interruption pause; the tool's protection releases it, synchronously), the
+  chain is asked ``decide_resume`` before a frame of it plays.
+
+The shadows are installed through :class:`~resilient_agent.interception.Interceptor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from livekit.agents import AgentSession, RunContext
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+from .chain import MiddlewareChain
+from .interception import Interceptor
+from .requests import (
+    InterruptDecision,
+    InterruptRequest,
+    ProtectionDecision,
+    ProtectionRequest,
+    ResumeRequest,
+)
+from .state import MiddlewareContext
+
+__all__ = ["install_interrupt_gate", "install_protection_gate", "protected_current_speech"]
+
+
+def protected_current_speech(session: AgentSession[Any]) -> SpeechHandle | None:
+    """The current speech if a non-forced interrupt cannot cut it, else None."""
+    current = session.current_speech
+    if current is None or current.allow_interruptions or current.done() or current.interrupted:
+        return None
+    return current
+
+
+def install_interrupt_gate(
+    interceptor: Interceptor, chain: MiddlewareChain, ctx: MiddlewareContext
+) -> None:
+    """Shadow ``session.interrupt`` so a refusal for a protected speech asks the chain."""
+    session = ctx.session
+
+    def shadow(original: Callable[..., asyncio.Future[None]]) -> Callable[..., Any]:
+        def interrupt(*, force: bool = False) -> asyncio.Future[None]:
+            protected = None if force else protected_current_speech(session)
+            if protected is None:
+                return original(force=force)
+            answer = chain.decide("decide_interrupt", ctx, InterruptRequest(speech=protected))
+            if not isinstance(answer, InterruptDecision) or answer.action != "defer":
+                return original(force=force)
+            try:
+                return original(force=force)
+            except RuntimeError:
+                if protected_current_speech(session) is not protected:
+                    raise  # not the protected speech's refusal
+            done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
+            done.set_result(None)
+            return done
+
+        return interrupt
+
+    interceptor.install("AgentSession.interrupt", session, shadow)
+
+
+def install_protection_gate(
+    interceptor: Interceptor,
+    chain: MiddlewareChain,
+    ctx: MiddlewareContext,
+    run_context: RunContext[Any],
+    tool: str,
+) -> None:
+    """Shadow this call's ``run_context.disallow_interruptions`` (the context is per call)."""
+    session = ctx.session
+
+    def shadow(original: Callable[[], None]) -> Callable[[], None]:
+        def disallow_interruptions() -> None:
+            handle = run_context.speech_handle
+            request = ProtectionRequest(tool=tool, speech=handle)
+            answer = chain.decide("decide_protection", ctx, request)
+            if isinstance(answer, ProtectionDecision) and answer.action == "decline":
+                return  # the declining middleware reports why
+            # livekit pauses only interruptible speeches for the caller (agent "listening");
+            # protecting such a speech releases that pause inside livekit's call
+            paused = (
+                handle is session.current_speech
+                and handle.allow_interruptions
+                and not handle.interrupted
+                and not handle.done()
+                and session.agent_state == "listening"
+            )
+            original()
+            if paused and chain.handles("decide_resume"):
+                # a middleware answering hold paused the speech itself and reports it
+                chain.decide("decide_resume", ctx, ResumeRequest(tool=tool, speech=handle))
+
+        return disallow_interruptions
+
+    interceptor.install("RunContext.disallow_interruptions", run_context, shadow)

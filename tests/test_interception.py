@@ -1,0 +1,106 @@
+"""The interception layer: one table, LIFO restore, restore only what is still ours."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from resilient_agent.interception import INTERCEPTIONS, Interceptor
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Session:
+    def shutdown(self, *, drain: bool = True) -> str:
+        return "livekit"
+
+
+def _tagging(tag: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def shadow(original: Callable[..., Any]) -> Callable[..., Any]:
+        def shutdown(*, drain: bool = True) -> str:
+            return f"{tag}({original(drain=drain)})"
+
+        return shutdown
+
+    return shadow
+
+
+def test_shadows_stack_and_restore_last_installed_first() -> None:
+    session = _Session()
+    interceptor = Interceptor()
+    interceptor.install("AgentSession.shutdown", session, _tagging("a"))
+    interceptor.install("AgentSession.shutdown", session, _tagging("b"))
+    assert session.shutdown() == "b(a(livekit))"
+    assert interceptor.installed == ("AgentSession.shutdown", "AgentSession.shutdown")
+    interceptor.restore_all()
+    assert "shutdown" not in vars(session)
+    assert session.shutdown() == "livekit"
+
+
+def test_a_shadow_that_was_there_before_is_put_back() -> None:
+    session = _Session()
+    earlier = Interceptor()
+    earlier.install("AgentSession.shutdown", session, _tagging("app"))
+    ours = Interceptor()
+    ours.install("AgentSession.shutdown", session, _tagging("ours"))
+    ours.restore_all()
+    assert session.shutdown() == "app(livekit)"
+
+
+def test_a_shadow_installed_after_ours_is_left_in_place_and_the_reason_logged() -> None:
+    session = _Session()
+    ours = Interceptor()
+    ours.install("AgentSession.shutdown", session, _tagging("ours"))
+
+    def later(*, drain: bool = True) -> str:
+        return "later"
+
+    session.shutdown = later  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        ours.restore_all()
+    assert vars(session)["shutdown"] is later
+    skipped = [e for e in logs if e.get("event") == "interception_not_restored"]
+    assert skipped and skipped[0]["interception"] == "AgentSession.shutdown"
+    assert "left in place" in skipped[0]["why"]
+
+
+def test_only_listed_interceptions_can_be_installed() -> None:
+    with pytest.raises(KeyError):
+        Interceptor().install("AgentSession.say", _Session(), _tagging("x"))
+
+
+def test_every_interception_says_why_and_which_hook_it_asks() -> None:
+    for key, spec in INTERCEPTIONS.items():
+        assert spec.why and spec.hook.startswith("decide_"), key
+
+
+def test_livekit_objects_are_modified_only_by_the_interception_module() -> None:
+    # attribute assignments on objects the library does not own (its own agent subclass and its
+    # tool wrappers aside); the lab's job stand-in is a test double, not runtime code
+    found = subprocess.run(
+        [
+            "grep",
+            "-rnE",
+            r"\.(shutdown|aclose|interrupt|disallow_interruptions)\s*=[^=]|setattr\(",
+            "resilient_agent",
+            "middleware",
+            "--include=*.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    runtime = [
+        line
+        for line in found
+        if not line.startswith(("resilient_agent/testing/", "resilient_agent/interception.py"))
+        and "setattr(self, attr, wrap_tool" not in line
+        and "_WRAPPED_MARK" not in line
+    ]
+    assert runtime == []
