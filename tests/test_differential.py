@@ -131,10 +131,6 @@ def test_seeded_race_free_calls_without_tools_are_identical() -> None:
     assert found == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#15 item 2 (core): a tool's unexpected exception is rewritten into a ToolError",
-)
 def test_seeded_race_free_calls_with_tools_are_identical() -> None:
     found = {}
     for seed in range(_CALLS // 4):
@@ -145,11 +141,6 @@ def test_seeded_race_free_calls_with_tools_are_identical() -> None:
     assert found == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#15 item 2 (core): the LLM gets the exception's class name and an invitation to "
-    "retry instead of livekit's generic error, and livekit's ERROR record becomes a warning",
-)
 def test_a_tool_that_raises_gives_the_llm_what_agent_gives_it() -> None:
     scenario = Scenario(
         name="race_free/tool_raises",
