@@ -42,6 +42,11 @@ TYPED = "lost_words/typed_over_protected_say"
 HANGS = "stall/llm_hangs"
 RESILIENT = "resilient_agent:ResilientAgent"
 PROTECTED_PURPLE = (0x7B, 0x1F, 0xA2)
+INTERRUPTIBLE_BLUE = (0x1E, 0x88, 0xE5)
+# A protected hold message WaitForCaller holds until the caller stops, and a preamble livekit
+# paused for the caller and resumed protected, which WaitForCaller keeps paused.
+HELD = "tool_gap/gap_protected_say"
+RESUMED = "tool_gap/protected_on_resume"
 LOST_WORD_RED = (0xEF, 0x53, 0x50)
 REACHED_GREEN = (0xA5, 0xD6, 0xA7)
 NOISE_GREY = (0xEC, 0xEF, 0xF1)
@@ -67,6 +72,11 @@ def race_results(agents: list[AgentUnderTest]) -> list[LabResult]:
 @pytest.fixture(scope="module")
 def input_results(agents: list[AgentUnderTest]) -> list[LabResult]:
     return run_lab([_scenario(NOISE), _scenario(TYPED), _scenario(HANGS)], agents)
+
+
+@pytest.fixture(scope="module")
+def held_results(agents: list[AgentUnderTest]) -> list[LabResult]:
+    return run_lab([_scenario(HELD), _scenario(RESUMED)], agents)
 
 
 def _timeline(results: Sequence[LabResult], scenario: str, agent: str) -> CallTimeline:
@@ -632,9 +642,18 @@ _GEOMETRY_PROBE = """<script>
                            end: +u.dataset.end, box: box(u)});
       }
       for (const g of panel.querySelectorAll('g.playout')) {
-        const r = g.querySelector('rect');
-        p.playouts.push({start: +g.dataset.start, mode: g.dataset.mode,
-                         outcome: g.dataset.outcome, box: box(r), fill: getComputedStyle(r).fill});
+        const runs = [...g.querySelectorAll('rect.playout-run')].map((r) => ({
+          start: +r.dataset.start, end: +r.dataset.end, mode: r.dataset.mode, box: box(r),
+          fill: getComputedStyle(r).fill}));
+        const silences = [...g.querySelectorAll('g.playout-silence')].map((s) => ({
+          kind: s.dataset.kind, start: +s.dataset.start, end: +s.dataset.end,
+          box: box(s.querySelector('rect.playout-held')),
+          fill: getComputedStyle(s.querySelector('rect.playout-held')).fill}));
+        const r = g.querySelector('rect.playout-run') || g.querySelector('rect');
+        const left = Math.min(...[...runs, ...silences].map((x) => x.box.left));
+        p.playouts.push({start: +g.dataset.start, mode: g.dataset.mode, left: left,
+                         outcome: g.dataset.outcome, box: box(r), fill: getComputedStyle(r).fill,
+                         runs: runs, silences: silences});
       }
       for (const w of panel.querySelectorAll('rect.word')) {
         p.words.push({status: w.dataset.status, start: +w.dataset.start, box: box(w),
@@ -787,7 +806,7 @@ def test_report_renders_in_headless_chromium(
         assert tops == sorted(tops) and len(set(tops)) == len(tops)
         assert len(panel["playouts"]) == sum(len(s.playouts) for s in timeline.speeches)
         for playout in panel["playouts"]:
-            assert playout["box"]["left"] == pytest.approx(x_at(playout["start"]), abs=1.0)
+            assert playout["left"] == pytest.approx(x_at(playout["start"]), abs=1.0)
             colour = PROTECTED_PURPLE if playout["mode"] == "protected" else None
             if colour is not None:
                 assert playout["fill"] == "rgb(123, 31, 162)"
@@ -896,3 +915,74 @@ def test_report_renders_noise_typed_and_hung_in_headless_chromium(
                 assert _share_of_colour(pixels, bar["cap"], CANCELLED_RED) > 0.9
                 seen["hung"] += 1
     assert seen == {"noise": len(agents), "typed": len(agents), "hung": len(agents)}
+
+
+def test_timeline_tells_held_and_paused_speech_from_what_was_heard(
+    held_results: list[LabResult],
+) -> None:
+    # the hold message reached the output at 4.0 s while the caller spoke; ResilientAgent kept
+    # it silent until they stopped, and the caller heard all of it afterwards
+    (message,) = _timeline(held_results, HELD, RESILIENT).speeches[1].playouts
+    assert message.protected is True
+    (heard,) = message.runs
+    assert message.start < heard.start
+    assert message.held_s == pytest.approx(heard.start - message.start, abs=0.002)
+    assert message.held_s > 1.0
+    assert heard.end - heard.start == pytest.approx(message.played_s, abs=0.002)
+    # the plain Agent played it over the caller at once: nothing held
+    (plain,) = _timeline(held_results, HELD, BASELINE.path).speeches[1].playouts
+    assert plain.held_s == 0.0 and plain.runs[0].start == plain.start
+    # a preamble paused for the caller and resumed protected: two runs, the second protected
+    (preamble, *_) = _timeline(held_results, RESUMED, RESILIENT).speeches[0].playouts
+    first, second = preamble.runs
+    assert (first.protected, second.protected) == (False, True)
+    assert preamble.paused_s == pytest.approx(second.start - first.end, abs=0.002)
+    assert preamble.paused_s > 1.0
+
+
+@pytest.mark.skipif(
+    _CHROMIUM is None,
+    reason="Chromium is not installed (apt-get install -y chromium): the rendered report is "
+    "checked in a headless browser",
+)
+def test_report_draws_held_speech_as_not_playing_in_headless_chromium(
+    held_results: list[LabResult], agents: list[AgentUnderTest], tmp_path: Path
+) -> None:
+    page = render_report(held_results, agents)
+    report = tmp_path / "report.html"
+    report.write_text(page, encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _GEOMETRY_PROBE), encoding="utf-8")
+    dom = _run_chromium("--dump-dom", probe.as_uri(), height=1000).stdout
+    found = re.search(r'<pre id="geometry">(.*?)</pre>', dom, re.S)
+    assert found, "the geometry probe did not run"
+    drawings = json.loads(html.unescape(found.group(1)))["timelines"]
+    bottom = max(p["box"]["bottom"] for d in drawings for p in d["panels"])
+    height = int(bottom) + 20
+    screenshot = tmp_path / "report.png"
+    _run_chromium(f"--screenshot={screenshot}", report.as_uri(), height=height)
+    pixels = _read_png(screenshot)
+
+    silences = {"held": 0, "paused": 0}
+    for drawing in drawings:
+        ticks = drawing["ticks"]
+        px_per_s = (ticks[-1]["x"] - ticks[0]["x"]) / (ticks[-1]["t"] - ticks[0]["t"])
+        (resilient,) = [p for p in drawing["panels"] if p["agent"] == RESILIENT]
+        for playout in resilient["playouts"]:
+            for silence in playout["silences"]:
+                # not playing: white with grey hatching, neither of the colours of playing audio
+                assert silence["fill"] == "rgb(255, 255, 255)"
+                assert _share_of_colour(pixels, silence["box"], PROTECTED_PURPLE) < 0.02
+                assert _share_of_colour(pixels, silence["box"], INTERRUPTIBLE_BLUE) < 0.02
+                width = silence["box"]["right"] - silence["box"]["left"]
+                assert width == pytest.approx((silence["end"] - silence["start"]) * px_per_s, abs=1)
+                silences[silence["kind"]] += 1
+            for run in playout["runs"]:
+                colour = PROTECTED_PURPLE if run["mode"] == "protected" else INTERRUPTIBLE_BLUE
+                assert _share_of_colour(pixels, run["box"], colour) > 0.5
+            # what played and what was held never overlap
+            spans = sorted([(r["start"], r["end"]) for r in playout["runs"] + playout["silences"]])
+            for (_, end), (start, _) in itertools.pairwise(spans):
+                assert start >= end - 0.002
+    # the hold message held before its first audio, the preamble paused between its runs
+    assert silences["held"] >= 1 and silences["paused"] >= 1

@@ -207,6 +207,11 @@ _LEGEND_ITEMS: tuple[tuple[str, str], ...] = (
         "playing, interruptible",
     ),
     (
+        '<rect class="playout-held playout-held-protected" x="0.5" y="3" width="21" height="8"/>'
+        f'<path class="playout-held-hatch" d="{svg.hatch(0.5, 3, 21.5, 11)}"/>',
+        "held or paused: NOT playing (output paused)",
+    ),
+    (
         '<rect class="playout-interruptible" x="0" y="3" width="18" height="8"/>'
         '<rect class="playout-completed-cap" x="18" y="1" width="4" height="12"/>',
         "playout completed",

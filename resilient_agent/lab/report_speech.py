@@ -9,9 +9,12 @@ from . import report_svg as svg
 from .report_svg import data, esc, fit, num, sec
 
 if TYPE_CHECKING:
-    from .timeline import CallTimeline, LLMTrack, SpeechTrack
+    from .timeline import CallTimeline, LLMTrack, PlayoutSpan, SpeechTrack
 
 __all__ = ["llm_lanes", "speech_lanes", "tool_lanes"]
+
+# Two stamps of the same instant may differ by the virtual clock's nudges.
+_SAME_INSTANT_S = 1e-3
 
 
 def _speech_title(speech: SpeechTrack) -> str:
@@ -102,6 +105,7 @@ def speech_lanes(canvas: svg.Canvas, speeches: Sequence[SpeechTrack], y: float) 
 
 
 def _playout(canvas: svg.Canvas, speech: SpeechTrack, *, playout_index: int, y: float) -> str:
+    """One playout as the caller heard it: solid while it played, hatched while held or paused."""
     playout = speech.playouts[playout_index]
     end = playout.end if playout.end is not None else canvas.axis_end
     if playout.protected is None:
@@ -109,28 +113,109 @@ def _playout(canvas: svg.Canvas, speech: SpeechTrack, *, playout_index: int, y: 
     else:
         mode = "protected" if playout.protected else "interruptible"
     outcome = "interrupted" if playout.interrupted else "completed"
-    x, w = canvas.x(playout.start), canvas.width(playout.start, end)
-    until = sec(playout.end) if playout.end is not None else "never finished"
-    title = (
-        f"{speech.label} playout ({mode}, {outcome}): {sec(playout.start)} to {until}, "
-        f"{playout.played_s:.2f} s heard\n“{playout.text}”"
-    )
-    cap_x = x + w - 4
-    text = fit(playout.text, w - 10)
-    return (
+    runs = _heard_runs(playout, end)
+    silences = _silences(playout.start, end, runs)
+    top, height = y + 5, svg.SPEECH_ROW_HEIGHT - 10
+    parts = [
         f'<g class="playout playout-{outcome}"'
-        f"{data(start=playout.start, end=playout.end, mode=mode, outcome=outcome)}>"
-        f'<rect class="playout-{mode}" x="{num(x)}" y="{num(y + 5)}" width="{num(w)}" '
-        f'height="{svg.SPEECH_ROW_HEIGHT - 10}"/>'
-        f'<rect class="playout-{outcome}-cap" x="{num(cap_x)}" y="{num(y + 2)}" width="4" '
-        f'height="{svg.SPEECH_ROW_HEIGHT - 4}"/>'
-        + (
-            f'<text class="playout-text" x="{num(x + 3)}" y="{num(y + 13.5)}">{esc(text)}</text>'
-            if text
-            else ""
+        f"{data(start=playout.start, end=playout.end, mode=mode, outcome=outcome)}"
+        f"{data(held=playout.held_s, paused=playout.paused_s, heard=playout.played_s)}>"
+    ]
+    for start, stop, kind in silences:
+        x0, x1 = canvas.x(start), canvas.x(start) + canvas.width(start, stop)
+        parts.append(
+            f'<g class="playout-silence"{data(kind=kind, start=start, end=stop)}>'
+            f'<rect class="playout-held playout-held-{mode}" x="{num(x0)}" y="{num(top)}" '
+            f'width="{num(x1 - x0)}" height="{height}"/>'
+            f'<path class="playout-held-hatch" d="{svg.hatch(x0, top, x1, top + height)}"/>'
+            + _silence_caption(kind, x0, x1, y)
+            + f"{svg.title(_silence_title(speech, start, stop, kind))}</g>"
         )
-        + f"{svg.title(title)}</g>"
+    for start, stop, protected in runs:
+        run_mode = mode if protected is None else ("protected" if protected else "interruptible")
+        parts.append(
+            f'<rect class="playout-run playout-{run_mode}" x="{num(canvas.x(start))}" '
+            f'y="{num(top)}" width="{num(canvas.width(start, stop))}" height="{height}"'
+            f"{data(start=start, end=stop, mode=run_mode)}/>"
+        )
+    x, w = canvas.x(playout.start), canvas.width(playout.start, end)
+    parts.append(
+        f'<rect class="playout-{outcome}-cap" x="{num(x + w - 4)}" y="{num(y + 2)}" width="4" '
+        f'height="{svg.SPEECH_ROW_HEIGHT - 4}"/>'
     )
+    if runs:
+        first_x = canvas.x(runs[0][0])
+        text = fit(playout.text, canvas.x(runs[0][1]) - first_x - 10)
+        if text:
+            parts.append(
+                f'<text class="playout-text" x="{num(first_x + 3)}" y="{num(y + 13.5)}">'
+                f"{esc(text)}</text>"
+            )
+    parts.append(f"{svg.title(_playout_title(speech, playout, mode, outcome, runs))}</g>")
+    return "".join(parts)
+
+
+def _heard_runs(playout: PlayoutSpan, end: float) -> list[tuple[float, float, bool | None]]:
+    """What the caller heard; a playout recorded without runs counts as heard throughout."""
+    if playout.runs:
+        return [(r.start, r.end, r.protected) for r in playout.runs]
+    return [(playout.start, end, playout.protected)] if playout.played_s > 0 else []
+
+
+def _silences(
+    start: float, end: float, runs: Sequence[tuple[float, float, bool | None]]
+) -> list[tuple[float, float, str]]:
+    """The stretches of a playout the caller did not hear, with their kind.
+
+    ``held`` before its first audio, ``paused`` between runs and after the last one (until it
+    finished or was cut).
+    """
+    silences = []
+    cursor, kind = start, "held"
+    for run_start, run_end, _ in runs:
+        if run_start - cursor > _SAME_INSTANT_S:
+            silences.append((cursor, run_start, kind))
+        cursor, kind = run_end, "paused"
+    if end - cursor > _SAME_INSTANT_S:
+        silences.append((cursor, end, kind))
+    return silences
+
+
+def _silence_caption(kind: str, x0: float, x1: float, y: float) -> str:
+    text = fit(f"{kind}, not playing", x1 - x0 - 6) or fit(kind, x1 - x0 - 6)
+    if not text:
+        return ""
+    return (
+        f'<text class="playout-held-text" x="{num(x0 + 3)}" y="{num(y + 13.5)}">{esc(text)}</text>'
+    )
+
+
+def _silence_title(speech: SpeechTrack, start: float, stop: float, kind: str) -> str:
+    what = "before its first audio" if kind == "held" else "after it had begun"
+    return (
+        f"{speech.label} {kind} {sec(start)} to {sec(stop)} ({stop - start:.2f} s): NOT "
+        f"playing, the audio output was paused {what}; the caller heard nothing of it here"
+    )
+
+
+def _playout_title(
+    speech: SpeechTrack,
+    playout: PlayoutSpan,
+    mode: str,
+    outcome: str,
+    runs: Sequence[tuple[float, float, bool | None]],
+) -> str:
+    until = sec(playout.end) if playout.end is not None else "never finished"
+    lines = [f"{speech.label} playout ({mode}, {outcome}): {sec(playout.start)} to {until}"]
+    if playout.held_s > 0:
+        lines.append(f"held {playout.held_s:.2f} s before the caller heard anything")
+    for start, stop, protected in runs:
+        how = "" if protected is None else (", protected" if protected else ", interruptible")
+        lines.append(f"heard {sec(start)} to {sec(stop)} ({stop - start:.2f} s{how})")
+    if playout.paused_s > 0:
+        lines.append(f"paused {playout.paused_s:.2f} s between the parts heard")
+    lines.append(f"{playout.played_s:.2f} s heard in all\n“{playout.text}”")
+    return "\n".join(lines)
 
 
 def tool_lanes(canvas: svg.Canvas, timeline: CallTimeline, y: float) -> float:

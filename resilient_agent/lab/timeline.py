@@ -23,6 +23,7 @@ from livekit.agents import llm as lk_llm
 from .timeline_model import (
     TIMELINE_FORMAT,
     CallTimeline,
+    HeardRun,
     LLMTrack,
     Mark,
     MarkKind,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TIMELINE_FORMAT",
     "CallTimeline",
+    "HeardRun",
     "LLMTrack",
     "Mark",
     "MarkKind",
@@ -224,17 +226,19 @@ def _speeches(world: CallWorld) -> tuple[SpeechTrack, ...]:
             continue
         owner = _playout_owner(recorder.playouts, segment)
         heard = [sentences.get(i, "") for i, (_, s, _) in segment.sentences.items() if s > 0]
+        span_protected = (
+            None
+            if owner is None or owner.allow_interruptions is None
+            else not owner.allow_interruptions
+        )
         span = PlayoutSpan(
             start=_t(segment.started_at),
             end=_opt_t(segment.ended_at),
             played_s=_t(segment.played),
             interrupted=segment.interrupted,
-            protected=(
-                None
-                if owner is None or owner.allow_interruptions is None
-                else not owner.allow_interruptions
-            ),
+            protected=span_protected,
             text=" ".join(t for t in heard if t),
+            runs=_heard_runs(segment, recorder.resumes, span_protected),
         )
         playouts.setdefault(owner.speech_id if owner and owner.speech_id else "", []).append(span)
     tracks = []
@@ -260,6 +264,23 @@ def _speeches(world: CallWorld) -> tuple[SpeechTrack, ...]:
             )
         )
     return tuple(tracks)
+
+
+def _heard_runs(
+    segment: PlayedSegment, resumes: Sequence[PlayoutStart], first: bool | None
+) -> tuple[HeardRun, ...]:
+    """The stretches the caller heard; each after the first is protected as at its resume."""
+    runs = []
+    for index, run in enumerate(segment.runs):
+        protected = first
+        if index > 0:
+            resume = next(
+                (r for r in resumes if abs(r.at - run.started_at) < _SAME_INSTANT_S), None
+            )
+            if resume is not None and resume.allow_interruptions is not None:
+                protected = not resume.allow_interruptions
+        runs.append(HeardRun(_t(run.started_at), _t(run.ended_at), protected))
+    return tuple(runs)
 
 
 def _speech_text(world: CallWorld, record: SpeechRecord) -> str:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, Literal
 __all__ = [
     "TIMELINE_FORMAT",
     "CallTimeline",
+    "HeardRun",
     "LLMTrack",
     "Mark",
     "MarkKind",
@@ -59,6 +61,10 @@ as a middleware error)."""
 
 
 # Word matching for telling which utterances a committed user turn carries.
+def _t(seconds: float) -> float:
+    return round(seconds, 3)
+
+
 @dataclass(frozen=True)
 class WordMark:
     """One word of an utterance and what became of it.
@@ -175,17 +181,40 @@ class StateSpan:
 
 
 @dataclass(frozen=True)
-class PlayoutSpan:
-    """Audio of one speech handle playing to the caller.
+class HeardRun:
+    """A stretch of a playout the caller actually heard, without a pause.
 
     Attributes:
-        start: Call seconds the first audio played.
+        start: Call seconds it began to play.
+        end: Call seconds it stopped (a pause, the end, or a cut).
+        protected: Whether the speech disallowed interruptions when this stretch began (a
+            speech may be protected while paused and resume protected), None if unknown.
+    """
+
+    start: float
+    end: float
+    protected: bool | None = None
+
+
+@dataclass(frozen=True)
+class PlayoutSpan:
+    """Audio of one speech handle going out to the caller.
+
+    livekit starts a playout (``playback_started``) when the first audio frame reaches the
+    output; a paused output (a middleware holding a protected speech until the caller stops,
+    or livekit pausing for a caller who speaks) keeps it silent. ``runs`` is what the caller
+    heard; the rest of ``start``-``end`` the playout was held (before its first run) or paused
+    (between runs).
+
+    Attributes:
+        start: Call seconds livekit started the playout.
         end: Call seconds playout finished or was cut, None if it never did.
         played_s: Seconds of audio that played.
         interrupted: Whether the buffer was cleared before it played out.
         protected: Whether the handle disallowed interruptions when playout began, None if no
             handle was current.
         text: The sentences it carried.
+        runs: The stretches the caller heard, in order.
     """
 
     start: float
@@ -194,6 +223,18 @@ class PlayoutSpan:
     interrupted: bool
     protected: bool | None
     text: str
+    runs: tuple[HeardRun, ...] = ()
+
+    @property
+    def held_s(self) -> float:
+        """Seconds from the start to the first audio the caller heard (0 if it never played)."""
+        return _t(self.runs[0].start - self.start) if self.runs else 0.0
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds of silence between the runs the caller heard."""
+        gaps = (later.start - earlier.end for earlier, later in itertools.pairwise(self.runs))
+        return _t(sum(gaps))
 
 
 @dataclass(frozen=True)
