@@ -4,10 +4,10 @@ CPU: both agents run the same 100-turn call in the same process, alternating, fi
 the figure is the median of the five per-pair ratios (ResilientAgent over Agent). End-of-turn to
 first-audio latencies must be identical.
 
-Memory: each agent runs 100 concurrent 30 s lab sessions on one virtual-time loop, in a fresh
-process of its own; 22 s into the calls (past the turn keeper's 20 s of buffered audio) the
-process's resident memory over its size before the sessions started, divided by 100, is the
-memory per concurrent session (the lab's own recorders included, alike for both).
+Memory: each agent runs 100 concurrent 30 s lab sessions (a turn every 6 s) on one virtual-time
+loop, in a fresh process of its own; every second from 8 s to 28 s into the calls the process's
+resident memory over its size before the sessions started is sampled, and their mean divided by
+100 is the memory per concurrent session (the lab's own recorders included, alike for both).
 
 Run ``python -m benchmarks.bench_session`` (``--cpu-only`` / ``--memory-only`` for one half).
 """
@@ -35,7 +35,8 @@ TURN_SECONDS = 6.0
 RUNS = 5
 SESSIONS = 100
 SESSION_SECONDS = 30.0
-SAMPLE_AT_S = 22.0
+SAMPLE_FROM_S = 8.0
+SAMPLE_TO_S = 28.0
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
 
 
@@ -104,10 +105,14 @@ async def _concurrent_sessions(agent_class: type[Agent]) -> int:
     loop = asyncio.get_running_loop()
     start = loop.time()
     calls = [loop.create_task(run_scenario_async(scenario, agent_class)) for _ in range(SESSIONS)]
-    await asyncio.sleep(SAMPLE_AT_S - (loop.time() - start))
-    during = _rss()
+    samples = []
+    at = SAMPLE_FROM_S
+    while at <= SAMPLE_TO_S:
+        await asyncio.sleep(at - (loop.time() - start))
+        samples.append(_rss())
+        at += 1.0
     await asyncio.gather(*calls)
-    return during
+    return int(statistics.mean(samples))
 
 
 def memory_child(label: str) -> None:
@@ -132,7 +137,8 @@ def memory() -> None:
         per_session[label] = float(out.strip().splitlines()[-1])
     base, resilient = per_session["Agent"], per_session["ResilientAgent"]
     print(
-        f"memory per concurrent session ({SESSIONS} sessions, {SAMPLE_AT_S:.0f}s into the call): "
+        f"memory per concurrent session ({SESSIONS} sessions, mean of "
+        f"{SAMPLE_FROM_S:.0f}-{SAMPLE_TO_S:.0f}s into the call): "
         f"Agent {base / 1e6:.2f} MB, ResilientAgent {resilient / 1e6:.2f} MB, "
         f"ratio {resilient / base:.3f}"
     )

@@ -103,7 +103,7 @@ class StallEvidence:
         self.thresholds = thresholds
         self.meter = meter
         self.speaking_since: float | None = None
-        self.last_transcript_at = 0.0
+        self.last_transcript_at = float("-inf")
         self.last_transcript_final = False
         self.agent_state_since = 0.0
         self._waiting: tuple[str, float] | None = None
@@ -114,7 +114,8 @@ class StallEvidence:
         """The caller started or stopped speaking."""
         self.speaking_since = now if speaking else None
         if self.meter is not None:
-            self.meter.metering = speaking
+            # the line's level matters only while the caller shows as speaking
+            self.meter.want("Watchdog", speaking)
             if speaking:
                 self.meter.start_turn()
 

@@ -77,7 +77,9 @@ class Watchdog(Middleware):
             watchdog looks at why (livekit gives up at 5 s).
         escalate_after_s: Seconds a recovery step gets before the next one.
         max_recoveries: Recoveries allowed per kind of stall and session.
-        floor_rms: Audio level (int16 RMS) below which the caller counts as quiet.
+        floor_rms: Kept so existing code runs; no longer used: a quiet line is judged against
+            the caller's own voice in the turn, at any line gain (an absolute floor took a
+            low-gain line for silence).
         check_every_s: How often the watchdog looks.
         vad_silence_s: The VAD's silence window before it ends speech, used when the VAD does
             not say (livekit's ``inference.VAD`` has a public ``min_silence_duration``).
@@ -146,10 +148,8 @@ class Watchdog(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Meter the caller's audio, count playout reports and start watching."""
         self._at_risk = asyncio.Event()
-        meter = AudioLevelMeter(floor_rms=self.floor_rms)
-        self._evidence = StallEvidence(
-            self.thresholds, meter if ctx.observe_audio(meter.on_frame) else None
-        )
+        # the session's one meter, shared with every middleware that reads the line's level
+        self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
         self._evidence.agent_state_changed(_now())
         self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(

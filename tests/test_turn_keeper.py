@@ -166,7 +166,10 @@ def test_undelivered_fragments_are_bounded() -> None:
     assert keeper.pending_words == 3
 
 
-def test_the_audio_tap_keeps_a_bounded_window() -> None:
+@pytest.mark.parametrize(("user_state", "kept_s"), [("speaking", 2.0), ("listening", 0.5)])
+def test_the_audio_tap_keeps_a_bounded_window(user_state: str, kept_s: float) -> None:
+    """keep_seconds of a speech window; half a second of pre-roll while the caller is silent."""
+
     class Options:
         aec_warmup_duration = None
         interruption: ClassVar[dict[str, bool]] = {"discard_audio_if_uninterruptible": True}
@@ -176,11 +179,13 @@ def test_the_audio_tap_keeps_a_bounded_window() -> None:
         agent_state = "listening"
         options = Options()
 
-    tap = WithheldAudioTap(Session(), keep_seconds=2.0)  # type: ignore[arg-type]
+    session = Session()
+    session.user_state = user_state  # type: ignore[attr-defined]
+    tap = WithheldAudioTap(session, keep_seconds=2.0)  # type: ignore[arg-type]
     silence = np.zeros(160, dtype=np.int16).tobytes()
     for index in range(1000):
         tap.on_frame(rtc.AudioFrame(silence, 16000, 1, 160), index * 0.01)
-    assert tap.buffered_seconds == pytest.approx(2.0, abs=0.02)
+    assert tap.buffered_seconds == pytest.approx(kept_s, abs=0.06)
     assert not any(f.withheld for f in tap.window(0, 100))
 
 
