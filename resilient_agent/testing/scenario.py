@@ -19,6 +19,7 @@ from livekit.agents import Agent
 
 from .audio import SAMPLE_RATE, CallerLine, NoiseWindow
 from .llm import LLMRule
+from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
@@ -214,6 +215,9 @@ class Scenario:
             :data:`~resilient_agent.testing.audio.CallerLine`): marked frames, a quiet line or
             frames of zeros.
         stt_interims: Whether the STT sends interim transcripts (False: finals only).
+        real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
+            PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
+            None: scripted speech.
     """
 
     name: str
@@ -238,6 +242,7 @@ class Scenario:
     talk_over_tolerance: float | None = 0.2
     caller_line: CallerLine = "marked"
     stt_interims: bool = True
+    real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
