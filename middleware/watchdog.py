@@ -180,8 +180,8 @@ class Watchdog(Middleware):
     ) -> None:
         """Note when the agent started thinking or speaking."""
         self._evidence.agent_state_changed(_now())
-        if ev.new_state in ("thinking", "speaking"):
-            self._at_risk.set()
+        # an interrupted speech shows as a change of state too: look again at every change
+        self._at_risk.set()
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A live speech can stall."""
@@ -204,11 +204,15 @@ class Watchdog(Middleware):
         self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
+        """Whether nothing can stall right now: every stall needs one of these to hold."""
         state = ctx.state
         return (
             state.user_state != "speaking"
-            and state.agent_state not in ("thinking", "speaking")
-            and not state.speeches
+            and state.agent_state != "thinking"
+            and not any(
+                info.handle.interrupted and not info.handle.done()
+                for info in state.speeches.values()
+            )
         )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:

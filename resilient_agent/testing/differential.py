@@ -259,7 +259,7 @@ def race_free_call(seed: int, *, tools: bool = True) -> Scenario:
     utterances = []
     rules = []
     for turn in range(turns):
-        length = round(rng.choice((0.4, 0.9, 1.6, 2.6, 4.2, 6.0)) * rng.uniform(0.8, 1.2), 2)
+        length = round(rng.choice((0.4, 0.9, 1.6, 2.6, 3.4, 4.8)) * rng.uniform(0.8, 1.2), 2)
         count = max(1, min(len(_WORDS) // turns, round(length * 2.2)))
         words = rng.sample(_WORDS, count)
         if turn == tool_turn:
