@@ -22,11 +22,6 @@ __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
 # How often the tap asks whether livekit withholds the caller's audio from the STT.
 _RECHECK_S = 0.05
-# Audio kept before the caller shows as speaking (the VAD's onset lag and the keeper's pad), and
-# how long a finished speech window is kept for the keeper to take it: outside a window of the
-# caller's speech nothing is ever re-transcribed, so nothing more is kept.
-_PRE_ROLL_S = 0.5
-_WINDOW_KEPT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -78,13 +73,9 @@ def stt_is_withheld(session: AgentSession[Any]) -> bool:
 
 
 class WithheldAudioTap:
-    """Remembers the caller's speech window (at most ``keep_seconds``) and what was withheld.
+    """Remembers the last ``keep_seconds`` of the caller's audio and what livekit withheld.
 
-    Only the audio a recovery may need is kept: the caller's current speech window (from half a
-    second before they showed as speaking until half a second after, long enough for the turn
-    keeper to take it), or the last half second while they are silent. Frames are kept by
-    reference, never copied. Feed it with :meth:`on_frame`
-    (``MiddlewareContext.observe_audio`` does).
+    Feed it with :meth:`on_frame` (``MiddlewareContext.observe_audio`` does).
     """
 
     def __init__(self, session: AgentSession[Any], *, keep_seconds: float) -> None:
@@ -95,10 +86,6 @@ class WithheldAudioTap:
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
         self._checked_at = float("-inf")
-        self._speech_from = float("-inf")
-        self._speech_seen_at = float("-inf")
-        self._speaking = False
-        self._keep_from = float("-inf")
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
@@ -107,24 +94,15 @@ class WithheldAudioTap:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
             self._checked_at = now
             self._withheld = stt_is_withheld(self._session) or self._warmup.active(_RECHECK_S)
-            self._keep_from = self._window_start(now)
         frames.append((now, frame, self._withheld))
-        while frames[0][0] < self._keep_from:
+        if frames[0][0] < now - self._keep_seconds:
             frames.popleft()
 
-    def _window_start(self, now: float) -> float:
-        """The oldest audio a recovery may still need."""
-        speaking = self._session.user_state == "speaking"
-        if speaking:
-            if not self._speaking:
-                self._speech_from = now  # a new speech window opens
-            self._speech_seen_at = now
-        self._speaking = speaking
-        if now - self._speech_seen_at <= _WINDOW_KEPT_S:
-            start = self._speech_from - _PRE_ROLL_S
-        else:
-            start = now - _PRE_ROLL_S
-        return max(start, now - self._keep_seconds)
+    def take_over(self, previous: WithheldAudioTap) -> None:
+        """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
+        first = self._frames[0][0] if self._frames else float("inf")
+        earlier = [f for f in previous._frames if f[0] < first]
+        self._frames.extendleft(reversed(earlier))
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""

@@ -40,6 +40,10 @@ _HOLD_MESSAGE_S = len(agents.HOLD_MESSAGE) / 15
 _AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
 _AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND = 1.0 + _HOLD_MESSAGE_S + 1.5 * 1.2
 
+# A protected transfer message held for a caller who talks over its start, then heard whole (it
+# is 5.9 s long) before the manager answers.
+_AFTER_TRANSFER_BOUND = 0.55 + len(agents.TRANSFER_MESSAGE) / 15 + 1.5 * 1.2
+
 # A preamble protected while livekit held it for the caller waits for them to stop, then plays
 # its rest (3.47 s long, 0.62 s heard before the pause) before the caller's words are answered.
 _PREAMBLE = "Let me check the reservation book for you right now."
@@ -264,6 +268,66 @@ def _end_call() -> list[Scenario]:
     return found
 
 
+# livekit's EndCallTool: the LLM calls end_call, and its tool reply is the goodbye (3.90-7.65 s)
+_FAREWELL_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
+_REFUND = "wait actually how long does a refund take"
+_ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
+# livekit's close waits this long for the caller's last transcript (2.0 s by default): set as a
+# SIP app would, so the 1 s bound measures what the agent adds, not livekit's own wait
+_QUICK_CLOSE = {"session_close_transcript_timeout": 0.5}
+
+
+def _livekit_end_call() -> list[Scenario]:
+    def scenario(name: str, description: str, **kwargs: object) -> Scenario:
+        options: dict[str, object] = {
+            "family": "end_call",
+            "agent": agents.livekit_end_call_agent,
+            "llm": (_BYE, _FAREWELL_REPLY, _ANSWER_REFUND),
+            "farewell": agents.FAREWELL,
+            "session_options": dict(_QUICK_CLOSE),
+            **kwargs,
+        }
+        return Scenario(name=name, description=description, **options)  # type: ignore[arg-type]
+
+    return [
+        scenario(
+            "end_call/livekit_tool_question_over_goodbye",
+            "livekit's EndCallTool; 1.1 s into its goodbye the caller asks a question.",
+            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
+            sweep=Sweep(utterance=1, start=4.0, stop=7.5, step=0.25),
+        ),
+        scenario(
+            "end_call/livekit_tool_caller_speaks_after_goodbye",
+            "livekit's EndCallTool; the caller speaks as soon as the goodbye has ended.",
+            utterances=(_GOODBYE, Utterance(7.7, 9.5, _REFUND)),
+        ),
+        scenario(
+            "end_call/app_shutdown_from_farewell_callback",
+            "The app hangs up from its farewell's done callback; the caller asks over it.",
+            agent=agents.farewell_callback_agent,
+            llm=(_BYE, _ANSWER_REFUND),
+            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
+        ),
+        scenario(
+            "control/livekit_tool_goodbye_heard",
+            "livekit's EndCallTool; the goodbye is heard: the call ends whole within 1 s.",
+            family="control",
+            utterances=(_GOODBYE,),
+            hang_up_within=1.0,
+            control=True,
+        ),
+        scenario(
+            "control/caller_leaves_during_goodbye",
+            "livekit's EndCallTool; the caller hangs up during the goodbye: the close goes on.",
+            family="control",
+            utterances=(_GOODBYE,),
+            caller_leaves_at=5.0,
+            session_options={},
+            control=True,
+        ),
+    ]
+
+
 def _shutdown_in_finally() -> list[Scenario]:
     found = []
     for shutdown in ("job", "session"):
@@ -365,6 +429,62 @@ def _lost_words() -> list[Scenario]:
             agent=agents.greeting_agent(protected=True, text=notice),
             utterances=(),
             typed=(Typed(3.0, "do you have a table for two tonight"),),
+        ),
+        Scenario(
+            name="lost_words/pause_over_protected_say",
+            family="lost_words",
+            description=(
+                "Over a protected announcement the caller says something, pauses just over the "
+                "VAD's end-of-speech silence, and speaks again (found by the fuzzer)."
+            ),
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(
+                Utterance(4.0, 4.7, "is the terrace open"),
+                Utterance(5.35, 6.0, "tonight please"),
+            ),
+            # 0.55 s is the VAD's silence: a shorter pause makes one speech window
+            sweep=Sweep(utterance=1, start=5.3, stop=5.8, step=0.05),
+        ),
+        Scenario(
+            name="lost_words/pause_over_hold_message",
+            family="lost_words",
+            description=(
+                "Over a tool's protected hold message the caller says something, pauses just "
+                "over the VAD's end-of-speech silence, and speaks again (found by the fuzzer)."
+            ),
+            agent=agents.booking_agent("protected_say", work_seconds=4.4),
+            utterances=(
+                dataclasses.replace(_ASK_BOOKING, reply_within=12.0),
+                # answered with the next utterance: 0.65 s pause, 1.3 s of speech, 1.5 x 1.2 s
+                Utterance(4.9, 5.9, "for four people outside", reply_within=0.65 + 1.3 + 1.8),
+                Utterance(6.55, 7.85, "near the window if possible"),
+            ),
+            llm=(_BOOK, _BOOKED),
+            duration=22.0,
+            sweep=Sweep(utterance=2, start=6.5, stop=7.0, step=0.05),
+        ),
+        Scenario(
+            name="lost_words/handoff_during_protected_hold",
+            family="lost_words",
+            description=(
+                "A transfer tool says a long protected message and hands the call to the "
+                "manager 1.5 s into it; the caller talks over the message."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=1.5),
+            utterances=(
+                Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False),
+                Utterance(
+                    3.1, 5.4, "my order number is twelve", reply_within=_AFTER_TRANSFER_BOUND
+                ),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="manager",
+                    tool_calls=(ToolCallScript("transfer_to_manager"),),
+                ),
+            ),
+            duration=20.0,
+            sweep=Sweep(utterance=1, start=3.0, stop=6.0, step=0.25),
         ),
         Scenario(
             name="lost_words/protected_filler",
@@ -547,6 +667,7 @@ def _controls() -> list[Scenario]:
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
     *_end_call(),
+    *_livekit_end_call(),
     *_shutdown_in_finally(),
     *_lost_words(),
     *_stuck_and_deadlock(),

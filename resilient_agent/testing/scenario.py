@@ -215,6 +215,10 @@ class Scenario:
             :data:`~resilient_agent.testing.audio.CallerLine`): marked frames, a quiet line or
             frames of zeros.
         stt_interims: Whether the STT sends interim transcripts (False: finals only).
+        hang_up_within: When set, a farewell heard by a silent caller must end the call whole
+            (session closed, job shut down, room deleted) within this many seconds of its end.
+        caller_leaves_at: The caller leaves the room at this second (livekit closes the session
+            as RoomIO does); that close must go through at once, whatever the app asked.
         real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
             PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
             None: scripted speech.
@@ -242,6 +246,8 @@ class Scenario:
     talk_over_tolerance: float | None = 0.2
     caller_line: CallerLine = "marked"
     stt_interims: bool = True
+    hang_up_within: float | None = None
+    caller_leaves_at: float | None = None
     real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
