@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,33 +15,20 @@ from resilient_agent.cli import main
 from resilient_agent.lab.app_agent import AppClassError, catalog_base, scenario_mismatch
 from resilient_agent.lab.catalog import scenarios
 
-MYAPP = '''
-from livekit.agents import RunContext, function_tool
-
-from resilient_agent import ResilientAgent, end_call_tool
+ROOT = Path(__file__).resolve().parents[1]
 
 
-class MyAgent(ResilientAgent):
-    def __init__(self) -> None:
-        super().__init__(
-            instructions="You are a friendly restaurant host.",
-            tools=[end_call_tool(farewell="Thanks for calling, goodbye!")],
-        )
-
-    @function_tool
-    async def book_table(self, ctx: RunContext, time: str) -> str:
-        """Book a table.
-
-        Args:
-            time: When the table is wanted.
-        """
-        await ctx.session.say("One moment while I book that.", allow_interruptions=False)
-        return f"Booked for {time}."
-'''
+def _readme_myapp() -> str:
+    """The README's ``myapp.py``: the walkthrough is tested as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Your own agent in the lab") :]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None
+    return found.group(1)
 
 
 def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
-    (tmp_path / "myapp.py").write_text(MYAPP)
+    (tmp_path / "myapp.py").write_text(_readme_myapp())
     command = Path(sys.executable).parent / "resilient-agent"
     done = subprocess.run(
         [str(command), "lab", "--agent", "myapp:MyAgent"],
