@@ -8,7 +8,7 @@ from resilient_agent import (
     ShutdownDecision,
     ShutdownRequest,
 )
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 __all__ = ["ConditionalHangup"]
 
@@ -26,8 +26,8 @@ class ConditionalHangup(Middleware):
     """
 
     def __init__(self, *, tail_pad_s: float = 0.3) -> None:
-        require_in_range("ConditionalHangup", "tail_pad_s", tail_pad_s, 0, 10)
-        self.tail_pad_s = tail_pad_s
+        check = OptionChecker(self.display_name)
+        self.tail_pad_s = check.number("tail_pad_s", tail_pad_s, ge=0, le=10)
 
     def decide_shutdown(
         self, ctx: MiddlewareContext, request: ShutdownRequest

@@ -13,11 +13,21 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent import get_logger
+from resilient_agent import get_logger, has_capability
 
-__all__ = ["PlayoutLedger"]
+__all__ = ["PlayoutLedger", "playout_ledger_supported"]
 
 logger = get_logger("middleware.playout_ledger")
+
+
+def playout_ledger_supported(output: AudioOutput) -> bool:
+    """Whether ``output`` counts its captured segments (livekit 1.7+); reported once if not."""
+    return has_capability(
+        output,
+        "captured_playout_segments",
+        feature="Watchdog playout ledger",
+        livekit_change="AudioOutput.captured_playout_segments, added in livekit-agents 1.7",
+    )
 
 
 class PlayoutLedger:

@@ -36,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
+from collections.abc import Collection, Mapping
+from functools import partial
 from typing import Any, Literal
 
 from livekit.agents import RunContext
@@ -44,7 +46,6 @@ from livekit.agents.llm import ToolError
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     ProtectionDecision,
     ProtectionRequest,
     SpeechDecision,
@@ -53,6 +54,7 @@ from resilient_agent import (
     ToolCallNext,
     get_logger,
 )
+from resilient_agent.options import OptionChecker
 
 __all__ = ["ToolGuard", "ToolPolicy"]
 
@@ -82,28 +84,25 @@ class ToolGuard(Middleware):
         policies: dict[str, ToolPolicy] | None = None,
         timeouts: dict[str, float] | None = None,
     ) -> None:
-        for tool, policy in (policies or {}).items():
-            if policy not in _POLICIES:
-                raise MiddlewareError(
-                    "ToolGuard",
-                    f"policies[{tool!r}]={policy!r} is not a policy",
-                    fix=f"use one of {', '.join(_POLICIES)}",
-                    hook="policies",
-                )
-        for tool, seconds in (timeouts or {}).items():
-            if not 0 < seconds <= 3600:
-                raise MiddlewareError(
-                    "ToolGuard",
-                    f"timeouts[{tool!r}]={seconds} is out of range",
-                    fix="use a number of seconds above 0 and at most 3600",
-                    hook="timeouts",
-                )
-        self.policies: dict[str, ToolPolicy] = dict(policies or {})
-        self.timeouts = dict(timeouts or {})
+        check = OptionChecker(self.display_name)
+        policy = partial(check.choice, choices=_POLICIES, what="a policy")
+        seconds = partial(check.number, gt=0, le=3600)
+        self.policies: dict[str, ToolPolicy] = {}
+        if policies is not None:
+            example = "{'transfer_call': 'protect'}"
+            self.policies = check.per_tool("policies", policies, policy, example=example)
+        self.timeouts: dict[str, float] = {}
+        if timeouts is not None:
+            example = "{'lookup_order': 10.0}"
+            self.timeouts = check.per_tool("timeouts", timeouts, seconds, example=example)
         # the policy each tool that ran got (a CANCELLABLE flag makes the default differ)
         self._policy_of: dict[str, ToolPolicy] = {}
         # speeches a tool body itself protected with ctx.disallow_interruptions()
         self._protected_by_tool: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def option_tool_names(self) -> Mapping[str, Collection[str]]:
+        """The tools ``policies`` and ``timeouts`` name."""
+        return {"policies": self.policies.keys(), "timeouts": self.timeouts.keys()}
 
     def decide_speech(self, ctx: MiddlewareContext, speech: SpeechInfo) -> SpeechDecision | None:
         """Speeches a ``protect`` or ``allow`` tool creates follow its policy."""

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import string
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -43,13 +42,12 @@ from resilient_agent import (
     InterruptRequest,
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     SpeechInfo,
     UserTurn,
     UserTurnNext,
     get_logger,
 )
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
@@ -125,22 +123,23 @@ class TurnKeeper(Middleware):
         keep_text_input: bool = True,
         merge_format: str = "{fragments} {turn}",
     ) -> None:
-        for option, value, low, high in (
-            ("max_fragments", max_fragments, 1, 100),
-            ("max_age_s", max_age_s, 1.0, 3600.0),
-            ("keep_audio_s", keep_audio_s, 2.0, 300.0),
-            ("recovery_timeout_s", recovery_timeout_s, 0.1, 30.0),
-        ):
-            require_in_range("TurnKeeper", option, value, low, high)
-        _check_merge_format(merge_format)
-        self.merge_format = merge_format
-        self.merge = merge
-        self.recover_withheld_audio = recover_withheld_audio
-        self.max_fragments = max_fragments
-        self.max_age_s = max_age_s
-        self.keep_audio_s = keep_audio_s
-        self.recovery_timeout_s = recovery_timeout_s
-        self.keep_text_input = keep_text_input
+        check = OptionChecker(self.display_name)
+        self.merge_format = check.format_string(
+            "merge_format",
+            merge_format,
+            {"fragments": "my account number is", "turn": "four two seven"},
+            required=("fragments",),
+            example="{fragments} {turn}",
+        )
+        self.merge = check.flag("merge", merge)
+        self.recover_withheld_audio = check.flag("recover_withheld_audio", recover_withheld_audio)
+        self.max_fragments = check.count("max_fragments", max_fragments, ge=1, le=100)
+        self.max_age_s = check.number("max_age_s", max_age_s, ge=1.0, le=3600.0)
+        self.keep_audio_s = check.number("keep_audio_s", keep_audio_s, ge=2.0, le=300.0)
+        self.recovery_timeout_s = check.number(
+            "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
+        )
+        self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
@@ -500,23 +499,6 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
-
-
-def _check_merge_format(merge_format: str) -> None:
-    try:
-        fields = {
-            name for _, name, _, _ in string.Formatter().parse(merge_format) if name is not None
-        }
-    except ValueError as exc:
-        fields = {f"<{exc}>"}
-    if "fragments" not in fields or not fields <= {"fragments", "turn"}:
-        raise MiddlewareError(
-            "TurnKeeper",
-            f"merge_format={merge_format!r} must use {{fragments}} and may use {{turn}}, "
-            f"nothing else (found {sorted(fields)})",
-            fix='write it like "{fragments} {turn}"',
-            hook="merge_format",
-        )
 
 
 def _remove_words(text: str, delivered: str) -> str:

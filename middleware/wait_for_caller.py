@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from functools import partial
+from typing import Any, Literal, TypedDict, cast
 
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioOutput
@@ -41,13 +42,12 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import ItemCheck, OptionChecker
 
 from .audio_level import AudioLevelMeter
 
@@ -120,8 +120,18 @@ class WaitForCaller(Middleware):
         past_bound: PastBound = "speak",
         tools: Mapping[str, WaitOptions] | None = None,
     ) -> None:
-        self.options = _validated(WaitOptions(wait_s=wait_s, past_bound=past_bound), "")
-        self.tools = {tool: _validated(o, f"tools[{tool!r}].") for tool, o in (tools or {}).items()}
+        check = OptionChecker(self.display_name)
+        self.options = WaitOptions(
+            wait_s=check.number("wait_s", wait_s, ge=0.0, le=_MAX_WAIT_S),
+            past_bound=check.choice("past_bound", past_bound, _PAST_BOUND, what="a policy"),
+        )
+        self.tools: dict[str, WaitOptions] = (
+            {}
+            if tools is None
+            else check.per_tool(
+                "tools", tools, partial(_checked, check), example="{'end_call': {'wait_s': 5.0}}"
+            )
+        )
         self._ctx: MiddlewareContext | None = None
         self._output: AudioOutput | None = None
         self._hold: _Hold | None = None
@@ -132,6 +142,10 @@ class WaitForCaller(Middleware):
         self._protected_start: tuple[SpeechHandle, float] | None = None
         # the speech whose audio began and has not finished playing
         self._playing: SpeechHandle | None = None
+
+    def option_tool_names(self) -> Mapping[str, Collection[str]]:
+        """The tools ``tools`` names."""
+        return {"tools": self.tools.keys()}
 
     @property
     def wait_s(self) -> float:
@@ -393,28 +407,10 @@ class WaitForCaller(Middleware):
             )
 
 
-def _validated(options: Mapping[str, Any], prefix: str) -> WaitOptions:
-    unknown = set(options) - set(WaitOptions.__annotations__)
-    if unknown:
-        raise MiddlewareError(
-            "WaitForCaller",
-            f"{prefix}{sorted(unknown)[0]} is not an option",
-            fix="use wait_s and past_bound",
-            hook=f"{prefix}{sorted(unknown)[0]}",
-        )
-    result = WaitOptions()
-    if "wait_s" in options:
-        wait_s = options["wait_s"]
-        require_in_range("WaitForCaller", f"{prefix}wait_s", wait_s, 0.0, _MAX_WAIT_S)
-        result["wait_s"] = float(wait_s)
-    if "past_bound" in options:
-        past_bound = options["past_bound"]
-        if past_bound not in _PAST_BOUND:
-            raise MiddlewareError(
-                "WaitForCaller",
-                f"{prefix}past_bound={past_bound!r} is not a policy",
-                fix="use 'speak' (play it anyway) or 'skip' (answer the caller instead)",
-                hook=f"{prefix}past_bound",
-            )
-        result["past_bound"] = past_bound
-    return result
+def _checked(check: OptionChecker, option: str, options: Any) -> WaitOptions:
+    """``options`` as :class:`WaitOptions`: known keys only, each in range."""
+    fields: dict[str, ItemCheck[Any]] = {
+        "wait_s": partial(check.number, ge=0.0, le=_MAX_WAIT_S),
+        "past_bound": partial(check.choice, choices=_PAST_BOUND, what="a policy"),
+    }
+    return cast(WaitOptions, check.fields(option, options, fields))

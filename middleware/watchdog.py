@@ -39,14 +39,13 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
-    MiddlewareError,
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.errors import require_in_range
+from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
-from .playout_ledger import PlayoutLedger
+from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -90,25 +89,23 @@ class Watchdog(Middleware):
         floor_rms: float = 300.0,
         check_every_s: float = 0.25,
     ) -> None:
-        for option, value, low, high in (
-            ("quiet_s", quiet_s, 0.5, 60.0),
-            ("speech_wait_s", speech_wait_s, 0.5, 120.0),
-            ("thinking_s", thinking_s, 1.0, 120.0),
-            # livekit force-cancels an interrupted speech at 5 s; look before it does
-            ("interrupted_done_s", interrupted_done_s, 0.2, 4.5),
-            ("escalate_after_s", escalate_after_s, 0.1, 30.0),
-            ("max_recoveries", max_recoveries, 1, 100),
-            ("floor_rms", floor_rms, 1.0, 10_000.0),
-            ("check_every_s", check_every_s, 0.05, 5.0),
-        ):
-            require_in_range("Watchdog", option, value, low, high)
+        check = OptionChecker(self.display_name)
+        quiet_s = check.number("quiet_s", quiet_s, ge=0.5, le=60.0)
+        speech_wait_s = check.number("speech_wait_s", speech_wait_s, ge=0.5, le=120.0)
+        thinking_s = check.number("thinking_s", thinking_s, ge=1.0, le=120.0)
+        # livekit force-cancels an interrupted speech at 5 s; look before it does
+        interrupted_done_s = check.number("interrupted_done_s", interrupted_done_s, ge=0.2, le=4.5)
+        escalate_after_s = check.number("escalate_after_s", escalate_after_s, ge=0.1, le=30.0)
+        max_recoveries = check.count("max_recoveries", max_recoveries, ge=1, le=100)
+        floor_rms = check.number("floor_rms", floor_rms, ge=1.0, le=10_000.0)
+        check_every_s = check.number("check_every_s", check_every_s, ge=0.05, le=5.0)
         shortest = min(quiet_s, speech_wait_s, thinking_s, interrupted_done_s)
         if check_every_s >= shortest:
-            raise MiddlewareError(
-                "Watchdog",
-                f"check_every_s={check_every_s} is not below the shortest threshold ({shortest})",
+            check.fail(
+                "check_every_s",
+                check_every_s,
+                f"is not below the shortest threshold ({shortest})",
                 fix="check more often than the shortest period you wait for",
-                hook="check_every_s",
             )
         self.thresholds = StallThresholds(
             quiet_s=quiet_s,
@@ -185,7 +182,9 @@ class Watchdog(Middleware):
             return
         if self._ledger is not None:
             self._ledger.detach()
-        self._ledger = PlayoutLedger(output, _now) if output is not None else None
+        # without livekit's segment count the ledger is off, the other stalls are still watched
+        supported = output is not None and playout_ledger_supported(output)
+        self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
         state = ctx.state

@@ -9,9 +9,10 @@ from __future__ import annotations
 from .agent import ResilientAgent, default_middleware
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent
+from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
 from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
 from .log import get_logger
+from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
 from .report import CallReport
 from .requests import (
@@ -33,6 +34,7 @@ from .requests import (
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool
+from .versions import has_capability
 
 __version__ = "0.1.0"
 
@@ -54,6 +56,8 @@ __all__ = [
     "MiddlewareErrorEvent",
     "MiddlewareNotUsed",
     "MiddlewareSpec",
+    "OptionChecker",
+    "OptionError",
     "PluginError",
     "Position",
     "RaceDetectedEvent",
@@ -67,11 +71,13 @@ __all__ = [
     "ToolCallNext",
     "ToolOutcome",
     "UserTurn",
+    "UnknownToolEvent",
     "UserTurnNext",
     "available_plugins",
     "current_tool",
     "default_middleware",
     "end_call_tool",
     "get_logger",
+    "has_capability",
     "prewarm_plugins",
 ]

@@ -19,16 +19,18 @@ from livekit.agents.llm import (
 
 from .bridge import PASS_THROUGH, SessionBridge, friendly_tool_error
 from .chain import MiddlewareChain
-from .errors import MiddlewareError
-from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes
+from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .hooks import Middleware
 from .log import get_logger
+from .options import OptionChecker
 from .plugins import load_plugins
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, ToolCall, UserTurn
-from .spec import MiddlewareSpec, build_middleware
+from .spec import MiddlewareSpec, build_middleware, middleware_entries
 from .state import Named, name_of
+from .tool_names import fix_for, known_tool_names, unknown_tools
 from .tools import class_tools, wrap_tool
+from .versions import warn_if_untested_livekit
 
 __all__ = ["ResilientAgent", "default_middleware"]
 
@@ -69,26 +71,15 @@ def _is_closing(agent: Agent) -> bool:
         return True
 
 
-def _checked_tool_error_message(message: str | None) -> str | None:
+def _checked_tool_error_message(message: object) -> str | None:
     if message is None:
         return None
-    if not isinstance(message, str):
-        raise MiddlewareError(
-            "ResilientAgent",
-            f"tool_error_message={message!r} is not a string",
-            fix='pass a sentence such as "The {tool} tool did not work.", or None',
-            hook="tool_error_message",
-        )
-    try:
-        message.format(tool="book_table")
-    except (KeyError, IndexError, ValueError) as exc:
-        raise MiddlewareError(
-            "ResilientAgent",
-            f"tool_error_message={message!r} cannot be rendered ({exc!r})",
-            fix="use {tool} as the only placeholder, and {{ }} for literal braces",
-            hook="tool_error_message",
-        ) from exc
-    return message
+    return OptionChecker("ResilientAgent").format_string(
+        "tool_error_message",
+        message,
+        {"tool": "book_table"},
+        example="The {tool} tool did not work.",
+    )
 
 
 def default_middleware() -> list[MiddlewareEntry]:
@@ -129,12 +120,18 @@ class ResilientAgent(Agent):
         self,
         *args: Any,
         middleware: Sequence[MiddlewareEntry] | None = None,
-        plugins: Sequence[str] = (),
+        plugins: Sequence[str] | None = (),
         tool_error_message: str | None = None,
         **kwargs: Any,
     ) -> None:
+        warn_if_untested_livekit()
         self._tool_error_message = _checked_tool_error_message(tool_error_message)
-        entries = default_middleware() if middleware is None else list(middleware)
+        entries = default_middleware() if middleware is None else middleware_entries(middleware)
+        if plugins is None:
+            plugins = ()
+        if not isinstance(plugins, str):
+            # a string gets the plugin loader's own fix (plugins=['name'])
+            OptionChecker("ResilientAgent").sequence("plugins", plugins, fix="pass a list of names")
         entries.extend(load_plugins(plugins))
         self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
         self._bridge: SessionBridge | None = None
@@ -188,6 +185,8 @@ class ResilientAgent(Agent):
         fields = event.model_dump(exclude={"type", "created_at"})
         if isinstance(event, MiddlewareErrorEvent):
             self._log.error(event.type, exc_info=exc, **fields)
+        elif isinstance(event, UnknownToolEvent):
+            self._log.warning(event.type, fix=fix_for(event), **fields)
         else:
             self._log.info(event.type, **fields)
         self.events.emit(event.type, event)
@@ -227,6 +226,12 @@ class ResilientAgent(Agent):
         bridge.on_stopped = self._session_stopped
         self._bridge = bridge
         await bridge.start()
+        try:
+            known = known_tool_names([*self.session.tools, *self.tools])
+            for event in unknown_tools(bridge.chain.middleware, known, self._on_hook_error):
+                self._emit(event)
+        except Exception as exc:
+            self._on_hook_error(_CORE, "unknown_tools", exc, "skipped_tool_name_check")
 
     def _session_stopped(self, bridge: SessionBridge) -> None:
         if self._bridge is bridge:
@@ -298,8 +303,14 @@ class ResilientAgent(Agent):
             False if a hang-up was already pending.
 
         Raises:
+            OptionError: An argument has the wrong type, or ``farewell`` is blank.
             RuntimeError: The agent is not in a session.
         """
+        check = OptionChecker("hang_up_after_farewell")
+        if farewell is not None:
+            farewell = check.text("farewell", farewell)
+        delete_room = check.flag("delete_room", delete_room)
+        allow_interruptions = check.flag("allow_interruptions", allow_interruptions)
         bridge = self._bridge
         if bridge is None:
             raise RuntimeError(

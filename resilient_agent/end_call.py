@@ -7,6 +7,8 @@ from typing import Any
 from livekit.agents import RunContext, function_tool
 from livekit.agents.llm import FunctionTool, ToolError
 
+from .options import OptionChecker
+
 __all__ = ["end_call_tool"]
 
 DEFAULT_FAREWELL = "Thank you for calling. Goodbye!"
@@ -37,10 +39,15 @@ def end_call_tool(
         description: The tool's description as the LLM sees it.
 
     Raises:
-        ValueError: ``farewell`` is empty.
+        OptionError: An option has the wrong type, or ``farewell`` or ``name`` is blank (it is
+            a ``ValueError`` too).
     """
-    if not farewell.strip():
-        raise ValueError("end_call_tool(farewell=...) must not be empty; pass the goodbye to say")
+    check = OptionChecker("end_call_tool")
+    farewell = check.text("farewell", farewell)
+    delete_room = check.flag("delete_room", delete_room)
+    require_caller_request = check.flag("require_caller_request", require_caller_request)
+    name = check.text("name", name)
+    description = check.text("description", description)
 
     @function_tool(name=name, description=description)
     async def end_call(ctx: RunContext[Any]) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MiddlewareError", "MiddlewareNotUsed", "require_in_range", "PluginError"]
+__all__ = ["MiddlewareError", "MiddlewareNotUsed", "PluginError"]
 
 
 class MiddlewareError(Exception):
@@ -47,14 +47,3 @@ class PluginError(MiddlewareError):
         self.args = (f"plugin {plugin!r}{source}: {problem}. Fix: {fix}",)
         self.plugin = plugin
         self.distribution = distribution
-
-
-def require_in_range(middleware: str, option: str, value: float, low: float, high: float) -> None:
-    """Raise a :class:`MiddlewareError` naming ``option`` unless ``low <= value <= high``."""
-    if not low <= value <= high:
-        raise MiddlewareError(
-            middleware,
-            f"{option}={value} is out of range",
-            fix=f"use a value from {low} to {high}",
-            hook=option,
-        )

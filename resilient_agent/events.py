@@ -12,10 +12,11 @@ __all__ = [
     "RaceDetectedEvent",
     "RaceHandledEvent",
     "ResilientEvent",
+    "UnknownToolEvent",
     "ResilientEventTypes",
 ]
 
-ResilientEventTypes = Literal["middleware_error", "race_detected", "race_handled"]
+ResilientEventTypes = Literal["middleware_error", "race_detected", "race_handled", "unknown_tool"]
 
 
 def _now() -> float:
@@ -81,6 +82,25 @@ class RaceHandledEvent(BaseModel):
     created_at: float = Field(default_factory=_now)
 
 
+class UnknownToolEvent(BaseModel):
+    """An option names a tool the agent did not have when the session started.
+
+    Attributes:
+        middleware: Whose option it is.
+        option: The option, e.g. ``"policies"``.
+        tool: The name given.
+        did_you_mean: The agent's closest tool name, if one is close.
+    """
+
+    type: Literal["unknown_tool"] = "unknown_tool"
+    middleware: str
+    option: str
+    tool: str
+    did_you_mean: str | None = None
+    created_at: float = Field(default_factory=_now)
+
+
 ResilientEvent = Annotated[
-    MiddlewareErrorEvent | RaceDetectedEvent | RaceHandledEvent, Field(discriminator="type")
+    MiddlewareErrorEvent | RaceDetectedEvent | RaceHandledEvent | UnknownToolEvent,
+    Field(discriminator="type"),
 ]

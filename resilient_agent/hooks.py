@@ -13,7 +13,7 @@ Three kinds of hooks:
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -88,6 +88,16 @@ class Middleware:
 
     async def aclose(self) -> None:
         """Release what ``setup`` acquired; runs in reverse order when the session ends."""
+
+    def option_tool_names(self) -> Mapping[str, Collection[str]]:
+        """The tool names this middleware's options mention, by option (none by default).
+
+        When a session starts, each name the agent has no function tool for is warned about
+        (with the closest tool name) and listed in ``call_report.unknown_tools``: tools can
+        be added later, so it is not an error. Override it when an option names tools, e.g.
+        ``{"policies": self.policies.keys()}``.
+        """
+        return {}
 
     # -- notify ------------------------------------------------------------------------------
     async def on_session_start(self, ctx: MiddlewareContext) -> None:

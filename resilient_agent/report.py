@@ -8,7 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, ResilientEvent
+from .events import (
+    MiddlewareErrorEvent,
+    RaceDetectedEvent,
+    RaceHandledEvent,
+    ResilientEvent,
+    UnknownToolEvent,
+)
 
 __all__ = ["SHUTDOWN_REQUEST", "CallReport", "CallReporter"]
 
@@ -33,6 +39,8 @@ class CallReport(BaseModel):
         counters: The sum of every event's ``counts``, by name.
         shutdown_decisions: Each hang-up request's outcome, in order (``hung_up``/``kept_call``).
         middleware_errors: Middleware failures, as ``"middleware.hook"``.
+        unknown_tools: Tool names in options that the agent did not have when the session
+            started, as ``"middleware.option['tool']"``.
     """
 
     type: Literal["call_report"] = "call_report"
@@ -42,6 +50,7 @@ class CallReport(BaseModel):
     counters: dict[str, int] = Field(default_factory=dict)
     shutdown_decisions: list[str] = Field(default_factory=list)
     middleware_errors: list[str] = Field(default_factory=list)
+    unknown_tools: list[str] = Field(default_factory=list)
     created_at: float = Field(default_factory=_now)
 
 
@@ -55,6 +64,7 @@ class CallReporter:
         self._counters: Counter[str] = Counter()
         self._shutdowns: list[str] = []
         self._errors: list[str] = []
+        self._unknown_tools: list[str] = []
 
     def record(self, event: ResilientEvent) -> None:
         """Count one event."""
@@ -68,6 +78,8 @@ class CallReporter:
                 self._shutdowns.append(event.action)
         elif isinstance(event, MiddlewareErrorEvent):
             self._errors.append(f"{event.middleware}.{event.hook}")
+        elif isinstance(event, UnknownToolEvent):
+            self._unknown_tools.append(f"{event.middleware}.{event.option}[{event.tool!r}]")
 
     def report(self) -> CallReport:
         """The summary so far."""
@@ -78,4 +90,5 @@ class CallReporter:
             counters=dict(self._counters),
             shutdown_decisions=list(self._shutdowns),
             middleware_errors=list(self._errors),
+            unknown_tools=list(self._unknown_tools),
         )
