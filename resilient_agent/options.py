@@ -251,21 +251,26 @@ class OptionChecker:
         item: ItemCheck[T] | None = None,
         *,
         allow_empty: bool = True,
+        unordered: bool = False,
         fix: str = "pass a list",
     ) -> list[T]:
-        """A list or tuple (not a string, a dict or a set), each item checked by ``item``.
+        """A list or tuple (not a string or a dict), each item checked by ``item``.
 
         Args:
             option: The option's name.
             value: The value given.
             item: Checks each item; its option path is ``option[index]``.
             allow_empty: Whether an empty list is accepted.
+            unordered: Accept a set or frozenset too (when order does not matter); its items
+                are checked in sorted order, so messages do not vary from run to run.
             fix: The fix shown when ``value`` is not a list at all.
         """
         if isinstance(value, (str, bytes)):
             self.fail(
                 option, value, f"is {_kind(value)}, not a list", fix=f"write {option}=[{value!r}]"
             )
+        if unordered and isinstance(value, (set, frozenset)):
+            value = sorted(value, key=repr)
         if not isinstance(value, Sequence):
             self.fail(option, value, f"is {_kind(value)}, not a list", fix=fix)
         if not allow_empty and not value:

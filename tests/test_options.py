@@ -236,6 +236,13 @@ BAD: list[Any] = [
     ),
     pytest.param(lambda: _agent(plugins=5), "plugins", "5", id="ra-plugins-number"),
     pytest.param(lambda: _agent(plugins=[ToolGuard()]), "plugins", "ToolGuard", id="ra-plugin-obj"),
+    pytest.param(lambda: _agent(tool_error_message=3), "tool_error_message", "3", id="ra-tem-int"),
+    pytest.param(
+        lambda: _agent(tool_error_message="{tool} failed: {error}"),
+        "tool_error_message",
+        "'{tool} failed: {error}'",
+        id="ra-tem-field",
+    ),
     # MiddlewareSpec
     pytest.param(lambda: MiddlewareSpec("ToolGuard"), "cls", "'ToolGuard'", id="spec-name"),
     pytest.param(lambda: MiddlewareSpec(ToolGuard()), "cls", "ToolGuard", id="spec-instance"),
@@ -353,6 +360,8 @@ def _all_documented_values() -> list[Build]:
         lambda: _agent(middleware=[], plugins=None),
         lambda: _agent(middleware=[], plugins=["speaking_guard"]),
         lambda: MiddlewareSpec(ToolGuard, policies={"transfer_call": "protect"}).build(),
+        lambda: _agent(middleware=[], tool_error_message="{tool} did not work."),
+        lambda: _agent(middleware=[], tool_error_message="Sorry, that did not work."),
         lambda: end_call_tool(),
         lambda: end_call_tool(farewell="Thanks for calling, goodbye!", delete_room=True),
         lambda: end_call_tool(require_caller_request=True, name="hang_up", description="Hang up."),
@@ -372,6 +381,9 @@ def test_numbers_come_back_as_floats_and_counts_as_ints() -> None:
     assert check.number("x", math.inf) == math.inf  # no bound: no finiteness required
     assert check.choice("p", "b", ("a", "b")) == "b"
     assert check.sequence("t", ("a", "b"), check.text) == ["a", "b"]
+    assert check.sequence("t", {"b", "a"}, check.text, unordered=True) == ["a", "b"]
+    with pytest.raises(OptionError, match=r"t=\{'a'\} is a set, not a list"):
+        check.sequence("t", {"a"})
 
 
 def test_a_bool_is_never_taken_for_a_number_nor_a_number_for_a_bool() -> None:

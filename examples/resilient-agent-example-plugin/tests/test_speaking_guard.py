@@ -11,6 +11,7 @@ from resilient_agent import (
     ConversationState,
     Middleware,
     MiddlewareContext,
+    MiddlewareError,
     MiddlewareSpec,
     RaceHandledEvent,
     ResilientAgent,
@@ -94,9 +95,29 @@ def test_tools_and_refusal_are_configurable_through_a_spec() -> None:
     assert allowed == "end_call done"
 
 
-def test_a_single_tool_name_string_is_rejected() -> None:
-    with pytest.raises(ValueError, match=r"e\.g\. \['end_call'\]"):
-        SpeakingGuard(tools="end_call")
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"tools": "end_call"}, "tools='end_call' is a str, not a list. Fix: write tools=['end"),
+        ({"tools": ["end_call", 3]}, "tools[1]=3 is an int, not a string"),
+        ({"tools": {"end_call": True}}, "tools={'end_call': True} is a dict, not a list"),
+        ({"refusal": "wait for {tol}"}, "refusal='wait for {tol}' does not render"),
+        ({"refusal": None}, "refusal=None is None, not a string"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option_and_the_fix(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(MiddlewareError) as err:
+        SpeakingGuard(**options)
+    assert message in str(err.value) and "Fix: " in str(err.value)
+
+
+def test_only_the_tool_names_the_app_chose_are_checked_against_the_agents_tools() -> None:
+    assert SpeakingGuard().option_tool_names() == {"tools": frozenset()}
+    chosen = SpeakingGuard(tools={"cancel_order", "end_call"})
+    assert chosen.option_tool_names() == {"tools": frozenset({"cancel_order", "end_call"})}
+    assert chosen.tools == frozenset({"cancel_order", "end_call"})
 
 
 def test_loads_by_name_as_a_plugin() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from resilient_agent import (
@@ -11,6 +11,7 @@ from resilient_agent import (
     ToolCall,
     ToolCallNext,
 )
+from resilient_agent.options import OptionChecker
 
 __all__ = ["DEFAULT_GUARDED_TOOLS", "REFUSAL", "SpeakingGuard"]
 
@@ -36,24 +37,36 @@ class SpeakingGuard(Middleware):
     ``MiddlewareSpec(SpeakingGuard, tools=[...])`` in ``middleware=[...]`` instead.
 
     Args:
-        tools: Names of the tools to hold back, as the LLM sees them.
+        tools: Names of the tools to hold back, as the LLM sees them; None guards
+            ``DEFAULT_GUARDED_TOOLS``. Names the agent does not have are warned about when the
+            session starts.
         refusal: The result the LLM receives instead; ``{tool}`` is replaced by the tool's name.
 
     Raises:
-        ValueError: ``tools`` is a single string rather than a collection of names.
+        OptionError: ``tools`` is not a list of names (a single string, say), or ``refusal``
+            is not a string that renders with ``{tool}`` (``OptionError`` is a ``ValueError``).
     """
 
     name = "speaking_guard"
     # outermost: nothing else in the chain does work for a call that is refused
     position = "first"
 
-    def __init__(
-        self, *, tools: Iterable[str] = DEFAULT_GUARDED_TOOLS, refusal: str = REFUSAL
-    ) -> None:
-        if isinstance(tools, str):
-            raise ValueError(f"tools must be a collection of tool names, e.g. [{tools!r}]")
-        self.tools = frozenset(tools)
-        self.refusal = refusal
+    def __init__(self, *, tools: Collection[str] | None = None, refusal: str = REFUSAL) -> None:
+        # checked here, so a bad value fails when the agent is built and never during a call
+        check = OptionChecker(self.display_name)
+        named = None
+        if tools is not None:
+            named = check.sequence("tools", tools, check.text, unordered=True)
+        self.tools = frozenset(DEFAULT_GUARDED_TOOLS if named is None else named)
+        # only names the app chose are checked against its tools: the defaults are a wide net
+        self._chosen_tools = frozenset(named or ())
+        self.refusal = check.format_string(
+            "refusal", refusal, {"tool": "transfer_call"}, example="Not done yet: {tool}."
+        )
+
+    def option_tool_names(self) -> Mapping[str, Collection[str]]:
+        """The tool names given as ``tools``, checked against the agent's when a session starts."""
+        return {"tools": self._chosen_tools}
 
     async def wrap_tool_call(
         self, ctx: MiddlewareContext, call: ToolCall, call_next: ToolCallNext
