@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from resilient_agent.lab.app_agent import AppClassError, catalog_base, scenario_
 from resilient_agent.lab.catalog import scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
+# the README's walkthrough, run as written from the directory holding myapp.py
+COMMAND = "resilient-agent lab --agent myapp:MyAgent"
 
 
 def _readme_myapp() -> str:
@@ -29,9 +32,9 @@ def _readme_myapp() -> str:
 
 def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
     (tmp_path / "myapp.py").write_text(_readme_myapp())
-    command = Path(sys.executable).parent / "resilient-agent"
+    program, *arguments = shlex.split(COMMAND)
     done = subprocess.run(
-        [str(command), "lab", "--agent", "myapp:MyAgent"],
+        [str(Path(sys.executable).parent / program), *arguments],
         cwd=tmp_path,
         capture_output=True,
         text=True,
