@@ -36,6 +36,7 @@ from livekit.agents import StopResponse, llm, stt, utils
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    DEFAULT_HOOK_BUDGET_S,
     InferenceNext,
     InferenceRequest,
     InterruptDecision,
@@ -77,6 +78,8 @@ class _Fragment:
     superseded: bool = False
 
 
+# A recovered window and the live final of the same speech arrive within this of each other.
+_SAME_SPEECH_S = 1.0
 # Words pending when an agent hands the session to another, until the next one takes them.
 _CARRIED_OVER: weakref.WeakKeyDictionary[Any, list[_Fragment]] = weakref.WeakKeyDictionary()
 
@@ -139,6 +142,8 @@ class TurnKeeper(Middleware):
         self.recovery_timeout_s = check.number(
             "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
         )
+        # wrap_user_turn may wait this long for a recovery before calling call_next
+        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.recovery_timeout_s + 1.0)
         self.keep_text_input = check.flag("keep_text_input", keep_text_input)
         # (when, message) merged into inferences that were not user turns, until the next turn
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
@@ -355,12 +360,16 @@ class TurnKeeper(Middleware):
         pending = self._undelivered()
         for fragment in pending:
             fragment.delivered = True
-        fragments = " ".join(f.text for f in pending)
+        fragments = " ".join(_without_repeats(pending))
         if not fragments:
             return text
         turn = text.strip()
         if _normalized(turn) in _normalized(fragments):
             turn = ""  # the turn says nothing the fragments do not: never the same words twice
+        elif turn:
+            # a real recognizer may hear the live turn a little differently from the recovered
+            # window: the fragments keep only what the turn does not already say
+            fragments = _remove_heard(fragments, turn)
         return self.merge_format.format(fragments=fragments, turn=turn).strip()
 
     # -- answering dropped turns ---------------------------------------------------------------
@@ -446,8 +455,8 @@ class TurnKeeper(Middleware):
         for fragment in in_window:
             if not fragment.delivered:
                 fragment.superseded = True
-        if delivered and _normalized(delivered) in _normalized(text):
-            text = _remove_words(text, delivered)
+        if delivered:
+            text = _remove_heard(text, delivered)
         if text.strip():
             self._add(_Fragment(text.strip(), ended))
             words = len(text.split())
@@ -501,14 +510,56 @@ class TurnKeeper(Middleware):
         return len(self._fragments)
 
 
-def _remove_words(text: str, delivered: str) -> str:
+def _without_repeats(fragments: list[_Fragment]) -> list[str]:
+    """The fragments' texts, less one that repeats the one just before it.
+
+    A window re-transcribed after protected speech and the live final of the same speech can
+    arrive together; a real recognizer may word them a little differently, so a fragment heard
+    within ``_SAME_SPEECH_S`` of the previous one that matches a stretch of it is a repeat.
+    """
+    texts: list[str] = []
+    previous: _Fragment | None = None
+    for fragment in fragments:
+        if (
+            previous is not None
+            and fragment.heard_at - previous.heard_at <= _SAME_SPEECH_S
+            and _remove_heard(previous.text, fragment.text) != previous.text
+        ):
+            continue
+        texts.append(fragment.text)
+        previous = fragment
+    return texts
+
+
+def _remove_heard(text: str, delivered: str) -> str:
+    """``text`` without the stretch of words that best matches ``delivered``.
+
+    A real recognizer may transcribe the re-transcribed window a little differently from the
+    live stream, so the stretch is found by edit distance (a word misheard here or there), and
+    removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
+    """
     words = text.split()
-    gone = _normalized(delivered).split()
     normalized = [_normalized(w) for w in words]
-    for start in range(len(words) - len(gone) + 1):
-        if normalized[start : start + len(gone)] == gone:
-            return " ".join(words[:start] + words[start + len(gone) :])
-    return text
+    gone = _normalized(delivered).split()
+    if not gone:
+        return text
+    # semi-global alignment: all of ``gone`` against any stretch of ``words``
+    previous = [(0, start) for start in range(len(words) + 1)]
+    for row, heard in enumerate(gone, start=1):
+        current = [(row, 0)]
+        for column, word in enumerate(normalized, start=1):
+            options = (
+                (previous[column - 1][0] + (word != heard), previous[column - 1][1]),
+                (previous[column][0] + 1, previous[column][1]),
+                (current[column - 1][0] + 1, current[column - 1][1]),
+            )
+            current.append(min(options))
+        previous = current
+    distance, end = min((cost, column) for column, (cost, _) in enumerate(previous))
+    if distance * 2 > len(gone):
+        return text
+    start = previous[end][1]
+    return " ".join(words[:start] + words[end:])
 
 
 def _recognizer(ctx: MiddlewareContext) -> stt.STT[Any] | None:

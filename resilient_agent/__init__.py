@@ -7,6 +7,7 @@ events run through a middleware chain; ``resilient_agent.testing`` is the offlin
 from __future__ import annotations
 
 from .agent import ResilientAgent, default_middleware
+from .boundary import DEFAULT_HOOK_BUDGET_S
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
@@ -39,6 +40,7 @@ from .versions import has_capability
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_HOOK_BUDGET_S",
     "HOOKS",
     "CallReport",
     "ConversationState",

@@ -17,7 +17,8 @@ from livekit.agents.llm import (
     Toolset,
 )
 
-from .bridge import PASS_THROUGH, SessionBridge, friendly_tool_error
+from .boundary import PASS_THROUGH
+from .bridge import SessionBridge, friendly_tool_error
 from .chain import MiddlewareChain
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .hooks import Middleware
@@ -114,6 +115,13 @@ class ResilientAgent(Agent):
 
     Attributes:
         events: Emits ``middleware_error``, ``race_detected`` and ``race_handled``.
+    """
+
+    tool_close_bound_s: float = 10.0
+    """How long a tool body may still run once the agent exits a closing session, before it is
+    cancelled and reported (``middleware_error``, ``hook="tool:<name>"``); 1 s when livekit
+    already interrupted the tool's speech and gave up waiting for it. A plain ``Agent`` waits
+    forever for a tool that never returns, so ``session.aclose()`` never completes.
     """
 
     def __init__(
@@ -256,7 +264,7 @@ class ResilientAgent(Agent):
 
     async def _user_turn_completed(self, turn_ctx: ChatContext, new_message: ChatMessage) -> None:
         bridge = self._bridge
-        if bridge is None or not bridge.chain.handles("wrap_user_turn"):
+        if bridge is None or not bridge.ready or not bridge.chain.handles("wrap_user_turn"):
             await self._app_on_user_turn_completed(turn_ctx, new_message)
             return
         original_text = new_message.text_content or ""
@@ -271,7 +279,7 @@ class ResilientAgent(Agent):
 
     def _llm_node(self, chat_ctx: ChatContext, tools: list[Any], model_settings: Any) -> Any:
         bridge = self._bridge
-        if bridge is None or not bridge.chain.handles("wrap_llm_request"):
+        if bridge is None or not bridge.ready or not bridge.chain.handles("wrap_llm_request"):
             return self._app_llm_node(chat_ctx, tools, model_settings)
 
         async def run_app_node(request: InferenceRequest) -> Any:
@@ -341,7 +349,7 @@ class ResilientAgent(Agent):
 
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         try:
-            if self._bridge is None:
+            if self._bridge is None or not self._bridge.ready:
                 return await run_body(call)
             return await self._bridge.run_tool(call, run_body)
         except PASS_THROUGH:

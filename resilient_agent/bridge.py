@@ -11,21 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from livekit.agents import AgentSession, StopResponse
+from livekit.agents import AgentSession
 from livekit.agents.llm import ToolError
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .audio_observer import AudioObserver, FrameCallback
+from .boundary import Budget, HookTimeoutError, budget_of
 from .chain import MiddlewareChain
+from .dispatch import NotifyQueue
 from .errors import MiddlewareNotUsed
 from .events import ResilientEvent
-from .hooks import Middleware
+from .hooks import HOOKS, Middleware
 from .interception import Interceptor
 from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
@@ -43,6 +44,9 @@ _STOP_BOUND_S = 5.0
 # How long a closing session may take from the agent's exit to livekit's close event (a protected
 # speech still plays out, the last user turn is committed) before the bridge stops without it.
 _CLOSE_EVENT_BOUND_S = 60.0
+# How long into a close a tool body may go on after livekit interrupted its speech: livekit has
+# already waited 5 s for it and cancelled the speech arbitrarily.
+_INTERRUPTED_TOOL_GRACE_S = 1.0
 # How many finished speeches' end times are kept (the shutdown gate looks at recent farewells).
 _KEEP_DONE_TIMES = 64
 
@@ -80,10 +84,9 @@ class SessionBridge:
         self._audio_observer: AudioObserver | None = None
         self.chain = chain
         self._session = session
-        self._urgent: deque[tuple[str, tuple[Any, ...]]] = deque()
-        self._normal: deque[tuple[str, tuple[Any, ...]]] = deque()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._queues: list[NotifyQueue] = []
+        self._listening: dict[str, tuple[NotifyQueue, ...]] = {}
+        self._tool_tasks: dict[int, tuple[ToolCall, asyncio.Task[Any]]] = {}
         self._listeners: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "agent_state_changed": self._on_agent_state,
@@ -103,26 +106,45 @@ class SessionBridge:
         self._close_fallback: asyncio.Task[None] | None = None
         self.on_stopped: Callable[[SessionBridge], None] | None = None
         """Called once the bridge stopped (after ``close``, or at the agent's exit)."""
+        self.tool_close_bound_s: float = getattr(agent, "tool_close_bound_s", 10.0)
+        """How long into a close a tool body may still run before it is cancelled."""
+        self.ready = False
+        """Whether the bridge follows the session (from the start of ``start()``)."""
 
     async def start(self) -> None:
         """Set the middleware up, subscribe, and tell the chain the session started.
 
-        A middleware whose ``setup`` raises sits this session out (reported by name); the
-        others, and the app, carry on.
+        The session's events are followed (and queued for each middleware) from the start, while
+        the middleware set up concurrently, so a slow ``setup`` misses nothing. A middleware
+        whose ``setup`` raises or runs past its budget sits this session out (reported by
+        name); the others, and the app, carry on.
         """
-        left_out: list[Middleware] = []
-        for mw in self.chain.middleware:
-            try:
-                await mw.setup(self.ctx)
-            except MiddlewareNotUsed:
-                left_out.append(mw)
-            except Exception as exc:
-                left_out.append(mw)
-                self.chain.report_error(mw, "setup", exc, "disabled_for_session")
-        if left_out:
-            self.chain = self.chain.without(left_out)
+        self._start_queues()
+        self.submit("on_session_start")
         for event in _SESSION_EVENTS:
             self._session.on(event, self._listeners[event])
+        self.ready = True
+        middleware = self.chain.middleware
+        # each middleware joins in as soon as its own setup is over
+        self.chain.setting_up.update(id(mw) for mw in middleware)
+        outcomes = await asyncio.gather(
+            *(self._set_up(mw) for mw in middleware), return_exceptions=True
+        )
+        left_out: list[Middleware] = []
+        for mw, outcome in zip(middleware, outcomes, strict=True):
+            if isinstance(outcome, MiddlewareNotUsed):
+                left_out.append(mw)
+            elif isinstance(outcome, Exception):
+                left_out.append(mw)
+                self.chain.report_error(mw, "setup", outcome, "disabled_for_session")
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        if left_out:
+            self.chain = self.chain.without(left_out)
+            for queue in [q for q in self._queues if q.mw in left_out]:
+                queue.task.cancel()
+                self._queues.remove(queue)
+            self._listening = self._listeners_by_hook()
         if self.chain.handles("decide_shutdown"):
             gate = ShutdownGate(
                 self.chain, self.ctx, self.farewell_of, speech_done_at=self._speech_done_at.get
@@ -136,8 +158,41 @@ class SessionBridge:
                 self.chain.report_error("ShutdownGate", "install", exc, "left_out")
         if self.chain.handles("decide_interrupt"):
             install_interrupt_gate(self._interceptor, self.chain, self.ctx)
-        self._task = asyncio.create_task(self._dispatch(), name="resilient_agent.dispatch")
-        self.submit("on_session_start")
+
+    def _start_queues(self) -> None:
+        self._queues = [
+            NotifyQueue(mw, self.ctx, self.chain.report_error)
+            for mw in self.chain.middleware
+            if _has_notify_hooks(self.chain, mw)
+        ]
+        self._listening = self._listeners_by_hook()
+
+    def _listeners_by_hook(self) -> dict[str, tuple[NotifyQueue, ...]]:
+        by_middleware = {id(queue.mw): queue for queue in self._queues}
+        return {
+            hook: tuple(by_middleware[id(mw)] for mw in self.chain.listeners(hook))
+            for hook, spec in HOOKS.items()
+            if spec.kind == "notify" and self.chain.handles(hook)
+        }
+
+    async def _set_up(self, mw: Middleware) -> None:
+        await self._lifecycle(mw, "setup")
+        self.chain.setting_up.discard(id(mw))
+        for queue in self._queues:
+            if queue.mw is mw:
+                queue.open()
+
+    async def _lifecycle(self, mw: Middleware, step: str) -> None:
+        """Run ``setup`` or ``aclose`` under the middleware's time budget."""
+        budget = Budget(budget_of(mw))
+        try:
+            with budget:
+                await (mw.setup(self.ctx) if step == "setup" else mw.aclose())
+        except asyncio.CancelledError:
+            if not budget.expired:
+                raise
+            budget.absorb()
+            raise HookTimeoutError(f"{step} ran past {budget.seconds} s") from None
 
     def stop_after_close(self, bound_s: float = _CLOSE_EVENT_BOUND_S) -> None:
         """The session is closing: keep going until livekit's ``close``, then stop.
@@ -149,7 +204,12 @@ class SessionBridge:
             return
 
         async def stop_without_close_event() -> None:
-            await asyncio.sleep(bound_s)
+            # a tool whose speech livekit already interrupted (and gave up on) is past saving
+            await asyncio.sleep(_INTERRUPTED_TOOL_GRACE_S)
+            self._cancel_hung_tools(interrupted_only=True)
+            await asyncio.sleep(max(0.0, self.tool_close_bound_s - _INTERRUPTED_TOOL_GRACE_S))
+            self._cancel_hung_tools(interrupted_only=False)
+            await asyncio.sleep(max(0.0, bound_s - self.tool_close_bound_s))
             logger.warning("session_close_not_seen", after_s=bound_s, action="stopped_anyway")
             await self.stop()
 
@@ -174,21 +234,23 @@ class SessionBridge:
         for event in _SESSION_EVENTS:
             with contextlib.suppress(Exception):
                 self._session.off(event, self._listeners[event])
-        self._wake.set()
-        if self._task is not None:
-            # a notify hook that never returns must not hold up the session's close
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout=_STOP_BOUND_S)
-            except asyncio.TimeoutError:
-                logger.error("middleware_hooks_not_done", action="cancelled", after_s=_STOP_BOUND_S)
-                self._task.cancel()
+        interrupted = False
+        try:
+            await self._drain_queues()
+        except asyncio.CancelledError:
+            # whoever awaited the close gave up waiting: the middleware are still closed
+            interrupted = True
+            for queue in self._queues:
+                queue.task.cancel()
         for mw in reversed(self.chain.middleware):
             try:
-                await mw.aclose()
+                await self._lifecycle(mw, "aclose")
             except Exception as exc:
                 self.chain.report_error(mw, "aclose", exc)
         if self.on_stopped is not None:
             self.on_stopped(self)
+        if interrupted:
+            raise asyncio.CancelledError
 
     def _observe_audio(self, callback: FrameCallback) -> bool:
         if self._audio_observer is None:
@@ -217,23 +279,51 @@ class SessionBridge:
         """The last speech ``tool`` created in this session, if any."""
         return self._last_speech_by_tool.get(tool) if tool is not None else None
 
+    async def _drain_queues(self) -> None:
+        """Let queued notify hooks run; a middleware still busy past the bound is cancelled."""
+        for queue in self._queues:
+            queue.close()
+        tasks = {queue.task: queue for queue in self._queues}
+        if not tasks:
+            return
+        _done, pending = await asyncio.wait(set(tasks), timeout=_STOP_BOUND_S)
+        for task in pending:
+            queue = tasks[task]
+            task.cancel()
+            hung = HookTimeoutError(f"still running {_STOP_BOUND_S} s into the close")
+            self.chain.report_error(queue.mw, queue.running or "notify", hung, "cancelled_at_close")
+
+    def _cancel_hung_tools(self, *, interrupted_only: bool) -> None:
+        """Cancel tool bodies still running this long into the close, each named."""
+        for call, task in list(self._tool_tasks.values()):
+            if task.done():
+                continue
+            if interrupted_only and not self._gave_up_on(call):
+                continue
+            task.cancel()
+            hung = HookTimeoutError("tool body still running into the session's close")
+            self.chain.report_error(
+                "ResilientAgent", f"tool:{call.name}", hung, "cancelled_at_close"
+            )
+
+    def _gave_up_on(self, call: ToolCall) -> bool:
+        """Whether livekit interrupted the speech this tool belongs to (a close without drain).
+
+        A tool without a ``RunContext`` does not say which speech it belongs to: the session's
+        current speech tells (livekit force-interrupts it when closing without drain).
+        """
+        if call.run_context is not None:
+            return call.run_context.speech_handle.interrupted
+        current = self._session.current_speech
+        return current is None or current.interrupted
+
     # -- queue ---------------------------------------------------------------------------------
     def submit(self, hook: str, *args: Any, urgent: bool = False) -> None:
-        """Queue ``hook`` for the dispatcher, if any middleware listens to it."""
-        if self._closed or not self.chain.handles(hook):
+        """Queue ``hook`` for every middleware that listens to it."""
+        if self._closed:
             return
-        (self._urgent if urgent else self._normal).append((hook, args))
-        self._wake.set()
-
-    async def _dispatch(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._urgent or self._normal:
-                hook, args = (self._urgent or self._normal).popleft()
-                await self.chain.notify(hook, self.ctx, *args)
-            if self._closed:
-                return
+        for queue in self._listening.get(hook, ()):
+            queue.put(hook, args, urgent=urgent)
 
     # -- livekit events (synchronous, inside livekit's tasks) ---------------------------------
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
@@ -267,7 +357,7 @@ class SessionBridge:
         )
         if info.tool is not None:
             self._last_speech_by_tool[info.tool] = info
-        if self.chain.handles("decide_speech"):
+        if self.ready and self.chain.handles("decide_speech"):
             decision = self.chain.decide("decide_speech", self.ctx, info)
             if isinstance(decision, SpeechDecision):
                 _apply_speech_decision(info.handle, decision)
@@ -296,6 +386,9 @@ class SessionBridge:
         self._tool_seq += 1
         key = self._tool_seq
         self.state.tools_in_flight[key] = call
+        task = asyncio.current_task()
+        if task is not None:
+            self._tool_tasks[key] = (call, task)
         self.submit("on_tool_start", call)
         started = time.perf_counter()
         result: Any = None
@@ -314,8 +407,15 @@ class SessionBridge:
         finally:
             per_call.restore_all()
             self.state.tools_in_flight.pop(key, None)
+            self._tool_tasks.pop(key, None)
             outcome = ToolOutcome(result, error, time.perf_counter() - started)
             self.submit("on_tool_exit", call, outcome)
+
+
+def _has_notify_hooks(chain: MiddlewareChain, mw: Middleware) -> bool:
+    return any(
+        spec.kind == "notify" and mw in chain.listeners(hook) for hook, spec in HOOKS.items()
+    )
 
 
 def _chain_holds(audio: AudioInput, wanted: AudioInput) -> bool:
@@ -347,7 +447,3 @@ def friendly_tool_error(name: str, exc: Exception, message: str) -> ToolError:
     """The app's ``tool_error_message`` for an unexpected tool exception, logged at ERROR."""
     logger.error("tool_failed", tool=name, exc_info=exc)
     return ToolError(message.format(tool=name))
-
-
-PASS_THROUGH = (ToolError, StopResponse)
-"""Exceptions livekit gives meaning to; the boundary lets them through unchanged."""

@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .boundary import guarded_wrap
+from .dispatch import run_notify
 from .errors import MiddlewareError
 from .hooks import (
     API_VERSION,
@@ -18,7 +20,7 @@ from .hooks import (
     UserTurnNext,
 )
 from .log import get_logger
-from .requests import InferenceRequest, ToolCall, UserTurn
+from .requests import InferenceRequest, ShutdownDecision, SpeechDecision, ToolCall, UserTurn
 from .state import MiddlewareContext, Named, name_of
 
 __all__ = ["MiddlewareChain", "validate_middleware"]
@@ -27,6 +29,11 @@ logger = get_logger("chain")
 
 _POSITIONS = {"first": 0, "normal": 1, "last": 2}
 _PREFIXES = ("on_", "decide_", "wrap_")
+# what a decide hook may answer besides None; a hook not listed is not type-checked
+_ANSWERS: dict[str, type] = {
+    "decide_speech": SpeechDecision,
+    "decide_shutdown": ShutdownDecision,
+}
 
 ErrorReporter = Callable[[Named | str, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)`` when a middleware fails."""
@@ -78,6 +85,16 @@ def validate_middleware(mw: object) -> Middleware:
     for hook, spec in HOOKS.items():
         if _overridden(mw, hook):
             _check_signature(mw, hook, spec.kind)
+    budget = getattr(mw, "hook_budget_s", None)
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 600
+    ):
+        raise MiddlewareError(
+            name,
+            f"hook_budget_s={budget!r} is not a number of seconds from 0 to 600",
+            fix="set hook_budget_s to a positive number of seconds, or None for the default",
+            hook="hook_budget_s",
+        )
     for hook in LIFECYCLE:
         method = getattr(type(mw), hook)
         if hook != "for_session" and not inspect.iscoroutinefunction(method):
@@ -145,6 +162,8 @@ class MiddlewareChain:
             sorted(checked, key=lambda mw: _POSITIONS[type(mw).position])
         )
         self._on_error = on_error
+        self.setting_up: set[int] = set()
+        """``id()`` s of middleware whose ``setup`` is still running: their hooks are skipped."""
         self._handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
         for hook, spec in HOOKS.items():
             order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
@@ -179,24 +198,39 @@ class MiddlewareChain:
             "middleware_error", middleware=name_of(mw), hook=hook, action=action, exc_info=exc
         )
 
+    def listeners(self, hook: str) -> tuple[Middleware, ...]:
+        """The middleware that override ``hook``, in dispatch order."""
+        return tuple(mw for mw, _ in self._handlers[hook])
+
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
-        """Run every ``hook`` handler in order; a failure is reported and skipped."""
+        """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
         for mw, handler in self._handlers[hook]:
-            try:
-                await handler(ctx, *args)
-            except Exception as exc:
-                self.report_error(mw, hook, exc)
+            await run_notify(mw, hook, handler, ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
-        """The first answer that is not None, or None; a failing handler is skipped."""
+        """The first answer that is not None, or None.
+
+        A handler that raises, or answers with something that is not the hook's decision type,
+        is reported and skipped.
+        """
+        expected = _ANSWERS.get(hook)
         for mw, handler in self._handlers[hook]:
+            if id(mw) in self.setting_up:
+                continue
             try:
                 answer = handler(ctx, *args)
             except Exception as exc:
                 self.report_error(mw, hook, exc)
                 continue
-            if answer is not None:
-                return answer
+            if answer is None:
+                continue
+            if expected is not None and not isinstance(answer, expected):
+                wrong = TypeError(
+                    f"{hook} answered {type(answer).__name__}, not {expected.__name__} or None"
+                )
+                self.report_error(mw, hook, wrong)
+                continue
+            return answer
         return None
 
     async def wrap_tool_call(
@@ -225,11 +259,15 @@ class MiddlewareChain:
         def layer(index: int) -> Callable[[Any], Awaitable[Any]]:
             if index == len(handlers):
                 return innermost
-            _, handler = handlers[index]
+            mw, handler = handlers[index]
             next_layer = layer(index + 1)
 
             async def call_layer(request: Any) -> Any:
-                return await handler(ctx, request, next_layer)
+                if id(mw) in self.setting_up:
+                    return await next_layer(request)
+                return await guarded_wrap(
+                    mw, hook, handler, ctx, request, next_layer, self.report_error
+                )
 
             return call_layer
 

@@ -80,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
+    lab.add_argument(
+        "--speech",
+        choices=("scripted", "real"),
+        default="scripted",
+        help="real: espeak-ng voices, the embedded VAD and PocketSphinx instead of scripted "
+        "speech (needs espeak-ng and resilient-agent[speech]); races real audio cannot "
+        "reproduce are left out, with the reason",
+    )
     return parser
 
 
@@ -113,6 +121,13 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if not chosen:
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
+    if args.speech == "real":
+        from .lab.real_speech import RealSpeechUnavailable, with_real_speech
+
+        try:
+            chosen = with_real_speech(chosen, sys.stdout)
+        except RealSpeechUnavailable as exc:
+            raise _UsageError(str(exc)) from exc
     agents = _agents(args.agent)
     if args.fuzz is not None:
         from .lab.fuzz import run_fuzz_command

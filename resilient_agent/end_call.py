@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from livekit.agents import RunContext, function_tool
@@ -12,6 +13,8 @@ from .options import OptionChecker
 __all__ = ["end_call_tool"]
 
 DEFAULT_FAREWELL = "Thank you for calling. Goodbye!"
+# what LLM providers accept as a function name (OpenAI's rule; the others' are looser or equal)
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def end_call_tool(
@@ -47,6 +50,13 @@ def end_call_tool(
     delete_room = check.flag("delete_room", delete_room)
     require_caller_request = check.flag("require_caller_request", require_caller_request)
     name = check.text("name", name)
+    if not _TOOL_NAME.fullmatch(name):
+        check.fail(
+            "name",
+            name,
+            "is not a function name LLM providers accept",
+            fix="use at most 64 letters, digits, _ or -, e.g. name='end_call'",
+        )
     description = check.text("description", description)
 
     @function_tool(name=name, description=description)

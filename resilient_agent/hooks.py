@@ -65,9 +65,14 @@ class Middleware:
         name: Unique within a chain; defaults to the class name.
         position: ``first``, ``normal`` or ``last``; list order decides within a position.
         api_version: The middleware API version the class was written for.
+        hook_budget_s: How long one hook call (or ``setup``/``aclose``) may run before it is
+            treated as hung, cancelled and reported; wrap hooks are timed only outside
+            ``call_next``. None: ``DEFAULT_HOOK_BUDGET_S`` (5 s). A class or an instance may
+            set it.
     """
 
     name: ClassVar[str | None] = None
+    hook_budget_s: float | None = None
     position: ClassVar[Position] = "normal"
     api_version: ClassVar[int] = API_VERSION
 

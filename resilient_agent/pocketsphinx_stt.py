@@ -26,8 +26,11 @@ runs in the loop's default executor, one job at a time per stream.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import importlib
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,20 +85,23 @@ class _Model:
     name: str
 
 
-def _phrase_model(ps: ModuleType, phrases: Sequence[str], folder: Path) -> dict[str, Any]:
-    """Language model and dictionary files for ``phrases``, written into ``folder``."""
-    sentences = [" ".join(_words_of(p)) for p in phrases]
-    sentences = [s for s in sentences if s]
+def _phrase_model(ps: ModuleType, phrases: Sequence[str]) -> dict[str, Any]:
+    """Language model and dictionary files for ``phrases`` (built once per phrase set)."""
+    sentences = tuple(s for s in (" ".join(_words_of(p)) for p in phrases) if s)
     if not sentences:
         raise ValueError("PocketSphinxSTT(phrases=...): give at least one phrase with words")
+    return dict(_phrase_files(ps, sentences))
+
+
+@functools.lru_cache(maxsize=16)
+def _phrase_files(ps: ModuleType, sentences: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     vocabulary = {w for s in sentences for w in s.split()}
     model_dir = Path(ps.get_model_path()) / "en-us"
     entries: list[str] = []
     known: set[str] = set()
     with open(model_dir / "cmudict-en-us.dict", encoding="utf-8") as dictionary:
         for line in dictionary:
-            head = line.split(" ", 1)[0]
-            word = head.split("(", 1)[0]
+            word = line.split(" ", 1)[0].split("(", 1)[0]
             if word in vocabulary:
                 entries.append(line)
                 known.add(word)
@@ -108,11 +114,23 @@ def _phrase_model(ps: ModuleType, phrases: Sequence[str], folder: Path) -> dict[
     lm_module = importlib.import_module("pocketsphinx.lm")
     builder = lm_module.ArpaBoLM(text="\n".join(sentences), case="lower", add_start=True)
     builder.compute()
+    # the files live as long as the process: every recognizer with these phrases shares them
+    folder = Path(tempfile.mkdtemp(prefix="resilient-agent-sphinx-"))
+    _FOLDERS.append(folder)
     lm_path, dict_path = folder / "phrases.arpa", folder / "phrases.dict"
     with open(lm_path, "w", encoding="utf-8") as out:
         builder.write(out)
     dict_path.write_text("".join(entries), encoding="utf-8")
-    return {"lm": str(lm_path), "dict": str(dict_path)}
+    return (("lm", str(lm_path)), ("dict", str(dict_path)))
+
+
+_FOLDERS: list[Path] = []
+
+
+@atexit.register
+def _remove_phrase_files() -> None:
+    for folder in _FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass
@@ -239,11 +257,9 @@ class PocketSphinxSTT(stt.STT[Never]):
             )
         self._ps = require_pocketsphinx()
         config: dict[str, Any] = {"samprate": SAMPLE_RATE}
-        self._files: tempfile.TemporaryDirectory[str] | None = None
         name = "pocketsphinx-en-us"
         if phrases is not None:
-            self._files = tempfile.TemporaryDirectory(prefix="resilient-agent-sphinx-")
-            config.update(_phrase_model(self._ps, phrases, Path(self._files.name)))
+            config.update(_phrase_model(self._ps, phrases))
             name += "-phrases"
         self._model = _Model(config, cepstral_mean, name)
         self.endpoint_silence = endpoint_silence

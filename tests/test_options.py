@@ -269,6 +269,7 @@ BAD: list[Any] = [
         lambda: end_call_tool(require_caller_request=1), "require_caller_request", "1", id="ect-rcr"
     ),
     pytest.param(lambda: end_call_tool(name=""), "name", "''", id="ect-name"),
+    pytest.param(lambda: end_call_tool(name="end call"), "name", "'end call'", id="ect-name-space"),
     pytest.param(lambda: end_call_tool(description=None), "description", "None", id="ect-desc"),
     # hang_up_after_farewell(...)
     pytest.param(lambda: _hang_up(farewell=3), "farewell", "3", id="hup-farewell-int"),

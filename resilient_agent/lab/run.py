@@ -13,6 +13,7 @@ from typing import Any
 from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
+from ..testing.transcripts import utterance_transcripts
 from .app_agent import scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
 
@@ -63,6 +64,9 @@ class LabResult:
             kept); None for a result built by hand.
         written_onset: In a ``--sweep`` run, where the moved utterance starts in the scenario
             as written, else None.
+        stt: The STT the call ran with, ``provider:model``.
+        transcripts: Real speech only: per utterance, what was said, heard live, given to the
+            LLM, and the reference transcription (see ``testing.transcripts``).
     """
 
     scenario: Scenario
@@ -73,6 +77,8 @@ class LabResult:
     virtual_seconds: float
     timeline: CallTimeline | None = None
     written_onset: float | None = None
+    stt: str = "resilient_agent.testing:scripted-marker-stt"
+    transcripts: tuple[dict[str, Any], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The JSON record ``--json`` writes."""
@@ -91,7 +97,11 @@ class LabResult:
             "hung_up": o.hung_up,
             "talked_over_s": o.talked_over_s,
             "race_events": list(o.race_events),
+            "speech": "scripted" if self.scenario.real_speech is None else "real",
+            "stt": self.stt,
         }
+        if self.transcripts:
+            record["transcripts"] = list(self.transcripts)
         if self.onset is not None:
             record["onset_s"] = self.onset
         return record
@@ -241,6 +251,10 @@ def _run_all(
                     world.virtual_seconds,
                     timeline,
                     written_onset,
+                    stt=f"{world.stt.provider}:{world.stt.model}",
+                    transcripts=tuple(t.as_json() for t in utterance_transcripts(world))
+                    if variant.real_speech is not None
+                    else (),
                 )
                 results.append(result)
                 if on_result is not None:

@@ -112,6 +112,8 @@ class SpeechWindow:
         end: Seconds from the start of the call.
         words: The words, spread evenly over the window.
         samples: Optional real speech (int16, 16 kHz) to play instead of a marker tone.
+        marked: Whether its frames carry word markers (the scripted STT and VAD faults read
+            them); real-speech runs play the recording untouched, as a real recognizer hears it.
     """
 
     index: int
@@ -119,6 +121,7 @@ class SpeechWindow:
     end: float
     words: tuple[str, ...]
     samples: np.ndarray | None = None
+    marked: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ class ScriptedAudioInput(AudioInput):
             chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
             if len(chunk) == FRAME_SAMPLES:
                 base = chunk
+        if not window.marked:
+            return base if base is not None else np.zeros(FRAME_SAMPLES, dtype=np.int16)
         marker = AudioMarker(KIND_USER, window.index, word, frame - first, last - first)
         return marker_frame_samples(marker, base)
 

@@ -3,7 +3,9 @@
 * every utterance or typed message that expects a reply is answered audibly and completely,
   starting within the scenario's ``reply_bound`` after the caller stopped (or the message
   arrived);
-* every word the caller said or typed reaches the LLM;
+* every word the caller said or typed reaches the LLM; with real speech (a recognizer that
+  mishears), what reached the LLM for each utterance is within a word error rate of what the
+  same recognizer transcribes from the same audio when nothing is withheld (its reference);
 * ``user_state`` is not stuck at ``speaking`` when the call is over;
 * no speech handle is left unfinished;
 * livekit never force-cancels a speech (``speech not done in time after interruption``);
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .recorder import INTERRUPTION_TIMEOUT_LOG
+from .transcripts import transcripts_match_reference
 
 if TYPE_CHECKING:
     from .runner import CallWorld
@@ -343,7 +346,7 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
     for index, (at, request) in enumerate(evidence.requests):
         if at < said.start:
             continue
-        if not (_words(said.text) <= {w for t in request.user_texts for w in _words(t)}):
+        if not _mentions(said, {w for t in request.user_texts for w in _words(t)}, evidence):
             continue
         spoken = evidence.owned.get(index, [])
         if spoken and all(s.complete for s in spoken):
@@ -353,12 +356,28 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
     return round(min(answers), 3) if answers else None
 
 
+def _mentions(said: CallerInput, words: set[str], evidence: CallEvidence) -> bool:
+    """Whether a context with ``words`` carries ``said`` (real speech: within the tolerance)."""
+    scenario = evidence.world.scenario
+    real = scenario.real_speech
+    if real is None or said not in scenario.utterances:
+        return _words(said.text) <= words
+    index = scenario.utterances.index(said)
+    for reference in real.candidates(index, said.text):
+        expected = _words(reference)
+        if len(expected - words) <= real.word_error_tolerance * len(expected):
+            return True
+    return False
+
+
 Contract = Callable[[CallEvidence], list[str]]
 """A contract: the evidence of one call in, one line per breach out (empty when it held)."""
 
 
 def every_word_reaches_the_llm(evidence: CallEvidence) -> list[str]:
-    """Every word the caller said or typed reaches the LLM."""
+    """Every word the caller said or typed reaches the LLM (real speech: see the next one)."""
+    if evidence.world.scenario.real_speech is not None:
+        return []
     return [
         f"{verdict.label}: {verdict.lost_words} word(s) never reached the LLM"
         for verdict, _ in evidence.inputs
@@ -485,6 +504,7 @@ def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
 
 CONTRACTS: tuple[Contract, ...] = (
     every_word_reaches_the_llm,
+    transcripts_match_reference,
     every_input_answered_in_time,
     no_answer_heard_twice,
     user_state_not_stuck,

@@ -19,6 +19,7 @@ from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
+from .real_speech import LabRecognizer
 from .recorder import CallRecorder, LivekitLogCapture
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
@@ -47,9 +48,9 @@ class CallWorld:
         audio_in: The caller's microphone.
         audio_out: The caller's speaker.
         vad: The scripted VAD.
-        stt: The scripted STT.
+        stt: The scripted STT, or the recognizer of a real-speech call.
         llm: The scripted LLM.
-        tts: The scripted TTS.
+        tts: The scripted TTS (an espeak-ng voice in a real-speech call).
         recorder: Session events.
         job: Hang-up requests.
         logs: livekit's warnings.
@@ -69,7 +70,7 @@ class CallWorld:
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
     vad: ScriptedVAD | inference.VAD
-    stt: ScriptedSTT
+    stt: ScriptedSTT | LabRecognizer
     llm: ScriptedLLM
     tts: ScriptedTTS
     recorder: CallRecorder
@@ -125,6 +126,7 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
             end=u.end,
             words=u.words,
             samples=load_utterance_audio(u.audio) if u.audio is not None else None,
+            marked=scenario.real_speech is None,
         )
         for i, u in enumerate(scenario.utterances)
     ]
@@ -146,9 +148,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         if scenario.vad == "scripted"
         else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
     )
-    stt = ScriptedSTT(lambda u, w: words[(u, w)])
+    real = scenario.real_speech
+    stt = ScriptedSTT(lambda u, w: words[(u, w)]) if real is None else real.recognizer()
     llm = ScriptedLLM(scenario.llm, clock=clock)
-    tts = ScriptedTTS()
+    tts = ScriptedTTS() if real is None else real.voice()
     session: AgentSession[Any] = AgentSession(
         vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
     )

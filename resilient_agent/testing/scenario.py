@@ -19,6 +19,7 @@ from livekit.agents import Agent
 
 from .audio import SAMPLE_RATE, NoiseWindow
 from .llm import LLMRule
+from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
@@ -210,6 +211,9 @@ class Scenario:
         talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
+        real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
+            PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
+            None: scripted speech.
     """
 
     name: str
@@ -232,6 +236,7 @@ class Scenario:
     sweep: Sweep | None = None
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
+    real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

@@ -66,6 +66,18 @@ class ScriptedTTS(tts.TTS[Never]):
         """How long the audio for ``text`` lasts."""
         return max(self.min_seconds, len(text.strip()) * self.seconds_per_char)
 
+    def sentence_audio(self, text: str, sentence_id: int) -> np.ndarray:
+        """The int16 audio of one sentence: every 10 ms frame carries the sentence's marker."""
+        frames = max(1, round(self.duration_of(text) / FRAME_SECONDS))
+        audio = np.concatenate(
+            [
+                marker_frame_samples(AudioMarker(KIND_AGENT, sentence_id, i, 0, frames))
+                for i in range(frames)
+            ]
+        )
+        assert len(audio) == frames * FRAME_SAMPLES
+        return audio
+
     @override
     def synthesize(
         self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
@@ -102,13 +114,6 @@ class ScriptedChunkedStream(tts.ChunkedStream):
             mime_type="audio/pcm",
         )
         await asyncio.sleep(owner.ttfb)
-        frames = max(1, round(owner.duration_of(self.input_text) / FRAME_SECONDS))
-        audio = np.concatenate(
-            [
-                marker_frame_samples(AudioMarker(KIND_AGENT, self._sentence_id, i, 0, frames))
-                for i in range(frames)
-            ]
-        )
-        assert len(audio) == frames * FRAME_SAMPLES
+        audio = owner.sentence_audio(self.input_text, self._sentence_id)
         output_emitter.push(audio.tobytes())
         output_emitter.flush()
