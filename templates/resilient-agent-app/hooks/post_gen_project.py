@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 # cookiecutter renders this file first; JSON keeps any quote or backslash in an answer intact
-REQUIREMENT: str = json.loads(r'''{{ cookiecutter.resilient_agent_requirement | tojson }}''')
-TEMPLATE_DIR: str = json.loads(r'''{{ cookiecutter._repo_dir | tojson }}''')
+ANSWERS: dict[str, str] = json.loads(r"""{{ cookiecutter | tojson }}""")
+REQUIREMENT = ANSWERS.get("resilient_agent_requirement", "")
+TEMPLATE_DIR = ANSWERS.get("_repo_dir", "")
 DEPENDENCY_LINE = '    "resilient-agent",\n'
 
 
