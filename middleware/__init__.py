@@ -11,15 +11,32 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resilient_agent import Middleware, MiddlewareSpec
 
-__all__ = ["default_middleware"]
+__all__ = ["default_middleware", "default_middleware_specs"]
 
 
-def default_middleware() -> list[Middleware | MiddlewareSpec]:
-    """The middleware ``ResilientAgent`` runs by default, in order."""
+def default_middleware() -> list[Middleware]:
+    """New instances of the middleware ``ResilientAgent`` runs by default, in order.
+
+    To compose a chain: ``[MyGuard(), *default_middleware()]``. Each instance is the live one in
+    every session of the agent it is given to (see ``resilient_agent.live``).
+    """
+    return [spec.build() for spec in default_middleware_specs()]
+
+
+def default_middleware_specs() -> list[MiddlewareSpec]:
+    """The default middleware as specs: every session gets its own instances."""
+    from resilient_agent import MiddlewareSpec
+
     from .hangup import ConditionalHangup
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
     from .wait_for_caller import WaitForCaller
     from .watchdog import Watchdog
 
-    return [ToolGuard(), TurnKeeper(), WaitForCaller(), ConditionalHangup(), Watchdog()]
+    return [
+        MiddlewareSpec(ToolGuard),
+        MiddlewareSpec(TurnKeeper),
+        MiddlewareSpec(WaitForCaller),
+        MiddlewareSpec(ConditionalHangup),
+        MiddlewareSpec(Watchdog),
+    ]

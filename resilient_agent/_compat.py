@@ -17,6 +17,7 @@ __all__ = [
     "RELIED_ON",
     "Reliance",
     "close_as_caller_left",
+    "session_closing",
     "speech_interrupted_future",
     "speech_scheduled_future",
 ]
@@ -41,6 +42,18 @@ def speech_interrupted_future(handle: SpeechHandle) -> asyncio.Future[Any] | Non
     ``SpeechHandle.interrupted`` tells whether, not when; the lab's timelines need when.
     """
     return _future(handle, "_interrupt_fut")
+
+
+def session_closing(session: Any) -> bool:
+    """Whether livekit has begun closing ``session`` (``AgentSession._is_closing()``).
+
+    livekit emits ``close`` only at the end of its close (which waits up to
+    ``session_close_transcript_timeout`` for the caller's last words); a hang-up asked for in
+    between (livekit's ``EndCallTool`` reacting to the farewell interrupted by the close) is not
+    the app's decision any more. False if livekit moved it.
+    """
+    is_closing = getattr(session, "_is_closing", None)
+    return bool(is_closing()) if callable(is_closing) else False
 
 
 def close_as_caller_left(session: Any) -> bool:
@@ -124,6 +137,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent.speech_gates (decide_resume), middleware.wait_for_caller",
         "livekit no longer resumes a paused speech inside disallow_interruptions()",
         "test_disallow_interruptions_resumes_a_paused_speech_at_once",
+    ),
+    Reliance(
+        "AgentSession._is_closing() tells a close livekit began before its close event",
+        "resilient_agent.shutdown",
+        "livekit moved AgentSession._is_closing",
+        "test_session_closing_is_where_compat_expects_it",
     ),
     Reliance(
         "livekit's own closes (caller left, fatal error, job shutdown callback) do not call "

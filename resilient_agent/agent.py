@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Sequence
 from typing import Any
@@ -11,26 +10,26 @@ from livekit.agents import Agent, get_job_context, utils
 from livekit.agents.llm import (
     ChatContext,
     ChatMessage,
-    FunctionTool,
-    RawFunctionTool,
     Tool,
     Toolset,
 )
 
+from . import end_call
 from .boundary import PASS_THROUGH
 from .bridge import SessionBridge, friendly_tool_error
 from .chain import MiddlewareChain
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .hooks import Middleware
+from .live import MiddlewareView, SessionInstances
 from .log import get_logger
 from .options import OptionChecker
 from .plugins import load_plugins
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, ToolCall, UserTurn
-from .spec import MiddlewareSpec, build_middleware, middleware_entries
+from .spec import MiddlewareSpec, middleware_entries
 from .state import Named, name_of
 from .tool_names import fix_for, known_tool_names, unknown_tools
-from .tools import class_tools, wrap_tool
+from .tools import class_tools, wrap_tool, wrap_toolset
 from .versions import warn_if_untested_livekit
 
 __all__ = ["ResilientAgent", "default_middleware"]
@@ -92,6 +91,13 @@ def default_middleware() -> list[MiddlewareEntry]:
     return entries
 
 
+def _default_specs() -> list[MiddlewareEntry]:
+    """The first-party middleware as specs, so each session gets its own instances."""
+    first_party = importlib.import_module("resilient_agent.middleware")
+    entries: list[MiddlewareEntry] = list(first_party.default_middleware_specs())
+    return entries
+
+
 class ResilientAgent(Agent):
     """An ``Agent`` whose tool calls, speeches and session events run through middleware.
 
@@ -134,14 +140,14 @@ class ResilientAgent(Agent):
     ) -> None:
         warn_if_untested_livekit()
         self._tool_error_message = _checked_tool_error_message(tool_error_message)
-        entries = default_middleware() if middleware is None else middleware_entries(middleware)
+        entries = _default_specs() if middleware is None else middleware_entries(middleware)
         if plugins is None:
             plugins = ()
         if not isinstance(plugins, str):
             # a string gets the plugin loader's own fix (plugins=['name'])
             OptionChecker("ResilientAgent").sequence("plugins", plugins, fix="pass a list of names")
         entries.extend(load_plugins(plugins))
-        self._chain_prototype = MiddlewareChain([build_middleware(e) for e in entries])
+        self._instances = SessionInstances(entries)
         self._bridge: SessionBridge | None = None
         self._last_chain: MiddlewareChain | None = None
         self._reporter: CallReporter | None = None
@@ -165,25 +171,24 @@ class ResilientAgent(Agent):
         self.on_user_turn_completed = self._user_turn_completed  # type: ignore[method-assign]
 
     @property
-    def middleware(self) -> tuple[Middleware, ...]:
-        """The chain in dispatch order.
+    def middleware(self) -> MiddlewareView:
+        """The live instances in dispatch order: ``agent.middleware["Name"]``, or by index.
 
-        The current (or last) session's instances, else the prototypes each session copies.
+        During a session, the instances running in it; after one, the last session's; before
+        the first, the instances it will run (see :mod:`resilient_agent.live`).
         """
         if self._bridge is not None:
-            return self._bridge.chain.middleware
+            return MiddlewareView(self._bridge.chain.middleware)
         if self._last_chain is not None:
-            return self._last_chain.middleware
-        return self._chain_prototype.middleware
+            return MiddlewareView(self._last_chain.middleware)
+        return MiddlewareView(self._instances.prototype.middleware)
 
     async def update_tools(self, tools: list[Tool | Toolset]) -> None:
         """Like ``Agent.update_tools``; new function tools run through the chain too."""
         await super().update_tools([self._wrap(t) for t in tools])
 
     def _wrap(self, tool: Tool | Toolset) -> Tool | Toolset:
-        if isinstance(tool, (FunctionTool, RawFunctionTool)):
-            return wrap_tool(tool, self._run_tool)
-        return tool
+        return wrap_toolset(tool, self._run_tool)
 
     def _emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
         """The one place our events are counted and logged, then emitted."""
@@ -229,7 +234,7 @@ class ResilientAgent(Agent):
             self._log = logger.bind(**_session_fields(self._reporter.call_id))
         except Exception as exc:
             self._on_hook_error(_CORE, "log_fields", exc, "logged_with_call_id_only")
-        chain = self._chain_prototype.for_session(on_error=self._on_hook_error)
+        chain = self._instances.for_session(self._on_hook_error)
         bridge = SessionBridge(chain, self.session, self, self._emit)
         bridge.on_stopped = self._session_stopped
         self._bridge = bridge
@@ -245,6 +250,7 @@ class ResilientAgent(Agent):
         if self._bridge is bridge:
             self._bridge = None
         self._last_chain = bridge.chain
+        self._instances.release()
         if self._reporter is not None:
             summary = self._reporter.report()
             self._log.info("call_summary", **summary.model_dump(exclude={"type"}))
@@ -293,18 +299,20 @@ class ResilientAgent(Agent):
         self,
         farewell: str | None = None,
         *,
-        delete_room: bool = False,
+        delete_room: bool = True,
         allow_interruptions: bool = True,
     ) -> bool:
         """Say ``farewell`` and hang up once it played to the end; returns at once.
 
         The hang-up goes through ``decide_shutdown``: with the first-party middleware, a caller
-        who interrupts the farewell or speaks after it began keeps the call. A second call while
-        one is pending is ignored.
+        who interrupts the farewell or speaks after it began keeps the call. Hanging up closes
+        the session, deletes the room and shuts the job down once the session closed, as
+        livekit's ``EndCallTool`` does. A second call while one is pending is ignored.
 
         Args:
             farewell: What to say; None hangs up without a farewell.
-            delete_room: Delete the room after shutting down (SIP calls need it to hang up).
+            delete_room: Delete the room (drops every participant, SIP callers included);
+                False keeps it.
             allow_interruptions: Whether the caller may interrupt the farewell.
 
         Returns:
@@ -328,24 +336,9 @@ class ResilientAgent(Agent):
         if farewell is not None:
             handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
             speech = bridge.state.speeches.get(handle.id)
-        session = self.session
-
-        def hang_up() -> None:
-            # the farewell has played out: nothing is left to drain
-            session.shutdown(drain=False)
-            if delete_room:
-                with contextlib.suppress(RuntimeError):
-                    get_job_context().delete_room()
-
-        gate = bridge.shutdown_gate
-        if gate is None:
-            # no middleware decides shutdowns: hang up once the farewell is done, as asked
-            if speech is None:
-                hang_up()
-            else:
-                speech.handle.add_done_callback(lambda _h: hang_up())
-            return True
-        return gate.request("end_call", hang_up, farewell=speech)
+        return end_call.hang_up_after_farewell(
+            self.session, bridge.shutdown_gate, speech, delete_room=delete_room
+        )
 
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         try:

@@ -171,12 +171,6 @@ class MiddlewareChain:
                 (mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook)
             )
 
-    def for_session(self, *, on_error: ErrorReporter | None = None) -> MiddlewareChain:
-        """The same chain with fresh per-session instances (``Middleware.for_session``)."""
-        return MiddlewareChain(
-            [mw.for_session() for mw in self.middleware], on_error=on_error or self._on_error
-        )
-
     def without(self, removed: Sequence[Middleware]) -> MiddlewareChain:
         """The chain minus ``removed`` (those that raised ``MiddlewareNotUsed``)."""
         return MiddlewareChain(

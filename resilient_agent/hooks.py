@@ -12,7 +12,6 @@ Three kinds of hooks:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -82,11 +81,13 @@ class Middleware:
         return type(self).name or type(self).__name__
 
     def for_session(self) -> Middleware:
-        """A fresh instance for one session; the default deep-copies this one.
+        """The instance that runs one session; the default is this very instance.
 
-        Override it when an attribute (a client, a pool) must be shared across sessions.
+        Nothing is copied: a flag set on the instance, a lock or a client it holds, is what the
+        session uses. Keep per-session state in :meth:`setup`, or pass a ``MiddlewareSpec`` to
+        get a new instance per session (see :mod:`resilient_agent.live`).
         """
-        return copy.deepcopy(self)
+        return self
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Prepare for a session; raise ``MiddlewareNotUsed`` to sit this session out."""

@@ -168,7 +168,7 @@ class _Recognition:
             frame = bytes(self.pending[:size])
             del self.pending[:size]
             speech = self.endpointer.process(frame)
-            if speech is not None:
+            if speech:
                 if not self.in_utterance:
                     self._start()
                 self.decoder.process_raw(speech, False, False)
@@ -188,7 +188,7 @@ class _Recognition:
         if self.endpointer.in_speech or self.in_utterance:
             # end_stream refuses an empty buffer: one silent sample stands in for none
             rest = self.endpointer.end_stream(bytes(self.pending) or bytes(2))
-            if rest is not None:
+            if rest:  # None, or nothing left: PocketSphinx refuses an empty buffer
                 if not self.in_utterance:
                     self._start()
                 self.decoder.process_raw(rest, False, False)

@@ -30,6 +30,7 @@ from livekit.agents import AgentSession, get_job_context
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from ._compat import session_closing
 from .chain import MiddlewareChain
 from .interception import Interceptor
 from .log import get_logger
@@ -89,6 +90,8 @@ class ShutdownGate:
     @property
     def closing(self) -> bool:
         """Whether the session is closing or closed: every call then passes through."""
+        if not self._closing and session_closing(self._session):
+            self._closing = True
         return self._closing
 
     def install(self, interceptor: Interceptor) -> None:
@@ -99,7 +102,7 @@ class ShutdownGate:
 
         def shadow_shutdown(original: Callable[..., None]) -> Callable[..., None]:
             def shutdown(*, drain: bool = True) -> None:
-                if self._closing:
+                if self.closing:
                     original(drain=drain)
                     return
                 self.request("session.shutdown", lambda: original(drain=drain))
@@ -108,7 +111,7 @@ class ShutdownGate:
 
         def shadow_aclose(original: Callable[[], Awaitable[None]]) -> Callable[[], Any]:
             async def aclose() -> None:
-                if current_tool() is None or self._closing:
+                if current_tool() is None or self.closing:
                     self._closing = True
                     await original()
                     return
@@ -126,7 +129,7 @@ class ShutdownGate:
 
         def shadow_job_shutdown(original: Callable[..., None]) -> Callable[..., None]:
             def job_shutdown(reason: str = "user requested") -> None:
-                if self._closing:
+                if self.closing:
                     original(reason)
                     return
                 self.request("job.shutdown", lambda: original(reason))
@@ -235,10 +238,10 @@ class ShutdownGate:
 
     async def _decide(self, request: ShutdownRequest, proceed: Proceed) -> None:
         decision = await self._decision(request)
-        if decision.action == "now" and decision.tail_pad_s > 0 and not self._closing:
+        if decision.action == "now" and decision.tail_pad_s > 0 and not self.closing:
             await self._until_closed(asyncio.sleep(decision.tail_pad_s))
             # the caller may have started speaking during the pad: the line is still open
-            again = self._ask(request) if not self._closing else decision
+            again = self._ask(request) if not self.closing else decision
             if again.action == "veto":
                 decision = again
         self.decisions.append((request, decision))
@@ -256,7 +259,7 @@ class ShutdownGate:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._bound_s
         while True:
-            if self._closing:
+            if self.closing:
                 # livekit is closing the session (the caller left, the job shuts down, an
                 # error): nobody is left to keep the call for; the app's hang-up goes through
                 return ShutdownDecision.now("the session is closing")

@@ -6,6 +6,11 @@ original signature through ``__wrapped__``, which livekit's schema builder and a
 preparation follow. Speeches created while the tool body runs are attributed to the tool through
 a ``ContextVar`` (``speech_created`` fires synchronously in the creating task).
 
+Toolsets (``llm.Toolset``, e.g. livekit's ``beta.tools.EndCallTool``) are wrapped too: a
+:class:`ChainedToolset` stands in for the app's toolset, keeps its id, setup and close, and offers
+its tools wrapped (looked up each time, so tools a toolset adds later are wrapped as well).
+``AsyncToolset`` is left as it is: livekit routes its tools to their own executor by its type.
+
 ``livekit.agents.mock_tools`` replaces a tool's execution by name before the tool is called, so a
 mocked tool bypasses the wrapper and therefore the chain.
 """
@@ -20,19 +25,21 @@ from contextvars import ContextVar
 from typing import Any
 
 from livekit.agents import RunContext
-from livekit.agents.llm import FunctionTool, RawFunctionTool, ToolFlag
+from livekit.agents.llm import FunctionTool, RawFunctionTool, Tool, ToolFlag, Toolset
 
 from .requests import ToolCall
 
 AnyFunctionTool = FunctionTool[..., Any] | RawFunctionTool[..., Any]
 
 __all__ = [
+    "ChainedToolset",
     "ToolRunner",
     "class_tools",
     "current_tool",
     "is_wrapped",
     "outside_tools",
     "wrap_tool",
+    "wrap_toolset",
 ]
 
 ToolRunner = Callable[[ToolCall, Callable[[ToolCall], Awaitable[Any]]], Awaitable[Any]]
@@ -107,3 +114,58 @@ def wrap_tool(tool: AnyFunctionTool, runner: ToolRunner) -> AnyFunctionTool:
     wrapped = type(tool)(call_through_chain, tool.info)  # type: ignore[arg-type]
     setattr(wrapped, _WRAPPED_MARK, True)
     return wrapped
+
+
+class ChainedToolset(Toolset):
+    """An app's toolset whose function tools run through the chain.
+
+    Args:
+        inner: The app's toolset.
+        runner: Runs one call through the chain.
+    """
+
+    def __init__(self, inner: Toolset, runner: ToolRunner) -> None:
+        super().__init__(id=inner.id)
+        self.inner = inner
+        self._runner = runner
+        self._wrapped: dict[int, Tool | Toolset] = {}
+        setattr(self, _WRAPPED_MARK, True)
+
+    @property
+    def tools(self) -> list[Tool | Toolset]:
+        """The inner toolset's tools, each wrapped once."""
+        found: list[Tool | Toolset] = []
+        for tool in self.inner.tools:
+            wrapped = self._wrapped.get(id(tool))
+            if wrapped is None:
+                wrapped = wrap_toolset(tool, self._runner)
+                self._wrapped[id(tool)] = wrapped
+            found.append(wrapped)
+        return found
+
+    async def setup(self) -> ChainedToolset:
+        """Set the inner toolset up."""
+        await self.inner.setup()
+        return self
+
+    async def aclose(self) -> None:
+        """Close the inner toolset."""
+        await self.inner.aclose()
+
+
+def wrap_toolset(tool: Tool | Toolset, runner: ToolRunner) -> Tool | Toolset:
+    """``tool`` running through ``runner``: function tools and plain toolsets are wrapped.
+
+    ``AsyncToolset`` and other tools (provider tools) are returned as they are.
+    """
+    if isinstance(tool, (FunctionTool, RawFunctionTool)):
+        return wrap_tool(tool, runner)
+    if isinstance(tool, Toolset) and not is_wrapped(tool) and not _is_async_toolset(tool):
+        return ChainedToolset(tool, runner)
+    return tool
+
+
+def _is_async_toolset(tool: Toolset) -> bool:
+    from livekit.agents.llm.async_toolset import AsyncToolset
+
+    return isinstance(tool, AsyncToolset)

@@ -247,15 +247,3 @@ def test_spec_validates_options_early_and_builds_fresh_instances() -> None:
     spec = MiddlewareSpec(Guard, threshold=2.0)
     first, second = spec.build(), spec.build()
     assert first is not second and first.threshold == second.threshold == 2.0  # type: ignore[attr-defined]
-
-
-def test_for_session_gives_each_session_its_own_state() -> None:
-    class Counter(Middleware):
-        def __init__(self) -> None:
-            self.seen: list[int] = []
-
-    chain = MiddlewareChain([Counter()])
-    one, two = chain.for_session(), chain.for_session()
-    one.middleware[0].seen.append(1)  # type: ignore[attr-defined]
-    assert two.middleware[0].seen == []  # type: ignore[attr-defined]
-    assert chain.middleware[0].seen == []  # type: ignore[attr-defined]

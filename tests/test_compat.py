@@ -256,6 +256,31 @@ def test_end_call_tool_ending_calls_otherwise_trips(monkeypatch: pytest.MonkeyPa
         check_end_call_tool_hangs_up_from_its_speech()
 
 
+def check_session_closing() -> None:
+    from resilient_agent._compat import session_closing
+
+    message = _change("test_session_closing_is_where_compat_expects_it")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        assert not session_closing(session), message
+        session.shutdown()  # the close begins at once, in a task
+        assert session_closing(session), message
+        await session.aclose()
+
+    asyncio.run(check())
+
+
+def test_session_closing_is_where_compat_expects_it() -> None:
+    check_session_closing()
+
+
+def test_session_closing_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(AgentSession, "_is_closing")
+    with pytest.raises(AssertionError, match=re.escape("moved AgentSession._is_closing")):
+        check_session_closing()
+
+
 # -- behavioural tripwires: public livekit behaviour the library relies on --------------------
 # Each failure message names the livekit change and what in resilient-agent depends on it. The
 # interception layer's own tripwires (interrupt() on protected speech, disallow_interruptions()

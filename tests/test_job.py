@@ -19,6 +19,9 @@ class _StubSession:
     def __init__(self) -> None:
         self.closed_at: list[float] = []
 
+    def on(self, event: str, callback: Any) -> None:
+        """The recorder listens for ``close``; the stub never emits it."""
+
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(0.1)
@@ -122,3 +125,32 @@ def test_recorder_uses_its_clock() -> None:
     recorder = run_virtual(main())
     assert recorder.shutdowns == [(42.0, "user requested")]
     assert recorder.room_deletions == [42.0]
+
+
+def test_shutdown_runs_the_shutdown_callbacks_after_the_session_closed() -> None:
+    session = _StubSession()
+    ran: list[tuple[float, str]] = []
+
+    async def main() -> JobRecorder:
+        loop = asyncio.get_running_loop()
+        recorder = JobRecorder(clock=loop.time, session=session)  # type: ignore[arg-type]
+        with recorded_job_context(recorder) as job_ctx:
+
+            async def delete_the_room() -> None:  # as livekit's EndCallTool registers it
+                await job_ctx.delete_room()
+
+            async def with_reason(reason: str) -> None:
+                ran.append((loop.time(), reason))
+
+            job_ctx.add_shutdown_callback(delete_the_room)
+            job_ctx.add_shutdown_callback(with_reason)
+            await asyncio.sleep(1.0)
+            job_ctx.shutdown(reason="caller left")
+            await asyncio.sleep(1.0)
+        return recorder
+
+    recorder = run_virtual(main())
+    assert session.closed_at == pytest.approx([1.1], abs=TOL)
+    assert recorder.room_deletions == pytest.approx([1.1], abs=TOL)
+    assert [reason for _, reason in ran] == ["caller left"]
+    assert [t for t, _ in ran] == pytest.approx([1.1], abs=TOL)

@@ -48,7 +48,9 @@ def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
     assert len(verdicts) >= 25
     # the scenarios bringing their own end_call tool say why they cannot run next to the app's
     skips = [line for line in done.stdout.splitlines() if line.startswith("SKIP")]
-    assert skips and all("duplicate function name: end_call" in line for line in skips)
+    # (livekit's EndCallTool scenarios pass it in tools=..., which MyAgent() cannot take)
+    reasons = ("duplicate function name: end_call", "passed ['tools'] that MyAgent() cannot take")
+    assert skips and all(any(r in line for r in reasons) for line in skips)
     assert f"{len(skips)} scenario(s) skipped" in done.stdout
 
 

@@ -146,6 +146,7 @@ def test_words_over_protected_speech_are_lost_on_agent_and_recovered_on_resilien
     assert any("word error rate 1.00" in r for r in outcome.reasons), outcome.reasons
     (lost,) = utterance_transcripts(world)
     assert lost.live == "" and lost.reached_llm == ""
+    assert outcome.lost_words == len(lost.reference.split())
 
     world, outcome = run_scenario(variant, ResilientAgent)
     assert outcome.passed, outcome.reasons
@@ -154,6 +155,7 @@ def test_words_over_protected_speech_are_lost_on_agent_and_recovered_on_resilien
     assert kept.live == ""
     assert world.stt.recovered and kept.word_error_rate <= 0.34
     assert kept.reached_llm == kept.reference
+    assert outcome.lost_words == 0
 
 
 @needs_speech

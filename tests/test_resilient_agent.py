@@ -13,6 +13,7 @@ from livekit.rtc import EventEmitter
 from resilient_agent import (
     Middleware,
     MiddlewareErrorEvent,
+    MiddlewareSpec,
     ResilientAgent,
     SpeechInfo,
     ToolCall,
@@ -151,7 +152,7 @@ def test_tool_calls_run_through_the_chain_with_run_context_injected() -> None:
     world, outcome = run_scenario(_booking_scenario(), with_middleware(journal))
     assert outcome.passed, outcome.reasons
     session_journal = world.agent.middleware[0]
-    assert isinstance(session_journal, Journal) and session_journal is not journal
+    assert session_journal is journal  # the app's instance is the live one
     (call,) = session_journal.tool_calls
     assert call.name == "book_table" and dict(call.arguments) == {"time": "eight"}
     assert call.run_context is not None and call.call_id == call.run_context.function_call.call_id
@@ -182,13 +183,18 @@ def test_a_failing_hook_is_reported_on_the_agent_emitter() -> None:
     assert "oops" in seen[0].error
 
 
-def test_each_session_gets_its_own_middleware_state() -> None:
+def test_a_spec_gives_each_session_its_own_instance_and_an_instance_is_shared() -> None:
     shared = Journal()
-    agent_class = with_middleware(shared)
-    first, _ = run_scenario(_booking_scenario("t/one"), agent_class)
-    second, _ = run_scenario(_booking_scenario("t/two"), agent_class)
-    one, two = first.agent.middleware[0], second.agent.middleware[0]
-    assert one is not two and shared.tool_calls == []
+    by_instance = with_middleware(shared)
+    run_scenario(_booking_scenario("t/one"), by_instance)
+    run_scenario(_booking_scenario("t/two"), by_instance)
+    assert len(shared.tool_calls) == 2  # one instance, live in both sessions
+
+    by_spec = with_middleware(MiddlewareSpec(Journal))  # type: ignore[arg-type]
+    first, _ = run_scenario(_booking_scenario("t/one"), by_spec)
+    second, _ = run_scenario(_booking_scenario("t/two"), by_spec)
+    one, two = first.agent.middleware["Journal"], second.agent.middleware["Journal"]
+    assert one is not two
     assert len(one.tool_calls) == 1 and len(two.tool_calls) == 1  # type: ignore[attr-defined]
 
 

@@ -11,6 +11,7 @@ import asyncio
 from typing import Literal
 
 from livekit.agents import Agent, RunContext, function_tool, get_job_context
+from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm import ChatContext, ChatMessage, ToolFlag
 
 from ..testing.scenario import AgentFactory
@@ -21,10 +22,12 @@ __all__ = [
     "booking_agent",
     "closing_tool_agent",
     "end_call_agent",
+    "farewell_callback_agent",
     "filler_tool_agent",
     "filler_agent",
     "greeting_agent",
     "handoff_agent",
+    "livekit_end_call_agent",
     "late_protecting_agent",
     "plain_agent",
     "protected_handoff_agent",
@@ -279,3 +282,25 @@ def protected_handoff_agent(*, delay_s: float) -> AgentFactory:
         return FrontDesk()
 
     return build
+
+
+def livekit_end_call_agent(base: type[Agent]) -> Agent:
+    """An agent ending calls with livekit's own ``EndCallTool`` (the goodbye is its tool reply)."""
+    return base(instructions=INSTRUCTIONS, tools=[EndCallTool()])
+
+
+def farewell_callback_agent(base: type[Agent]) -> Agent:
+    """An ``end_call`` tool that says the farewell and hangs up from the speech's done callback."""
+
+    class FarewellCallbackAgent(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        @function_tool
+        async def end_call(self, ctx: RunContext[None]) -> None:
+            """End the call when the caller says goodbye."""
+            session = ctx.session
+            farewell = session.say(FAREWELL)
+            farewell.add_done_callback(lambda _handle: session.shutdown())
+
+    return FarewellCallbackAgent()

@@ -264,6 +264,66 @@ def _end_call() -> list[Scenario]:
     return found
 
 
+# livekit's EndCallTool: the LLM calls end_call, and its tool reply is the goodbye (3.90-7.65 s)
+_FAREWELL_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
+_REFUND = "wait actually how long does a refund take"
+_ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
+# livekit's close waits this long for the caller's last transcript (2.0 s by default): set as a
+# SIP app would, so the 1 s bound measures what the agent adds, not livekit's own wait
+_QUICK_CLOSE = {"session_close_transcript_timeout": 0.5}
+
+
+def _livekit_end_call() -> list[Scenario]:
+    def scenario(name: str, description: str, **kwargs: object) -> Scenario:
+        options: dict[str, object] = {
+            "family": "end_call",
+            "agent": agents.livekit_end_call_agent,
+            "llm": (_BYE, _FAREWELL_REPLY, _ANSWER_REFUND),
+            "farewell": agents.FAREWELL,
+            "session_options": dict(_QUICK_CLOSE),
+            **kwargs,
+        }
+        return Scenario(name=name, description=description, **options)  # type: ignore[arg-type]
+
+    return [
+        scenario(
+            "end_call/livekit_tool_question_over_goodbye",
+            "livekit's EndCallTool; 1.1 s into its goodbye the caller asks a question.",
+            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
+            sweep=Sweep(utterance=1, start=4.0, stop=7.5, step=0.25),
+        ),
+        scenario(
+            "end_call/livekit_tool_caller_speaks_after_goodbye",
+            "livekit's EndCallTool; the caller speaks as soon as the goodbye has ended.",
+            utterances=(_GOODBYE, Utterance(7.7, 9.5, _REFUND)),
+        ),
+        scenario(
+            "end_call/app_shutdown_from_farewell_callback",
+            "The app hangs up from its farewell's done callback; the caller asks over it.",
+            agent=agents.farewell_callback_agent,
+            llm=(_BYE, _ANSWER_REFUND),
+            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
+        ),
+        scenario(
+            "control/livekit_tool_goodbye_heard",
+            "livekit's EndCallTool; the goodbye is heard: the call ends whole within 1 s.",
+            family="control",
+            utterances=(_GOODBYE,),
+            hang_up_within=1.0,
+            control=True,
+        ),
+        scenario(
+            "control/caller_leaves_during_goodbye",
+            "livekit's EndCallTool; the caller hangs up during the goodbye: the close goes on.",
+            family="control",
+            utterances=(_GOODBYE,),
+            caller_leaves_at=5.0,
+            session_options={},
+            control=True,
+        ),
+    ]
+
+
 def _shutdown_in_finally() -> list[Scenario]:
     found = []
     for shutdown in ("job", "session"):
@@ -560,6 +620,7 @@ def _controls() -> list[Scenario]:
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
     *_end_call(),
+    *_livekit_end_call(),
     *_shutdown_in_finally(),
     *_lost_words(),
     *_stuck_and_deadlock(),

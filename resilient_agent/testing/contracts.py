@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .recorder import INTERRUPTION_TIMEOUT_LOG
-from .transcripts import transcripts_match_reference
+from .transcripts import transcripts_match_reference, utterance_transcripts
 
 if TYPE_CHECKING:
     from .runner import CallWorld
@@ -327,11 +327,20 @@ def _word_verdicts(evidence: CallEvidence, said: CallerInput) -> tuple[WordVerdi
         if at >= said.start
     ]
     verdicts = []
-    for word in said.words:
+    for word in _expected_words(evidence, said):
         key = word.lower().strip(".,?!")
         reached = next((at for at, words in seen if key in words), None)
         verdicts.append(WordVerdict(word, None if reached is None else round(reached, 3)))
     return tuple(verdicts)
+
+
+def _expected_words(evidence: CallEvidence, said: CallerInput) -> tuple[str, ...]:
+    """The words ``said`` should bring to the LLM: its text, or its closest reference."""
+    scenario = evidence.world.scenario
+    if scenario.real_speech is None or said not in scenario.utterances:
+        return said.words
+    index = scenario.utterances.index(said)
+    return tuple(utterance_transcripts(evidence.world)[index].reference.split())
 
 
 def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
@@ -480,9 +489,66 @@ def farewell_heard(evidence: CallEvidence) -> tuple[bool, bool]:
     return True, not spoke_after
 
 
+_CLOSE_SLACK_S = 0.5
+"""A close may take this long beyond livekit's own transcript wait (its teardown steps)."""
+
+
 def hung_up(world: CallWorld) -> bool:
-    """Whether the app ended the call."""
-    return world.job.hung_up_at is not None or world.closed_by_app
+    """Whether the app ended the call.
+
+    A job shut down after the scripted call was over (the lab's own close) or after the caller
+    left (livekit's close) was not ended by the app.
+    """
+    at = world.job.hung_up_at
+    by_app = at is not None and at <= world.ended_at
+    if at is not None and world.caller_left_at is not None and at >= world.caller_left_at:
+        by_app = False
+    return by_app or world.closed_by_app
+
+
+def _farewell_end(evidence: CallEvidence) -> float | None:
+    farewell = evidence.world.scenario.farewell or ""
+    parts = [s for s in evidence.sentences if s.text and s.text in farewell and s.complete]
+    ends = [s.started_at + s.length for s in parts if s.started_at is not None]
+    return max(ends) if ends else None
+
+
+def hang_up_completes(evidence: CallEvidence) -> list[str]:
+    """A heard farewell ends the call whole, in time: session closed, job shut down, room gone."""
+    within = evidence.world.scenario.hang_up_within
+    expected = farewell_heard(evidence)[1]
+    end = _farewell_end(evidence)
+    if within is None or not expected or end is None:
+        return []
+    job = evidence.world.job
+    steps = {
+        "the session closed": job.session_closed_at,
+        "the job shut down": job.shutdowns[0][0] if job.shutdowns else None,
+        "the room was deleted": job.room_deletions[0] if job.room_deletions else None,
+    }
+    reasons = []
+    for step, at in steps.items():
+        if at is None:
+            reasons.append(f"farewell heard, but never: {step}")
+        elif at - end > within:
+            reasons.append(f"{step} {at - end:.2f}s after the farewell (bound {within:.1f}s)")
+    return reasons
+
+
+def caller_leaving_closes_at_once(evidence: CallEvidence) -> list[str]:
+    """When the caller leaves, livekit's close goes through, held by nobody."""
+    world = evidence.world
+    left = world.caller_left_at
+    if left is None:
+        return []
+    # livekit's own close waits this long for the caller's last transcript
+    own = float(world.scenario.session_options.get("session_close_transcript_timeout", 2.0))
+    closed = world.job.session_closed_at
+    if closed is None:
+        return [f"the caller left at {left:.2f}s and the session never closed"]
+    if closed - left > own + _CLOSE_SLACK_S:
+        return [f"the session closed {closed - left:.2f}s after the caller left"]
+    return []
 
 
 def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
@@ -513,6 +579,8 @@ CONTRACTS: tuple[Contract, ...] = (
     session_closes,
     protected_speech_waits_for_caller,
     hang_up_follows_farewell,
+    hang_up_completes,
+    caller_leaving_closes_at_once,
 )
 """Every contract a lab call is judged by, in the order their breaches are reported."""
 

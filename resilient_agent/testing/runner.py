@@ -14,6 +14,7 @@ from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
 
+from .._compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
@@ -57,7 +58,9 @@ class CallWorld:
         t0: Loop time at which the call started (fakes record loop time).
         end_user_state: ``user_state`` when the scripted call was over.
         ended_at: Call seconds when the scripted call was over.
-        closed_by_app: Whether the session closed before the script ended.
+        closed_by_app: Whether the app closed the session before the script ended (a close
+            after the caller left is livekit's, not the app's).
+        caller_left_at: Call seconds when the caller left the room, if the script says so.
         close_deadlocked: Whether closing the session did not finish within the bound.
         unfinished_handles: Ids of the speech handles not done by then.
         wall_seconds: Real seconds the run took.
@@ -80,6 +83,7 @@ class CallWorld:
     end_user_state: str = "listening"
     ended_at: float = 0.0
     closed_by_app: bool = False
+    caller_left_at: float | None = None
     race_events: list[dict[str, Any]] = field(default_factory=list)
     close_deadlocked: bool = False
     unfinished_handles: tuple[str, ...] = ()
@@ -178,10 +182,12 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         with recorded_job_context(job):
             await session.start(agent, record=False)
             typing = loop.create_task(_type_messages(session, scenario.typed, t0))
+            if scenario.caller_leaves_at is not None:
+                loop.call_at(t0 + scenario.caller_leaves_at, _caller_leaves, world)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(closed.wait(), timeout=scenario.duration)
             typing.cancel()
-            world.closed_by_app = closed.is_set()
+            world.closed_by_app = closed.is_set() and world.caller_left_at is None
             world.end_user_state = session.user_state
             world.ended_at = clock()
             world.unfinished_handles = tuple(r.id for r in recorder.unfinished())
@@ -196,6 +202,12 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _caller_leaves(world: CallWorld) -> None:
+    """The caller hangs up: livekit closes the session the way RoomIO does."""
+    if close_as_caller_left(world.session):
+        world.caller_left_at = world.scenario.caller_leaves_at
 
 
 async def _type_messages(session: AgentSession[Any], typed: tuple[Typed, ...], t0: float) -> None:

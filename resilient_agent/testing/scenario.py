@@ -211,6 +211,10 @@ class Scenario:
         talk_over_tolerance: Seconds of a protected speech that may play over a caller who was
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
+        hang_up_within: When set, a farewell heard by a silent caller must end the call whole
+            (session closed, job shut down, room deleted) within this many seconds of its end.
+        caller_leaves_at: The caller leaves the room at this second (livekit closes the session
+            as RoomIO does); that close must go through at once, whatever the app asked.
         real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
             PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
             None: scripted speech.
@@ -236,6 +240,8 @@ class Scenario:
     sweep: Sweep | None = None
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
+    hang_up_within: float | None = None
+    caller_leaves_at: float | None = None
     real_speech: RealSpeech | None = None
 
     def __post_init__(self) -> None:
