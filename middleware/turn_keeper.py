@@ -26,13 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import weakref
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
-from livekit.agents import StopResponse, llm, stt, utils
+from livekit.agents import StopResponse, llm, stt
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
@@ -50,6 +47,10 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
+from . import handover
+from .handover import Fragment, TapFeed, feed_tap
+from .session_facts import livekit_turn_delay, session_recognizer
+from .transcript_match import normalized, remove_heard, without_repeats
 from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -67,30 +68,11 @@ _SHORTEST_VOICE_WINDOW_S = 0.05
 _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
-_WORD = re.compile(r"[\w']+")
-
-
-@dataclass
-class _Fragment:
-    text: str
-    heard_at: float
-    delivered: bool = False
-    superseded: bool = False
-
-
-# A recovered window and the live final of the same speech arrive within this of each other.
-_SAME_SPEECH_S = 1.0
-# Words pending when an agent hands the session to another, until the next one takes them.
-_CARRIED_OVER: weakref.WeakKeyDictionary[Any, list[_Fragment]] = weakref.WeakKeyDictionary()
 
 
 def _now() -> float:
     # loop time: the clock the shared audio observer stamps frames with
     return asyncio.get_running_loop().time()
-
-
-def _normalized(text: str) -> str:
-    return " ".join(w.lower() for w in _WORD.findall(text))
 
 
 class TurnKeeper(Middleware):
@@ -149,8 +131,10 @@ class TurnKeeper(Middleware):
         self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
             maxlen=max_fragments
         )
-        self._fragments: deque[_Fragment] = deque()
+        self._fragments: deque[Fragment] = deque()
         self._tap: WithheldAudioTap | None = None
+        self._own_answers: deque[str] = deque(maxlen=self.max_fragments)
+        self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
         self._recoveries: set[asyncio.Task[None]] = set()
@@ -165,15 +149,16 @@ class TurnKeeper(Middleware):
         self._ctx = ctx
         self._wake = asyncio.Event()
         self._session_ended = False
-        carried = _CARRIED_OVER.pop(ctx.session, [])
-        # the previous agent's activity is gone, and its turn with it: livekit cannot answer
-        # these words any more, so they are answered as soon as nothing blocks a reply
-        for fragment in carried:
-            self._add(fragment)
-        if self.recover_withheld_audio:
+        carried = handover.take(ctx.session)
+        if carried is not None and carried.feed is not None and self.recover_withheld_audio:
+            # the previous agent's tap goes on, with the audio of the handoff in it
+            self._tap, self._feed = carried.tap, carried.feed
+        elif self.recover_withheld_audio:
             tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
             if ctx.observe_audio(tap.on_frame):
                 self._tap = tap
+        if carried is not None:
+            self._take_over(ctx, carried)
         if self.merge:
             self._loop_task = asyncio.get_running_loop().create_task(
                 self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
@@ -185,14 +170,24 @@ class TurnKeeper(Middleware):
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        if self._recoveries:
+            # words being recovered are handed on too; a recovery is bounded in time
+            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
         for task in list(self._recoveries):
             task.cancel()
         lost = [f for f in self._undelivered()]
         ctx = self._ctx
-        if lost and ctx is not None and not self._session_ended:
-            # a handoff: the next agent in this session answers them
-            _CARRIED_OVER[ctx.session] = lost
-            logger.info("user_words_carried_over", fragments=len(lost))
+        if ctx is not None and not self._session_ended:
+            # a handoff: the next agent in this session answers the words, and recovers those
+            # of a speech window still open from the audio kept until it starts (livekit may
+            # play a protected speech to its end first, withholding the caller's words)
+            feed = None if self._tap is None else feed_tap(ctx.session, self._tap, self._feed)
+            handover.leave(
+                ctx.session,
+                handover.Handover(ctx.session, lost, self._tap, feed, self._speech_started_at),
+            )
+            if lost:
+                logger.info("user_words_carried_over", fragments=len(lost))
             return
         if lost:
             logger.warning(
@@ -201,6 +196,22 @@ class TurnKeeper(Middleware):
                 words=sum(len(f.text.split()) for f in lost),
                 why="the session ended before they could be answered",
             )
+
+    def _take_over(self, ctx: MiddlewareContext, carried: handover.Handover) -> None:
+        """Take the words, audio and speech windows the previous agent left."""
+        # the previous agent's activity is gone, and its turn with it: livekit cannot answer
+        # these words any more, so they are answered as soon as nothing blocks a reply
+        for fragment in carried.fragments:
+            self._add(fragment)
+        if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
+            self._tap.take_over(carried.tap)
+        for window in carried.windows:
+            if window.end is None and ctx.session.user_state == "speaking":
+                self._speech_started_at = window.start
+            else:
+                # the caller spoke while no agent was listening: no livekit turn holds the words
+                end = window.end if window.end is not None else _now()
+                self._close_speech_window(ctx, window.start, end, livekit_may_answer=False)
 
     async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
         """The session is over: pending words can no longer be carried to another agent."""
@@ -217,19 +228,26 @@ class TurnKeeper(Middleware):
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
-            self._last_activity = now
-            if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
-                window = self._tap.window(started - _ONSET_PAD_S, now)
-                if any(f.withheld for f in window):
-                    self._start_recovery(ctx, started, now, [f.frame for f in window])
+            self._close_speech_window(ctx, started, now)
         self._wake.set()
+
+    def _close_speech_window(
+        self, ctx: MiddlewareContext, started: float, now: float, *, livekit_may_answer: bool = True
+    ) -> None:
+        if livekit_may_answer:
+            self._last_activity = now
+        if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
+            window = self._tap.window(started - _ONSET_PAD_S, now)
+            if any(f.withheld for f in window):
+                frames = [f.frame for f in window]
+                self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Keep every final transcript until it is delivered."""
         if ev.is_final and ev.transcript.strip():
-            self._add(_Fragment(ev.transcript.strip(), _now()))
+            self._add(Fragment(ev.transcript.strip(), _now()))
             self._last_activity = _now()
             self._wake.set()
 
@@ -239,9 +257,9 @@ class TurnKeeper(Middleware):
         """A user message in the history delivers the fragments it contains."""
         item = ev.item
         if item.type == "message" and item.role == "user":
-            said = _normalized(item.text_content or "")
+            said = normalized(item.text_content or "")
             for fragment in self._undelivered():
-                if _normalized(fragment.text) in said:
+                if normalized(fragment.text) in said:
                     fragment.delivered = True
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
@@ -335,11 +353,11 @@ class TurnKeeper(Middleware):
         context and ``session.history``, so each holds the words once.
         """
         # only the turn livekit still had open when the words were merged can carry them again
-        open_for = _livekit_turn_delay(ctx) + _END_OF_SPEECH_SLACK_S
+        open_for = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
         recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
         self._merged_into_inferences.clear()
-        said = _normalized(turn.text)
-        committed = [m for m in recent if said and _normalized(m.text_content or "") in said]
+        said = normalized(turn.text)
+        committed = [m for m in recent if said and normalized(m.text_content or "") in said]
         if not committed:
             return
         ids = {m.id for m in committed}
@@ -360,16 +378,16 @@ class TurnKeeper(Middleware):
         pending = self._undelivered()
         for fragment in pending:
             fragment.delivered = True
-        fragments = " ".join(_without_repeats(pending))
+        fragments = " ".join(without_repeats(pending))
         if not fragments:
             return text
         turn = text.strip()
-        if _normalized(turn) in _normalized(fragments):
+        if normalized(turn) in normalized(fragments):
             turn = ""  # the turn says nothing the fragments do not: never the same words twice
         elif turn:
             # a real recognizer may hear the live turn a little differently from the recovered
             # window: the fragments keep only what the turn does not already say
-            fragments = _remove_heard(fragments, turn)
+            fragments = remove_heard(fragments, turn)
         return self.merge_format.format(fragments=fragments, turn=turn).strip()
 
     # -- answering dropped turns ---------------------------------------------------------------
@@ -399,34 +417,61 @@ class TurnKeeper(Middleware):
         if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
             # livekit's own turn waits for the interrupted speech to end, then delivers the words
             return None
-        return max(0.0, self._last_activity + _livekit_turn_delay(ctx) - _now())
+        delay = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S
+        return max(0.0, self._last_activity + delay - _now())
 
     def _answer(self, ctx: MiddlewareContext) -> None:
+        pending = self._undelivered()
         text = self._merge_into("")
         if not text:
             return
         ctx.race_detected(self, "dropped_user_turn")
+        session = ctx.session
+        current = session.current_speech
+        stale = (
+            current is not None
+            and current.id not in self._own_answers
+            and current.allow_interruptions
+            and not current.done()
+            and not current.interrupted
+            and session.agent_state != "speaking"
+        )
         try:
-            ctx.session.generate_reply(user_input=text)
+            if stale and current is not None:
+                # a reply made without these words and not heard yet (a tool reply waiting for
+                # silence): a livekit turn would interrupt it too; the new one has its context
+                current.interrupt()
+            answer = session.generate_reply(user_input=text)
         except RuntimeError as exc:
-            logger.warning("dropped_turn_not_answered", exc_info=exc)
+            for fragment in pending:
+                fragment.delivered = False  # kept: answered when a reply can be made
+            logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
             return
+        self._own_answers.append(answer.id)
         ctx.race_handled(
-            self, "dropped_user_turn", "answered", counts={"dropped_turns_answered": 1}
+            self,
+            "dropped_user_turn",
+            "answered_instead_of_stale_reply" if stale else "answered",
+            counts={"dropped_turns_answered": 1},
         )
 
     # -- recovery ------------------------------------------------------------------------------
     def _start_recovery(
-        self, ctx: MiddlewareContext, started: float, ended: float, frames: list[Any]
+        self,
+        ctx: MiddlewareContext,
+        started: float,
+        ended: float,
+        frames: list[Any],
+        livekit_may_answer: bool,
     ) -> None:
-        recognizer = _recognizer(ctx)
+        recognizer = session_recognizer(ctx.agent, ctx.session)
         if recognizer is None:
             return
         ctx.race_detected(
             self, "speech_withheld_from_stt", details={"seconds": round(ended - started, 2)}
         )
         task = asyncio.get_running_loop().create_task(
-            self._recover(ctx, recognizer, started, ended, frames)
+            self._recover(ctx, recognizer, started, ended, frames, livekit_may_answer)
         )
         self._recoveries.add(task)
         task.add_done_callback(self._recovery_done)
@@ -442,23 +487,31 @@ class TurnKeeper(Middleware):
         started: float,
         ended: float,
         frames: list[Any],
+        livekit_may_answer: bool,
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
         except Exception as exc:  # a failed recovery must not break the call
             logger.warning("withheld_audio_not_recovered", exc_info=exc)
             return
+        # the partial transcripts of this window: what the STT heard of the words recovered
+        # (words of another window, recovered or heard, are never replaced)
+        recovered = set(normalized(text).split())
         in_window = [
-            f for f in self._fragments if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
+            f
+            for f in self._fragments
+            if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
+            and not f.recovered
+            and set(normalized(f.text).split()) <= recovered
         ]
         delivered = " ".join(f.text for f in in_window if f.delivered)
         for fragment in in_window:
             if not fragment.delivered:
                 fragment.superseded = True
         if delivered:
-            text = _remove_heard(text, delivered)
+            text = remove_heard(text, delivered)
         if text.strip():
-            self._add(_Fragment(text.strip(), ended))
+            self._add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())
             ctx.race_handled(
                 self,
@@ -467,10 +520,11 @@ class TurnKeeper(Middleware):
                 details={"words": words},
                 counts={"words_recovered": words},
             )
-        self._last_activity = max(self._last_activity, _now())
+        if livekit_may_answer:
+            self._last_activity = max(self._last_activity, _now())
 
     # -- bookkeeping ---------------------------------------------------------------------------
-    def _add(self, fragment: _Fragment) -> None:
+    def _add(self, fragment: Fragment) -> None:
         self._fragments.append(fragment)
         while len(self._fragments) > self.max_fragments * 4:
             old = self._fragments.popleft()
@@ -496,7 +550,7 @@ class TurnKeeper(Middleware):
                     why="older than max_age_s",
                 )
 
-    def _undelivered(self) -> list[_Fragment]:
+    def _undelivered(self) -> list[Fragment]:
         return [f for f in self._fragments if not f.delivered and not f.superseded]
 
     @property
@@ -508,76 +562,6 @@ class TurnKeeper(Middleware):
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
         return len(self._fragments)
-
-
-def _without_repeats(fragments: list[_Fragment]) -> list[str]:
-    """The fragments' texts, less one that repeats the one just before it.
-
-    A window re-transcribed after protected speech and the live final of the same speech can
-    arrive together; a real recognizer may word them a little differently, so a fragment heard
-    within ``_SAME_SPEECH_S`` of the previous one that matches a stretch of it is a repeat.
-    """
-    texts: list[str] = []
-    previous: _Fragment | None = None
-    for fragment in fragments:
-        if (
-            previous is not None
-            and fragment.heard_at - previous.heard_at <= _SAME_SPEECH_S
-            and _remove_heard(previous.text, fragment.text) != previous.text
-        ):
-            continue
-        texts.append(fragment.text)
-        previous = fragment
-    return texts
-
-
-def _remove_heard(text: str, delivered: str) -> str:
-    """``text`` without the stretch of words that best matches ``delivered``.
-
-    A real recognizer may transcribe the re-transcribed window a little differently from the
-    live stream, so the stretch is found by edit distance (a word misheard here or there), and
-    removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
-    """
-    words = text.split()
-    normalized = [_normalized(w) for w in words]
-    gone = _normalized(delivered).split()
-    if not gone:
-        return text
-    # semi-global alignment: all of ``gone`` against any stretch of ``words``
-    previous = [(0, start) for start in range(len(words) + 1)]
-    for row, heard in enumerate(gone, start=1):
-        current = [(row, 0)]
-        for column, word in enumerate(normalized, start=1):
-            options = (
-                (previous[column - 1][0] + (word != heard), previous[column - 1][1]),
-                (previous[column][0] + 1, previous[column][1]),
-                (current[column - 1][0] + 1, current[column - 1][1]),
-            )
-            current.append(min(options))
-        previous = current
-    distance, end = min((cost, column) for column, (cost, _) in enumerate(previous))
-    if distance * 2 > len(gone):
-        return text
-    start = previous[end][1]
-    return " ".join(words[:start] + words[end:])
-
-
-def _recognizer(ctx: MiddlewareContext) -> stt.STT[Any] | None:
-    agent_stt = getattr(ctx.agent, "stt", None)
-    if utils.is_given(agent_stt) and isinstance(agent_stt, stt.STT):
-        return agent_stt
-    session_stt = ctx.session.stt
-    return session_stt if isinstance(session_stt, stt.STT) else None
-
-
-def _livekit_turn_delay(ctx: MiddlewareContext) -> float:
-    """How long livekit may still take to commit a turn after the caller stopped."""
-    turn_handling = ctx.session.options.turn_handling
-    endpointing = turn_handling.get("endpointing", {})
-    detection = turn_handling.get("turn_detection")
-    uses_model = detection is not None and not isinstance(detection, str)
-    delay = endpointing.get("max_delay", 3.0) if uses_model else endpointing.get("min_delay", 0.5)
-    return float(delay) + _GRACE_MARGIN_S
 
 
 async def _keep_in_history(ctx: MiddlewareContext, text: str) -> None:

@@ -142,6 +142,9 @@ class WaitForCaller(Middleware):
         self._protected_start: tuple[SpeechHandle, float] | None = None
         # the speech whose audio began and has not finished playing
         self._playing: SpeechHandle | None = None
+        self._session_ended = False
+        # a hold kept through a handoff, until the caller stops
+        self._handed_over: asyncio.Task[None] | None = None
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
         """The tools ``tools`` names."""
@@ -167,18 +170,58 @@ class WaitForCaller(Middleware):
         self._attach(ctx)
 
     async def aclose(self) -> None:
-        """Release a speech still held and stop watching the output."""
+        """Release a speech still held and stop watching the output.
+
+        On a handoff the session goes on: a speech held for a caller still speaking stays held
+        until they stop (within its bound), or it would resume over them.
+        """
         hold = self._hold
         if hold is not None:
             if hold.task is not None:
                 hold.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await hold.task
-            self._release(hold, "session_ended")
+            if self._ctx is not None and not self._session_ended:
+                self._handed_over = asyncio.get_running_loop().create_task(
+                    self._hold_through_handoff(self._ctx, hold),
+                    name="resilient_agent.wait_for_caller.handoff",
+                )
+            else:
+                self._release(hold, "session_ended")
         if self._output is not None:
             self._output.off("playback_started", self._on_playback_started)
             self._output.off("playback_finished", self._on_playback_finished)
             self._output = None
+
+    async def _hold_through_handoff(self, ctx: MiddlewareContext, hold: _Hold) -> None:
+        """Keep holding across a handoff, watching livekit's own ``user_state``."""
+        session = ctx.session
+        changed = asyncio.Event()
+
+        def on_user_state(_ev: object) -> None:
+            changed.set()
+
+        session.on("user_state_changed", on_user_state)
+        try:
+            deadline = hold.started_at + hold.wait_s
+            while session.user_state == "speaking" and not hold.handle.done():
+                remaining = deadline - _now()
+                if remaining <= 0:
+                    break
+                changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=remaining)
+        finally:
+            session.off("user_state_changed", on_user_state)
+            speaking = session.user_state == "speaking"
+            self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
+
+    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
+        """The session is over: nothing held outlives it."""
+        self._session_ended = True
+        handed_over = self._handed_over
+        if handed_over is not None and not handed_over.done():
+            handed_over.cancel()
 
     # -- notify --------------------------------------------------------------------------------
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
@@ -393,6 +436,10 @@ class WaitForCaller(Middleware):
         )
         if not livekit_paused:
             hold.output.resume()
+            if action == "caller_stopped" and not handle.done():
+                # a caller who pauses just past the VAD's silence and goes on speaking is
+                # reported speaking again a moment after the speech resumed: held again then
+                self._protected_start = (handle, _now())
         if self._ctx is not None:
             self._ctx.race_handled(
                 self,

@@ -98,6 +98,12 @@ class WithheldAudioTap:
         if frames[0][0] < now - self._keep_seconds:
             frames.popleft()
 
+    def take_over(self, previous: WithheldAudioTap) -> None:
+        """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
+        first = self._frames[0][0] if self._frames else float("inf")
+        earlier = [f for f in previous._frames if f[0] < first]
+        self._frames.extendleft(reversed(earlier))
+
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
         found: list[TappedFrame] = []

@@ -20,6 +20,7 @@ from resilient_agent.middleware.tool_guard import ToolGuard
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 from resilient_agent.middleware.wait_for_caller import WaitForCaller
 from resilient_agent.middleware.watchdog import Watchdog
+from resilient_agent_example_plugin import SpeakingGuard
 from structlog.testing import capture_logs
 
 from resilient_agent import (
@@ -464,6 +465,14 @@ WARNED: list[Any] = [
     ),
     pytest.param(
         WaitForCaller(tools={"end_cal": {"wait_s": 5.0}}), "tools", "end_cal", "end_call", id="wfc"
+    ),
+    # a third-party middleware: the example plugin names its tools the same way
+    pytest.param(
+        SpeakingGuard(tools=["end_call", "bok_table"]),
+        "tools",
+        "bok_table",
+        "book_table",
+        id="plugin",
     ),
 ]
 

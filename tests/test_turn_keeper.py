@@ -10,13 +10,14 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, StopResponse
 from livekit.agents.llm import ChatContext, ChatMessage
-from resilient_agent.middleware.turn_keeper import TurnKeeper, _Fragment
+from resilient_agent.middleware.handover import Fragment
+from resilient_agent.middleware.turn_keeper import TurnKeeper
 from resilient_agent.middleware.withheld_audio import WithheldAudioTap
 
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab import agents
 from resilient_agent.lab.catalog import _BOOK, _BOOKED, scenarios
-from resilient_agent.testing import CallWorld, Scenario, Utterance, run_scenario
+from resilient_agent.testing import CallWorld, Scenario, Utterance, heard_sentences, run_scenario
 
 NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
 
@@ -161,7 +162,7 @@ def test_options_are_validated_with_the_field_and_the_fix(option: str, value: fl
 def test_undelivered_fragments_are_bounded() -> None:
     keeper = TurnKeeper(max_fragments=3)
     for index in range(1000):
-        keeper._add(_Fragment(f"word{index}", float(index)))
+        keeper._add(Fragment(f"word{index}", float(index)))
     assert keeper.buffered_fragments <= 12
     assert keeper.pending_words == 3
 
@@ -303,3 +304,24 @@ def test_merge_format_tells_the_llm_when_the_words_came() -> None:
     assert world.llm.requests[-1].last_user_text == (
         "(said while you were speaking: hello can you hear me)"
     )
+
+
+def test_words_known_after_a_tool_reply_was_made_replace_it_before_it_is_heard() -> None:
+    # the caller talks over the protected hold message and the VAD sticks: the tool reply is
+    # made without their words and waits for their silence; once the watchdog ends the stuck
+    # turn and the words are recovered, that unheard reply is replaced by one that has them
+    base = catalog("tool_gap/vad_stuck")
+    scenario = dataclasses.replace(
+        base, agent=agents.booking_agent("protected_say", work_seconds=1.0), duration=25.0
+    ).with_onset(1, 5.2)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    question = scenario.utterances[1].text
+    assert [m for m in user_messages(world) if question in m] == [question]  # recorded once
+    heard = {s.text for s in heard_sentences(world) if s.complete}
+    assert "Your table is booked." not in heard  # the stale reply was never played
+    assert world.unfinished_handles == ()
+    actions = [e["action"] for e in world.race_events if e["kind"] == "dropped_user_turn"]
+    assert "answered_instead_of_stale_reply" in actions
+    # 5.57 s before: the stale reply played first, then the answer
+    assert outcome.reply_latencies_s[1] is not None and outcome.reply_latencies_s[1] <= 3.7

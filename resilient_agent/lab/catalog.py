@@ -40,6 +40,10 @@ _HOLD_MESSAGE_S = len(agents.HOLD_MESSAGE) / 15
 _AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
 _AFTER_HELD_MESSAGE_FAULTY_VAD_BOUND = 1.0 + _HOLD_MESSAGE_S + 1.5 * 1.2
 
+# A protected transfer message held for a caller who talks over its start, then heard whole (it
+# is 5.9 s long) before the manager answers.
+_AFTER_TRANSFER_BOUND = 0.55 + len(agents.TRANSFER_MESSAGE) / 15 + 1.5 * 1.2
+
 # A preamble protected while livekit held it for the caller waits for them to stop, then plays
 # its rest (3.47 s long, 0.62 s heard before the pause) before the caller's words are answered.
 _PREAMBLE = "Let me check the reservation book for you right now."
@@ -438,6 +442,62 @@ def _lost_words_elsewhere() -> list[Scenario]:
             agent=agents.greeting_agent(protected=True, text=notice),
             utterances=(),
             typed=(Typed(3.0, "do you have a table for two tonight"),),
+        ),
+        Scenario(
+            name="lost_words/pause_over_protected_say",
+            family="lost_words",
+            description=(
+                "Over a protected announcement the caller says something, pauses just over the "
+                "VAD's end-of-speech silence, and speaks again (found by the fuzzer)."
+            ),
+            agent=agents.greeting_agent(protected=True, text=notice),
+            utterances=(
+                Utterance(4.0, 4.7, "is the terrace open"),
+                Utterance(5.35, 6.0, "tonight please"),
+            ),
+            # 0.55 s is the VAD's silence: a shorter pause makes one speech window
+            sweep=Sweep(utterance=1, start=5.3, stop=5.8, step=0.05),
+        ),
+        Scenario(
+            name="lost_words/pause_over_hold_message",
+            family="lost_words",
+            description=(
+                "Over a tool's protected hold message the caller says something, pauses just "
+                "over the VAD's end-of-speech silence, and speaks again (found by the fuzzer)."
+            ),
+            agent=agents.booking_agent("protected_say", work_seconds=4.4),
+            utterances=(
+                dataclasses.replace(_ASK_BOOKING, reply_within=12.0),
+                # answered with the next utterance: 0.65 s pause, 1.3 s of speech, 1.5 x 1.2 s
+                Utterance(4.9, 5.9, "for four people outside", reply_within=0.65 + 1.3 + 1.8),
+                Utterance(6.55, 7.85, "near the window if possible"),
+            ),
+            llm=(_BOOK, _BOOKED),
+            duration=22.0,
+            sweep=Sweep(utterance=2, start=6.5, stop=7.0, step=0.05),
+        ),
+        Scenario(
+            name="lost_words/handoff_during_protected_hold",
+            family="lost_words",
+            description=(
+                "A transfer tool says a long protected message and hands the call to the "
+                "manager 1.5 s into it; the caller talks over the message."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=1.5),
+            utterances=(
+                Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False),
+                Utterance(
+                    3.1, 5.4, "my order number is twelve", reply_within=_AFTER_TRANSFER_BOUND
+                ),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="manager",
+                    tool_calls=(ToolCallScript("transfer_to_manager"),),
+                ),
+            ),
+            duration=20.0,
+            sweep=Sweep(utterance=1, start=3.0, stop=6.0, step=0.25),
         ),
         Scenario(
             name="lost_words/protected_filler",

@@ -46,6 +46,7 @@ CONTRACTS: tuple[tuple[str, str], ...] = (
     ("hang_up", "hung up although"),
     ("no_hang_up", "call was not ended"),
 )
+AT_WAIT_BOUND = "talk_over_at_wait_bound"
 # Shrinking stops after this many trial runs per failure.
 _SHRINK_BUDGET = 40
 # Failures shrunk per agent under test and contract (the rest are listed, not shrunk).
@@ -53,11 +54,19 @@ _SHRINK_PER_CONTRACT = 3
 
 
 def contracts_broken(outcome: CallOutcome) -> tuple[str, ...]:
-    """The names of the contracts ``outcome`` broke, in :data:`CONTRACTS` order."""
+    """The names of the contracts ``outcome`` broke, in :data:`CONTRACTS` order.
+
+    A protected speech that played over a caller after waiting WaitForCaller's whole bound for
+    them (``past_bound="speak"``, a documented policy for a caller who will not stop) is
+    ``talk_over_at_wait_bound``, reported apart and not a failure.
+    """
     found = []
     for name, marker in CONTRACTS:
         if any(marker in reason for reason in outcome.reasons):
             found.append(name)
+    spoke_at_bound = any(e.get("action") == "spoke_at_bound" for e in outcome.race_events)
+    if "talk_over" in found and spoke_at_bound:
+        found[found.index("talk_over")] = AT_WAIT_BOUND
     known = [m for _, m in CONTRACTS]
     if any(not any(m in reason for m in known) for reason in outcome.reasons):
         found.append("other")
@@ -105,6 +114,8 @@ class FuzzReport:
         agent: The agent.
         calls: Calls run.
         failures: The failed calls, in index order.
+        at_wait_bound: Calls whose only finding is a protected speech played over a caller
+            who kept talking past WaitForCaller's bound (a policy, not a failure).
         wall_seconds: Real seconds taken (printed, never written to the JSON).
         virtual_seconds: Call seconds simulated.
     """
@@ -112,6 +123,7 @@ class FuzzReport:
     agent: AgentUnderTest
     calls: int = 0
     failures: list[FuzzCall] = field(default_factory=list)
+    at_wait_bound: list[int] = field(default_factory=list)
     wall_seconds: float = 0.0
     virtual_seconds: float = 0.0
 
@@ -126,6 +138,7 @@ class FuzzReport:
             "calls": self.calls,
             "failed": len(self.failures),
             "failures_by_contract": dict(sorted(self.by_contract().items())),
+            "talk_over_at_wait_bound": self.at_wait_bound,
             "failures": [f.as_json() for f in self.failures],
         }
 
@@ -160,7 +173,9 @@ def run_fuzz(
             report.virtual_seconds += virtual
             broken = contracts_broken(outcome)
             call = FuzzCall(index, recipe, broken, tuple(outcome.reasons))
-            if broken:
+            if broken == (AT_WAIT_BOUND,):
+                report.at_wait_bound.append(index)
+            elif broken:
                 wanted = shrink_failures and not agent.reference
                 if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in broken):
                     shrunk_per_contract.update(broken)
@@ -218,9 +233,7 @@ def _simpler(recipe: CallRecipe) -> Iterator[CallRecipe]:
                 yield _with_kwarg(recipe, name, shorter)
     for index in range(len(recipe.utterances)):
         for attribute in ("start", "end"):
-            moved = _with_rounder_time(recipe, index, attribute)
-            if moved is not None:
-                yield moved
+            yield from _with_rounder_time(recipe, index, attribute)
 
 
 def _rounder(value: float, *, smaller: bool) -> list[float]:
@@ -253,7 +266,7 @@ def _with_kwarg(recipe: CallRecipe, name: str, value: float) -> CallRecipe:
     return dataclasses.replace(recipe, agent_kwargs=kwargs).fitted()
 
 
-def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> CallRecipe | None:
+def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> Iterator[CallRecipe]:
     utterances = list(recipe.utterances)
     current = utterances[index]
     value = getattr(current, attribute)
@@ -269,8 +282,7 @@ def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> CallRe
             candidate.scenario()  # overlapping or empty utterances are not a call
         except ValueError:
             continue
-        return candidate
-    return None
+        yield candidate
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -280,7 +292,10 @@ def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
     """One line per failed call, with its shrunk scenario when there is one."""
     if not call.contracts:
         return
-    print(f"FAIL  {call.recipe.name:<18} {agent.label:<16} {', '.join(call.contracts)}", file=out)
+    verdict = "NOTE" if call.contracts == (AT_WAIT_BOUND,) else "FAIL"
+    print(
+        f"{verdict}  {call.recipe.name:<18} {agent.label:<16} {', '.join(call.contracts)}", file=out
+    )
     for reason in call.reasons:
         print(f"        - {reason}", file=out)
     if call.shrunk is not None:
@@ -306,9 +321,15 @@ def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
             file=out,
         )
         counts = report.by_contract()
-        for name in [n for n, _ in CONTRACTS] + ["other"]:
+        for name in [n for n, _ in CONTRACTS] + [AT_WAIT_BOUND, "other"]:
             if counts[name]:
                 print(f"    {name:<20} {counts[name]}", file=out)
+        if report.at_wait_bound:
+            print(
+                f"    (not failures: {len(report.at_wait_bound)} call(s) where a protected speech "
+                "played over a caller who kept talking past WaitForCaller's wait bound)",
+                file=out,
+            )
 
 
 def fuzz_exit_code(reports: Sequence[FuzzReport]) -> int:

@@ -34,6 +34,8 @@ _FAULTS: tuple[VADFaultMode, ...] = ("no_end_of_speech", "stuck", "dead")
 # The lab's clock (see the catalog): the VAD ends speech 0.55 s after the caller stops, livekit
 # commits the turn 0.5 s later, the scripted LLM answers in 0.3-0.5 s, TTS says 15 chars a second.
 _TURN_S = SILENCE_TO_END_SPEECH + 0.5
+# From the caller's last word until livekit has committed the turn and the LLM has answered it.
+_FIRST_TURN_TAKEN_S = _TURN_S + 0.2
 _LLM_S = 0.5
 _CHARS_PER_S = 15.0
 # Words the caller says after the first utterance: distinct, so each lost word can be traced,
@@ -127,10 +129,9 @@ class CallRecipe:
             "    utterances=(",
             *(f"        {_utterance_source(_bounded(u, self))}," for u in self.utterances),
             "    ),",
-            "    llm=(",
-            *(f"        {rule!r}," for rule in self.llm),
-            "    ),",
         ]
+        if self.llm:
+            lines += ["    llm=(", *(f"        {rule!r}," for rule in self.llm), "    ),"]
         if self.typed:
             typed = tuple(_bounded(t, self) for t in self.typed)
             lines.append(f"    typed={typed!r},")
@@ -184,8 +185,11 @@ def generate(seed: int, index: int) -> CallRecipe:
     recipe = build(rng, f"fuzz/{seed}-{index}")
     if rng.random() < 0.15:
         recipe = _with_typed(rng, recipe)
-    if rng.random() < 0.12 and recipe.utterances:
-        target = rng.randrange(len(recipe.utterances))
+    # a VAD that never ends a turn the app answers without a reply (a transfer, a goodbye) makes
+    # whatever the caller says next part of that turn: no fault there
+    faultable = [i for i, u in enumerate(recipe.utterances) if i > 0 or u.expect_reply]
+    if rng.random() < 0.12 and faultable:
+        target = rng.choice(faultable)
         mode: VADFaultMode = rng.choice(_FAULTS)
         recipe = dataclasses.replace(recipe, vad_fault=VADFault(mode=mode, utterance=target))
     return recipe.fitted()
@@ -201,6 +205,9 @@ class _Caller:
     def __init__(self, rng: random.Random, first: Utterance) -> None:
         self.rng = rng
         self.said = [first]
+        # words said before a turn that gets no reply of its own (a transfer request) has been
+        # committed are part of that turn: the caller waits for it to be taken
+        self.not_before = 0.0 if first.expect_reply else first.end + _FIRST_TURN_TAKEN_S
         self.words = list(_VOCABULARY)
         rng.shuffle(self.words)
 
@@ -221,7 +228,7 @@ class _Caller:
 
     def say(self, anchors: list[float]) -> None:
         rng = self.rng
-        start = max(self.onset(anchors), self.said[-1].end + 0.05)
+        start = max(self.onset(anchors), self.said[-1].end + 0.05, self.not_before)
         length = rng.uniform(0.4, 2.5)
         count = max(1, min(len(self.words), round(length * 2.2)))
         text = " ".join(self.words.pop() for _ in range(count))
@@ -329,13 +336,13 @@ def _farewell(rng: random.Random, name: str) -> CallRecipe:
     protected = rng.random() < 0.5
     shutdown = rng.choice(("job", "session"))
     goodbye = _ask(rng, "okay goodbye", expect_reply=False)
-    farewell_start = goodbye.end + _TURN_S + _LLM_S
+    farewell_start = goodbye.end + _FIRST_TURN_TAKEN_S + 0.2
     length = len(agents.FAREWELL) / _CHARS_PER_S
     said = [goodbye]
     if rng.random() < 0.6:
-        # a question before the app hangs up (a question after the call ended is never heard)
-        start = farewell_start + rng.uniform(-0.5, length + 1.0)
-        start = max(start, goodbye.end + 0.3)
+        # a question over the farewell, before the app hangs up (a question after the call
+        # ended is never heard; one before the farewell began is a matter of definition)
+        start = farewell_start + rng.uniform(0.0, length + 1.0)
         said.append(
             Utterance(_r(start), _r(start + rng.uniform(0.8, 2.0)), "wait when do you open")
         )
@@ -368,8 +375,8 @@ def _filler(rng: random.Random, name: str) -> CallRecipe:
 
 
 def _with_typed(rng: random.Random, recipe: CallRecipe) -> CallRecipe:
-    # after the first utterance, which may be a goodbye the app acts on
-    first = recipe.utterances[0].end + 0.3
+    # after the first turn was taken: it may be a goodbye or a transfer the app acts on
+    first = recipe.utterances[0].end + _FIRST_TURN_TAKEN_S
     at = _r(rng.uniform(first, recipe.utterances[-1].end + 2.0))
     return dataclasses.replace(recipe, typed=(Typed(at, "any quiet corner seats"),))
 

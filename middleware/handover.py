@@ -1,0 +1,142 @@
+"""What a leaving agent's :class:`~.turn_keeper.TurnKeeper` hands the next one in its session.
+
+On ``session.update_agent(...)`` livekit drains the old activity (a protected speech plays to its
+end, withholding the caller's words from the STT) before the next agent starts, and no agent's
+middleware observes the session meanwhile. The leaving keeper leaves a :class:`Handover`: its
+undelivered words, its audio tap (kept fed by an observer of its own), and the caller's speech
+windows, followed through livekit's public ``user_state_changed`` until the next keeper takes
+them and recovers what was withheld.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import AgentSession
+from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.io import AudioInput
+from typing_extensions import override
+
+from .withheld_audio import WithheldAudioTap
+
+__all__ = ["Fragment", "Handover", "SpeechWindow", "TapFeed", "feed_tap", "leave", "take"]
+
+
+class TapFeed(AudioInput):
+    """Passes the caller's audio on unchanged, showing each frame to one tap.
+
+    It stays in the session's audio chain once put there (livekit's ``AudioInput(source=)``
+    chaining); the next keeper keeps using it for the same tap.
+    """
+
+    def __init__(self, source: AudioInput, tap: WithheldAudioTap) -> None:
+        super().__init__(label="ResilientAgentHandoverFeed", source=source)
+        self.tap = tap
+        self._next_frame = source.__anext__
+
+    @override
+    async def __anext__(self) -> rtc.AudioFrame:
+        frame = await self._next_frame()
+        self.tap.on_frame(frame, asyncio.get_running_loop().time())
+        return frame
+
+
+@dataclass
+class Fragment:
+    """Words the caller said, kept until they reach the LLM.
+
+    Attributes:
+        text: The words.
+        heard_at: Loop time when they were final (recovered: when their window closed).
+        delivered: They reached the LLM.
+        superseded: Replaced by a recovery, or dropped (and logged).
+        recovered: Recovered from the audio of one whole speech window, never a partial
+            transcript of another.
+    """
+
+    text: str
+    heard_at: float
+    delivered: bool = False
+    superseded: bool = False
+    recovered: bool = False
+
+
+@dataclass
+class SpeechWindow:
+    """The caller speaking, as livekit's ``user_state`` reported it (loop times)."""
+
+    start: float
+    end: float | None = None
+
+
+class Handover:
+    """Words, audio and speech windows left for the next agent's keeper."""
+
+    def __init__(
+        self,
+        session: AgentSession[Any],
+        fragments: list[Fragment],
+        tap: WithheldAudioTap | None,
+        feed: TapFeed | None,
+        open_window_start: float | None,
+    ) -> None:
+        self.fragments = fragments
+        self.tap = tap
+        self.feed = feed
+        self.windows: list[SpeechWindow] = []
+        if open_window_start is not None:
+            self.windows.append(SpeechWindow(open_window_start))
+        self._session = session
+        session.on("user_state_changed", self._on_user_state)
+
+    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
+        now = asyncio.get_running_loop().time()
+        if ev.new_state == "speaking":
+            self.windows.append(SpeechWindow(now))
+        elif ev.old_state == "speaking" and self.windows and self.windows[-1].end is None:
+            self.windows[-1].end = now
+
+    def close(self) -> None:
+        """Stop following the caller's speech windows."""
+        self._session.off("user_state_changed", self._on_user_state)
+
+
+_LEFT: weakref.WeakKeyDictionary[Any, Handover] = weakref.WeakKeyDictionary()
+
+
+def leave(session: AgentSession[Any], handover: Handover) -> None:
+    """Leave ``handover`` for the next keeper of ``session``."""
+    previous = _LEFT.pop(session, None)
+    if previous is not None:
+        previous.close()
+    _LEFT[session] = handover
+
+
+def take(session: AgentSession[Any]) -> Handover | None:
+    """What the previous keeper of ``session`` left, if anything (once)."""
+    handover = _LEFT.pop(session, None)
+    if handover is not None:
+        handover.close()
+    return handover
+
+
+def feed_tap(
+    session: AgentSession[Any], tap: WithheldAudioTap, feed: TapFeed | None
+) -> TapFeed | None:
+    """An observer of the caller's audio for ``tap`` alone, kept while agents hand over.
+
+    ``feed`` is the one an earlier handoff put in the session's audio chain: it still feeds the
+    tap, and is reused.
+    """
+    if feed is not None:
+        return feed
+    source = session.input.audio
+    if source is None:
+        return None
+    feed = TapFeed(source, tap)
+    session.input.audio = feed
+    return feed

@@ -1,0 +1,31 @@
+"""What the session's own settings say, read through livekit's public API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from livekit.agents import Agent, AgentSession, stt, utils
+
+__all__ = ["livekit_turn_delay", "session_recognizer"]
+
+
+def session_recognizer(agent: Agent, session: AgentSession[Any]) -> stt.STT[Any] | None:
+    """The STT that transcribes the caller for ``agent``: its own, else the session's."""
+    agent_stt = getattr(agent, "stt", None)
+    if utils.is_given(agent_stt) and isinstance(agent_stt, stt.STT):
+        return agent_stt
+    session_stt = session.stt
+    return session_stt if isinstance(session_stt, stt.STT) else None
+
+
+def livekit_turn_delay(session: AgentSession[Any]) -> float:
+    """How long livekit may still take to commit a turn after the caller stopped.
+
+    Its endpointing ``min_delay``, or ``max_delay`` when a turn-detector model decides.
+    """
+    turn_handling = session.options.turn_handling
+    endpointing = turn_handling.get("endpointing", {})
+    detection = turn_handling.get("turn_detection")
+    uses_model = detection is not None and not isinstance(detection, str)
+    delay = endpointing.get("max_delay", 3.0) if uses_model else endpointing.get("min_delay", 0.5)
+    return float(delay)
