@@ -33,6 +33,7 @@ EXPECTED_BREAKS = {
     "end_call/question_during_sleep_interruptible": "call hung up although",
     "end_call/livekit_tool_question_over_goodbye": "call hung up although the farewell was not",
     "end_call/livekit_tool_caller_speaks_after_goodbye": "call hung up although the caller spoke",
+    "end_call/livekit_tool_goodbye_spoken_with_the_call": "call hung up although the farewell",
     "end_call/app_shutdown_from_farewell_callback": "call hung up although the farewell was not",
     "shutdown_finally/interrupted_farewell_job": "farewell was not heard to the end",
     "shutdown_finally/interrupted_farewell_session": "farewell was not heard to the end",

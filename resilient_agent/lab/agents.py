@@ -28,6 +28,7 @@ __all__ = [
     "greeting_agent",
     "handoff_agent",
     "livekit_end_call_agent",
+    "livekit_end_call_agent_speaking",
     "late_protecting_agent",
     "plain_agent",
     "protected_handoff_agent",
@@ -304,3 +305,8 @@ def farewell_callback_agent(base: type[Agent]) -> Agent:
             farewell.add_done_callback(lambda _handle: session.shutdown())
 
     return FarewellCallbackAgent()
+
+
+def livekit_end_call_agent_speaking(base: type[Agent]) -> Agent:
+    """Livekit's ``EndCallTool`` asking for no tool reply: the goodbye is spoken with the call."""
+    return base(instructions=INSTRUCTIONS, tools=[EndCallTool(end_instructions=None)])

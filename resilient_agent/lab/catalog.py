@@ -271,6 +271,9 @@ def _end_call() -> list[Scenario]:
 # livekit's EndCallTool: the LLM calls end_call, and its tool reply is the goodbye (3.90-7.65 s)
 _FAREWELL_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
 _REFUND = "wait actually how long does a refund take"
+_SPEAK_AND_CALL = LLMRule(
+    when_user_says="goodbye", text=agents.FAREWELL, tool_calls=(ToolCallScript("end_call"),)
+)
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
 # livekit's close waits this long for the caller's last transcript (2.0 s by default): set as a
 # SIP app would, so the 1 s bound measures what the agent adds, not livekit's own wait
@@ -300,6 +303,14 @@ def _livekit_end_call() -> list[Scenario]:
             "end_call/livekit_tool_caller_speaks_after_goodbye",
             "livekit's EndCallTool; the caller speaks as soon as the goodbye has ended.",
             utterances=(_GOODBYE, Utterance(7.7, 9.5, _REFUND)),
+        ),
+        scenario(
+            "end_call/livekit_tool_goodbye_spoken_with_the_call",
+            "livekit's EndCallTool(end_instructions=None): the model says goodbye while calling "
+            "it, as a realtime model does; the caller asks over the goodbye.",
+            agent=agents.livekit_end_call_agent_speaking,
+            llm=(_SPEAK_AND_CALL, _ANSWER_REFUND),
+            utterances=(_GOODBYE, Utterance(4.5, 6.5, _REFUND)),
         ),
         scenario(
             "end_call/app_shutdown_from_farewell_callback",
@@ -350,9 +361,16 @@ def _shutdown_in_finally() -> list[Scenario]:
     return found
 
 
+_NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+
+
 def _lost_words() -> list[Scenario]:
-    notice = "This call is recorded for quality and training purposes, thank you for waiting."
-    found = [
+    return [*_lost_words_over_announcements(), *_lost_words_elsewhere()]
+
+
+def _lost_words_over_announcements() -> list[Scenario]:
+    notice = _NOTICE
+    return [
         Scenario(
             name="lost_words/over_protected_say",
             family="lost_words",
@@ -391,6 +409,12 @@ def _lost_words() -> list[Scenario]:
             utterances=(Utterance.recorded(1.5, "table_for_two"),),
             vad="silero",
         ),
+    ]
+
+
+def _lost_words_elsewhere() -> list[Scenario]:
+    notice = _NOTICE
+    found = [
         Scenario(
             name="lost_words/over_greeting_aec_warmup",
             family="lost_words",
