@@ -1,35 +1,57 @@
-"""A 100-turn scripted lab session: CPU time of ResilientAgent over plain Agent, and latencies.
+"""ResilientAgent against a plain Agent: CPU of a 100-turn call, turn latencies, memory per session.
 
-Both agents run the same 100-turn call in the same process, alternating, five times each; the
-figure is the ratio of the best CPU times. End-of-turn to first-audio latencies must be identical.
+CPU: both agents run the same 100-turn call in the same process, alternating, five times each;
+the figure is the median of the five per-pair ratios (ResilientAgent over Agent). End-of-turn to
+first-audio latencies must be identical.
+
+Memory: each agent runs 100 concurrent 30 s lab sessions (a turn every 6 s) on one virtual-time
+loop, in a fresh process of its own; every second from 8 s to 28 s into the calls the process's
+resident memory over its size before the sessions started is sampled, and their mean divided by
+100 is the memory per concurrent session (the lab's own recorders included, alike for both).
+
+Run ``python -m benchmarks.bench_session`` (``--cpu-only`` / ``--memory-only`` for one half).
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
+import statistics
+import subprocess
+import sys
 import time
 
+import psutil  # type: ignore[import-untyped]  # installed with livekit-agents
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab import agents
-from resilient_agent.testing import Scenario, Utterance, run_scenario
+from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
+from resilient_agent.testing.runner import run_scenario_async
 
 TURNS = 100
 TURN_SECONDS = 6.0
+RUNS = 5
+SESSIONS = 100
+SESSION_SECONDS = 30.0
+SAMPLE_FROM_S = 8.0
+SAMPLE_TO_S = 28.0
+_CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
 
 
-def _scenario() -> Scenario:
+def _scenario(turns: int = TURNS, duration: float | None = None) -> Scenario:
     utterances = tuple(
         Utterance(1.0 + i * TURN_SECONDS, 2.5 + i * TURN_SECONDS, f"question number {i} please")
-        for i in range(TURNS)
+        for i in range(turns)
     )
     return Scenario(
-        name="bench/100_turns",
+        name=f"bench/{turns}_turns",
         family="bench",
-        description="100 ordinary turns.",
+        description=f"{turns} ordinary turns.",
         agent=agents.plain_agent,
         utterances=utterances,
-        duration=TURNS * TURN_SECONDS + 2.0,
+        duration=duration if duration is not None else turns * TURN_SECONDS + 2.0,
     )
 
 
@@ -40,25 +62,102 @@ def _run(agent_class: type[Agent]) -> tuple[float, list[float | None], bool]:
     return time.process_time() - started, outcome.reply_latencies_s, outcome.passed
 
 
-def main() -> None:
-    """Print CPU seconds, their ratio and whether the latencies match."""
-    cpu: dict[str, list[float]] = {"Agent": [], "ResilientAgent": []}
-    latencies: dict[str, list[float | None]] = {}
-    for _ in range(5):
-        for label, cls in (("Agent", Agent), ("ResilientAgent", ResilientAgent)):
-            seconds, per_turn, passed = _run(cls)
+def cpu() -> None:
+    """Print CPU seconds, the median per-pair ratio and whether the latencies match."""
+    seconds: dict[str, list[float]] = {"Agent": [], "ResilientAgent": []}
+    latencies: dict[str, list[list[float | None]]] = {"Agent": [], "ResilientAgent": []}
+    for _ in range(RUNS):
+        for label, cls in _CLASSES.items():
+            spent, per_turn, passed = _run(cls)
             assert passed, f"{label} failed the 100-turn call"
-            cpu[label].append(seconds)
-            latencies[label] = per_turn
-    base, resilient = min(cpu["Agent"]), min(cpu["ResilientAgent"])
-    print(f"100-turn session CPU: Agent {base:.2f}s, ResilientAgent {resilient:.2f}s")
-    print(f"CPU ratio ResilientAgent/Agent: {resilient / base:.3f}")
-    same = latencies["Agent"] == latencies["ResilientAgent"]
-    values = [v for v in latencies["Agent"] if v is not None]
-    print(
-        f"end-of-turn to first audio: Agent mean {sum(values) / len(values):.3f}s; "
-        f"identical for all {TURNS} turns: {same}"
+            seconds[label].append(spent)
+            latencies[label].append(per_turn)
+    ratios = [r / a for a, r in zip(seconds["Agent"], seconds["ResilientAgent"], strict=True)]
+    base, resilient = (
+        statistics.median(seconds["Agent"]),
+        statistics.median(seconds["ResilientAgent"]),
     )
+    print(
+        f"{TURNS}-turn session CPU (median of {RUNS}): Agent {base:.2f}s, "
+        f"ResilientAgent {resilient:.2f}s"
+    )
+    print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+    print(
+        f"CPU ratio ResilientAgent/Agent (median of {RUNS} alternating runs): "
+        f"{statistics.median(ratios):.3f}"
+    )
+    runs = latencies["Agent"] + latencies["ResilientAgent"]
+    same = all(run == runs[0] for run in runs)
+    values = [v for v in runs[0] if v is not None]
+    print(
+        f"end-of-turn to first audio: mean {sum(values) / len(values):.3f}s; "
+        f"identical for all {TURNS} turns in all {len(runs)} runs: {same}"
+    )
+
+
+def _rss() -> int:
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+async def _concurrent_sessions(agent_class: type[Agent]) -> int:
+    scenario = _scenario(turns=4, duration=SESSION_SECONDS)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    calls = [loop.create_task(run_scenario_async(scenario, agent_class)) for _ in range(SESSIONS)]
+    samples = []
+    at = SAMPLE_FROM_S
+    while at <= SAMPLE_TO_S:
+        await asyncio.sleep(at - (loop.time() - start))
+        samples.append(_rss())
+        at += 1.0
+    await asyncio.gather(*calls)
+    return int(statistics.mean(samples))
+
+
+def memory_child(label: str) -> None:
+    """In a fresh process: print the bytes per concurrent session for one agent class."""
+    # one short call first, so both classes start from warmed-up imports and caches
+    run_scenario(_scenario(turns=1, duration=4.0), _CLASSES[label])
+    before = _rss()
+    during = run_virtual(_concurrent_sessions(_CLASSES[label]))
+    print((during - before) / SESSIONS)
+
+
+def memory() -> None:
+    """Print the memory per concurrent session of each agent and their ratio."""
+    per_session: dict[str, float] = {}
+    for label in _CLASSES:
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_session", "--memory-child", label],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        per_session[label] = float(out.strip().splitlines()[-1])
+    base, resilient = per_session["Agent"], per_session["ResilientAgent"]
+    print(
+        f"memory per concurrent session ({SESSIONS} sessions, mean of "
+        f"{SAMPLE_FROM_S:.0f}-{SAMPLE_TO_S:.0f}s into the call): "
+        f"Agent {base / 1e6:.2f} MB, ResilientAgent {resilient / 1e6:.2f} MB, "
+        f"ratio {resilient / base:.3f}"
+    )
+
+
+def main() -> None:
+    """Run what the command line asks for (both halves by default)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-only", action="store_true")
+    parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--memory-child", choices=sorted(_CLASSES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    if not args.memory_only:
+        cpu()
+    if not args.cpu_only:
+        memory()
 
 
 if __name__ == "__main__":

@@ -1,31 +1,113 @@
-"""How loud the caller's line is: one piece of the watchdog's evidence."""
+"""How loud the caller's line is: one meter per session, shared by every middleware.
+
+The first middleware that asks (:meth:`AudioLevelMeter.of`) registers the session's meter with the
+chain's audio observer; the others get the same instance, so each frame of caller audio is looked
+at once, whatever the number of readers. The meter measures only while some reader wants it
+(:meth:`AudioLevelMeter.want`), at most every 50 ms, and never copies or keeps a frame.
+"""
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 from livekit import rtc
 
-__all__ = ["AudioLevelMeter"]
+from resilient_agent import MiddlewareContext
+
+__all__ = ["MIN_VOICE_RMS", "QUIET_BELOW_PEAK", "AudioLevelMeter"]
+
+# Below this int16 RMS (about -64 dBFS) a line carries no voice, whatever its gain.
+MIN_VOICE_RMS = 20.0
+# Within a turn, audio this far below the loudest voice heard (-26 dB) counts as quiet: a caller's
+# level varies far less than that while they talk, and a line's background sits well below it.
+QUIET_BELOW_PEAK = 1 / 20
+# Against quiet periods of a second or more, a look every 50 ms is plenty.
+_MEASURE_EVERY_S = 0.05
+
+# The session's meter, by the id of the chain's context (one per agent in a session).
+_SHARED: dict[int, AudioLevelMeter] = {}
 
 
 class AudioLevelMeter:
-    """Remembers when the caller's audio was last louder than a floor (fed by the observer)."""
+    """Measures the caller's audio (fed by the observer) while a reader wants it.
 
-    def __init__(self, *, floor_rms: float) -> None:
-        self._floor_sum_squares = floor_rms * floor_rms
+    Two readings: :meth:`loud_at`, the last time the line was louder than an absolute floor; and,
+    within the current turn (:meth:`start_turn`), whether a voice was heard at all
+    (:attr:`voice_heard`) and since when the line has been quiet relative to it
+    (:attr:`quiet_since`). The relative reading works at any line gain; a line that never carried
+    a voice (frames of zeros, no frames at all) gives no reading, never "quiet".
+    """
+
+    def __init__(self, *, floor_rms: float = 300.0) -> None:
+        self._floors: dict[float, float] = {}
         self._measured_at = float("-inf")
-        self.last_loud_at = 0.0
+        self._wanted_by: set[str] = set()
         self.metering = False
+        self.turn_peak = 0.0
+        self.quiet_since: float | None = None
+        self.track_floor(floor_rms)
+        self._default_floor = floor_rms
+
+    @classmethod
+    def of(cls, ctx: MiddlewareContext) -> AudioLevelMeter | None:
+        """The session's shared meter; None when the session has no audio input."""
+        key = id(ctx)
+        meter = _SHARED.get(key)
+        if meter is None:
+            meter = cls()
+            if not ctx.observe_audio(meter.on_frame):
+                return None
+            _SHARED[key] = meter
+            weakref.finalize(ctx, _SHARED.pop, key, None)
+        return meter
+
+    def want(self, reader: str, wanted: bool) -> None:
+        """Start or stop measuring on ``reader``'s behalf (it measures while anyone wants it)."""
+        if wanted:
+            self._wanted_by.add(reader)
+        else:
+            self._wanted_by.discard(reader)
+        self.metering = bool(self._wanted_by)
+
+    def track_floor(self, floor_rms: float) -> None:
+        """Also note when the line was last louder than ``floor_rms`` (see :meth:`loud_at`)."""
+        self._floors.setdefault(floor_rms, 0.0)
+
+    def loud_at(self, floor_rms: float) -> float:
+        """The last loop time the line was louder than ``floor_rms`` (0.0 if never)."""
+        return self._floors.get(floor_rms, 0.0)
+
+    @property
+    def last_loud_at(self) -> float:
+        """The last time the line was louder than the floor given at construction."""
+        return self.loud_at(self._default_floor)
+
+    def start_turn(self) -> None:
+        """Forget the previous turn's readings."""
+        self.turn_peak = 0.0
+        self.quiet_since = None
+
+    @property
+    def voice_heard(self) -> bool:
+        """Whether this turn's audio carried a voice at all."""
+        return self.turn_peak >= MIN_VOICE_RMS
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
-        """Measure a frame now and then, only while the caller shows as speaking."""
-        # against a quiet period of seconds, a look every 50 ms is plenty
-        if not self.metering or now - self._measured_at < 0.05:
+        """Measure a frame now and then, only while a reader wants it."""
+        if not self.metering or now - self._measured_at < _MEASURE_EVERY_S:
             return
         self._measured_at = now
         samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if (
-            samples.size
-            and float(np.dot(samples, samples)) > self._floor_sum_squares * samples.size
-        ):
-            self.last_loud_at = now
+        if not samples.size:
+            return
+        mean_square = float(np.dot(samples, samples)) / samples.size
+        for floor in self._floors:
+            if mean_square > floor * floor:
+                self._floors[floor] = now
+        rms = mean_square**0.5
+        self.turn_peak = max(self.turn_peak, rms)
+        if rms >= max(MIN_VOICE_RMS, self.turn_peak * QUIET_BELOW_PEAK):
+            self.quiet_since = None
+        elif self.quiet_since is None and self.voice_heard:
+            self.quiet_since = now

@@ -2,8 +2,14 @@
 
 Each stall is judged on signs of life, not on a timer alone:
 
-* ``user_turn_stuck``: the caller shows as speaking, yet for ``quiet_s`` the STT produced nothing
-  and the line was quiet (a VAD that lost its END_OF_SPEECH, stuck or died);
+* ``user_turn_stuck``: the caller shows as speaking, yet the observer heard this turn's voice and
+  then a quiet line for longer than the VAD's own silence window allows (a VAD that lost its
+  END_OF_SPEECH, stuck or died). The evidence is strong once the turn's last transcript is a
+  final one and the line has been quiet since before it: the VAD should have ended speech
+  ``vad_silence_s`` after the quiet began, so ``stuck_margin_s`` more is enough. Without any
+  transcript it takes ``quiet_s`` of quiet, and it is left to livekit altogether when the app set
+  ``transcription_timeout``. A line that never carried a voice (frames of zeros, frames the
+  observer never sees, a hum at the level of the line) gives no evidence, so nothing is done;
 * ``speech_waits_for_silence``: an interruptible speech is current and waits for the caller to
   stop, while for ``speech_wait_s`` the caller "speaks" words the STT does not hear (noise, or a
   VAD stuck on a loud line). A caller who really talks keeps producing transcripts;
@@ -42,16 +48,21 @@ class StallThresholds:
     """Seconds of missing progress before each stall counts.
 
     Attributes:
-        quiet_s: For ``user_turn_stuck``.
+        quiet_s: For ``user_turn_stuck`` when the turn has no transcript.
         speech_wait_s: For ``speech_waits_for_silence``.
         thinking_s: For ``thinking_without_speech``.
         interrupted_done_s: For ``interrupted_speech_not_done``.
+        vad_silence_s: The VAD's own silence window before it ends speech.
+        stuck_margin_s: For ``user_turn_stuck`` with a final transcript in: quiet beyond the
+            VAD's silence window.
     """
 
     quiet_s: float
     speech_wait_s: float
     thinking_s: float
     interrupted_done_s: float
+    vad_silence_s: float = 0.55
+    stuck_margin_s: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,8 @@ class StallEvidence:
         self.thresholds = thresholds
         self.meter = meter
         self.speaking_since: float | None = None
-        self.last_transcript_at = 0.0
+        self.last_transcript_at = float("-inf")
+        self.last_transcript_final = False
         self.agent_state_since = 0.0
         self._waiting: tuple[str, float] | None = None
         self._thinking: tuple[str, float] | None = None
@@ -102,15 +114,27 @@ class StallEvidence:
         """The caller started or stopped speaking."""
         self.speaking_since = now if speaking else None
         if self.meter is not None:
-            self.meter.metering = speaking
+            # the line's level matters only while the caller shows as speaking
+            self.meter.want("Watchdog", speaking)
+            if speaking:
+                self.meter.start_turn()
 
     def agent_state_changed(self, now: float) -> None:
         """The agent moved to another state."""
         self.agent_state_since = now
 
-    def transcript(self, now: float) -> None:
+    def transcript(self, now: float, *, final: bool = False) -> None:
         """The STT heard something."""
         self.last_transcript_at = now
+        self.last_transcript_final = final
+
+    @property
+    def final_transcript_in(self) -> bool:
+        """Whether the turn's last transcript is a final one (no interim words pending)."""
+        return self._transcribed_this_turn() and self.last_transcript_final
+
+    def _transcribed_this_turn(self) -> bool:
+        return self.speaking_since is not None and self.last_transcript_at >= self.speaking_since
 
     def find(
         self,
@@ -118,11 +142,22 @@ class StallEvidence:
         state: ConversationState,
         current_speech: SpeechHandle | None,
         ledger: PlayoutLedger | None,
+        *,
+        leave_untranscribed: bool = False,
     ) -> Stall | None:
-        """The most urgent stall there is evidence for, or None."""
+        """The most urgent stall there is evidence for, or None.
+
+        Args:
+            now: Loop time.
+            state: The conversation.
+            current_speech: The session's current speech.
+            ledger: The audio output's playout reports.
+            leave_untranscribed: A turn without any transcript is livekit's to handle (the app
+                set ``transcription_timeout``).
+        """
         return (
             self._interrupted_speech_not_done(now, state, ledger)
-            or self._user_turn_stuck(now, state)
+            or self._user_turn_stuck(now, state, leave_untranscribed)
             or self._speech_waits_for_silence(now, state, current_speech)
             or self._thinking_without_speech(now, state, current_speech)
         )
@@ -148,15 +183,41 @@ class StallEvidence:
             return Stall("interrupted_speech_not_done", now - since, handle, cause)
         return None
 
-    def _user_turn_stuck(self, now: float, state: ConversationState) -> Stall | None:
-        if state.user_state != "speaking" or self.speaking_since is None:
+    def _user_turn_stuck(
+        self, now: float, state: ConversationState, leave_untranscribed: bool
+    ) -> Stall | None:
+        due = self.user_turn_stuck_due(state, leave_untranscribed=leave_untranscribed)
+        if due is None or now < due[0]:
             return None
-        last_sign = max(self.speaking_since, self.last_transcript_at)
-        if self.meter is not None:
-            last_sign = max(last_sign, self.meter.last_loud_at)
-        if now - last_sign < self.thresholds.quiet_s:
+        return Stall("user_turn_stuck", now - due[1])
+
+    def user_turn_stuck_due(
+        self, state: ConversationState, *, leave_untranscribed: bool = False
+    ) -> tuple[float, float] | None:
+        """When the caller's turn will count as stuck if nothing changes, and since when quiet.
+
+        None while there is no evidence building up (see the module docstring).
+        """
+        meter = self.meter
+        if (
+            state.user_state != "speaking"
+            or self.speaking_since is None
+            or meter is None
+            or not meter.voice_heard
+            or meter.quiet_since is None
+        ):
             return None
-        return Stall("user_turn_stuck", now - last_sign)
+        quiet_since = max(meter.quiet_since, self.speaking_since)
+        transcribed = self._transcribed_this_turn()
+        if transcribed and self.last_transcript_final and self.last_transcript_at >= quiet_since:
+            # the STT finished the words before the quiet: the VAD should have ended speech
+            needed = self.thresholds.vad_silence_s + self.thresholds.stuck_margin_s
+        elif not transcribed and leave_untranscribed:
+            return None
+        else:
+            # no transcript, or words the STT has not finished: a longer quiet is needed
+            needed = self.thresholds.quiet_s
+        return quiet_since + needed, quiet_since
 
     def _speech_waits_for_silence(
         self, now: float, state: ConversationState, speech: SpeechHandle | None

@@ -165,8 +165,9 @@ class WaitForCaller(Middleware):
         """Watch the session's audio output for protected speech starting."""
         self._ctx = ctx
         self._wake = asyncio.Event()
-        meter = AudioLevelMeter(floor_rms=_FLOOR_RMS)
-        self._meter = meter if ctx.observe_audio(meter.on_frame) else None
+        self._meter = AudioLevelMeter.of(ctx)
+        if self._meter is not None:
+            self._meter.track_floor(_FLOOR_RMS)
         self._attach(ctx)
 
     async def aclose(self) -> None:
@@ -353,7 +354,7 @@ class WaitForCaller(Middleware):
             return
         output.pause()
         if self._meter is not None:
-            self._meter.metering = True
+            self._meter.want("WaitForCaller", True)
         hold = _Hold(
             handle=handle,
             output=output,
@@ -414,14 +415,14 @@ class WaitForCaller(Middleware):
         """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
         if self._meter is None:
             return 0.0
-        return _now() - max(hold.started_at, self._meter.last_loud_at)
+        return _now() - max(hold.started_at, self._meter.loud_at(_FLOOR_RMS))
 
     def _release(self, hold: _Hold, action: str) -> None:
         if hold.released:
             return
         hold.released = True
         if self._meter is not None:
-            self._meter.metering = False
+            self._meter.want("WaitForCaller", False)
         if self._hold is hold:
             self._hold = None
         held_s = round(_now() - hold.started_at, 3)

@@ -10,8 +10,10 @@ Recovery escalates, and each step is logged and reported as a ``race_handled`` e
 
 * stuck turn: restart the agent's VAD (``Agent.update_options(vad=...)`` gives it a fresh stream
   and livekit ends the speech the old one left open), then switch the audio input off and on
-  (``session.input.set_audio_enabled``), which makes livekit end the turn; after each step the
-  pending transcript is committed (``session.commit_user_turn``) so livekit answers it;
+  (``session.input.set_audio_enabled``), which makes livekit end the turn; when the STT's final
+  transcript is in, the turn is committed (``session.commit_user_turn``) so livekit answers it
+  at once. An interim transcript is never committed: words the STT has not finished are left to
+  livekit's own end of turn;
 * speech waiting for silence: protect that speech (the "speech" holding it has no words, and
   would cut it again), then end the caller's turn with the same two steps;
 * thinking without speech: interrupt the stalled reply and ask for it again
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -52,6 +55,8 @@ __all__ = ["AudioLevelMeter", "Watchdog"]
 
 logger = get_logger("middleware.watchdog")
 
+# The final transcript is in when a turn is committed: livekit need not wait for another one.
+_FINAL_IS_IN_S = 0.05
 # How many stalls nothing can be done about are remembered, so that each is reported once.
 _REPORTED_KEPT = 64
 
@@ -60,8 +65,10 @@ class Watchdog(Middleware):
     """Recovers stalled calls (on by default).
 
     Args:
-        quiet_s: Seconds with no transcript and quiet audio while the caller shows as speaking
-            before their turn counts as stuck.
+        quiet_s: Seconds of a quiet line, after the caller's voice was heard, while they still
+            show as speaking and no final transcript came after their words, before their turn
+            counts as stuck. With the final transcript in, the VAD's own silence window plus
+            ``stuck_margin_s`` is enough.
         speech_wait_s: Seconds an interruptible speech may wait for a caller who "speaks" words
             the STT does not hear before it is played, protected.
         thinking_s: Seconds the agent may be ``thinking`` with a current speech, no running tool
@@ -70,8 +77,14 @@ class Watchdog(Middleware):
             watchdog looks at why (livekit gives up at 5 s).
         escalate_after_s: Seconds a recovery step gets before the next one.
         max_recoveries: Recoveries allowed per kind of stall and session.
-        floor_rms: Audio level (int16 RMS) below which the caller counts as quiet.
+        floor_rms: Kept so existing code runs; no longer used: a quiet line is judged against
+            the caller's own voice in the turn, at any line gain (an absolute floor took a
+            low-gain line for silence).
         check_every_s: How often the watchdog looks.
+        vad_silence_s: The VAD's silence window before it ends speech, used when the VAD does
+            not say (livekit's ``inference.VAD`` has a public ``min_silence_duration``).
+        stuck_margin_s: Quiet beyond the VAD's silence window, with the final transcript in,
+            before a turn counts as stuck.
     """
 
     name = "Watchdog"
@@ -80,7 +93,7 @@ class Watchdog(Middleware):
     def __init__(
         self,
         *,
-        quiet_s: float = 2.0,
+        quiet_s: float = 1.2,
         speech_wait_s: float = 3.0,
         thinking_s: float = 6.0,
         interrupted_done_s: float = 1.0,
@@ -88,6 +101,8 @@ class Watchdog(Middleware):
         max_recoveries: int = 5,
         floor_rms: float = 300.0,
         check_every_s: float = 0.25,
+        vad_silence_s: float = 0.55,
+        stuck_margin_s: float = 0.25,
     ) -> None:
         check = OptionChecker(self.display_name)
         quiet_s = check.number("quiet_s", quiet_s, ge=0.5, le=60.0)
@@ -99,6 +114,8 @@ class Watchdog(Middleware):
         max_recoveries = check.count("max_recoveries", max_recoveries, ge=1, le=100)
         floor_rms = check.number("floor_rms", floor_rms, ge=1.0, le=10_000.0)
         check_every_s = check.number("check_every_s", check_every_s, ge=0.05, le=5.0)
+        vad_silence_s = check.number("vad_silence_s", vad_silence_s, ge=0.05, le=10.0)
+        stuck_margin_s = check.number("stuck_margin_s", stuck_margin_s, ge=0.1, le=10.0)
         shortest = min(quiet_s, speech_wait_s, thinking_s, interrupted_done_s)
         if check_every_s >= shortest:
             check.fail(
@@ -112,6 +129,8 @@ class Watchdog(Middleware):
             speech_wait_s=speech_wait_s,
             thinking_s=thinking_s,
             interrupted_done_s=interrupted_done_s,
+            vad_silence_s=vad_silence_s,
+            stuck_margin_s=stuck_margin_s,
         )
         self.escalate_after_s = escalate_after_s
         self.max_recoveries = max_recoveries
@@ -129,10 +148,8 @@ class Watchdog(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Meter the caller's audio, count playout reports and start watching."""
         self._at_risk = asyncio.Event()
-        meter = AudioLevelMeter(floor_rms=self.floor_rms)
-        self._evidence = StallEvidence(
-            self.thresholds, meter if ctx.observe_audio(meter.on_frame) else None
-        )
+        # the session's one meter, shared with every middleware that reads the line's level
+        self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
         self._evidence.agent_state_changed(_now())
         self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(
@@ -163,8 +180,8 @@ class Watchdog(Middleware):
     ) -> None:
         """Note when the agent started thinking or speaking."""
         self._evidence.agent_state_changed(_now())
-        if ev.new_state in ("thinking", "speaking"):
-            self._at_risk.set()
+        # an interrupted speech shows as a change of state too: look again at every change
+        self._at_risk.set()
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A live speech can stall."""
@@ -174,7 +191,7 @@ class Watchdog(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
-        self._evidence.transcript(_now())
+        self._evidence.transcript(_now(), final=ev.is_final)
 
     def _follow_audio_output(self, ctx: MiddlewareContext) -> None:
         output = ctx.session.output.audio
@@ -187,23 +204,51 @@ class Watchdog(Middleware):
         self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
+        """Whether nothing can stall right now: every stall needs one of these to hold."""
         state = ctx.state
         return (
             state.user_state != "speaking"
-            and state.agent_state not in ("thinking", "speaking")
-            and not state.speeches
+            and state.agent_state != "thinking"
+            and not any(
+                info.handle.interrupted and not info.handle.done()
+                for info in state.speeches.values()
+            )
         )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
+        wait = self.check_every_s
         while True:
             if self._quiet(ctx):
                 self._at_risk.clear()
                 await self._at_risk.wait()
-            await asyncio.sleep(self.check_every_s)
+            await asyncio.sleep(wait)
             self._follow_audio_output(ctx)
-            stall = self._evidence.find(_now(), ctx.state, ctx.session.current_speech, self._ledger)
+            self._evidence.thresholds = self._thresholds_for(ctx)
+            # speech without a transcript is livekit's when the app asked it to handle it
+            leave_untranscribed = ctx.session.options.transcription_timeout is not None
+            now = _now()
+            stall = self._evidence.find(
+                now,
+                ctx.state,
+                ctx.session.current_speech,
+                self._ledger,
+                leave_untranscribed=leave_untranscribed,
+            )
             if stall is not None:
                 await self._handle(ctx, stall)
+            wait = self.check_every_s
+            due = self._evidence.user_turn_stuck_due(
+                ctx.state, leave_untranscribed=leave_untranscribed
+            )
+            if due is not None and due[0] > now:
+                # evidence is building up: look again exactly when it will be enough
+                wait = min(wait, due[0] - now)
+
+    def _thresholds_for(self, ctx: MiddlewareContext) -> StallThresholds:
+        silence = _vad_silence_window(ctx)
+        if silence is None or silence == self.thresholds.vad_silence_s:
+            return self.thresholds
+        return dataclasses.replace(self.thresholds, vad_silence_s=silence)
 
     async def _handle(self, ctx: MiddlewareContext, stall: Stall) -> None:
         actionable = stall.kind != "interrupted_speech_not_done" or stall.cause == CAUSE_PLAYOUT
@@ -230,7 +275,8 @@ class Watchdog(Middleware):
         self._report(ctx, stall)
         self._recoveries[stall.kind] += 1
         if stall.kind == "user_turn_stuck":
-            await self._end_user_turn(ctx, stall, commit=True)
+            # only the STT's final words are committed, never an interim
+            await self._end_user_turn(ctx, stall, commit=self._evidence.final_transcript_in)
         elif stall.kind == "speech_waits_for_silence":
             await self._play_waiting_speech(ctx, stall)
         elif stall.kind == "thinking_without_speech":
@@ -266,11 +312,13 @@ class Watchdog(Middleware):
                 ctx.session.input.set_audio_enabled(False)
                 ctx.session.input.set_audio_enabled(True)
             if commit:
-                # the turn livekit just ended still holds its transcript: commit it, so livekit
-                # answers it and clears it (the words must not come back in the next turn)
+                # the turn livekit just ended holds the STT's final words: commit it, so livekit
+                # answers it now and clears it (the words must not come back in the next turn)
                 with contextlib.suppress(RuntimeError):
-                    # quiet_s without a transcript passed already: no final is still on its way
-                    ctx.session.commit_user_turn(transcript_timeout=0.2, stt_flush_duration=0.2)
+                    ctx.session.commit_user_turn(
+                        transcript_timeout=_FINAL_IS_IN_S, stt_flush_duration=_FINAL_IS_IN_S
+                    )
+                commit = False
             await asyncio.sleep(self.escalate_after_s)
             if speech is not None:
                 recovered = speech.done() or ctx.state.agent_state == "speaking"
@@ -322,11 +370,22 @@ def _now() -> float:
     return asyncio.get_running_loop().time()
 
 
-def _restart_vad(ctx: MiddlewareContext) -> bool:
-    """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open."""
+def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:
     agent_vad = getattr(ctx.agent, "vad", None)
     current = agent_vad if utils.is_given(agent_vad) and agent_vad is not None else ctx.session.vad
-    if not isinstance(current, vad.VAD):
+    return current if isinstance(current, vad.VAD) else None
+
+
+def _vad_silence_window(ctx: MiddlewareContext) -> float | None:
+    """The VAD's own silence window, when it says (a public ``min_silence_duration``)."""
+    window = getattr(_session_vad(ctx), "min_silence_duration", None)
+    return float(window) if isinstance(window, (int, float)) and window > 0 else None
+
+
+def _restart_vad(ctx: MiddlewareContext) -> bool:
+    """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open."""
+    current = _session_vad(ctx)
+    if current is None:
         return False
     ctx.agent.update_options(vad=current)
     return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,36 +16,25 @@ from resilient_agent.cli import main
 from resilient_agent.lab.app_agent import AppClassError, catalog_base, scenario_mismatch
 from resilient_agent.lab.catalog import scenarios
 
-MYAPP = '''
-from livekit.agents import RunContext, function_tool
+ROOT = Path(__file__).resolve().parents[1]
+# the README's walkthrough, run as written from the directory holding myapp.py
+COMMAND = "resilient-agent lab --agent myapp:MyAgent"
 
-from resilient_agent import ResilientAgent, end_call_tool
 
-
-class MyAgent(ResilientAgent):
-    def __init__(self) -> None:
-        super().__init__(
-            instructions="You are a friendly restaurant host.",
-            tools=[end_call_tool(farewell="Thanks for calling, goodbye!")],
-        )
-
-    @function_tool
-    async def book_table(self, ctx: RunContext, time: str) -> str:
-        """Book a table.
-
-        Args:
-            time: When the table is wanted.
-        """
-        await ctx.session.say("One moment while I book that.", allow_interruptions=False)
-        return f"Booked for {time}."
-'''
+def _readme_myapp() -> str:
+    """The README's ``myapp.py``: the walkthrough is tested as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Your own agent in the lab") :]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found is not None
+    return found.group(1)
 
 
 def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
-    (tmp_path / "myapp.py").write_text(MYAPP)
-    command = Path(sys.executable).parent / "resilient-agent"
+    (tmp_path / "myapp.py").write_text(_readme_myapp())
+    program, *arguments = shlex.split(COMMAND)
     done = subprocess.run(
-        [str(command), "lab", "--agent", "myapp:MyAgent"],
+        [str(Path(sys.executable).parent / program), *arguments],
         cwd=tmp_path,
         capture_output=True,
         text=True,

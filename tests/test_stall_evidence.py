@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
+from livekit import rtc
 from livekit.agents.voice.speech_handle import SpeechHandle
 from resilient_agent.middleware.audio_level import AudioLevelMeter
 from resilient_agent.middleware.playout_ledger import PlayoutLedger
@@ -100,11 +102,91 @@ async def test_a_speech_waiting_for_a_caller_who_keeps_talking_is_not_a_stall() 
     for t in (2.0, 3.0, 4.0, 5.0):
         evidence.transcript(t)  # a caller who really talks keeps producing transcripts
         assert evidence.find(t + 0.5, speaking, speech, None) is None
-    loud_line.last_loud_at = 8.0  # noise: loud, but no words
     stall = evidence.find(8.0, speaking, speech, None)
     assert stall is not None and stall.kind == "speech_waits_for_silence"
     assert stall.for_s == pytest.approx(3.0)
     # a protected speech does not wait for silence at all
     protected = SpeechHandle.create(allow_interruptions=False)
-    loud_line.last_loud_at = 20.0
     assert evidence.find(20.0, speaking, protected, None) is None
+
+
+def _frame(rms: float) -> rtc.AudioFrame:
+    samples = np.full(160, rms, dtype=np.int16)
+    return rtc.AudioFrame(samples.tobytes(), 16_000, 1, 160)
+
+
+def _turn(voice_rms: float, *, voice_until: float) -> tuple[StallEvidence, AudioLevelMeter]:
+    """A caller shown as speaking from 0 s, with a voice at ``voice_rms`` until ``voice_until``."""
+    meter = AudioLevelMeter()
+    evidence = StallEvidence(THRESHOLDS, meter)
+    evidence.user_state_changed(True, 0.0)
+    for step in range(0, 400):
+        t = step * 0.01
+        meter.on_frame(_frame(voice_rms if t < voice_until else 0.0), t)
+    return evidence, meter
+
+
+SPEAKING = _state(user_state="speaking")
+
+
+@pytest.mark.parametrize("voice_rms", [2_000.0, 100.0])
+def test_a_final_transcript_then_a_quiet_line_past_the_vad_window_is_a_stuck_turn(
+    voice_rms: float,
+) -> None:
+    """At any line gain (100 RMS is a low-gain line, under any absolute 300 floor)."""
+    evidence, meter = _turn(voice_rms, voice_until=1.5)
+    quiet_since = meter.quiet_since
+    # the meter looks every 50 ms
+    assert meter.voice_heard and quiet_since is not None and 1.5 <= quiet_since <= 1.55
+    evidence.transcript(1.7, final=True)
+    # the VAD's window (0.55 s) and the margin (0.25 s) from the start of the quiet
+    assert evidence.user_turn_stuck_due(SPEAKING) == (pytest.approx(quiet_since + 0.8), quiet_since)
+    assert evidence.find(quiet_since + 0.79, SPEAKING, None, None) is None
+    stall = evidence.find(quiet_since + 0.8, SPEAKING, None, None)
+    assert stall is not None and stall.kind == "user_turn_stuck"
+    assert evidence.final_transcript_in
+
+
+def test_an_interim_after_the_final_means_words_are_still_coming() -> None:
+    evidence, _ = _turn(2_000.0, voice_until=1.5)
+    evidence.transcript(1.6, final=True)
+    evidence.transcript(1.7, final=False)
+    assert not evidence.final_transcript_in
+    # no final for the last words: quiet_s (2 s here) of quiet, and nothing is committed
+    assert evidence.find(3.49, SPEAKING, None, None) is None
+    assert evidence.find(3.56, SPEAKING, None, None) is not None
+
+
+def test_a_line_that_never_carried_a_voice_gives_no_evidence() -> None:
+    """Frames of zeros (or an observer that never sees frames): the watchdog cannot tell."""
+    evidence, meter = _turn(0.0, voice_until=0.0)
+    evidence.transcript(1.0, final=True)
+    assert not meter.voice_heard
+    assert evidence.find(60.0, SPEAKING, None, None) is None
+    assert StallEvidence(THRESHOLDS, None).find(60.0, SPEAKING, None, None) is None
+
+
+def test_a_steady_hum_without_words_is_never_quiet() -> None:
+    evidence, meter = _turn(150.0, voice_until=60.0)
+    assert meter.voice_heard and meter.quiet_since is None
+    assert evidence.find(3.9, SPEAKING, None, None) is None
+
+
+def test_speech_without_a_transcript_is_left_to_livekit_when_the_app_asked() -> None:
+    evidence, _ = _turn(2_000.0, voice_until=1.0)
+    assert evidence.find(2.99, SPEAKING, None, None) is None
+    assert evidence.find(3.06, SPEAKING, None, None) is not None  # quiet_s after the quiet
+    assert evidence.find(30.0, SPEAKING, None, None, leave_untranscribed=True) is None
+
+
+def test_readers_share_one_meter_that_measures_while_anyone_wants_it() -> None:
+    meter = AudioLevelMeter()
+    meter.track_floor(500.0)
+    meter.want("a", True)
+    meter.want("b", True)
+    meter.want("a", False)
+    meter.on_frame(_frame(400.0), 1.0)
+    assert (meter.loud_at(300.0), meter.loud_at(500.0)) == (1.0, 0.0)
+    meter.want("b", False)
+    meter.on_frame(_frame(4_000.0), 2.0)
+    assert meter.loud_at(300.0) == 1.0  # nobody wanted it: the frame was not even looked at

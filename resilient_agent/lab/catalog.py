@@ -362,9 +362,16 @@ def _shutdown_in_finally() -> list[Scenario]:
     return found
 
 
+_NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+
+
 def _lost_words() -> list[Scenario]:
-    notice = "This call is recorded for quality and training purposes, thank you for waiting."
-    found = [
+    return [*_lost_words_over_announcements(), *_lost_words_elsewhere()]
+
+
+def _lost_words_over_announcements() -> list[Scenario]:
+    notice = _NOTICE
+    return [
         Scenario(
             name="lost_words/over_protected_say",
             family="lost_words",
@@ -403,6 +410,12 @@ def _lost_words() -> list[Scenario]:
             utterances=(Utterance.recorded(1.5, "table_for_two"),),
             vad="silero",
         ),
+    ]
+
+
+def _lost_words_elsewhere() -> list[Scenario]:
+    notice = _NOTICE
+    found = [
         Scenario(
             name="lost_words/over_greeting_aec_warmup",
             family="lost_words",

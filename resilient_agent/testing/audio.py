@@ -25,6 +25,7 @@ __all__ = [
     "FRAME_SECONDS",
     "SAMPLE_RATE",
     "AudioMarker",
+    "CallerLine",
     "PlayedRun",
     "PlayedSegment",
     "PlayoutAudioOutput",
@@ -47,6 +48,20 @@ KIND_AGENT = 2
 _TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TONE_AMPLITUDE).astype(
     np.int16
 )
+# A low-gain line: the caller's voice reaches the agent at 1/15 of the usual level (about 100
+# int16 RMS), under the 300 RMS many meters call "quiet", yet plainly speech.
+_QUIET_GAIN = 1 / 15
+
+CallerLine = Literal["marked", "quiet", "zeros"]
+"""What the caller's line carries, as livekit sees it.
+
+``marked``: the caller's speech as marked frames the scripted VAD and STT hear (the default).
+``quiet``: a low-gain line: the same speech at 1/15 of the level, with no markers in the samples;
+``zeros``: frames of zeros, as livekit's own tests feed. On both, the scripted VAD and STT follow
+the script by time instead of the samples (the way livekit's test fakes do): they hear what the
+caller is saying whenever livekit feeds them a frame, so they suit race-free calls, not races
+that depend on which frames livekit withholds.
+"""
 
 
 @dataclass(frozen=True)
@@ -156,8 +171,10 @@ class ScriptedAudioInput(AudioInput):
         *,
         duration: float,
         noise: Sequence[NoiseWindow] = (),
+        line: CallerLine = "marked",
     ) -> None:
         super().__init__(label="ScriptedAudioInput")
+        self.line: CallerLine = line
         self._windows = sorted(windows, key=lambda w: w.start)
         self._noise = tuple(noise)
         self._total_frames = round(duration / FRAME_SECONDS)
@@ -175,6 +192,30 @@ class ScriptedAudioInput(AudioInput):
             if noise.start <= t < noise.end:
                 return noise_frame(noise.rms, frame_index)
         return self._silence
+
+    def script_at(self, now: float) -> np.ndarray:
+        """The marked samples the caller produces at loop time ``now`` (what the script says).
+
+        The scripted VAD and STT listen here instead of to the samples on ``quiet`` and
+        ``zeros`` lines.
+        """
+        if self._started_at is None:
+            return self._silence
+        index = int((now - self._started_at) / FRAME_SECONDS + 1e-6) - 1
+        return self._samples_for(max(index, 0))
+
+    def _line_samples(self, frame_index: int) -> np.ndarray:
+        if self.line == "zeros":
+            return self._silence
+        samples = self._samples_for(frame_index)
+        if self.line == "quiet":
+            if samples is self._silence:
+                return samples
+            voice = samples.copy()
+            if voice[0] == _MAGIC:
+                voice[:_HEADER] = _TONE[:_HEADER]  # a low-gain line carries the voice, no marker
+            return (voice * _QUIET_GAIN).astype(np.int16)
+        return samples
 
     @staticmethod
     def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
@@ -205,7 +246,7 @@ class ScriptedAudioInput(AudioInput):
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        samples = self._samples_for(self._next_frame)
+        samples = self._line_samples(self._next_frame)
         self._next_frame += 1
         self.frames_sent += 1
         return rtc.AudioFrame(

@@ -17,6 +17,13 @@ from .._compat import speech_interrupted_future, speech_scheduled_future
 __all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "SpeechRecord", "ToolRun"]
 
 INTERRUPTION_TIMEOUT_LOG = "speech not done in time after interruption"
+# Session events recorded as they come, with their details (beside the ones with their own list).
+_OTHER_SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
+    "user_transcription_timeout",
+    "agent_false_interruption",
+    "error",
+    "close",
+)
 
 
 @dataclass
@@ -105,13 +112,18 @@ class CallRecorder:
     tool_runs: list[ToolRun] = field(default_factory=list)
     playouts: list[PlayoutStart] = field(default_factory=list)
     resumes: list[PlayoutStart] = field(default_factory=list)
+    tool_outputs: list[tuple[float, str, str, bool]] = field(default_factory=list)
+    session_events: list[tuple[float, str, str]] = field(default_factory=list)
+    input_audio_kept: list[tuple[float, bool]] = field(default_factory=list)
     closed_at: float | None = None
     close_reason: str | None = None
     _session: AgentSession[Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _input_audio: Any = field(default=None, init=False, repr=False, compare=False)
 
     def attach(self, session: AgentSession[Any]) -> None:
         """Subscribe to ``session`` (after its audio output is set, to see playout starts)."""
         self._session = session
+        self._input_audio = session.input.audio
         session.on("user_state_changed", self._on_user_state)
         session.on("agent_state_changed", self._on_agent_state)
         session.on("speech_created", self._on_speech_created)
@@ -120,11 +132,24 @@ class CallRecorder:
         session.on("function_tools_executed", self._on_tools_executed)
         session.on("tool_execution_updated", self._on_tool_execution_updated)
         session.on("close", self._on_close)
+        for event in _OTHER_SESSION_EVENTS:
+            session.on(event, self._other_event_listener(event))
         if session.output.audio is not None:
             session.output.audio.on("playback_started", self._on_playback_started)
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         self.user_states.append((self.clock(), ev.new_state))
+        if self._session is not None and self._input_audio is not None:
+            # whether the app's audio input object is still the session's, each time it matters
+            kept = self._session.input.audio is self._input_audio
+            self.input_audio_kept.append((self.clock(), kept))
+
+    def _other_event_listener(self, event: str) -> Callable[[Any], None]:
+        def listener(ev: Any) -> None:
+            details = ev.model_dump(exclude={"type", "created_at", "error", "source"})
+            self.session_events.append((self.clock(), event, repr(sorted(details.items()))))
+
+        return listener
 
     def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
         self.agent_states.append((self.clock(), ev.new_state))
@@ -173,6 +198,9 @@ class CallRecorder:
         for call, output in zip(ev.function_calls, ev.function_call_outputs, strict=False):
             status = "none" if output is None else ("error" if output.is_error else "ok")
             self.tool_calls.append((self.clock(), call.name, status))
+            if output is not None:
+                # what the LLM gets back
+                self.tool_outputs.append((self.clock(), call.name, output.output, output.is_error))
 
     def _on_tool_execution_updated(self, ev: lk_events.ToolExecutionUpdatedEvent) -> None:
         update = ev.update

@@ -137,8 +137,13 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     ]
     words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
     audio_in = ScriptedAudioInput(
-        windows, duration=scenario.duration + _SETTLE_SECONDS, noise=scenario.noise
+        windows,
+        duration=scenario.duration + _SETTLE_SECONDS,
+        noise=scenario.noise,
+        line=scenario.caller_line,
     )
+    # on quiet and zeros lines the VAD and STT follow the script, as livekit's test fakes do
+    script = audio_in.script_at if scenario.caller_line != "marked" else None
     segments: list[PlayedSegment] = []
     recorder = CallRecorder(clock=clock)
     audio_out = PlayoutAudioOutput(
@@ -149,14 +154,20 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         reports_cleared_playout=not scenario.lost_playout_report,
     )
     vad: ScriptedVAD | inference.VAD = (
-        ScriptedVAD(fault=scenario.vad_fault)
+        ScriptedVAD(fault=scenario.vad_fault, script=script)
         if scenario.vad == "scripted"
         else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
     )
     faults = scenario.provider_faults
     real = scenario.real_speech
     stt = (
-        ScriptedSTT(lambda u, w: words[(u, w)], dies_at=faults.stt_dies_at, clock=clock)
+        ScriptedSTT(
+            lambda u, w: words[(u, w)],
+            interim_results=scenario.stt_interims,
+            script=script,
+            dies_at=faults.stt_dies_at,
+            clock=clock,
+        )
         if real is None
         else real.recognizer()
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from livekit.agents import Agent
 
-from .audio import SAMPLE_RATE, NoiseWindow
+from .audio import SAMPLE_RATE, CallerLine, NoiseWindow
 from .llm import LLMRule
 from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
@@ -230,6 +230,10 @@ class Scenario:
             already speaking when it began; None leaves the contract out (a scenario where the
             agent is meant to speak over a caller who will not stop).
         provider_faults: How the scripted STT and TTS fail.
+        caller_line: What the caller's line carries (see
+            :data:`~resilient_agent.testing.audio.CallerLine`): marked frames, a quiet line or
+            frames of zeros.
+        stt_interims: Whether the STT sends interim transcripts (False: finals only).
         hang_up_within: When set, a farewell heard by a silent caller must end the call whole
             (session closed, job shut down, room deleted) within this many seconds of its end.
         caller_leaves_at: The caller leaves the room at this second (livekit closes the session
@@ -260,6 +264,8 @@ class Scenario:
     typed: tuple[Typed, ...] = ()
     talk_over_tolerance: float | None = 0.2
     provider_faults: ProviderFaults = field(default_factory=ProviderFaults)
+    caller_line: CallerLine = "marked"
+    stt_interims: bool = True
     hang_up_within: float | None = None
     caller_leaves_at: float | None = None
     real_speech: RealSpeech | None = None
@@ -275,6 +281,11 @@ class Scenario:
             raise ValueError(f"{self.name}: a message is typed after duration={self.duration}")
         if self.vad == "silero" and self.vad_fault.mode != "healthy":
             raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
+        if self.vad == "silero" and self.caller_line != "marked":
+            raise ValueError(
+                f"{self.name}: caller_line={self.caller_line!r} needs vad='scripted' (Silero "
+                "hears the samples; only the scripted VAD can follow the script)"
+            )
 
     @property
     def caller_inputs(self) -> tuple[CallerInput, ...]:

@@ -5,8 +5,11 @@ frames of each word it actually receives; a word is recognised once at least hal
 arrived. Frames that livekit replaced with silence carry no marker, so words spoken over protected
 agent speech or during AEC warm-up are lost here exactly as a real STT would lose them.
 
-Interim transcripts follow each recognised word; the final transcript comes after
-``endpoint_silence`` of frames without speech, or at once when livekit flushes the stream.
+Interim transcripts follow each recognised word (unless ``interim_results=False``: an STT that
+sends only finals); the final transcript comes after ``endpoint_silence`` of frames without
+speech, or at once when livekit flushes the stream. With a ``script`` the STT hears what the
+caller says by time instead of the frames' samples, as livekit's own test fakes do (for quiet
+and zeros lines; see :data:`~resilient_agent.testing.audio.CallerLine`).
 
 With ``dies_at``, the stream that receives the first frame at or after that call time raises a
 plain ``RuntimeError`` (as a plugin's bug or an unexpected server message would), once: the
@@ -19,6 +22,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from livekit import rtc
 from livekit.agents import LanguageCode, stt
 from livekit.agents.types import (
@@ -30,7 +34,7 @@ from livekit.agents.types import (
 from livekit.agents.utils.audio import AudioBuffer
 from typing_extensions import Never, override
 
-from .audio import KIND_USER, frame_markers
+from .audio import KIND_USER, frame_markers, read_markers
 
 __all__ = ["HeardWord", "ScriptedSTT"]
 
@@ -67,14 +71,18 @@ class ScriptedSTT(stt.STT[Never]):
         word_lookup: WordLookup,
         *,
         endpoint_silence: float = 0.2,
+        interim_results: bool = True,
+        script: Callable[[float], np.ndarray] | None = None,
         dies_at: float | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(
             capabilities=stt.STTCapabilities(
-                streaming=True, interim_results=True, offline_recognize=False
+                streaming=True, interim_results=interim_results, offline_recognize=False
             )
         )
+        self.interim_results = interim_results
+        self.script = script
         self._word_lookup = word_lookup
         self.endpoint_silence = endpoint_silence
         self.finals: list[tuple[float, str, tuple[HeardWord, ...]]] = []
@@ -142,7 +150,12 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
             if owner.dies_now():
                 raise RuntimeError("scripted STT: the stream died mid-utterance")
             owner.frames_received += 1
-            markers = [m for m in frame_markers(item) if m.kind == KIND_USER]
+            heard = (
+                frame_markers(item)
+                if owner.script is None
+                else read_markers(owner.script(asyncio.get_running_loop().time()))
+            )
+            markers = [m for m in heard if m.kind == KIND_USER]
             if not markers:
                 segment.silence_frames += 1
                 if segment.words and segment.silence_frames * item.duration >= (
@@ -160,7 +173,8 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
             already = any(w.utterance == key[0] and w.index == key[1] for w in segment.words)
             if not already and count * 2 >= marker.frames_in_part:
                 segment.words.append(HeardWord(key[0], key[1], owner.word(*key)))
-                self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
+                if owner.interim_results:
+                    self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
         self._finalize(segment)
 
     def _finalize(self, segment: _Segment) -> None:

@@ -12,6 +12,7 @@ Silero's. Faults reproduce what production VAD models do wrong, pinned to one us
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,7 +21,7 @@ from livekit import rtc
 from livekit.agents import vad
 from typing_extensions import override
 
-from .audio import KIND_USER, frame_markers
+from .audio import KIND_USER, SAMPLE_RATE, frame_markers
 
 __all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
 
@@ -47,7 +48,15 @@ class VADFault:
 
 
 class ScriptedVAD(vad.VAD):
-    """Energy VAD with Silero-like timing and optional :class:`VADFault` injection."""
+    """Energy VAD with Silero-like timing and optional :class:`VADFault` injection.
+
+    Args:
+        min_speech_duration: Seconds of energy before START_OF_SPEECH.
+        min_silence_duration: Seconds of silence before END_OF_SPEECH.
+        fault: How it misbehaves.
+        script: What the caller says at a loop time; when given, the VAD hears it instead of
+            the frames' samples, as livekit's own test fakes do (for quiet and zeros lines).
+    """
 
     def __init__(
         self,
@@ -55,8 +64,10 @@ class ScriptedVAD(vad.VAD):
         min_speech_duration: float = 0.05,
         min_silence_duration: float = SILENCE_TO_END_SPEECH,
         fault: VADFault | None = None,
+        script: Callable[[float], np.ndarray] | None = None,
     ) -> None:
         super().__init__(capabilities=vad.VADCapabilities(update_interval=0.03))
+        self.script = script
         self.min_speech_duration = min_speech_duration
         self.min_silence_duration = min_silence_duration
         self.fault = fault or VADFault()
@@ -104,7 +115,7 @@ class ScriptedVADStream(vad.VADStream):
                 # a flush is a hard segment boundary: forget the running speech state silently
                 speaking, speech_run, silence_run, speech_total = False, 0.0, 0.0, 0.0
                 continue
-            frame = item
+            frame = item if owner.script is None else _script_frame(owner.script, item)
             samples_index += frame.samples_per_channel
             frame_count += 1
             if self.dead:
@@ -184,6 +195,19 @@ class ScriptedVADStream(vad.VADStream):
                 raw_accumulated_silence=silence_duration,
             )
         )
+
+
+def _script_frame(
+    script: Callable[[float], np.ndarray], received: rtc.AudioFrame
+) -> rtc.AudioFrame:
+    """What the caller says at the moment ``received`` reached the fake, as a frame."""
+    samples = script(asyncio.get_running_loop().time())
+    return rtc.AudioFrame(
+        data=samples.tobytes(),
+        sample_rate=SAMPLE_RATE,
+        num_channels=1,
+        samples_per_channel=len(samples),
+    )
 
 
 def _has_energy(frame: rtc.AudioFrame) -> bool:

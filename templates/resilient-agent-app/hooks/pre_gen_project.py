@@ -29,6 +29,17 @@ def problems() -> list[str]:
         for key in ("project_name", "description")
         if '"' in ANSWERS[key] or "\\" in ANSWERS[key]
     ]
+    requirement = ANSWERS.get("resilient_agent_requirement", "").strip()
+    if requirement and not re.match(r"resilient[-_.]agent\b", requirement, re.I):
+        found.append(
+            f"resilient_agent_requirement={requirement!r}: must be a requirement for "
+            "resilient-agent (resilient-agent==0.1.0, resilient-agent @ git+https://...)"
+        )
+    if '"' in requirement or "\\" in requirement:
+        found.append(
+            f"resilient_agent_requirement={requirement!r}: must not contain double quotes or "
+            "backslashes"
+        )
     if not ANSWERS["project_name"].strip():
         found.append("project_name must not be empty")
     return found

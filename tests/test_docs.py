@@ -1,0 +1,123 @@
+"""The docs' examples and commands work as written.
+
+``docs/testing.md``'s complete example is written out as the two files it names and its tests are
+run with the command it gives. Every fenced shell command in the README, the docs and the
+template's READMEs is run by a test or by ``.ci/`` exactly as written, or is named here with why
+CI cannot run it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def fenced(path: Path, *languages: str) -> list[str]:
+    """The fenced blocks of ``path`` in one of ``languages``."""
+    text = path.read_text(encoding="utf-8")
+    return [body for lang, body in _FENCE.findall(text) if lang in languages]
+
+
+def test_the_testing_guide_example_runs_as_written(tmp_path: Path) -> None:
+    app, tests = fenced(ROOT / "docs" / "testing.md", "python")[:2]
+    (tmp_path / "myagent.py").write_text(app, encoding="utf-8")
+    (tmp_path / "test_myagent.py").write_text(tests, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
+
+
+def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
+    blocks = fenced(ROOT / "docs" / "middleware.md", "python")
+    (writing,) = [b for b in blocks if "class NoToolsWhileCallerSpeaks" in b]
+    (around_defaults,) = [b for b in blocks if "without_watchdog" in b]
+    names: dict[str, object] = {}
+    exec(writing, names)
+    exec(around_defaults, names)
+
+    def classes(chain: object) -> list[str]:
+        return [type(m).__name__ for m in chain]  # type: ignore[attr-defined]
+
+    first_party = ["ToolGuard", "TurnKeeper", "WaitForCaller", "ConditionalHangup", "Watchdog"]
+    assert set(first_party) <= set(classes(names["agent"].middleware))  # type: ignore[attr-defined]
+    assert "NoToolsWhileCallerSpeaks" in classes(names["add"])
+    assert "Watchdog" not in classes(names["without_watchdog"])
+    assert classes(names["configured"]) == first_party
+    reordered = classes(names["reordered"])
+    assert reordered.index("NoToolsWhileCallerSpeaks") == reordered.index("TurnKeeper") - 1
+
+
+# Documented commands CI cannot run, and why. Every other fenced shell command must be run by
+# .ci/ or a test exactly as written.
+NOT_RUN_IN_CI = {
+    "python src/agent.py console": "talks to a person: needs API keys and an audio device",
+    "uv lock": "uv is not installed in CI; `python -m pip install -e '.[dev]'` is run instead",
+    "docker build -t {{ cookiecutter.project_slug }} .": "needs a Docker daemon",
+    "lk agent deploy": "needs the LiveKit CLI and a LiveKit Cloud project",
+    "pip install 'resilient-agent[speech]'": "needs resilient-agent on a package index; CI "
+    "installs the same extra from the checkout (-e '.[dev,speech]')",
+    "scripts/test-livekit-version.sh 1.9.0": "a venv per livekit-agents release, minutes each: "
+    "run by hand, not by .ci/run",
+    "scripts/test-livekit-version.sh newest -x -q": "a venv per livekit-agents release, minutes "
+    "each: run by hand, not by .ci/run",
+    "PYTHON=/root/.pyenv/versions/3.13.0/bin/python scripts/test-livekit-version.sh 1.8.0": (
+        "a Python installed at that path, and a venv per release: run by hand"
+    ),
+}
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "templates" / "resilient-agent-app" / "README.md",
+    ROOT / "templates" / "resilient-agent-app" / "{{cookiecutter.project_slug}}" / "README.md",
+    ROOT / "examples" / "resilient-agent-example-plugin" / "README.md",
+]
+
+
+def documented_commands() -> dict[str, str]:
+    """Each fenced shell command (comments dropped) and the document it comes from."""
+    commands = {}
+    for path in DOCUMENTS:
+        for block in fenced(path, "bash", "sh", "shell", "console"):
+            for line in block.splitlines():
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                if command and not command.startswith("#"):
+                    commands[command] = str(path.relative_to(ROOT))
+    return commands
+
+
+def commands_run() -> set[str]:
+    """Every line .ci/ runs (without a subshell's parentheses) and every string tests run."""
+    lines = set()
+    for script in (ROOT / ".ci").iterdir():
+        for line in script.read_text(encoding="utf-8").splitlines():
+            lines.add(re.sub(r"\s+#.*$", "", line).strip().strip("()").strip())
+    for test in (ROOT / "tests").glob("test_*.py"):
+        lines |= set(re.findall(r'"([^"\n]+)"', test.read_text(encoding="utf-8")))
+    return lines
+
+
+def test_every_documented_command_is_run_as_written() -> None:
+    commands = documented_commands()
+    run = commands_run()
+    missing = {
+        command: where
+        for command, where in commands.items()
+        if command not in run and command not in NOT_RUN_IN_CI
+    }
+    assert not missing, (
+        f"documented commands that nothing runs as written: {missing}; run each in .ci/run, "
+        ".ci/template or a test exactly as written, or name it in NOT_RUN_IN_CI with why"
+    )
+    # no stale exceptions
+    assert set(NOT_RUN_IN_CI) <= set(commands)
