@@ -49,7 +49,15 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
     def classes(chain: object) -> list[str]:
         return [type(m).__name__ for m in chain]  # type: ignore[attr-defined]
 
-    first_party = ["ToolGuard", "TurnKeeper", "WaitForCaller", "ConditionalHangup", "Watchdog"]
+    first_party = [
+        "ToolGuard",
+        "TurnKeeper",
+        "WaitForCaller",
+        "ConditionalHangup",
+        "SttRecovery",
+        "LlmFallback",
+        "Watchdog",
+    ]
     assert set(first_party) <= set(classes(names["agent"].middleware))  # type: ignore[attr-defined]
     assert "NoToolsWhileCallerSpeaks" in classes(names["add"])
     assert "Watchdog" not in classes(names["without_watchdog"])
