@@ -63,16 +63,14 @@ _ONSET_PAD_S = 0.3
 # after more silence still; a shorter "speaking" window is a programmatic turn claim (typed text
 # pins the state while the text callback runs), not the caller's voice.
 _SHORTEST_VOICE_WINDOW_S = 0.05
-# The VAD's end-of-speech silence and the STT's finalisation, beyond livekit's end-of-turn delay:
-# how long after words were final livekit may still commit them as a turn.
+# How long after words were final livekit may still commit them (VAD silence, STT finalising).
 _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WITHHELD = "speech_withheld_from_stt"
 
 
-def _now() -> float:
-    # loop time: the clock the shared audio observer stamps frames with
+def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
     return asyncio.get_running_loop().time()
 
 

@@ -20,6 +20,10 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
+from .catalog_hangup import GOODBYE as _GOODBYE
+from .catalog_hangup import HANG_UP as _HANG_UP
+from .catalog_hangup import SAYS_BYE as _BYE
+from .catalog_hangup import end_call_scenarios
 from .provider_faults import provider_fault_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
@@ -62,15 +66,12 @@ _BOOK_WITH_PREAMBLE = LLMRule(
     tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
 )
 _BOOKED = LLMRule(text="Your table is booked.", after_tool="book_table")
-_BYE = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("end_call"),))
-_HANG_UP = LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("hang_up"),))
 
 # The booking is answered by the tool's result, after the hold message and the booking work.
 _MONOLOGUE = " ".join(
     ["so we are twelve people and two of them are vegetarian and one needs a high chair"] * 5
 )
 _ASK_BOOKING = Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0)
-_GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)
 
 
 def _tool_gap() -> list[Scenario]:
@@ -228,140 +229,6 @@ def _tool_gap_vad_faults() -> list[Scenario]:
     return found
 
 
-def _end_call() -> list[Scenario]:
-    found = []
-    question = "wait what time do you open tomorrow"
-    for protected in (True, False):
-        tag = "protected" if protected else "interruptible"
-        found.append(
-            Scenario(
-                name=f"end_call/question_over_farewell_end_{tag}",
-                family="end_call",
-                description=(
-                    "The caller asks a question over the end of the farewell; the tool sleeps, "
-                    "then shuts the job down in finally."
-                ),
-                agent=agents.end_call_agent(farewell_protected=protected, shutdown="job"),
-                utterances=(_GOODBYE, Utterance(5.6, 7.4, question)),
-                llm=(_BYE,),
-                farewell=agents.FAREWELL,
-                duration=20.0,
-            )
-        )
-        found.append(
-            Scenario(
-                name=f"end_call/question_during_sleep_{tag}",
-                family="end_call",
-                description=(
-                    "The farewell played; the caller asks a question while the tool sleeps "
-                    "before shutting down."
-                ),
-                agent=agents.end_call_agent(
-                    farewell_protected=protected, shutdown="job", sleep_seconds=7.0
-                ),
-                utterances=(_GOODBYE, Utterance(8.0, 9.5, question)),
-                llm=(_BYE,),
-                farewell=agents.FAREWELL,
-                duration=22.0,
-                sweep=Sweep(utterance=1, start=7.0, stop=13.0, step=0.25),
-            )
-        )
-    return found
-
-
-# livekit's EndCallTool: the LLM calls end_call, and its tool reply is the goodbye (3.90-7.65 s)
-_FAREWELL_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
-_REFUND = "wait actually how long does a refund take"
-_SPEAK_AND_CALL = LLMRule(
-    when_user_says="goodbye", text=agents.FAREWELL, tool_calls=(ToolCallScript("end_call"),)
-)
-_ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
-# livekit's close waits this long for the caller's last transcript (2.0 s by default): set as a
-# SIP app would, so the 1 s bound measures what the agent adds, not livekit's own wait
-_QUICK_CLOSE = {"session_close_transcript_timeout": 0.5}
-
-
-def _livekit_end_call() -> list[Scenario]:
-    def scenario(name: str, description: str, **kwargs: object) -> Scenario:
-        options: dict[str, object] = {
-            "family": "end_call",
-            "agent": agents.livekit_end_call_agent,
-            "llm": (_BYE, _FAREWELL_REPLY, _ANSWER_REFUND),
-            "farewell": agents.FAREWELL,
-            "session_options": dict(_QUICK_CLOSE),
-            **kwargs,
-        }
-        return Scenario(name=name, description=description, **options)  # type: ignore[arg-type]
-
-    return [
-        scenario(
-            "end_call/livekit_tool_question_over_goodbye",
-            "livekit's EndCallTool; 1.1 s into its goodbye the caller asks a question.",
-            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
-            sweep=Sweep(utterance=1, start=4.0, stop=7.5, step=0.25),
-        ),
-        scenario(
-            "end_call/livekit_tool_caller_speaks_after_goodbye",
-            "livekit's EndCallTool; the caller speaks as soon as the goodbye has ended.",
-            utterances=(_GOODBYE, Utterance(7.7, 9.5, _REFUND)),
-        ),
-        scenario(
-            "end_call/livekit_tool_goodbye_spoken_with_the_call",
-            "livekit's EndCallTool(end_instructions=None): the model says goodbye while calling "
-            "it, as a realtime model does; the caller asks over the goodbye.",
-            agent=agents.livekit_end_call_agent_speaking,
-            llm=(_SPEAK_AND_CALL, _ANSWER_REFUND),
-            utterances=(_GOODBYE, Utterance(4.5, 6.5, _REFUND)),
-        ),
-        scenario(
-            "end_call/app_shutdown_from_farewell_callback",
-            "The app hangs up from its farewell's done callback; the caller asks over it.",
-            agent=agents.farewell_callback_agent,
-            llm=(_BYE, _ANSWER_REFUND),
-            utterances=(_GOODBYE, Utterance(5.0, 7.0, _REFUND)),
-        ),
-        scenario(
-            "control/livekit_tool_goodbye_heard",
-            "livekit's EndCallTool; the goodbye is heard: the call ends whole within 1 s.",
-            family="control",
-            utterances=(_GOODBYE,),
-            hang_up_within=1.0,
-            control=True,
-        ),
-        scenario(
-            "control/caller_leaves_during_goodbye",
-            "livekit's EndCallTool; the caller hangs up during the goodbye: the close goes on.",
-            family="control",
-            utterances=(_GOODBYE,),
-            caller_leaves_at=5.0,
-            session_options={},
-            control=True,
-        ),
-    ]
-
-
-def _shutdown_in_finally() -> list[Scenario]:
-    found = []
-    for shutdown in ("job", "session"):
-        found.append(
-            Scenario(
-                name=f"shutdown_finally/interrupted_farewell_{shutdown}",
-                family="shutdown_finally",
-                description=(
-                    "The caller interrupts an interruptible farewell; the tool shuts down in "
-                    f"finally ({shutdown} shutdown) anyway."
-                ),
-                agent=agents.end_call_agent(
-                    farewell_protected=False, shutdown=shutdown, sleep_seconds=1.0
-                ),
-                utterances=(_GOODBYE, Utterance(4.4, 6.0, "no wait one more question please")),
-                llm=(_BYE,),
-                farewell=agents.FAREWELL,
-            )
-        )
-    return found
-
-
 _NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
 
 
@@ -455,6 +322,14 @@ def _lost_words_elsewhere() -> list[Scenario]:
             utterances=(),
             typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
+        *_lost_words_in_pauses(notice),
+    ]
+    return found
+
+
+def _lost_words_in_pauses(notice: str) -> list[Scenario]:
+    """Pauses just over the VAD's silence, and handoffs, during protected speech."""
+    return [
         Scenario(
             name="lost_words/pause_over_protected_say",
             family="lost_words",
@@ -526,7 +401,6 @@ def _lost_words_elsewhere() -> list[Scenario]:
             ),
         ),
     ]
-    return found
 
 
 def _stuck_and_deadlock() -> list[Scenario]:
@@ -691,9 +565,7 @@ def _controls() -> list[Scenario]:
 
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
-    *_end_call(),
-    *_livekit_end_call(),
-    *_shutdown_in_finally(),
+    *end_call_scenarios(),
     *_lost_words(),
     *_stuck_and_deadlock(),
     *_stalls(),

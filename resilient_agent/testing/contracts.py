@@ -21,13 +21,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .recorder import INTERRUPTION_TIMEOUT_LOG
+from .talk_over import TalkOver, protected_talk_over
 from .transcripts import transcripts_match_reference, utterance_transcripts
 
 if TYPE_CHECKING:
@@ -50,8 +50,6 @@ __all__ = [
 
 # A sentence counts as heard to the end when no more than one frame of it is missing.
 _HEARD_TOLERANCE_S = 0.015
-# livekit's playback_started and the recorder's stamp of it share one instant.
-_SAME_INSTANT_S = 1e-3
 _WORD = re.compile(r"[\w']+")
 
 
@@ -164,62 +162,6 @@ class CallOutcome:
     reply_latencies_s: list[float | None] = field(default_factory=list)
     talked_over_s: float = 0.0
     inputs: list[InputVerdict] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class TalkOver:
-    """A protected speech that began, or resumed after a pause, while the caller was speaking.
-
-    Attributes:
-        utterance: Index of the utterance under way when the speech's audio began or resumed.
-        began_at: Call seconds when livekit began to play the speech (``playback_started``), or
-            when its audio resumed.
-        seconds: Seconds of the speech that played from then until the caller stopped.
-        on: ``start`` when its audio began over the caller, ``resume`` when it resumed over them.
-    """
-
-    utterance: int
-    began_at: float
-    seconds: float
-    on: Literal["start", "resume"] = "start"
-
-
-def protected_talk_over(world: CallWorld) -> list[TalkOver]:
-    """Every protected segment that began or resumed over a speaking caller, and how much played.
-
-    A segment's audio begins at its ``playback_started`` and resumes after each pause (the
-    speaker's ``on_resumed``, recorded in ``CallRecorder.resumes``); it is protected at such an
-    instant when the speech livekit was playing disallowed interruptions then. The caller is
-    speaking when the instant falls inside an utterance. Per segment and utterance, what counts
-    is the audio that actually played (pauses excluded) from the first such protected instant
-    until the utterance ended.
-    """
-    found = []
-    for segment in world.audio_out.segments:
-        if segment.started_at is None:
-            continue
-        owner = None
-        for start in world.recorder.playouts:
-            if start.at <= segment.started_at + _SAME_INSTANT_S:
-                owner = start
-        starts: list[tuple[float, Literal["start", "resume"]]] = []
-        if owner is not None and owner.allow_interruptions is False:
-            starts.append((segment.started_at, "start"))
-        ended_at = segment.ended_at if segment.ended_at is not None else math.inf
-        starts += [
-            (resume.at, "resume")
-            for resume in world.recorder.resumes
-            if segment.started_at <= resume.at <= ended_at + _SAME_INSTANT_S
-            and resume.allow_interruptions is False
-        ]
-        for index, utterance in enumerate(world.scenario.utterances):
-            inside = [(at, on) for at, on in starts if utterance.start < at < utterance.end]
-            if not inside:
-                continue
-            at, on = min(inside)
-            heard = segment.heard_between(at, utterance.end)
-            found.append(TalkOver(index, round(at, 3), round(heard, 3), on))
-    return found
 
 
 def _words(text: str) -> set[str]:

@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from livekit.agents import Agent, AgentSession, inference
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
@@ -124,24 +126,7 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     def clock() -> float:
         return loop.time() - t0
 
-    windows = [
-        SpeechWindow(
-            index=i,
-            start=u.start,
-            end=u.end,
-            words=u.words,
-            samples=load_utterance_audio(u.audio) if u.audio is not None else None,
-            marked=scenario.real_speech is None,
-        )
-        for i, u in enumerate(scenario.utterances)
-    ]
-    words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
-    audio_in = ScriptedAudioInput(
-        windows,
-        duration=scenario.duration + _SETTLE_SECONDS,
-        noise=scenario.noise,
-        line=scenario.caller_line,
-    )
+    audio_in, words = _caller_audio(scenario)
     # on quiet and zeros lines the VAD and STT follow the script, as livekit's test fakes do
     script = audio_in.script_at if scenario.caller_line != "marked" else None
     segments: list[PlayedSegment] = []
@@ -153,26 +138,7 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         on_resumed=recorder.on_resumed,
         reports_cleared_playout=not scenario.lost_playout_report,
     )
-    vad: ScriptedVAD | inference.VAD = (
-        ScriptedVAD(fault=scenario.vad_fault, script=script)
-        if scenario.vad == "scripted"
-        else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
-    )
-    faults = scenario.provider_faults
-    real = scenario.real_speech
-    stt = (
-        ScriptedSTT(
-            lambda u, w: words[(u, w)],
-            interim_results=scenario.stt_interims,
-            script=script,
-            dies_at=faults.stt_dies_at,
-            clock=clock,
-        )
-        if real is None
-        else real.recognizer()
-    )
-    llm = ScriptedLLM(scenario.llm, clock=clock)
-    tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence) if real is None else real.voice()
+    vad, stt, llm, tts = _providers(scenario, words, script, clock)
     session: AgentSession[Any] = AgentSession(
         vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
     )
@@ -219,6 +185,61 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _caller_audio(
+    scenario: Scenario,
+) -> tuple[ScriptedAudioInput, dict[tuple[int, int], str]]:
+    """The caller's audio input, and each scripted word by (utterance, word) index."""
+    windows = [
+        SpeechWindow(
+            index=i,
+            start=u.start,
+            end=u.end,
+            words=u.words,
+            samples=load_utterance_audio(u.audio) if u.audio is not None else None,
+            marked=scenario.real_speech is None,
+        )
+        for i, u in enumerate(scenario.utterances)
+    ]
+    words = {(w.index, j): word for w in windows for j, word in enumerate(w.words)}
+    audio_in = ScriptedAudioInput(
+        windows,
+        duration=scenario.duration + _SETTLE_SECONDS,
+        noise=scenario.noise,
+        line=scenario.caller_line,
+    )
+    return audio_in, words
+
+
+def _providers(
+    scenario: Scenario,
+    words: dict[tuple[int, int], str],
+    script: Callable[[float], np.ndarray] | None,
+    clock: Callable[[], float],
+) -> tuple[ScriptedVAD | inference.VAD, ScriptedSTT | LabRecognizer, ScriptedLLM, ScriptedTTS]:
+    """The call's VAD, STT, LLM and TTS, scripted or real as the scenario says."""
+    vad: ScriptedVAD | inference.VAD = (
+        ScriptedVAD(fault=scenario.vad_fault, script=script)
+        if scenario.vad == "scripted"
+        else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
+    )
+    faults = scenario.provider_faults
+    real = scenario.real_speech
+    stt = (
+        ScriptedSTT(
+            lambda u, w: words[(u, w)],
+            interim_results=scenario.stt_interims,
+            script=script,
+            dies_at=faults.stt_dies_at,
+            clock=clock,
+        )
+        if real is None
+        else real.recognizer()
+    )
+    llm = ScriptedLLM(scenario.llm, clock=clock)
+    tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence) if real is None else real.voice()
+    return vad, stt, llm, tts
 
 
 def _unretrieved_exception(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
