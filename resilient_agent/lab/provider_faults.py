@@ -36,7 +36,7 @@ def provider_fault_scenarios() -> list[Scenario]:
             ),
             agent=agents.plain_agent,
             utterances=(
-                Utterance(1.0, 2.4, "hello is this the trattoria"),
+                Utterance(1.0, 2.4, "hello is this the restaurant"),
                 Utterance(7.0, 9.4, "I would like a table for four people tonight"),
                 Utterance(15.0, 16.4, "and do you have parking nearby"),
             ),
