@@ -63,9 +63,14 @@ def test_livekit_end_call_tool_keeps_the_call_when_the_goodbye_is_interrupted() 
     assert outcome.passed, outcome.reasons
     assert not outcome.hung_up
     # livekit's own session.shutdown(), from the done callback of the tool's speech
-    assert shutdown_events(outcome) == [
-        ("kept_call", "session.shutdown", "the caller interrupted the farewell")
-    ]
+    # which veto reason applies depends on the livekit release: 1.8.9 marks the goodbye
+    # interrupted, 1.8.0 only sees the caller speaking after it began; the call is kept on both
+    ((action, source, reason),) = shutdown_events(outcome)
+    assert (action, source) == ("kept_call", "session.shutdown")
+    assert reason in (
+        "the caller interrupted the farewell",
+        "the caller spoke after the farewell began",
+    )
     assert outcome.reply_latencies_s[-1] is not None and outcome.reply_latencies_s[-1] <= 1.3
 
 
