@@ -131,6 +131,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[AgentSession.interrupt]",
     ),
     Reliance(
+        "AgentSession.generate_reply(*, user_input=..., ...) -> SpeechHandle",
+        "resilient_agent.handoff_gates",
+        "livekit changed AgentSession.generate_reply's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.generate_reply]",
+    ),
+    Reliance(
         "RunContext.disallow_interruptions() -> None",
         "resilient_agent.speech_gates",
         "livekit changed RunContext.disallow_interruptions's signature",
