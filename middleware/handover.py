@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,13 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
 from typing_extensions import override
 
+from resilient_agent import MiddlewareContext, get_logger
+
 from .withheld_audio import WithheldAudioTap
 
 __all__ = ["Fragment", "Handover", "SpeechWindow", "TapFeed", "feed_tap", "leave", "take"]
+
+logger = get_logger("middleware.handover")
 
 
 class TapFeed(AudioInput):
@@ -91,7 +96,32 @@ class Handover:
         if open_window_start is not None:
             self.windows.append(SpeechWindow(open_window_start))
         self._session = session
+        self._release_input: Callable[[], None] | None = None
         session.on("user_state_changed", self._on_user_state)
+        session.on("close", self._on_session_close)
+
+    def hold_input(self, ctx: MiddlewareContext) -> None:
+        """Keep the caller's typed input through the handoff, as words for the next keeper.
+
+        Text livekit refuses to answer while it hands the session over (RoomIO's text input
+        meets a draining protected speech and paused scheduling) joins :attr:`fragments`.
+        """
+        self._release_input = ctx.hold_input_through_handoff(self._keep_refused_input)
+
+    def _keep_refused_input(self, text: str) -> None:
+        self.fragments.append(Fragment(text, asyncio.get_running_loop().time()))
+
+    def _on_session_close(self, _ev: lk_events.CloseEvent) -> None:
+        # no next keeper took the words (the session ended first, or the next agent has none)
+        self.close()
+        lost = [f for f in self.fragments if not f.delivered and not f.superseded]
+        if lost:
+            logger.warning(
+                "user_words_lost",
+                fragments=len(lost),
+                words=sum(len(f.text.split()) for f in lost),
+                why="no next agent's TurnKeeper took them before the session ended",
+            )
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         now = asyncio.get_running_loop().time()
@@ -101,8 +131,12 @@ class Handover:
             self.windows[-1].end = now
 
     def close(self) -> None:
-        """Stop following the caller's speech windows."""
+        """Stop following the caller's speech windows and input (once)."""
         self._session.off("user_state_changed", self._on_user_state)
+        self._session.off("close", self._on_session_close)
+        release, self._release_input = self._release_input, None
+        if release is not None:
+            release()
 
 
 _LEFT: weakref.WeakKeyDictionary[Any, Handover] = weakref.WeakKeyDictionary()

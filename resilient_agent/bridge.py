@@ -27,6 +27,7 @@ from .chain import MiddlewareChain
 from .dispatch import NotifyQueue
 from .errors import MiddlewareNotUsed
 from .events import ResilientEvent
+from .handoff_gates import HandoffGates
 from .hooks import HOOKS, Middleware
 from .interception import Interceptor
 from .log import get_logger
@@ -81,6 +82,7 @@ class SessionBridge:
             state=self.state,
             emit=emit,
             observe_audio=self._observe_audio,
+            hold_input_through_handoff=self._hold_input_through_handoff,
         )
         self._audio_observer: AudioObserver | None = None
         self.chain = chain
@@ -309,6 +311,9 @@ class SessionBridge:
         if current in waited_on_by_stop or any(q.task is current for q in self._queues):
             return
         await self._stopped.wait()
+
+    def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
+        return HandoffGates(self._session, keep).install()
 
     def _observe_audio(self, callback: FrameCallback) -> bool:
         if self._audio_observer is None:

@@ -87,10 +87,21 @@ INTERCEPTIONS: dict[str, Interception] = {
         Interception(
             "AgentSession",
             "interrupt",
-            "resilient_agent.speech_gates",
+            "resilient_agent.speech_gates, resilient_agent.handoff_gates",
             "decide_interrupt",
             "livekit raises on a non-forced interrupt of a protected speech; RoomIO's text input "
-            "and the DTMF workflow then lose the caller's message",
+            "and the DTMF workflow then lose the caller's message (also while a handoff drains "
+            "the leaving agent's protected speech, when no agent's chain is in place)",
+        ),
+        Interception(
+            "AgentSession",
+            "generate_reply",
+            "resilient_agent.handoff_gates",
+            "decide_interrupt",
+            "while a handoff pauses speech scheduling livekit raises on generate_reply(user_input"
+            "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
+            "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
+            "and livekit's error is raised unchanged",
         ),
         Interception(
             "RunContext",

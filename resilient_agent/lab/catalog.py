@@ -24,6 +24,7 @@ from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
@@ -387,6 +388,26 @@ def _lost_words_in_pauses(notice: str) -> list[Scenario]:
             sweep=Sweep(utterance=1, start=3.0, stop=6.0, step=0.25),
         ),
         Scenario(
+            name="lost_words/typed_during_handoff",
+            family="lost_words",
+            description=(
+                "A transfer tool says a long protected message and hands the call to the "
+                "manager 1.5 s into it; the caller types a chat message while it plays (found "
+                "by the fuzzer)."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=1.5),
+            utterances=(Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False),),
+            # the message plays to its end (about 9.9 s), then the manager answers at once
+            typed=(Typed(7.0, "do you have a table for two tonight", reply_within=4.0),),
+            llm=(
+                LLMRule(
+                    when_user_says="manager",
+                    tool_calls=(ToolCallScript("transfer_to_manager"),),
+                ),
+            ),
+            duration=20.0,
+        ),
+        Scenario(
             name="lost_words/protected_filler",
             family="lost_words",
             description=(
@@ -565,12 +586,14 @@ def _controls() -> list[Scenario]:
 
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
+    *fuzz_found_scenarios(),
     *end_call_scenarios(),
     *_lost_words(),
     *_stuck_and_deadlock(),
     *_stalls(),
     *provider_fault_scenarios(),
     *_controls(),
+    *fuzz_found_controls(),
 )
 
 
