@@ -25,6 +25,7 @@ from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
@@ -567,12 +568,14 @@ def _controls() -> list[Scenario]:
 
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
+    *fuzz_found_scenarios(),
     *end_call_scenarios(),
     *_lost_words(),
     *_stuck_and_deadlock(),
     *_stalls(),
     *provider_fault_scenarios(),
     *_controls(),
+    *fuzz_found_controls(),
 )
 
 
