@@ -245,6 +245,8 @@ class TurnKeeper(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Keep every final transcript until it is delivered."""
+        if self._tap is not None:
+            self._tap.note_transcript(final=ev.is_final, now=_now())
         if ev.is_final and ev.transcript.strip():
             self._add(Fragment(ev.transcript.strip(), _now()))
             self._last_activity = _now()
