@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import CallWorld, Scenario, run_scenario
+from resilient_agent.testing.clock import SAME_INSTANT_S
 from resilient_agent.testing.scenario import CallerInput
 
 __all__ = ["RaceReply", "main", "measure"]
 
-# Audio that begins within a millisecond of the answer is the answer.
-_SAME_INSTANT_S = 1e-3
 # Provider faults, not races: an LLM that accepts a request and never answers cannot be told from
 # a slow one before the watchdog's thinking_s (6 s), so its answer is bounded by that timer.
 # Reported on their own line.
@@ -85,7 +84,7 @@ def _protected_wait(world: CallWorld, said: CallerInput, latency: float) -> floa
     protected = {
         p.speech_id
         for p in (*rec.playouts, *rec.resumes)
-        if p.allow_interruptions is False and p.at < answer_at - _SAME_INSTANT_S
+        if p.allow_interruptions is False and p.at < answer_at - SAME_INSTANT_S
     }
     last_end = said.end
     for speech_id in protected:

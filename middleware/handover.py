@@ -4,26 +4,31 @@ On ``session.update_agent(...)`` livekit drains the old activity (a protected sp
 end, withholding the caller's words from the STT) before the next agent starts, and no agent's
 middleware observes the session meanwhile. The leaving keeper leaves a :class:`Handover`: its
 undelivered words, its audio tap (kept fed by an observer of its own), and the caller's speech
-windows, followed through livekit's public ``user_state_changed`` until the next keeper takes
-them and recovers what was withheld.
+windows and final transcripts, followed through livekit's public ``user_state_changed`` and
+``user_input_transcribed`` until the next keeper takes them and recovers what was withheld.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
-from livekit.agents import AgentSession
+from livekit.agents import Agent, AgentSession, llm
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
 from typing_extensions import override
 
+from resilient_agent import MiddlewareContext, get_logger
+
 from .withheld_audio import WithheldAudioTap
 
 __all__ = ["Fragment", "Handover", "SpeechWindow", "TapFeed", "feed_tap", "leave", "take"]
+
+logger = get_logger("middleware.handover")
 
 
 class TapFeed(AudioInput):
@@ -91,18 +96,107 @@ class Handover:
         if open_window_start is not None:
             self.windows.append(SpeechWindow(open_window_start))
         self._session = session
+        self._release_input: Callable[[], None] | None = None
+        self._leaving_agent: Agent | None = None
+        self.last_heard_at: float | None = None
+        self._claimed_window: SpeechWindow | None = None
+        """When the last final transcript came while no keeper followed the session."""
         session.on("user_state_changed", self._on_user_state)
+        session.on("user_input_transcribed", self._on_transcript)
+        session.on("close", self._on_session_close)
+
+    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        # a turn ending while the leaving activity drains is skipped by livekit ("skipping
+        # user input, speech scheduling is paused"): its words are the next keeper's to answer
+        text = ev.transcript.strip()
+        if ev.is_final and text:
+            self.last_heard_at = asyncio.get_running_loop().time()
+            self.fragments.append(Fragment(text, self.last_heard_at))
+
+    def hold_input(self, ctx: MiddlewareContext) -> None:
+        """Keep the caller's input through the handoff, as words for the next keeper.
+
+        Text livekit refuses to answer while it hands the session over (RoomIO's text input
+        meets a draining protected speech and paused scheduling) joins :attr:`fragments`, and
+        so do the caller's messages the leaving agent took in but never answered (see
+        :meth:`carry_unanswered`).
+        """
+        self._leaving_agent = ctx.agent
+        self._release_input = ctx.hold_input_through_handoff(self._keep_refused_input)
+
+    def carry_unanswered(self, next_context: llm.ChatContext | None) -> None:
+        """Carry the caller's last messages that no reply of the leaving agent followed.
+
+        livekit plays the leaving agent's queued replies before the next agent starts; one the
+        caller talked over (its turn skipped while the activity drains) leaves the message it
+        answers in the leaving agent's context only, and a next agent with a context of its own
+        never answers it. Messages the next agent's context already holds stay there.
+        """
+        agent = self._leaving_agent
+        if agent is None:
+            return
+        unanswered: list[llm.ChatMessage] = []
+        for item in agent.chat_ctx.items:
+            if item.type == "function_call" or (
+                item.type == "message" and item.role == "assistant" and not item.interrupted
+            ):
+                unanswered.clear()  # the agent acted on what came before
+            elif item.type == "message" and item.role == "user":
+                unanswered.append(item)
+        held = {i.id for i in next_context.items} if next_context is not None else set()
+        carried = {f.text for f in self.fragments}
+        now = asyncio.get_running_loop().time()
+        earlier = [
+            Fragment(text, now)
+            for message in unanswered
+            if message.id not in held
+            and (text := (message.text_content or "").strip())
+            and text not in carried
+        ]
+        if earlier:
+            logger.info("unanswered_user_messages_carried_over", messages=len(earlier))
+            self.fragments[:0] = earlier  # said before the words still pending
+
+    def _keep_refused_input(self, text: str) -> None:
+        self.fragments.append(Fragment(text, asyncio.get_running_loop().time()))
+        if self.windows and self.windows[-1].end is None:
+            self._claimed_window = self.windows[-1]
+
+    def _on_session_close(self, _ev: lk_events.CloseEvent) -> None:
+        # no next keeper took the words (the session ended first, or the next agent has none)
+        self.close()
+        lost = [f for f in self.fragments if not f.delivered and not f.superseded]
+        if lost:
+            logger.warning(
+                "user_words_lost",
+                fragments=len(lost),
+                words=sum(len(f.text.split()) for f in lost),
+                why="no next agent's TurnKeeper took them before the session ended",
+            )
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         now = asyncio.get_running_loop().time()
+        last = self.windows[-1] if self.windows and self.windows[-1].end is None else None
         if ev.new_state == "speaking":
+            if last is not None:
+                last.end = now
             self.windows.append(SpeechWindow(now))
-        elif ev.old_state == "speaking" and self.windows and self.windows[-1].end is None:
-            self.windows[-1].end = now
+        elif ev.old_state == "speaking" and last is not None:
+            if last is self._claimed_window:
+                # RoomIO's text callback ended its claim on the turn: "listening" then says
+                # nothing of the caller, whose voice the VAD may still hear
+                self._claimed_window = None
+                return
+            last.end = now
 
     def close(self) -> None:
-        """Stop following the caller's speech windows."""
+        """Stop following the caller's speech windows and input (once)."""
         self._session.off("user_state_changed", self._on_user_state)
+        self._session.off("user_input_transcribed", self._on_transcript)
+        self._session.off("close", self._on_session_close)
+        release, self._release_input = self._release_input, None
+        if release is not None:
+            release()
 
 
 _LEFT: weakref.WeakKeyDictionary[Any, Handover] = weakref.WeakKeyDictionary()
@@ -121,6 +215,7 @@ def take(session: AgentSession[Any]) -> Handover | None:
     handover = _LEFT.pop(session, None)
     if handover is not None:
         handover.close()
+        handover.carry_unanswered(session.current_agent.chat_ctx)
     return handover
 
 

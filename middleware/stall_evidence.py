@@ -14,7 +14,9 @@ Each stall is judged on signs of life, not on a timer alone:
   stop, while for ``speech_wait_s`` the caller "speaks" words the STT does not hear (noise, or a
   VAD stuck on a loud line). A caller who really talks keeps producing transcripts;
 * ``thinking_without_speech``: the agent has been ``thinking`` for ``thinking_s`` with a current
-  speech, no tool running and the caller silent (an LLM or TTS request that hangs);
+  speech, no tool running and the caller silent (an LLM or TTS request that hangs). The period
+  counts from the last time one of these did not hold: the agent stays ``thinking`` while a tool
+  runs, and the reply to a long tool's result gets the whole period once the tool is done;
 * ``interrupted_speech_not_done``: a speech was interrupted ``interrupted_done_s`` ago and is not
   done; its ``cause`` says whether it waits for a running tool or for the audio output's report.
 """
@@ -108,6 +110,7 @@ class StallEvidence:
         self.agent_state_since = 0.0
         self._waiting: tuple[str, float] | None = None
         self._thinking: tuple[str, float] | None = None
+        self._thinking_ruled_out_at = float("-inf")
         self._interrupted_at: dict[str, float] = {}
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
@@ -252,9 +255,12 @@ class StallEvidence:
             or state.tools_in_flight
         ):
             self._thinking = None
+            self._thinking_ruled_out_at = now
             return None
         if self._thinking is None:
-            self._thinking = (speech.id, self.agent_state_since)
+            # the period starts when the agent began thinking or, if later, when the last sign
+            # of progress ended: a tool that ran for a while, a caller who spoke
+            self._thinking = (speech.id, max(self.agent_state_since, self._thinking_ruled_out_at))
         elif self._thinking[0] != speech.id:
             # another speech took over while the agent kept thinking (a reply asked for again):
             # it gets the whole period

@@ -53,6 +53,7 @@ from resilient_agent import (
     ToolCall,
     ToolCallNext,
     get_logger,
+    release_tool_call,
 )
 from resilient_agent.options import OptionChecker
 
@@ -66,6 +67,12 @@ YIELD_MESSAGE = (
 )
 
 logger = get_logger("middleware.tool_guard")
+
+_RELEASED_MESSAGE = (
+    "The caller spoke while {tool} was still running. It goes on in the background and its "
+    "result will be given to you when it finishes: answer the caller now, do not call {tool} "
+    "again and do not guess its result."
+)
 
 
 class ToolGuard(Middleware):
@@ -169,12 +176,18 @@ class ToolGuard(Middleware):
         if policy == "cancel":
             return await _cancel_when_interrupted(ctx, call, call_next, run_context)
         app_setting = handle.allow_interruptions
-        protector = asyncio.get_running_loop().create_task(
+        loop = asyncio.get_running_loop()
+        protector = loop.create_task(
             _protect_after_playout(run_context), name="resilient_agent.tool_guard"
+        )
+        releaser = loop.create_task(
+            self._release_when_interrupted(ctx, call.name, run_context),
+            name="resilient_agent.tool_guard.release",
         )
         try:
             return await call_next(call)
         finally:
+            releaser.cancel()
             protector.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await protector
@@ -184,6 +197,37 @@ class ToolGuard(Middleware):
                 # the app's own setting applies again to the step that speaks the result
                 with contextlib.suppress(RuntimeError):
                     handle.allow_interruptions = app_setting
+            with contextlib.suppress(asyncio.CancelledError):
+                await releaser
+
+    async def _release_when_interrupted(
+        self, ctx: MiddlewareContext, tool: str, run_context: RunContext[Any]
+    ) -> None:
+        """Once the caller interrupts the owning speech, stop livekit waiting for the body.
+
+        An interrupted speech is done only when its tools are: livekit waits for the body, then
+        after 5 s (``INTERRUPTION_TIMEOUT``) cancels the speech arbitrarily and releases the
+        tool itself. Meanwhile the caller's turn waits. A preamble the caller talks over is
+        interrupted while its tool runs, and a tool that first awaits its own protected hold
+        message (queued behind that preamble) then works on always outlives those 5 s.
+        """
+        handle = run_context.speech_handle
+        never = asyncio.get_running_loop().create_future()
+        try:
+            await handle.wait_if_not_interrupted([never])
+        finally:
+            never.cancel()
+        if not handle.allow_interruptions:
+            return  # forced through protection (a close, a handoff): not the caller's turn
+        try:
+            released = await release_tool_call(run_context, _RELEASED_MESSAGE.format(tool=tool))
+        except Exception as error:  # the tool goes on either way; livekit's timer remains
+            logger.warning("tool_release_failed", tool=tool, error=repr(error))
+            return
+        if released:
+            ctx.race_handled(
+                self, "interrupted_speech_waits_for_tool", "tool_released", details={"tool": tool}
+            )
 
 
 async def _cancel_when_interrupted(

@@ -181,10 +181,10 @@ class TurnKeeper(Middleware):
             # of a speech window still open from the audio kept until it starts (livekit may
             # play a protected speech to its end first, withholding the caller's words)
             feed = None if self._tap is None else feed_tap(ctx.session, self._tap, self._feed)
-            handover.leave(
-                ctx.session,
-                handover.Handover(ctx.session, lost, self._tap, feed, self._speech_started_at),
-            )
+            left = handover.Handover(ctx.session, lost, self._tap, feed, self._speech_started_at)
+            if self.merge and self.keep_text_input:
+                left.hold_input(ctx)  # text typed during the handoff goes to the next agent
+            handover.leave(ctx.session, left)
             if lost:
                 logger.info("user_words_carried_over", fragments=len(lost))
             return
@@ -202,6 +202,9 @@ class TurnKeeper(Middleware):
         # these words any more, so they are answered as soon as nothing blocks a reply
         for fragment in carried.fragments:
             self._add(fragment)
+        if carried.last_heard_at is not None:
+            # words heard as the next activity started may still become its turn: livekit first
+            self._last_activity = max(self._last_activity, carried.last_heard_at)
         if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
             self._tap.take_over(carried.tap)
         for window in carried.windows:

@@ -306,6 +306,7 @@ class Watchdog(Middleware):
     ) -> None:
         """Restart the VAD, then force the end of speech, until the stall is gone."""
         for action in ("restarted_vad", "forced_end_of_speech"):
+            acted_at = _now()
             if action == "restarted_vad" and not _restart_vad(ctx):
                 continue
             if action == "forced_end_of_speech":
@@ -323,7 +324,11 @@ class Watchdog(Middleware):
             if speech is not None:
                 recovered = speech.done() or ctx.state.agent_state == "speaking"
             else:
-                recovered = ctx.state.user_state != "speaking"
+                # a caller who started speaking again since is a new turn the VAD saw begin:
+                # cutting it off would lose its words
+                started = self._evidence.speaking_since
+                new_turn = started is not None and started >= acted_at
+                recovered = ctx.state.user_state != "speaking" or new_turn
             self._record(ctx, stall, action, recovered)
             if recovered:
                 return

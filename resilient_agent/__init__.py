@@ -39,7 +39,7 @@ from .requests import (
 )
 from .spec import MiddlewareSpec
 from .state import ConversationState, MiddlewareContext
-from .tools import current_tool
+from .tools import current_tool, release_tool_call
 from .versions import has_capability
 
 __version__ = "0.1.0"
@@ -87,4 +87,5 @@ __all__ = [
     "get_logger",
     "has_capability",
     "prewarm_plugins",
+    "release_tool_call",
 ]

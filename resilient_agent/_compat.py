@@ -19,6 +19,7 @@ __all__ = [
     "close_as_caller_left",
     "session_closing",
     "speech_interrupted_future",
+    "tool_call_releasable",
     "speech_scheduled_future",
 ]
 
@@ -54,6 +55,22 @@ def session_closing(session: Any) -> bool:
     """
     is_closing = getattr(session, "_is_closing", None)
     return bool(is_closing()) if callable(is_closing) else False
+
+
+_FIRST_UPDATE = "_first_update_fut"
+
+
+def tool_call_releasable(run_context: Any) -> bool:
+    """Whether a ``RunContext.update()`` now would release the running tool call.
+
+    livekit's tool executor answers the call with the first ``update()`` (its
+    ``RunContext._first_update_fut``): the turn stops waiting for the tool, and the tool's return
+    value arrives later as a deferred reply. A later ``update()`` only adds a progress report, and
+    a call run without an executor (``execute_function_call``, mocks) has nothing to release.
+    False if livekit moved it.
+    """
+    first_update = getattr(run_context, _FIRST_UPDATE, None)
+    return isinstance(first_update, asyncio.Future) and not first_update.done()
 
 
 def close_as_caller_left(session: Any) -> bool:
@@ -114,6 +131,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[AgentSession.interrupt]",
     ),
     Reliance(
+        "AgentSession.generate_reply(*, user_input=..., ...) -> SpeechHandle",
+        "resilient_agent.handoff_gates",
+        "livekit changed AgentSession.generate_reply's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.generate_reply]",
+    ),
+    Reliance(
         "RunContext.disallow_interruptions() -> None",
         "resilient_agent.speech_gates",
         "livekit changed RunContext.disallow_interruptions's signature",
@@ -143,6 +166,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent.shutdown",
         "livekit moved AgentSession._is_closing",
         "test_session_closing_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "RunContext._first_update_fut is the executor's pending answer to a running tool call: "
+        "the first RunContext.update() answers it (the turn stops waiting for the tool)",
+        "middleware.tool_guard (releasing a tool whose speech the caller interrupted)",
+        "livekit moved RunContext._first_update_fut",
+        "test_tool_call_releasable_is_where_compat_expects_it",
     ),
     Reliance(
         "livekit's own closes (caller left, fatal error, job shutdown callback) do not call "

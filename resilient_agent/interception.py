@@ -69,10 +69,12 @@ INTERCEPTIONS: dict[str, Interception] = {
         Interception(
             "AgentSession",
             "aclose",
-            "resilient_agent.shutdown",
+            "resilient_agent.shutdown, resilient_agent.bridge",
             "decide_shutdown",
             "awaited inside a tool body it deadlocks (the close waits for the tool); there it "
-            "becomes a hang-up request instead. Everywhere else it passes through",
+            "becomes a hang-up request instead. Everywhere else it passes through, and (the "
+            "bridge's shadow) returns only once the chain has stopped: livekit awaits no close "
+            "listener, so on_session_end and every aclose would outlive the close",
         ),
         Interception(
             "JobContext",
@@ -85,10 +87,21 @@ INTERCEPTIONS: dict[str, Interception] = {
         Interception(
             "AgentSession",
             "interrupt",
-            "resilient_agent.speech_gates",
+            "resilient_agent.speech_gates, resilient_agent.handoff_gates",
             "decide_interrupt",
             "livekit raises on a non-forced interrupt of a protected speech; RoomIO's text input "
-            "and the DTMF workflow then lose the caller's message",
+            "and the DTMF workflow then lose the caller's message (also while a handoff drains "
+            "the leaving agent's protected speech, when no agent's chain is in place)",
+        ),
+        Interception(
+            "AgentSession",
+            "generate_reply",
+            "resilient_agent.handoff_gates",
+            "decide_interrupt",
+            "while a handoff pauses speech scheduling livekit raises on generate_reply(user_input"
+            "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
+            "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
+            "and livekit's error is raised unchanged",
         ),
         Interception(
             "RunContext",

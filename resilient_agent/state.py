@@ -78,6 +78,10 @@ class MiddlewareContext:
             and :meth:`race_handled`).
         observe_audio: Registers a callback shown every frame of the caller's audio with the
             loop time it passed at; returns False when the session has no audio input.
+        hold_input_through_handoff: Called by a leaving agent's middleware in a handoff: until
+            the returned release is called, typed input survives livekit's handoff (see
+            :mod:`resilient_agent.handoff_gates`) and the callback gets the text of each user
+            input livekit refused to answer meanwhile.
     """
 
     session: AgentSession[Any]
@@ -85,6 +89,9 @@ class MiddlewareContext:
     state: ConversationState
     emit: Callable[[ResilientEvent], None]
     observe_audio: Callable[[FrameCallback], bool] = lambda _callback: False
+    hold_input_through_handoff: Callable[[Callable[[str], None]], Callable[[], None]] = (
+        lambda _keep: lambda: None
+    )
 
     def race_detected(
         self,

@@ -27,6 +27,7 @@ from typing import Any
 from livekit.agents import RunContext
 from livekit.agents.llm import FunctionTool, RawFunctionTool, Tool, ToolFlag, Toolset
 
+from ._compat import tool_call_releasable
 from .requests import ToolCall
 
 AnyFunctionTool = FunctionTool[..., Any] | RawFunctionTool[..., Any]
@@ -38,6 +39,7 @@ __all__ = [
     "current_tool",
     "is_wrapped",
     "outside_tools",
+    "release_tool_call",
     "wrap_tool",
     "wrap_toolset",
 ]
@@ -62,6 +64,27 @@ def outside_tools() -> Iterator[None]:
         yield
     finally:
         _current_tool.reset(token)
+
+
+async def release_tool_call(run_context: RunContext[Any], message: str) -> bool:
+    """Stop the turn waiting for a running tool call; its body goes on in the background.
+
+    What livekit does itself once an interrupted speech has waited its 5 s for a tool: the call
+    is answered with ``message`` through the first ``RunContext.update()``, and the body's return
+    value reaches the LLM later as a deferred tool reply.
+
+    Args:
+        run_context: The running call's context.
+        message: What the LLM reads as the call's result meanwhile.
+
+    Returns:
+        False, doing nothing, when the call was already released (the tool called
+        ``update()`` itself) or runs without livekit's tool executor.
+    """
+    if not tool_call_releasable(run_context):
+        return False
+    await run_context.update(message, template="{message}")
+    return True
 
 
 def is_wrapped(tool: object) -> bool:

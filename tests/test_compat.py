@@ -46,6 +46,8 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     "AgentSession.aclose": (AgentSession, []),
     "JobContext.shutdown": (JobContext, [("reason", "user requested")]),
     "AgentSession.interrupt": (AgentSession, [("force", False)]),
+    # keyword-only, with user_input among them (the rest differ between 1.8 releases)
+    "AgentSession.generate_reply": (AgentSession, []),
     "RunContext.disallow_interruptions": (RunContext, []),
 }
 
@@ -63,6 +65,12 @@ def check_signature(key: str) -> None:
         if p.name != "self"
     ]
     message = _change(f"test_intercepted_methods_keep_their_signatures[{key}]")
+    if key == "AgentSession.generate_reply":
+        kinds = {p.kind for p in inspect.signature(method).parameters.values() if p.name != "self"}
+        names = [name for name, _ in params]
+        assert kinds == {inspect.Parameter.KEYWORD_ONLY}, f"{message}: {params}"
+        assert "user_input" in names, f"{message}: {params} (the shadow reads user_input)"
+        return
     assert params == expected, f"{message}: {params} (the shadow expects {expected})"
     if key == "AgentSession.aclose":
         assert inspect.iscoroutinefunction(method), f"{message}: no longer a coroutine"
@@ -482,3 +490,52 @@ def test_plain_exception_in_stt_stream_is_an_unrecoverable_error() -> None:
         assert isinstance(errors[0].error, RuntimeError)
 
     asyncio.run(check())
+
+
+def check_tool_call_releasable() -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent._compat import tool_call_releasable
+    from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+
+    message = _change("test_tool_call_releasable_is_where_compat_expects_it")
+    seen: list[bool] = []
+
+    def build(base: type[PlainAgent]) -> PlainAgent:
+        class Lookup(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            @function_tool
+            async def look_up(self, ctx: RunContext[None]) -> str:
+                """Look it up."""
+                seen.append(tool_call_releasable(ctx))
+                await ctx.update("still looking")
+                seen.append(tool_call_releasable(ctx))
+                return "found"
+
+        return Lookup()
+
+    scenario = Scenario(
+        name="t/release",
+        family="t",
+        description="",
+        agent=build,
+        utterances=(Utterance(1.0, 2.0, "look it up", expect_reply=False),),
+        llm=(LLMRule(when_user_says="look", tool_calls=(ToolCallScript("look_up"),)),),
+        duration=6.0,
+    )
+    run_scenario(scenario, PlainAgent)
+    assert seen == [True, False], f"{message}: releasable before/after update() was {seen}"
+
+
+def test_tool_call_releasable_is_where_compat_expects_it() -> None:
+    check_tool_call_releasable()
+
+
+def test_tool_call_releasable_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._compat as compat
+
+    monkeypatch.setattr(compat, "_FIRST_UPDATE", "_first_update_future")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved RunContext._first_update_fut")):
+        check_tool_call_releasable()

@@ -13,7 +13,6 @@ from resilient_agent import ResilientAgent
 from resilient_agent.cli import main
 from resilient_agent.lab import agents
 from resilient_agent.lab.fuzz import (
-    FuzzCall,
     contracts_broken,
     run_fuzz,
     shrink,
@@ -150,25 +149,9 @@ CI_SEED, CI_CALLS = 18, 120
 WORD_CONTRACTS = {"lost_words", "unanswered", "talk_over"}
 
 
-def _typed_during_handoff(call: FuzzCall) -> bool:
-    """Open: a chat message typed while livekit drains a handed-off agent's protected speech.
-
-    RoomIO's callback interrupts (refused: the speech is protected) and then asks for a reply
-    livekit cannot schedule while draining; keeping those words needs two more interceptions
-    (``session.interrupt`` kept through the drain, ``session.generate_reply``'s refused input).
-    """
-    lost = [r for r in call.reasons if "never reached" in r or "never answered" in r]
-    only_typed = all("typed message" in r for r in lost)
-    return call.recipe.app == "handoff_hold" and only_typed and "talk_over" not in call.contracts
-
-
 def test_fuzzed_calls_lose_no_word_on_resilient_agent() -> None:
     resilient = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
     report = run_fuzz(CI_CALLS, CI_SEED, [resilient], shrink_failures=False)[0]
     assert report.calls == CI_CALLS
-    broken = [
-        call
-        for call in report.failures
-        if WORD_CONTRACTS & set(call.contracts) and not _typed_during_handoff(call)
-    ]
+    broken = [call for call in report.failures if WORD_CONTRACTS & set(call.contracts)]
     assert not broken, "\n\n".join(f"{call.reasons}\n{call.recipe.source()}" for call in broken)

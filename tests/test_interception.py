@@ -86,7 +86,7 @@ def test_livekit_objects_are_modified_only_by_the_interception_module() -> None:
         [
             "grep",
             "-rnE",
-            r"\.(shutdown|aclose|interrupt|disallow_interruptions)\s*=[^=]|setattr\(",
+            r"\.(shutdown|aclose|interrupt|disallow_interruptions|generate_reply)\s*=[^=]|setattr\(",
             "resilient_agent",
             "middleware",
             "--include=*.py",

@@ -190,3 +190,28 @@ def test_readers_share_one_meter_that_measures_while_anyone_wants_it() -> None:
     meter.want("b", False)
     meter.on_frame(_frame(4_000.0), 2.0)
     assert meter.loud_at(300.0) == 1.0  # nobody wanted it: the frame was not even looked at
+
+
+@pytest.mark.asyncio  # speech handles need a running loop
+async def test_the_thinking_period_starts_when_a_long_tool_or_the_caller_stops() -> None:
+    # fuzz/7-269: thinking since the hold message ended (10 s), a tool working until 17.9 s
+    speech = SpeechHandle.create()
+    evidence = StallEvidence(THRESHOLDS, None)
+    evidence.agent_state_changed(10.0)
+    busy = _state(agent_state="thinking", tools_in_flight={1: ToolCall("book_table")})
+    thinking = _state(agent_state="thinking")
+    for t in (12.0, 15.0, 17.75):
+        assert evidence.find(t, busy, speech, None) is None
+    assert evidence.find(18.0, thinking, speech, None) is None  # 8 s thinking, 0.25 s free
+    assert evidence.find(23.7, thinking, speech, None) is None
+    stall = evidence.find(23.75, thinking, speech, None)
+    assert stall is not None and stall.for_s == pytest.approx(6.0)
+    # a caller who spoke is progress too
+    evidence = StallEvidence(THRESHOLDS, None)
+    evidence.agent_state_changed(0.0)
+    assert (
+        evidence.find(5.0, _state(user_state="speaking", agent_state="thinking"), speech, None)
+        is None
+    )
+    assert evidence.find(10.9, thinking, speech, None) is None
+    assert evidence.find(11.0, thinking, speech, None) is not None

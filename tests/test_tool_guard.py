@@ -93,7 +93,11 @@ def test_disallow_interruptions_after_the_caller_interrupted_does_not_fail_the_t
         ]
 
     assert outputs(Agent) == [(True, "An internal error occurred")]
-    assert outputs(ResilientAgent) == [(False, "Three tables left.")]
+    # the caller's interruption released the call at once (ToolGuard's placeholder), and the
+    # tool's own result came after, as livekit's deferred tool reply
+    resilient = outputs(ResilientAgent)
+    assert [error for error, _ in resilient] == [False, False]
+    assert "still running" in resilient[0][1] and resilient[1][1] == "Three tables left."
 
 
 def _policy_agent(policies: dict[str, Any], timeouts: dict[str, float] | None = None) -> Any:

@@ -20,10 +20,12 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
+from .catalog_handoff import handoff_mix_scenarios, typed_during_handoff_scenarios
 from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
@@ -323,6 +325,8 @@ def _lost_words_elsewhere() -> list[Scenario]:
             typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
         *_lost_words_in_pauses(notice),
+        *typed_during_handoff_scenarios(),
+        *handoff_mix_scenarios(),
     ]
     return found
 
@@ -565,12 +569,14 @@ def _controls() -> list[Scenario]:
 
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
+    *fuzz_found_scenarios(),
     *end_call_scenarios(),
     *_lost_words(),
     *_stuck_and_deadlock(),
     *_stalls(),
     *provider_fault_scenarios(),
     *_controls(),
+    *fuzz_found_controls(),
 )
 
 

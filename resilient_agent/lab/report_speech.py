@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..testing.clock import SAME_INSTANT_S
 from . import report_svg as svg
 from .report_svg import data, esc, fit, num, sec
 
@@ -12,9 +13,6 @@ if TYPE_CHECKING:
     from .timeline import CallTimeline, LLMTrack, PlayoutSpan, SpeechTrack
 
 __all__ = ["llm_lanes", "speech_lanes", "tool_lanes"]
-
-# Two stamps of the same instant may differ by the virtual clock's nudges.
-_SAME_INSTANT_S = 1e-3
 
 
 def _speech_title(speech: SpeechTrack) -> str:
@@ -173,10 +171,10 @@ def _silences(
     silences = []
     cursor, kind = start, "held"
     for run_start, run_end, _ in runs:
-        if run_start - cursor > _SAME_INSTANT_S:
+        if run_start - cursor > SAME_INSTANT_S:
             silences.append((cursor, run_start, kind))
         cursor, kind = run_end, "paused"
-    if end - cursor > _SAME_INSTANT_S:
+    if end - cursor > SAME_INSTANT_S:
         silences.append((cursor, end, kind))
     return silences
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from livekit.agents import llm as lk_llm
 
+from ..testing.clock import SAME_INSTANT_S
 from .timeline_model import (
     TIMELINE_FORMAT,
     CallTimeline,
@@ -67,8 +68,6 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[\w']+")
-# Two stamps of the same instant may differ by the virtual clock's nudges (nanoseconds).
-_SAME_INSTANT_S = 1e-3
 
 
 def _t(seconds: float) -> float:
@@ -166,7 +165,7 @@ def _typed_in_turn(typed: Sequence[Typed], at: float, said: set[str]) -> tuple[i
     return tuple(
         number
         for number, message in enumerate(typed, start=1)
-        if message.at <= at + _SAME_INSTANT_S and _words(message.text) <= said
+        if message.at <= at + SAME_INSTANT_S and _words(message.text) <= said
     )
 
 
@@ -192,13 +191,13 @@ def _turn_utterances(world: CallWorld) -> list[tuple[float, str, tuple[int, ...]
             {
                 word.utterance + 1
                 for heard_at, heard in finals
-                if since < heard_at <= at + _SAME_INSTANT_S
+                if since < heard_at <= at + SAME_INSTANT_S
                 for word in heard
                 if word.text.lower().strip(".,?!") in said
             }
         )
         turns.append((at, text, tuple(numbers)))
-        since = at + _SAME_INSTANT_S
+        since = at + SAME_INSTANT_S
     return turns
 
 
@@ -212,7 +211,7 @@ def _playout_owner(starts: Sequence[PlayoutStart], segment: PlayedSegment) -> Pl
     assert segment.started_at is not None
     owner = None
     for start in starts:
-        if start.at <= segment.started_at + _SAME_INSTANT_S:
+        if start.at <= segment.started_at + SAME_INSTANT_S:
             owner = start
     return owner
 
@@ -274,9 +273,7 @@ def _heard_runs(
     for index, run in enumerate(segment.runs):
         protected = first
         if index > 0:
-            resume = next(
-                (r for r in resumes if abs(r.at - run.started_at) < _SAME_INSTANT_S), None
-            )
+            resume = next((r for r in resumes if abs(r.at - run.started_at) < SAME_INSTANT_S), None)
             if resume is not None and resume.allow_interruptions is not None:
                 protected = not resume.allow_interruptions
         runs.append(HeardRun(_t(run.started_at), _t(run.ended_at), protected))
@@ -304,9 +301,9 @@ def _cancelled_at(at: float, speeches: Sequence[SpeechTrack]) -> float | None:
     """
     owner = None
     for speech in speeches:
-        if speech.source != "generate_reply" or speech.created_at > at + _SAME_INSTANT_S:
+        if speech.source != "generate_reply" or speech.created_at > at + SAME_INSTANT_S:
             continue
-        if speech.done_at is None or speech.done_at + _SAME_INSTANT_S >= at:
+        if speech.done_at is None or speech.done_at + SAME_INSTANT_S >= at:
             owner = speech
     if owner is None:
         return None

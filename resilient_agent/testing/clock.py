@@ -22,9 +22,13 @@ from typing import Any, TypeVar
 
 from typing_extensions import override
 
-__all__ = ["VirtualTimeLoop", "run_virtual", "virtual_time"]
+__all__ = ["SAME_INSTANT_S", "VirtualTimeLoop", "run_virtual", "virtual_time"]
 
 _T = TypeVar("_T")
+
+# Two stamps of one event taken in one loop tick (livekit's and a recorder's, nudged apart by
+# _READ_NUDGE per read) are the same instant when they differ by less than this.
+SAME_INSTANT_S = 1e-3
 
 # Patched wall-clock reads look like a real epoch; only differences between them matter.
 _EPOCH = 1_800_000_000.0

@@ -29,7 +29,7 @@ from typing import Any
 from livekit.agents import Agent, RunContext, function_tool
 
 from .audio import CallerLine
-from .clock import run_virtual
+from .clock import SAME_INSTANT_S, run_virtual
 from .llm import LLMRule, ToolCallScript
 from .runner import CallWorld, run_scenario_async
 from .scenario import AgentFactory, Scenario, Utterance
@@ -52,7 +52,6 @@ CallTrace = dict[str, list[tuple[Any, ...]]]
 # items created in one tick keep their order): extra reads by middleware shift times by a few
 # microseconds. Times closer than a millisecond are the same instant.
 _DIGITS = 6
-_SAME_INSTANT_S = 1e-3
 _SPEECH_ID = re.compile(r"speech_[A-Za-z0-9]+")
 
 
@@ -149,7 +148,7 @@ def compare_traces(expected: CallTrace, actual: CallTrace) -> list[str]:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
-        return abs(a - b) < _SAME_INSTANT_S
+        return abs(a - b) < SAME_INSTANT_S
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)

@@ -142,7 +142,13 @@ class ScriptedLLM(llm.LLM[Never]):
         """The rule answering ``chat_ctx``, with the last user text and last tool name."""
         last_user_text: str | None = None
         last_tool: str | None = None
-        items = [i for i in chat_ctx.items if i.type in ("message", "function_call_output")]
+        # livekit's deferred tool reply ends the context in a system message asking to voice
+        # the tool's result: that reply follows the tool's output
+        items = [
+            i
+            for i in chat_ctx.items
+            if i.type == "function_call_output" or (i.type == "message" and i.role != "system")
+        ]
         if items:
             last = items[-1]
             if last.type == "function_call_output":

@@ -6,13 +6,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .clock import SAME_INSTANT_S
+
 if TYPE_CHECKING:
     from .runner import CallWorld
 
-__all__ = ["SAME_INSTANT_S", "TalkOver", "protected_talk_over"]
-
-# livekit's playback_started and the recorder's stamp of it share one instant.
-SAME_INSTANT_S = 1e-3
+__all__ = ["TalkOver", "protected_talk_over"]
 
 
 @dataclass(frozen=True)
