@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,10 +120,10 @@ def test_shrinker_keeps_the_failure_and_simplifies() -> None:
     assert (start, end) == (round(start, 1), round(end, 1))  # rounder
 
 
-def test_fuzz_json_is_byte_identical_across_runs(tmp_path: Path) -> None:
+def test_fuzz_json_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> None:
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, first)
-    write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, second)
+    write_fuzz_json(run_fuzz(4, 11, [BASELINE], jobs=2), 11, second)  # judged in 2 processes
     assert first.read_bytes() == second.read_bytes()
     assert json.loads(first.read_text())["agents"][0]["calls"] == 4
 
@@ -144,31 +145,28 @@ def test_reference_failures_are_listed_not_shrunk() -> None:
     assert all(call.shrunk is None for call in reports[0].failures)
 
 
-# CI's fuzz run: a fixed seed, as many calls as fit in about a minute and a half on CI's machine.
-CI_SEED, CI_CALLS = 18, 120
-# What issue #18 asks of every fuzzed call (other contracts are reported by `--fuzz` runs).
-WORD_CONTRACTS = {"lost_words", "unanswered", "talk_over"}
+# CI's fuzz run: a fixed seed and a few hundred calls, judged in as many processes as CI's
+# machine has cores (two). Every contract must hold on every call but the open window below.
+CI_SEED, CI_CALLS = 18, 300
 
 
 def _typed_during_handoff(call: FuzzCall) -> bool:
     """Open: a chat message typed while livekit drains a handed-off agent's protected speech.
 
-    RoomIO's callback interrupts (refused: the speech is protected) and then asks for a reply
-    livekit cannot schedule while draining; keeping those words needs two more interceptions
-    (``session.interrupt`` kept through the drain, ``session.generate_reply``'s refused input).
+    Its words reach the leaving agent's LLM, but the reply waits behind the protected message
+    and is dropped by the caller's next turn, which the next agent answers without them
+    (``fuzz/18-149``: typed at 4.45 s during a 6 s transfer message, the caller speaks at 9.5 s).
     """
-    lost = [r for r in call.reasons if "never reached" in r or "never answered" in r]
-    only_typed = all("typed message" in r for r in lost)
-    return call.recipe.app == "handoff_hold" and only_typed and "talk_over" not in call.contracts
+    broken = [r for r in call.reasons if "never reached" in r or "never answered" in r]
+    typed_only = bool(broken) and all(r.startswith("typed message") for r in broken)
+    others = set(call.contracts) - {"lost_words", "unanswered"}
+    return call.recipe.app == "handoff_hold" and typed_only and not others
 
 
-def test_fuzzed_calls_lose_no_word_on_resilient_agent() -> None:
+def test_fuzzed_calls_break_no_contract_on_resilient_agent() -> None:
     resilient = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
-    report = run_fuzz(CI_CALLS, CI_SEED, [resilient], shrink_failures=False)[0]
+    jobs = min(2, os.cpu_count() or 1)
+    report = run_fuzz(CI_CALLS, CI_SEED, [resilient], shrink_failures=False, jobs=jobs)[0]
     assert report.calls == CI_CALLS
-    broken = [
-        call
-        for call in report.failures
-        if WORD_CONTRACTS & set(call.contracts) and not _typed_during_handoff(call)
-    ]
+    broken = [call for call in report.failures if not _typed_during_handoff(call)]
     assert not broken, "\n\n".join(f"{call.reasons}\n{call.recipe.source()}" for call in broken)
