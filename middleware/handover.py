@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
-from livekit.agents import AgentSession
+from livekit.agents import Agent, AgentSession, llm
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
 from typing_extensions import override
@@ -97,16 +97,53 @@ class Handover:
             self.windows.append(SpeechWindow(open_window_start))
         self._session = session
         self._release_input: Callable[[], None] | None = None
+        self._leaving_agent: Agent | None = None
         session.on("user_state_changed", self._on_user_state)
         session.on("close", self._on_session_close)
 
     def hold_input(self, ctx: MiddlewareContext) -> None:
-        """Keep the caller's typed input through the handoff, as words for the next keeper.
+        """Keep the caller's input through the handoff, as words for the next keeper.
 
         Text livekit refuses to answer while it hands the session over (RoomIO's text input
-        meets a draining protected speech and paused scheduling) joins :attr:`fragments`.
+        meets a draining protected speech and paused scheduling) joins :attr:`fragments`, and
+        so do the caller's messages the leaving agent took in but never answered (see
+        :meth:`carry_unanswered`).
         """
+        self._leaving_agent = ctx.agent
         self._release_input = ctx.hold_input_through_handoff(self._keep_refused_input)
+
+    def carry_unanswered(self, next_context: llm.ChatContext | None) -> None:
+        """Carry the caller's last messages that no reply of the leaving agent followed.
+
+        livekit plays the leaving agent's queued replies before the next agent starts; one the
+        caller talked over (its turn skipped while the activity drains) leaves the message it
+        answers in the leaving agent's context only, and a next agent with a context of its own
+        never answers it. Messages the next agent's context already holds stay there.
+        """
+        agent = self._leaving_agent
+        if agent is None:
+            return
+        unanswered: list[llm.ChatMessage] = []
+        for item in agent.chat_ctx.items:
+            if item.type == "function_call" or (
+                item.type == "message" and item.role == "assistant" and not item.interrupted
+            ):
+                unanswered.clear()  # the agent acted on what came before
+            elif item.type == "message" and item.role == "user":
+                unanswered.append(item)
+        held = {i.id for i in next_context.items} if next_context is not None else set()
+        carried = {f.text for f in self.fragments}
+        now = asyncio.get_running_loop().time()
+        earlier = [
+            Fragment(text, now)
+            for message in unanswered
+            if message.id not in held
+            and (text := (message.text_content or "").strip())
+            and text not in carried
+        ]
+        if earlier:
+            logger.info("unanswered_user_messages_carried_over", messages=len(earlier))
+            self.fragments[:0] = earlier  # said before the words still pending
 
     def _keep_refused_input(self, text: str) -> None:
         self.fragments.append(Fragment(text, asyncio.get_running_loop().time()))
@@ -155,6 +192,7 @@ def take(session: AgentSession[Any]) -> Handover | None:
     handover = _LEFT.pop(session, None)
     if handover is not None:
         handover.close()
+        handover.carry_unanswered(session.current_agent.chat_ctx)
     return handover
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from livekit.agents import AgentSession
+from livekit.agents import AgentSession, get_job_context
 from livekit.agents.llm import ToolError
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
@@ -100,6 +101,9 @@ class SessionBridge:
         }
         self._closed = False
         self._stopping: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+        # the session's close waits for the stop through this one (restored when it is over)
+        self._close_hold = Interceptor()
         self._tool_seq = 0
         self._last_speech_by_tool: dict[str, SpeechInfo] = {}
         self._speech_done_at: dict[str, float] = {}
@@ -126,6 +130,8 @@ class SessionBridge:
         for event in _SESSION_EVENTS:
             self._session.on(event, self._listeners[event])
         self.ready = True
+        # first, so that the shutdown gate's own aclose shadow sits on top of it (LIFO)
+        self._hold_close_until_stopped()
         middleware = self.chain.middleware
         # each middleware joins in as soon as its own setup is over
         self.chain.setting_up.update(id(mw) for mw in middleware)
@@ -224,6 +230,13 @@ class SessionBridge:
         if self._closed:
             return
         self._closed = True
+        try:
+            await self._stop()
+        finally:
+            self._stopped.set()
+            self._close_hold.restore_all()
+
+    async def _stop(self) -> None:
         fallback = self._close_fallback
         if fallback is not None and fallback is not asyncio.current_task():
             fallback.cancel()
@@ -253,6 +266,51 @@ class SessionBridge:
             self.on_stopped(self)
         if interrupted:
             raise asyncio.CancelledError
+
+    def _hold_close_until_stopped(self) -> None:
+        """Make ``session.aclose()`` and the job's shutdown return only after this bridge's stop.
+
+        livekit emits ``close`` synchronously and awaits none of its listeners, so the stop it
+        starts (``on_session_end``, every ``aclose``, the call summary) runs in a task of its
+        own. A caller that ends its loop right after the close (``asyncio.run`` returning after
+        ``await session.aclose()``, a job process after its shutdown callbacks) cancelled it or
+        never ran it; since Python 3.12 ``asyncio.wait_for(session.aclose(), t)`` runs the close
+        inline, without the task hop that used to give the stop a few more loop turns. The wait
+        is as long as the stop, which the hook and ``aclose`` budgets bound.
+        """
+
+        def shadow_aclose(original: Callable[[], Awaitable[None]]) -> Callable[[], Any]:
+            async def aclose() -> None:
+                await original()
+                if self._closed or self._stopping is not None:
+                    await self.until_stopped()
+
+            return aclose
+
+        if callable(getattr(self._session, "aclose", None)):  # a stand-in session may have none
+            self._close_hold.install("AgentSession.aclose", self._session, shadow_aclose)
+        try:
+            job = get_job_context()
+        except RuntimeError:
+            return
+        # livekit gathers the shutdown callbacks, the session's own close among them; weak, so a
+        # long job keeps no stopped bridge (and its middleware) alive
+        bridge = weakref.ref(self)
+
+        async def wait_for_middleware_stop() -> None:
+            alive = bridge()
+            if alive is not None:
+                await alive.until_stopped()
+
+        job.add_shutdown_callback(wait_for_middleware_stop)
+
+    async def until_stopped(self) -> None:
+        """Wait until the stop is over; at once from a task the stop itself waits for."""
+        current = asyncio.current_task()
+        waited_on_by_stop = (self._stopping, self._close_fallback)
+        if current in waited_on_by_stop or any(q.task is current for q in self._queues):
+            return
+        await self._stopped.wait()
 
     def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
         return HandoffGates(self._session, keep).install()

@@ -161,6 +161,8 @@ def test_words_no_next_keeper_takes_are_logged_when_the_session_ends() -> None:
     releases: list[str] = []
 
     class _Ctx:
+        agent = None
+
         def hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
             keep("any quiet corner seats")
             return lambda: releases.append("released")
@@ -176,3 +178,24 @@ def test_words_no_next_keeper_takes_are_logged_when_the_session_ends() -> None:
     asyncio.run(call())
     assert releases == ["released"]
     assert session.handlers["close"] == [] and session.handlers["user_state_changed"] == []
+
+
+TALKED_OVER = next(
+    s for s in scenarios() if s.name == "lost_words/typed_reply_talked_over_in_handoff"
+)
+
+
+def test_a_typed_message_whose_reply_was_talked_over_before_a_handoff_is_answered() -> None:
+    # the old agent queued the reply behind its protected message; the caller talked over it
+    # and the manager, with a context of its own, would answer only the spoken words
+    world, outcome = run_scenario(TALKED_OVER, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    typed, spoken = TALKED_OVER.typed[0].text, TALKED_OVER.utterances[1].text
+    assert f"{typed} {spoken}" in user_messages(world)
+
+
+def test_messages_the_old_agent_acted_on_are_not_carried() -> None:
+    world, _ = run_scenario(TYPED_DURING_HANDOFF, ResilientAgent)
+    asked = TYPED_DURING_HANDOFF.utterances[0].text
+    # the transfer tool answered the request: the manager never answers it again
+    assert [m for m in user_messages(world) if asked in m] == [asked]

@@ -50,6 +50,7 @@ EXPECTED_BREAKS = {
     "lost_words/pause_over_hold_message": "never reached the LLM",
     "lost_words/handoff_during_protected_hold": "never reached the LLM",
     "lost_words/typed_during_handoff": "never reached the LLM",
+    "lost_words/typed_reply_talked_over_in_handoff": "never reached the LLM",
     "vad/stuck_plain_agent": "stuck at 'speaking'",
     "vad/dead_plain_agent": "stuck at 'speaking'",
     "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",

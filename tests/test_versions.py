@@ -169,3 +169,24 @@ def test_too_old_livekit_fails_the_import_with_the_fix(monkeypatch: pytest.Monke
         versions.require_importable_livekit()
     message = str(raised.value)
     assert TESTED_LIVEKIT_RANGE in message and "1.5.17" in message and "llm.ToolFlag" in message
+
+
+def _commands(path: Path) -> list[str]:
+    return [
+        line.strip() for line in path.read_text().splitlines() if not line.strip().startswith("#")
+    ]
+
+
+def test_ci_runs_the_version_matrix_on_every_combination_the_range_promises() -> None:
+    # the floor pinned exactly on 3.11, the newest release of the range on 3.10 and 3.13; the
+    # main job (.ci/run itself) is the newest release on 3.11
+    assert "bash .ci/matrix" in _commands(ROOT / ".ci" / "run")
+    matrix = _commands(ROOT / ".ci" / "matrix")
+    suites = [line.split()[1:] for line in matrix if line.startswith("suite ")]
+    assert suites == [
+        ['"$py311"', '"$floor"'],
+        ['"$py310"', "newest"],
+        ['"$py313"', "newest"],
+    ]
+    # every test runs in every combination: a failure is fixed, not deselected
+    assert not [line for line in matrix if "--deselect" in line or " -k " in line]

@@ -20,6 +20,7 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
+from .catalog_handoff import typed_during_handoff_scenarios
 from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
@@ -324,6 +325,7 @@ def _lost_words_elsewhere() -> list[Scenario]:
             typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
         *_lost_words_in_pauses(notice),
+        *typed_during_handoff_scenarios(),
     ]
     return found
 
@@ -386,26 +388,6 @@ def _lost_words_in_pauses(notice: str) -> list[Scenario]:
             ),
             duration=20.0,
             sweep=Sweep(utterance=1, start=3.0, stop=6.0, step=0.25),
-        ),
-        Scenario(
-            name="lost_words/typed_during_handoff",
-            family="lost_words",
-            description=(
-                "A transfer tool says a long protected message and hands the call to the "
-                "manager 1.5 s into it; the caller types a chat message while it plays (found "
-                "by the fuzzer)."
-            ),
-            agent=agents.protected_handoff_agent(delay_s=1.5),
-            utterances=(Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False),),
-            # the message plays to its end (about 9.9 s), then the manager answers at once
-            typed=(Typed(7.0, "do you have a table for two tonight", reply_within=4.0),),
-            llm=(
-                LLMRule(
-                    when_user_says="manager",
-                    tool_calls=(ToolCallScript("transfer_to_manager"),),
-                ),
-            ),
-            duration=20.0,
         ),
         Scenario(
             name="lost_words/protected_filler",
