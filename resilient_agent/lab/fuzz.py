@@ -210,9 +210,11 @@ def run_fuzz(
                 report.at_wait_bound.append(index)
             elif broken:
                 wanted = shrink_failures and not agent.reference
-                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in broken):
-                    shrunk_per_contract.update(broken)
-                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, set(broken)))
+                # a speech played at WaitForCaller's bound is a policy: never what to shrink to
+                failed = set(broken) - {AT_WAIT_BOUND}
+                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed):
+                    shrunk_per_contract.update(failed)
+                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
                 report.failures.append(call)
             if on_call is not None:
                 on_call(agent, call)
