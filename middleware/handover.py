@@ -4,8 +4,8 @@ On ``session.update_agent(...)`` livekit drains the old activity (a protected sp
 end, withholding the caller's words from the STT) before the next agent starts, and no agent's
 middleware observes the session meanwhile. The leaving keeper leaves a :class:`Handover`: its
 undelivered words, its audio tap (kept fed by an observer of its own), and the caller's speech
-windows, followed through livekit's public ``user_state_changed`` until the next keeper takes
-them and recovers what was withheld.
+windows and final transcripts, followed through livekit's public ``user_state_changed`` and
+``user_input_transcribed`` until the next keeper takes them and recovers what was withheld.
 """
 
 from __future__ import annotations
@@ -98,8 +98,20 @@ class Handover:
         self._session = session
         self._release_input: Callable[[], None] | None = None
         self._leaving_agent: Agent | None = None
+        self.last_heard_at: float | None = None
+        self._claimed_window: SpeechWindow | None = None
+        """When the last final transcript came while no keeper followed the session."""
         session.on("user_state_changed", self._on_user_state)
+        session.on("user_input_transcribed", self._on_transcript)
         session.on("close", self._on_session_close)
+
+    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        # a turn ending while the leaving activity drains is skipped by livekit ("skipping
+        # user input, speech scheduling is paused"): its words are the next keeper's to answer
+        text = ev.transcript.strip()
+        if ev.is_final and text:
+            self.last_heard_at = asyncio.get_running_loop().time()
+            self.fragments.append(Fragment(text, self.last_heard_at))
 
     def hold_input(self, ctx: MiddlewareContext) -> None:
         """Keep the caller's input through the handoff, as words for the next keeper.
@@ -147,6 +159,8 @@ class Handover:
 
     def _keep_refused_input(self, text: str) -> None:
         self.fragments.append(Fragment(text, asyncio.get_running_loop().time()))
+        if self.windows and self.windows[-1].end is None:
+            self._claimed_window = self.windows[-1]
 
     def _on_session_close(self, _ev: lk_events.CloseEvent) -> None:
         # no next keeper took the words (the session ended first, or the next agent has none)
@@ -162,14 +176,23 @@ class Handover:
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         now = asyncio.get_running_loop().time()
+        last = self.windows[-1] if self.windows and self.windows[-1].end is None else None
         if ev.new_state == "speaking":
+            if last is not None:
+                last.end = now
             self.windows.append(SpeechWindow(now))
-        elif ev.old_state == "speaking" and self.windows and self.windows[-1].end is None:
-            self.windows[-1].end = now
+        elif ev.old_state == "speaking" and last is not None:
+            if last is self._claimed_window:
+                # RoomIO's text callback ended its claim on the turn: "listening" then says
+                # nothing of the caller, whose voice the VAD may still hear
+                self._claimed_window = None
+                return
+            last.end = now
 
     def close(self) -> None:
         """Stop following the caller's speech windows and input (once)."""
         self._session.off("user_state_changed", self._on_user_state)
+        self._session.off("user_input_transcribed", self._on_transcript)
         self._session.off("close", self._on_session_close)
         release, self._release_input = self._release_input, None
         if release is not None:

@@ -202,6 +202,9 @@ class TurnKeeper(Middleware):
         # these words any more, so they are answered as soon as nothing blocks a reply
         for fragment in carried.fragments:
             self._add(fragment)
+        if carried.last_heard_at is not None:
+            # words heard as the next activity started may still become its turn: livekit first
+            self._last_activity = max(self._last_activity, carried.last_heard_at)
         if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
             self._tap.take_over(carried.tap)
         for window in carried.windows:
@@ -245,6 +248,8 @@ class TurnKeeper(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Keep every final transcript until it is delivered."""
+        if self._tap is not None:
+            self._tap.note_transcript(final=ev.is_final, now=_now())
         if ev.is_final and ev.transcript.strip():
             self._add(Fragment(ev.transcript.strip(), _now()))
             self._last_activity = _now()

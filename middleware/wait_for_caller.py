@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -195,7 +196,11 @@ class WaitForCaller(Middleware):
             self._output = None
 
     async def _hold_through_handoff(self, ctx: MiddlewareContext, hold: _Hold) -> None:
-        """Keep holding across a handoff, watching livekit's own ``user_state``."""
+        """Keep holding across a handoff, watching livekit's own ``user_state``.
+
+        A caller who pauses just past the VAD's silence and goes on speaking is reported
+        speaking again a moment after the speech resumed: it is held again, as in the agent.
+        """
         session = ctx.session
         changed = asyncio.Event()
 
@@ -204,14 +209,28 @@ class WaitForCaller(Middleware):
 
         session.on("user_state_changed", on_user_state)
         try:
-            deadline = hold.started_at + hold.wait_s
-            while session.user_state == "speaking" and not hold.handle.done():
-                remaining = deadline - _now()
-                if remaining <= 0:
-                    break
+            while True:
+                deadline = hold.started_at + hold.wait_s
+                while session.user_state == "speaking" and not hold.handle.done():
+                    remaining = deadline - _now()
+                    if remaining <= 0:
+                        break
+                    changed.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(changed.wait(), timeout=remaining)
+                speaking = session.user_state == "speaking"
+                self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
+                if speaking or hold.handle.done():
+                    return
                 changed.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(changed.wait(), timeout=remaining)
+                    await asyncio.wait_for(changed.wait(), timeout=SIMULTANEOUS_START_S)
+                if session.user_state != "speaking" or hold.handle.done():
+                    return
+                hold.output.pause()
+                hold = dataclasses.replace(hold, started_at=_now(), on="start", released=False)
+                details = {"speech_id": hold.handle.id, "tool": hold.tool, "on": "start"}
+                ctx.race_detected(self, RACE, details={**details, "held": True})
         finally:
             session.off("user_state_changed", on_user_state)
             speaking = session.user_state == "speaking"

@@ -7,6 +7,15 @@ audio (through the chain's shared audio observer), keeps the last seconds of it,
 frames livekit is withholding from the STT at the moment they pass. When a speech window of
 the caller contained withheld audio, :func:`transcribe` runs the window through a fresh stream of
 the session's own STT.
+
+The tap keeps audio on evidence that a recovery may read it, not the whole ``keep_seconds``
+always: the last half second (a speech window's onset, before the VAD reports it) is kept for
+every frame; a caller speech window is kept from that onset while it is open, then until the STT
+has caught up on it (a final transcript and no interim after it: what :func:`SttRecovery` would
+re-transcribe if the stream died now), and for the full ``keep_seconds`` when livekit withheld
+part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
+after a handoff). On a call where nothing is withheld the tap holds about the caller's current
+sentence.
 """
 
 from __future__ import annotations
@@ -20,8 +29,12 @@ from livekit.agents import AgentSession, stt
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
-# How often the tap asks whether livekit withholds the caller's audio from the STT.
+# How often the tap asks whether livekit withholds the caller's audio from the STT, whether the
+# caller is speaking, and drops the audio nobody can need any more.
 _RECHECK_S = 0.05
+# Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
+# speech (the keeper's onset pad), which the tap sees up to one recheck late.
+PRE_ROLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -73,9 +86,11 @@ def stt_is_withheld(session: AgentSession[Any]) -> bool:
 
 
 class WithheldAudioTap:
-    """Remembers the last ``keep_seconds`` of the caller's audio and what livekit withheld.
+    """Keeps the caller's audio a recovery may still need, and what livekit withheld of it.
 
-    Feed it with :meth:`on_frame` (``MiddlewareContext.observe_audio`` does).
+    Feed it with :meth:`on_frame` (``MiddlewareContext.observe_audio`` does) and tell it about
+    the session's transcripts with :meth:`note_transcript` (the TurnKeeper does). Nothing older
+    than ``keep_seconds`` is ever kept.
     """
 
     def __init__(self, session: AgentSession[Any], *, keep_seconds: float) -> None:
@@ -85,17 +100,74 @@ class WithheldAudioTap:
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
+        self._withheld_at = float("-inf")
         self._checked_at = float("-inf")
+        # the open caller speech window (from the first recheck that saw it) and whether
+        # livekit withheld any of it from the STT
+        self._speech_from: float | None = None
+        self._speech_withheld = False
+        # kept after the window closed: until the STT caught up / for keep_seconds
+        self._unheard_from: float | None = None
+        self._withheld_from: float | None = None
+        self._final_at = float("-inf")
+        self._interim_pending = False
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
-        frames = self._frames
         if now - self._checked_at >= _RECHECK_S:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
-            self._checked_at = now
-            self._withheld = stt_is_withheld(self._session) or self._warmup.active(_RECHECK_S)
-        frames.append((now, frame, self._withheld))
-        if frames[0][0] < now - self._keep_seconds:
+            self._recheck(now)
+        self._frames.append((now, frame, self._withheld))
+
+    def note_transcript(self, *, final: bool, now: float) -> None:
+        """The STT reported a transcript: after a final one, what it heard is no longer needed."""
+        if final:
+            self._final_at = now
+            self._interim_pending = False
+        else:
+            self._interim_pending = True
+
+    def _recheck(self, now: float) -> None:
+        self._checked_at = now
+        session = self._session
+        self._withheld = stt_is_withheld(session) or self._warmup.active(_RECHECK_S)
+        if self._withheld:
+            self._withheld_at = now
+        if session.user_state == "speaking":
+            if self._speech_from is None:
+                self._speech_from = now - PRE_ROLL_S
+                self._speech_withheld = False
+            # withheld audio in the window's onset counts too: the keeper reads it with the window
+            self._speech_withheld |= self._withheld_at >= self._speech_from
+        elif self._speech_from is not None:
+            self._close_window(self._speech_from, now)
+            self._speech_from = None
+        if self._unheard_from is not None and self._stt_caught_up(self._unheard_from):
+            self._unheard_from = None
+        self._trim(now)
+
+    def _close_window(self, started: float, now: float) -> None:
+        withheld = self._speech_withheld or self._withheld_at >= started
+        if withheld:
+            self._withheld_from = _earliest(self._withheld_from, started)
+        if not self._stt_caught_up(started):
+            self._unheard_from = _earliest(self._unheard_from, started)
+
+    def _stt_caught_up(self, since: float) -> bool:
+        return self._final_at > since and not self._interim_pending
+
+    def _trim(self, now: float) -> None:
+        horizon = now - PRE_ROLL_S
+        # trimmed once per recheck: the next one comes before anything is past keep_seconds
+        oldest_kept = now - self._keep_seconds + _RECHECK_S
+        if self._withheld_from is not None and self._withheld_from < oldest_kept:
+            self._withheld_from = None
+        for needed in (self._speech_from, self._unheard_from, self._withheld_from):
+            if needed is not None and needed < horizon:
+                horizon = needed
+        horizon = max(horizon, oldest_kept)
+        frames = self._frames
+        while frames and frames[0][0] < horizon:
             frames.popleft()
 
     def take_over(self, previous: WithheldAudioTap) -> None:
@@ -103,6 +175,11 @@ class WithheldAudioTap:
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
         self._frames.extendleft(reversed(earlier))
+        # what the previous tap still had to keep, this one keeps
+        self._unheard_from = _earliest(self._unheard_from, previous._unheard_from)
+        self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
+        if previous._speech_from is not None:
+            self._withheld_from = _earliest(self._withheld_from, previous._speech_from)
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
@@ -119,6 +196,12 @@ class WithheldAudioTap:
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
         return sum(f[1].duration for f in self._frames)
+
+
+def _earliest(current: float | None, candidate: float | None) -> float | None:
+    if current is None:
+        return candidate
+    return current if candidate is None else min(current, candidate)
 
 
 async def transcribe(recognizer: stt.STT[Any], frames: list[rtc.AudioFrame]) -> str:

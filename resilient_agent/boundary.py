@@ -66,7 +66,8 @@ class Budget:
         self.expired = False
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
+        self._armed_at = 0.0
         self._paused = 0
 
     def __enter__(self) -> Budget:
@@ -95,7 +96,14 @@ class Budget:
 
     def _arm(self) -> None:
         if self._task is not None:
-            self._handle = self._loop.call_later(self.seconds, self._expire)
+            # most hooks return without ever waiting: the timer is set only once the hook has
+            # yielded to the loop, so those leave no cancelled timer behind in the loop's heap
+            # (where every timer of the call would be compared against it until it is due)
+            self._armed_at = self._loop.time()
+            self._handle = self._loop.call_soon(self._start_timer)
+
+    def _start_timer(self) -> None:
+        self._handle = self._loop.call_at(self._armed_at + self.seconds, self._expire)
 
     def _disarm(self) -> None:
         if self._handle is not None:

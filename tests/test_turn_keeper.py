@@ -175,13 +175,14 @@ def test_the_audio_tap_keeps_a_bounded_window() -> None:
     class Session:
         current_speech = None
         agent_state = "listening"
+        user_state = "speaking"  # a caller the STT never transcribes: kept, up to the bound
         options = Options()
 
     tap = WithheldAudioTap(Session(), keep_seconds=2.0)  # type: ignore[arg-type]
     silence = np.zeros(160, dtype=np.int16).tobytes()
     for index in range(1000):
         tap.on_frame(rtc.AudioFrame(silence, 16000, 1, 160), index * 0.01)
-    assert tap.buffered_seconds == pytest.approx(2.0, abs=0.02)
+    assert 2.0 - 0.06 <= tap.buffered_seconds <= 2.0 + 1e-9  # trimmed every 50 ms
     assert not any(f.withheld for f in tap.window(0, 100))
 
 

@@ -20,7 +20,7 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
-from .catalog_handoff import typed_during_handoff_scenarios
+from .catalog_handoff import handoff_mix_scenarios, typed_during_handoff_scenarios
 from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
@@ -326,6 +326,7 @@ def _lost_words_elsewhere() -> list[Scenario]:
         ),
         *_lost_words_in_pauses(notice),
         *typed_during_handoff_scenarios(),
+        *handoff_mix_scenarios(),
     ]
     return found
 

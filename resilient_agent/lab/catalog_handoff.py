@@ -1,11 +1,11 @@
-"""The catalog's handoff scenarios with typed text: a chat message while livekit hands over."""
+"""The catalog's handoff mixes: typed text, a talked-over reply, a caller who goes on."""
 
 from __future__ import annotations
 
 from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance
 from . import agents
 
-__all__ = ["typed_during_handoff_scenarios"]
+__all__ = ["handoff_mix_scenarios", "typed_during_handoff_scenarios"]
 
 _ASK_MANAGER = Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False)
 _TRANSFER = LLMRule(when_user_says="manager", tool_calls=(ToolCallScript("transfer_to_manager"),))
@@ -45,6 +45,64 @@ def typed_during_handoff_scenarios() -> list[Scenario]:
                 Utterance(10.0, 11.5, "my order number is twelve", reply_within=3.0),
             ),
             typed=(Typed(5.7, "is there parking nearby", reply_within=9.0),),
+            llm=(_TRANSFER,),
+            duration=24.0,
+        ),
+    ]
+
+
+def handoff_mix_scenarios() -> list[Scenario]:
+    """A handoff mixed with other windows (found by the fuzzer)."""
+    return [
+        Scenario(
+            name="lost_words/reply_talked_over_during_handoff",
+            family="lost_words",
+            description=(
+                "A chat message typed over a transfer's protected message is answered after it, "
+                "still in the old agent; the caller talks over that answer while livekit hands "
+                "the call over, which skips their turn (found by the fuzzer)."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=2.5),
+            utterances=(
+                Utterance(1.0, 2.2, "let me talk to the manager", expect_reply=False),
+                Utterance(10.0, 11.0, "and a high chair", reply_within=3.0),
+            ),
+            typed=(Typed(5.7, "is there parking nearby", reply_within=9.0),),
+            llm=(_TRANSFER,),
+            duration=24.0,
+        ),
+        Scenario(
+            name="lost_words/typed_while_caller_speaks_in_handoff",
+            family="lost_words",
+            description=(
+                "The caller types a chat message while talking over a transfer's protected "
+                "message during the handoff; RoomIO's text callback ends its claim on the turn "
+                "with 'listening' while the caller goes on (found by the fuzzer)."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=0.4),
+            utterances=(
+                Utterance(1.0, 2.5, "let me talk to the manager", expect_reply=False),
+                Utterance(4.0, 6.0, "my order number is twelve", reply_within=14.0),
+                Utterance(6.35, 7.6, "for two people tonight", reply_within=12.0),
+            ),
+            typed=(Typed(6.3, "is there parking nearby", reply_within=13.5),),
+            llm=(_TRANSFER,),
+            duration=24.0,
+        ),
+        Scenario(
+            name="talk_over/caller_goes_on_after_handoff_hold",
+            family="talk_over",
+            description=(
+                "A transfer's protected message waits for the caller through the handoff; they "
+                "pause just over the VAD's silence and go on, and the message must wait again "
+                "(found by the fuzzer)."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=0.4),
+            utterances=(
+                Utterance(1.0, 3.0, "let me talk to the manager", expect_reply=False),
+                Utterance(4.0, 5.0, "hello are you there", reply_within=14.0),
+                Utterance(5.55, 7.0, "I need to change my order", reply_within=12.0),
+            ),
             llm=(_TRANSFER,),
             duration=24.0,
         ),

@@ -1,0 +1,99 @@
+"""What the caller-audio tap keeps: audio a recovery may still read, nothing more."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from livekit import rtc
+from resilient_agent.middleware.withheld_audio import PRE_ROLL_S, WithheldAudioTap
+
+_NOISE = (np.random.default_rng(7).normal(0, 300, 160)).astype(np.int16).tobytes()
+
+
+class _Speech:
+    allow_interruptions = False
+    interrupted = False
+
+    def done(self) -> bool:
+        return False
+
+
+class _Options:
+    aec_warmup_duration = None
+    interruption: ClassVar[dict[str, bool]] = {"discard_audio_if_uninterruptible": True}
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.current_speech: Any = None
+        self.agent_state = "listening"
+        self.user_state = "listening"
+        self.options = _Options()
+
+
+def _feed(tap: WithheldAudioTap, start: float, end: float) -> float:
+    """Frames of line noise (a real line is never digitally silent) from start to end."""
+    at = start
+    while at < end - 1e-9:
+        tap.on_frame(rtc.AudioFrame(_NOISE, 16000, 1, 160), at)
+        at = round(at + 0.01, 6)
+    return at
+
+
+def test_a_quiet_line_keeps_only_the_onset_pre_roll() -> None:
+    tap = WithheldAudioTap(_Session(), keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 0.0, 30.0)
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
+
+
+def test_a_window_is_kept_until_the_stt_caught_up_on_it() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 0.0, 5.0)
+    session.user_state = "speaking"
+    _feed(tap, 5.0, 7.0)
+    tap.note_transcript(final=False, now=6.0)
+    session.user_state = "listening"
+    _feed(tap, 7.0, 9.0)
+    # no final transcript yet: a stream that died now would need all of it
+    window = tap.window(5.0 - 0.3, 7.0)
+    assert window[0].at == pytest.approx(4.7) and window[-1].at == pytest.approx(7.0)
+    tap.note_transcript(final=True, now=9.0)
+    _feed(tap, 9.0, 10.0)
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
+
+
+def test_a_final_transcript_with_words_still_coming_keeps_the_window() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 0.0, 5.0)
+    session.user_state = "speaking"
+    _feed(tap, 5.0, 6.0)
+    tap.note_transcript(final=True, now=6.0)
+    _feed(tap, 6.0, 7.0)
+    tap.note_transcript(final=False, now=7.0)  # the caller went on
+    session.user_state = "listening"
+    _feed(tap, 7.0, 9.0)
+    assert tap.window(6.0, 7.0)
+
+
+def test_a_window_with_withheld_audio_is_kept_for_keep_seconds() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=10.0)  # type: ignore[arg-type]
+    _feed(tap, 0.0, 2.0)
+    session.current_speech = _Speech()  # protected speech: livekit feeds the STT silence
+    _feed(tap, 2.0, 3.0)
+    session.user_state = "speaking"
+    _feed(tap, 3.0, 5.0)
+    session.user_state = "listening"
+    tap.note_transcript(final=True, now=5.2)  # the STT's final of what it heard (nothing)
+    _feed(tap, 5.0, 9.0)
+    window = tap.window(3.0 - 0.3, 5.0)
+    assert window[0].at == pytest.approx(2.7) and any(f.withheld for f in window)
+    session.current_speech = None
+    _feed(tap, 9.0, 14.0)
+    # older than keep_seconds: gone
+    assert not tap.window(0.0, 3.5)
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
