@@ -9,7 +9,8 @@ loop, in a fresh process of its own; every second from 8 s to 28 s into the call
 resident memory over its size before the sessions started is sampled, and their mean divided by
 100 is the memory per concurrent session (the lab's own recorders included, alike for both).
 
-Run ``python -m benchmarks.bench_session`` (``--cpu-only`` / ``--memory-only`` for one half).
+Run ``python -m benchmarks.bench_session`` (``--cpu-only`` / ``--memory-only`` for one half,
+``--rounds N`` for N rounds of the CPU comparison on a busy machine).
 """
 
 from __future__ import annotations
@@ -62,8 +63,22 @@ def _run(agent_class: type[Agent]) -> tuple[float, list[float | None], bool]:
     return time.process_time() - started, outcome.reply_latencies_s, outcome.passed
 
 
-def cpu() -> None:
-    """Print CPU seconds, the median per-pair ratio and whether the latencies match."""
+def cpu(rounds: int = 1) -> None:
+    """Print the CPU figures of ``rounds`` rounds and, for several, the median of their medians.
+
+    On a shared machine one round's median moves by several percent with the load; several
+    rounds show how much.
+    """
+    medians = [_cpu_round() for _ in range(rounds)]
+    if rounds > 1:
+        print(
+            f"median ratios of {rounds} rounds: {', '.join(f'{m:.3f}' for m in medians)}; "
+            f"their median {statistics.median(medians):.3f}"
+        )
+
+
+def _cpu_round() -> float:
+    """One round: print CPU seconds, the median per-pair ratio and whether latencies match."""
     seconds: dict[str, list[float]] = {"Agent": [], "ResilientAgent": []}
     latencies: dict[str, list[list[float | None]]] = {"Agent": [], "ResilientAgent": []}
     for _ in range(RUNS):
@@ -93,6 +108,7 @@ def cpu() -> None:
         f"end-of-turn to first audio: mean {sum(values) / len(values):.3f}s; "
         f"identical for all {TURNS} turns in all {len(runs)} runs: {same}"
     )
+    return statistics.median(ratios)
 
 
 def _rss() -> int:
@@ -149,13 +165,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-only", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="CPU rounds of 5 alternating pairs (default 1)"
+    )
     parser.add_argument("--memory-child", choices=sorted(_CLASSES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child)
         return
     if not args.memory_only:
-        cpu()
+        cpu(args.rounds)
     if not args.cpu_only:
         memory()
 

@@ -79,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run N seeded random calls instead of the catalog; failures are shrunk",
     )
     lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
+    lab.add_argument(
+        "--jobs",
+        metavar="J",
+        type=int,
+        default=1,
+        help="judge --fuzz calls in J processes (same results; agents importable by path)",
+    )
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     lab.add_argument(
         "--speech",
@@ -101,6 +108,8 @@ def _check_args(args: argparse.Namespace) -> None:
             re.compile(args.only)
         except re.error as exc:
             raise _UsageError(f"--only {args.only!r} is not a regular expression: {exc}") from exc
+    if args.jobs < 1:
+        raise _UsageError(f"--jobs {args.jobs}: give 1 or more processes")
     for option in ("json", "report", "timeline"):
         path: Path | None = getattr(args, option)
         if path is not None and not path.parent.is_dir():
@@ -132,7 +141,7 @@ def _lab(args: argparse.Namespace) -> int:
     if args.fuzz is not None:
         from .lab.fuzz import run_fuzz_command
 
-        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout)
+        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout, jobs=args.jobs)
     started = time.perf_counter()
     print_header(agents, sys.stdout)
     skipped: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -118,10 +119,10 @@ def test_shrinker_keeps_the_failure_and_simplifies() -> None:
     assert (start, end) == (round(start, 1), round(end, 1))  # rounder
 
 
-def test_fuzz_json_is_byte_identical_across_runs(tmp_path: Path) -> None:
+def test_fuzz_json_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> None:
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, first)
-    write_fuzz_json(run_fuzz(4, 11, [BASELINE]), 11, second)
+    write_fuzz_json(run_fuzz(4, 11, [BASELINE], jobs=2), 11, second)  # judged in 2 processes
     assert first.read_bytes() == second.read_bytes()
     assert json.loads(first.read_text())["agents"][0]["calls"] == 4
 
@@ -143,15 +144,16 @@ def test_reference_failures_are_listed_not_shrunk() -> None:
     assert all(call.shrunk is None for call in reports[0].failures)
 
 
-# CI's fuzz run: a fixed seed, as many calls as fit in about a minute and a half on CI's machine.
-CI_SEED, CI_CALLS = 18, 120
-# What issue #18 asks of every fuzzed call (other contracts are reported by `--fuzz` runs).
-WORD_CONTRACTS = {"lost_words", "unanswered", "talk_over"}
+# CI's fuzz run: a fixed seed and a few hundred calls, judged in as many processes as CI's
+# machine has cores (two). Every contract must hold on every call.
+CI_SEED, CI_CALLS = 18, 300
 
 
-def test_fuzzed_calls_lose_no_word_on_resilient_agent() -> None:
+def test_fuzzed_calls_break_no_contract_on_resilient_agent() -> None:
     resilient = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
-    report = run_fuzz(CI_CALLS, CI_SEED, [resilient], shrink_failures=False)[0]
+    jobs = min(2, os.cpu_count() or 1)
+    report = run_fuzz(CI_CALLS, CI_SEED, [resilient], shrink_failures=False, jobs=jobs)[0]
     assert report.calls == CI_CALLS
-    broken = [call for call in report.failures if WORD_CONTRACTS & set(call.contracts)]
-    assert not broken, "\n\n".join(f"{call.reasons}\n{call.recipe.source()}" for call in broken)
+    assert not report.failures, "\n\n".join(
+        f"{call.reasons}\n{call.recipe.source()}" for call in report.failures
+    )

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -148,6 +150,36 @@ def _judge(recipe: CallRecipe, agent: AgentUnderTest) -> tuple[CallOutcome, floa
     return result.outcome, result.wall_seconds, result.virtual_seconds
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """What the run keeps of one judged call (small, so a worker process can send it back)."""
+
+    index: int
+    contracts: tuple[str, ...]
+    reasons: tuple[str, ...]
+    wall_seconds: float
+    virtual_seconds: float
+
+
+def _judge_index(job: tuple[int, int, AgentUnderTest]) -> _Verdict:
+    seed, index, agent = job
+    outcome, wall, virtual = _judge(generate(seed, index), agent)
+    return _Verdict(index, contracts_broken(outcome), tuple(outcome.reasons), wall, virtual)
+
+
+def _verdicts(count: int, seed: int, agent: AgentUnderTest, jobs: int) -> Iterator[_Verdict]:
+    """Every call's verdict, in index order; ``jobs`` processes judge them side by side."""
+    work = ((seed, index, agent) for index in range(count))
+    if jobs <= 1 or count <= 1:
+        yield from map(_judge_index, work)
+        return
+    # spawned, not forked: livekit's threads must not be copied mid-flight; a call is a pure
+    # function of (seed, index), so the verdicts are the same however many processes judge them
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        yield from pool.map(_judge_index, work, chunksize=4)
+
+
 def run_fuzz(
     count: int,
     seed: int,
@@ -155,31 +187,34 @@ def run_fuzz(
     *,
     on_call: Callable[[AgentUnderTest, FuzzCall], None] | None = None,
     shrink_failures: bool = True,
+    jobs: int = 1,
 ) -> list[FuzzReport]:
     """Run ``count`` fuzzed calls of ``seed`` on every agent.
 
     The failures of agents under test are shrunk (not those of reference agents, which are
-    expected to fail).
+    expected to fail). With ``jobs`` above 1, that many worker processes judge the calls (the
+    agents' classes must be importable by their ``module:Class`` path); the report is the same.
     """
     reports = []
     for agent in agents:
         report = FuzzReport(agent)
         shrunk_per_contract: Counter[str] = Counter()
-        for index in range(count):
+        for verdict in _verdicts(count, seed, agent, jobs):
+            index, broken = verdict.index, verdict.contracts
             recipe = generate(seed, index)
-            outcome, wall, virtual = _judge(recipe, agent)
             report.calls += 1
-            report.wall_seconds += wall
-            report.virtual_seconds += virtual
-            broken = contracts_broken(outcome)
-            call = FuzzCall(index, recipe, broken, tuple(outcome.reasons))
+            report.wall_seconds += verdict.wall_seconds
+            report.virtual_seconds += verdict.virtual_seconds
+            call = FuzzCall(index, recipe, broken, verdict.reasons)
             if broken == (AT_WAIT_BOUND,):
                 report.at_wait_bound.append(index)
             elif broken:
                 wanted = shrink_failures and not agent.reference
-                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in broken):
-                    shrunk_per_contract.update(broken)
-                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, set(broken)))
+                # a speech played at WaitForCaller's bound is a policy: never what to shrink to
+                failed = set(broken) - {AT_WAIT_BOUND}
+                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed):
+                    shrunk_per_contract.update(failed)
+                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
                 report.failures.append(call)
             if on_call is not None:
                 on_call(agent, call)
@@ -345,12 +380,22 @@ def write_fuzz_json(reports: Sequence[FuzzReport], seed: int, path: Path) -> Non
 
 
 def run_fuzz_command(
-    count: int, seed: int, agents: Sequence[AgentUnderTest], json_path: Path | None, out: TextIO
+    count: int,
+    seed: int,
+    agents: Sequence[AgentUnderTest],
+    json_path: Path | None,
+    out: TextIO,
+    *,
+    jobs: int = 1,
 ) -> int:
-    """What ``resilient-agent lab --fuzz N --seed S`` does; returns the exit code."""
+    """What ``resilient-agent lab --fuzz N --seed S [--jobs J]`` does; returns the exit code."""
     started = time.perf_counter()
     reports = run_fuzz(
-        count, seed, agents, on_call=lambda agent, call: print_fuzz_line(agent, call, out)
+        count,
+        seed,
+        agents,
+        on_call=lambda agent, call: print_fuzz_line(agent, call, out),
+        jobs=jobs,
     )
     print_fuzz_summary(reports, out)
     print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
