@@ -33,7 +33,7 @@ from livekit.agents.voice import events as lk_events
 
 from .interception import Interceptor
 from .log import get_logger
-from .speech_gates import protected_current_speech
+from .speech_gates import interrupt_deferring_to, protected_current_speech
 
 __all__ = ["HandoffGates", "RefusedInputCallback"]
 
@@ -89,22 +89,20 @@ class HandoffGates:
             protected = None if force or not self._draining else protected_current_speech(session)
             if protected is None:
                 return original(force=force)
-            try:
-                return original(force=force)
-            except RuntimeError:
-                if protected_current_speech(session) is not protected:
-                    raise  # not the protected speech's refusal
-            logger.info(
-                "interrupt_deferred_during_handoff",
-                speech_id=protected.id,
-                why=(
-                    "the leaving agent's protected speech plays to its end while livekit hands "
-                    "the session over; the input that follows is kept for the next agent"
+            return interrupt_deferring_to(
+                protected,
+                session,
+                original,
+                force=force,
+                on_deferred=lambda: logger.info(
+                    "interrupt_deferred_during_handoff",
+                    speech_id=protected.id,
+                    why=(
+                        "the leaving agent's protected speech plays to its end while livekit "
+                        "hands the session over; the input that follows is kept for the next agent"
+                    ),
                 ),
             )
-            done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
-            done.set_result(None)
-            return done
 
         return interrupt
 

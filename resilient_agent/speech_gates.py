@@ -34,7 +34,12 @@ from .requests import (
 )
 from .state import MiddlewareContext
 
-__all__ = ["install_interrupt_gate", "install_protection_gate", "protected_current_speech"]
+__all__ = [
+    "install_interrupt_gate",
+    "install_protection_gate",
+    "interrupt_deferring_to",
+    "protected_current_speech",
+]
 
 
 def protected_current_speech(session: AgentSession[Any]) -> SpeechHandle | None:
@@ -59,18 +64,36 @@ def install_interrupt_gate(
             answer = chain.decide("decide_interrupt", ctx, InterruptRequest(speech=protected))
             if not isinstance(answer, InterruptDecision) or answer.action != "defer":
                 return original(force=force)
-            try:
-                return original(force=force)
-            except RuntimeError:
-                if protected_current_speech(session) is not protected:
-                    raise  # not the protected speech's refusal
-            done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
-            done.set_result(None)
-            return done
+            return interrupt_deferring_to(protected, session, original, force=force)
 
         return interrupt
 
     interceptor.install("AgentSession.interrupt", session, shadow)
+
+
+def interrupt_deferring_to(
+    protected: SpeechHandle,
+    session: AgentSession[Any],
+    original: Callable[..., asyncio.Future[None]],
+    *,
+    force: bool,
+    on_deferred: Callable[[], None] | None = None,
+) -> asyncio.Future[None]:
+    """Run livekit's interrupt; if livekit refuses it for ``protected``, return a done future.
+
+    livekit's own ``interrupt`` still runs first: it interrupts the interruptible speeches and
+    raises only for the protected one, which then plays to its end.
+    """
+    try:
+        return original(force=force)
+    except RuntimeError:
+        if protected_current_speech(session) is not protected:
+            raise  # not the protected speech's refusal
+    if on_deferred is not None:
+        on_deferred()
+    done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
+    done.set_result(None)
+    return done
 
 
 def install_protection_gate(
