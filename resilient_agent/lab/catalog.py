@@ -20,7 +20,11 @@ from ..testing import (
 )
 from ..testing.vad import VADFaultMode
 from . import agents
-from .catalog_handoff import handoff_mix_scenarios, typed_during_handoff_scenarios
+from .catalog_handoff import (
+    handoff_mix_scenarios,
+    typed_during_handoff_scenarios,
+    vad_fault_in_handoff_scenarios,
+)
 from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
@@ -422,6 +426,7 @@ def _stuck_and_deadlock() -> list[Scenario]:
                 reply_bound=_VAD_FAULT_BOUND,
             )
         )
+    found.extend(vad_fault_in_handoff_scenarios())
     found.append(
         Scenario(
             name="deadlock/aclose_inside_tool",

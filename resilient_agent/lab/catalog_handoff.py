@@ -1,11 +1,16 @@
-"""The catalog's handoff mixes: typed text, a talked-over reply, a caller who goes on."""
+"""The catalog's handoff mixes: typed text, a talked-over reply, a caller going on, a VAD fault."""
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance
+from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
+from ..testing.vad import VADFaultMode
 from . import agents
 
-__all__ = ["handoff_mix_scenarios", "typed_during_handoff_scenarios"]
+__all__ = [
+    "handoff_mix_scenarios",
+    "typed_during_handoff_scenarios",
+    "vad_fault_in_handoff_scenarios",
+]
 
 _ASK_MANAGER = Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False)
 _TRANSFER = LLMRule(when_user_says="manager", tool_calls=(ToolCallScript("transfer_to_manager"),))
@@ -106,4 +111,45 @@ def handoff_mix_scenarios() -> list[Scenario]:
             llm=(_TRANSFER,),
             duration=24.0,
         ),
+    ]
+
+
+# (fault, handoff delay, end of the ask, typed at, the caller speaks at)
+_VAD_FAULTS_IN_DRAIN: tuple[tuple[VADFaultMode, float, float, float, float], ...] = (
+    ("dead", 0.4, 2.5, 3.63, 5.5),
+    ("stuck", 1.5, 2.6, 5.12, 5.0),
+)
+
+
+def vad_fault_in_handoff_scenarios() -> list[Scenario]:
+    """A VAD that dies or sticks while livekit drains the leaving agent (found by the fuzzer).
+
+    A chat message typed over the transfer's protected message queues an interruptible reply
+    behind it; livekit's drain waits for that reply, and the reply for a silence the failed VAD
+    never reports, so the manager never starts and the caller's words are never answered.
+    """
+    # shrunk from fuzz/2026-1187 (dead, 0.4 s) and fuzz/99-99 (stuck, 1.5 s)
+    return [
+        Scenario(
+            name=f"vad/{mode}_in_handoff_drain",
+            family="vad",
+            description=(
+                f"A chat message is typed over a transfer's protected message, just before the "
+                f"tool hands the call over; the caller then speaks and the VAD fails ({mode}) "
+                f"while livekit drains the leaving agent (found by the fuzzer)."
+            ),
+            agent=agents.protected_handoff_agent(delay_s=delay_s),
+            utterances=(
+                Utterance(1.0, asked_until, "let me talk to the manager", expect_reply=False),
+                # answered as soon as with a healthy VAD: after the transfer message (6 s), the
+                # reply to the typed text, and the handoff (about 6 s after the words, 4.7-6.1 s
+                # after the text)
+                Utterance(said_at, said_at + 1.0, "a table for three", reply_within=7.0),
+            ),
+            typed=(Typed(typed_at, "any quiet corner seats", reply_within=7.0),),
+            llm=(_TRANSFER,),
+            vad_fault=VADFault(mode=mode, utterance=1, after=0.3),
+            duration=24.0,
+        )
+        for mode, delay_s, asked_until, typed_at, said_at in _VAD_FAULTS_IN_DRAIN
     ]
