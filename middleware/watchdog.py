@@ -25,6 +25,9 @@ Recovery escalates, and each step is logged and reported as a ``race_handled`` e
 
 Every recovery counts against ``max_recoveries`` per kind, so a broken component cannot make the
 watchdog loop.
+
+A handoff does not pause the watch on the caller's turn: while livekit drains the leaving agent
+(see :mod:`.drain_watch`), a stuck turn is still found and recovered.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
+from . import drain_watch
 from .audio_level import AudioLevelMeter
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
@@ -143,10 +147,16 @@ class Watchdog(Middleware):
         self._gave_up: set[StallKind] = set()
         self._task: asyncio.Task[None] | None = None
         self._at_risk = asyncio.Event()
+        self._ctx: MiddlewareContext | None = None
+        self._session_ended = False
         self.recovery_log: list[dict[str, Any]] = []
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Meter the caller's audio, count playout reports and start watching."""
+        # the drain's watch is over once the next agent starts (the same instance may be its)
+        drain_watch.take(ctx.session)
+        self._ctx = ctx
+        self._session_ended = False
         self._at_risk = asyncio.Event()
         # the session's one meter, shared with every middleware that reads the line's level
         self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
@@ -157,7 +167,7 @@ class Watchdog(Middleware):
         )
 
     async def aclose(self) -> None:
-        """Stop watching."""
+        """Stop watching; in a handoff, watch the caller's turn on until the next agent starts."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -165,6 +175,19 @@ class Watchdog(Middleware):
         if self._ledger is not None:
             self._ledger.detach()
             self._ledger = None
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None and not self._session_ended and _handing_over(ctx):
+            evidence = self._evidence
+
+            async def recover(drain_ctx: MiddlewareContext, stall: Stall) -> None:
+                await self._handle(drain_ctx, stall, evidence)
+
+            watch = drain_watch.DrainWatch(ctx, evidence, recover, self.check_every_s)
+            drain_watch.leave(ctx.session, watch)
+
+    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
+        """The session is over: there is no handoff to watch through."""
+        self._session_ended = True
 
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
@@ -250,7 +273,10 @@ class Watchdog(Middleware):
             return self.thresholds
         return dataclasses.replace(self.thresholds, vad_silence_s=silence)
 
-    async def _handle(self, ctx: MiddlewareContext, stall: Stall) -> None:
+    async def _handle(
+        self, ctx: MiddlewareContext, stall: Stall, evidence: StallEvidence | None = None
+    ) -> None:
+        evidence = evidence or self._evidence
         actionable = stall.kind != "interrupted_speech_not_done" or stall.cause == CAUSE_PLAYOUT
         if actionable and self._recoveries[stall.kind] >= self.max_recoveries:
             if stall.kind not in self._gave_up:
@@ -276,7 +302,7 @@ class Watchdog(Middleware):
         self._recoveries[stall.kind] += 1
         if stall.kind == "user_turn_stuck":
             # only the STT's final words are committed, never an interim
-            await self._end_user_turn(ctx, stall, commit=self._evidence.final_transcript_in)
+            await self._end_user_turn(ctx, stall, evidence, commit=evidence.final_transcript_in)
         elif stall.kind == "speech_waits_for_silence":
             await self._play_waiting_speech(ctx, stall)
         elif stall.kind == "thinking_without_speech":
@@ -300,6 +326,7 @@ class Watchdog(Middleware):
         self,
         ctx: MiddlewareContext,
         stall: Stall,
+        evidence: StallEvidence,
         *,
         commit: bool,
         speech: SpeechHandle | None = None,
@@ -326,7 +353,7 @@ class Watchdog(Middleware):
             else:
                 # a caller who started speaking again since is a new turn the VAD saw begin:
                 # cutting it off would lose its words
-                started = self._evidence.speaking_since
+                started = evidence.speaking_since
                 new_turn = started is not None and started >= acted_at
                 recovered = ctx.state.user_state != "speaking" or new_turn
             self._record(ctx, stall, action, recovered)
@@ -341,7 +368,7 @@ class Watchdog(Middleware):
             # whatever holds the speech back has no words, and would cut it again
             speech.allow_interruptions = False
         self._record(ctx, stall, "protected_waiting_speech", speech.done())
-        await self._end_user_turn(ctx, stall, commit=False, speech=speech)
+        await self._end_user_turn(ctx, stall, self._evidence, commit=False, speech=speech)
 
     async def _ask_again(self, ctx: MiddlewareContext, stall: Stall) -> None:
         speech = stall.speech
@@ -373,6 +400,14 @@ class Watchdog(Middleware):
 def _now() -> float:
     # loop time: the clock the shared audio observer stamps frames with
     return asyncio.get_running_loop().time()
+
+
+def _handing_over(ctx: MiddlewareContext) -> bool:
+    """Whether the agent exits for another one (livekit makes the next agent current first)."""
+    try:
+        return ctx.session.current_agent is not ctx.agent
+    except RuntimeError:  # no agent runs: the session is over
+        return False
 
 
 def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:

@@ -30,6 +30,15 @@ FAULTS = [
 ]
 
 
+def _stuck_turn_events(outcome: CallOutcome) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``user_turn_stuck`` findings and the steps taken on them."""
+    found = [e for e in outcome.race_events if e["kind"] == "user_turn_stuck"]
+    return (
+        [e for e in found if e["event"] == "race_detected"],
+        [e for e in found if e["event"] == "race_handled"],
+    )
+
+
 @pytest.mark.parametrize("name", FAULTS)
 def test_a_stuck_user_turn_is_ended_and_answered(name: str) -> None:
     _, plain = run_scenario(catalog(name), Agent)
@@ -37,16 +46,7 @@ def test_a_stuck_user_turn_is_ended_and_answered(name: str) -> None:
     _world, outcome = run_scenario(catalog(name), ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert outcome.end_user_state == "listening" and outcome.unfinished_handles == 0
-    (detected,) = [
-        e
-        for e in outcome.race_events
-        if e["event"] == "race_detected" and e["kind"] == "user_turn_stuck"
-    ]
-    handled = [
-        e
-        for e in outcome.race_events
-        if e["kind"] == "user_turn_stuck" and e["event"] == "race_handled"
-    ]
+    (detected,), handled = _stuck_turn_events(outcome)
     assert [e["action"] for e in handled] == ["restarted_vad"]
     assert handled[0]["recovered"] is True
     # evidence: the line has been quiet since the caller stopped (the meter looks every 50 ms)
@@ -197,3 +197,42 @@ def test_a_reply_waiting_for_a_caller_who_really_talks_is_left_waiting() -> None
     # a filler really came due while the caller was talking
     fillers = [r for r in world.recorder.speeches.values() if r.source == "say"]
     assert any(6.0 < r.created_at - world.t0 < 13.0 for r in fillers)
+
+
+@pytest.mark.parametrize("name", ["vad/dead_in_handoff_drain", "vad/stuck_in_handoff_drain"])
+def test_a_turn_stuck_while_a_handoff_drains_is_recovered_by_the_leaving_watchdog(
+    name: str,
+) -> None:
+    # no middleware of either agent runs while livekit drains the leaving one, and the drain
+    # waits for a reply that waits for the caller's silence
+    from resilient_agent.testing import VADFault
+
+    scenario = catalog(name)
+    _world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.end_user_state == "listening" and outcome.unfinished_handles == 0
+    (detected,), handled = _stuck_turn_events(outcome)
+    assert [(e["action"], e["recovered"]) for e in handled] == [("restarted_vad", True)]
+    # the words were withheld from the STT over the transfer message: quiet_s (1.2 s) of quiet
+    faulted = scenario.utterances[1]
+    assert faulted.end + 1.2 <= detected["at_s"] <= faulted.end + 1.2 + 0.06
+    # recovered before the drain needed the caller's silence: answered as with a healthy VAD
+    _, healthy = run_scenario(dataclasses.replace(scenario, vad_fault=VADFault()), ResilientAgent)
+    assert outcome.reply_latencies_s == healthy.reply_latencies_s
+
+
+def test_a_caller_talking_through_a_handoff_drain_is_never_cut_off() -> None:
+    from resilient_agent.testing import Typed, Utterance, VADFault
+
+    base = catalog("vad/dead_in_handoff_drain")
+    talk = "we would like a quiet table near the window with a view of the garden please"
+    scenario = dataclasses.replace(
+        base,
+        # a healthy VAD, and the caller talks from before the handoff to after the drain
+        vad_fault=VADFault(),
+        utterances=(base.utterances[0], Utterance(4.5, 12.0, talk, reply_within=3.0)),
+        typed=(Typed(base.typed[0].at, base.typed[0].text, reply_within=11.0),),
+    )
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert not [e for e in outcome.race_events if e["kind"] == "user_turn_stuck"]
