@@ -26,6 +26,7 @@ from typing import Any
 
 from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
+from livekit.agents.voice.io import AudioInput
 
 from resilient_agent import ConversationState, MiddlewareContext, get_logger
 from resilient_agent.audio_observer import AudioObserver
@@ -83,11 +84,10 @@ class DrainWatch:
         for event, listener in self._listeners.items():
             self._session.on(event, listener)
         meter = self.evidence.meter
-        source = self._session.input.audio
-        if meter is not None and source is not None:
-            self._observer = AudioObserver(source)
-            self._observer.callbacks.append(meter.on_frame)
-            self._session.input.audio = self._observer
+        if meter is not None:
+            self._observer = _observer_for(self._session)
+            if self._observer is not None:
+                self._observer.callbacks.append(meter.on_frame)
         if self.ctx.state.user_state == "speaking":
             self._speaking.set()
         self._task = asyncio.get_running_loop().create_task(
@@ -109,7 +109,8 @@ class DrainWatch:
             observer.callbacks.clear()
             if self._session.input.audio is observer and observer.source is not None:
                 self._session.input.audio = observer.source
-            # else something chained on top of it: it stays, a plain pass-through
+            # else something chained on top of it: it stays, a plain pass-through that the
+            # session's next drain watch uses again
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         speaking = ev.new_state == "speaking"
@@ -159,6 +160,30 @@ class DrainWatch:
 
 
 _LEFT: weakref.WeakKeyDictionary[AgentSession[Any], DrainWatch] = weakref.WeakKeyDictionary()
+# The observer a drain watch put in each session's audio chain (it may stay there).
+_OBSERVERS: weakref.WeakKeyDictionary[AgentSession[Any], AudioObserver] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _observer_for(session: AgentSession[Any]) -> AudioObserver | None:
+    """An observer of the caller's audio in ``session``'s input chain; None without audio input.
+
+    One an earlier handoff left in the chain is used again: each handoff does not add a hop.
+    """
+    top = session.input.audio
+    if top is None:
+        return None
+    kept = _OBSERVERS.get(session)
+    seen: AudioInput | None = top
+    while seen is not None and seen is not kept:
+        seen = seen.source
+    if kept is not None and seen is kept:
+        return kept
+    observer = AudioObserver(top)
+    session.input.audio = observer
+    _OBSERVERS[session] = observer
+    return observer
 
 
 def leave(session: AgentSession[Any], watch: DrainWatch) -> None:
