@@ -8,7 +8,7 @@ handoff forever, and the next agent, whose Watchdog would recover the turn, neve
 
 So the leaving Watchdog leaves a :class:`DrainWatch` in the session (:func:`leave`). It follows the
 caller's turn through livekit's public ``user_state_changed`` and ``user_input_transcribed`` and the
-caller's audio (an observer of its own on the session's input), judges a stuck turn on the same
+caller's audio (a feed of its own on the session's input), judges a stuck turn on the same
 evidence as the Watchdog, and has the leaving Watchdog recover it (the VAD restarted on the
 leaving agent, whose activity is the one draining). It watches until livekit adds the handoff to
 the chat context: the leaving activity is closed (which ends a caller turn still open in it), and
@@ -29,8 +29,8 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioInput
 
 from resilient_agent import ConversationState, MiddlewareContext, get_logger
-from resilient_agent.audio_observer import AudioObserver
 
+from .handover import TapFeed
 from .stall_evidence import Stall, StallEvidence
 
 __all__ = ["DrainWatch", "leave", "take"]
@@ -69,7 +69,7 @@ class DrainWatch:
         self._recover = recover
         self._check_every_s = check_every_s
         self._speaking = asyncio.Event()
-        self._observer: AudioObserver | None = None
+        self._feed: TapFeed | None = None
         self._task: asyncio.Task[None] | None = None
         self._recovering = False
         self._listeners: dict[lk_events.EventTypes, Callable[[Any], None]] = {
@@ -85,9 +85,9 @@ class DrainWatch:
             self._session.on(event, listener)
         meter = self.evidence.meter
         if meter is not None:
-            self._observer = _observer_for(self._session)
-            if self._observer is not None:
-                self._observer.callbacks.append(meter.on_frame)
+            self._feed = _feed_for(self._session)
+            if self._feed is not None:
+                self._feed.tap = meter
         if self.ctx.state.user_state == "speaking":
             self._speaking.set()
         self._task = asyncio.get_running_loop().create_task(
@@ -104,11 +104,11 @@ class DrainWatch:
         if task is not None and not self._recovering:
             task.cancel()
         # else the recovery under way finishes (it is bounded), is reported, and the watch ends
-        observer, self._observer = self._observer, None
-        if observer is not None:
-            observer.callbacks.clear()
-            if self._session.input.audio is observer and observer.source is not None:
-                self._session.input.audio = observer.source
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.tap = None
+            if self._session.input.audio is feed and feed.source is not None:
+                self._session.input.audio = feed.source
             # else something chained on top of it: it stays, a plain pass-through that the
             # session's next drain watch uses again
 
@@ -160,30 +160,28 @@ class DrainWatch:
 
 
 _LEFT: weakref.WeakKeyDictionary[AgentSession[Any], DrainWatch] = weakref.WeakKeyDictionary()
-# The observer a drain watch put in each session's audio chain (it may stay there).
-_OBSERVERS: weakref.WeakKeyDictionary[AgentSession[Any], AudioObserver] = (
-    weakref.WeakKeyDictionary()
-)
+# The feed a drain watch put in each session's audio chain (it may stay there).
+_FEEDS: weakref.WeakKeyDictionary[AgentSession[Any], TapFeed] = weakref.WeakKeyDictionary()
 
 
-def _observer_for(session: AgentSession[Any]) -> AudioObserver | None:
-    """An observer of the caller's audio in ``session``'s input chain; None without audio input.
+def _feed_for(session: AgentSession[Any]) -> TapFeed | None:
+    """A feed of the caller's audio in ``session``'s input chain; None without audio input.
 
     One an earlier handoff left in the chain is used again: each handoff does not add a hop.
     """
     top = session.input.audio
     if top is None:
         return None
-    kept = _OBSERVERS.get(session)
+    kept = _FEEDS.get(session)
     seen: AudioInput | None = top
     while seen is not None and seen is not kept:
         seen = seen.source
     if kept is not None and seen is kept:
         return kept
-    observer = AudioObserver(top)
-    session.input.audio = observer
-    _OBSERVERS[session] = observer
-    return observer
+    feed = TapFeed(top, None, label="ResilientAgentDrainWatchFeed")
+    session.input.audio = feed
+    _FEEDS[session] = feed
+    return feed
 
 
 def leave(session: AgentSession[Any], watch: DrainWatch) -> None:
@@ -204,5 +202,5 @@ def take(session: AgentSession[Any]) -> DrainWatch | None:
 
 
 def _now() -> float:
-    # loop time: the clock the audio observer stamps frames with
+    # loop time: the clock the feed stamps frames with
     return asyncio.get_running_loop().time()

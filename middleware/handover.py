@@ -14,7 +14,7 @@ import asyncio
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from livekit import rtc
 from livekit.agents import Agent, AgentSession, llm
@@ -26,27 +26,51 @@ from resilient_agent import MiddlewareContext, get_logger
 
 from .withheld_audio import WithheldAudioTap
 
-__all__ = ["Fragment", "Handover", "SpeechWindow", "TapFeed", "feed_tap", "leave", "take"]
+__all__ = [
+    "FrameTap",
+    "Fragment",
+    "Handover",
+    "SpeechWindow",
+    "TapFeed",
+    "feed_tap",
+    "leave",
+    "take",
+]
 
 logger = get_logger("middleware.handover")
 
 
+class FrameTap(Protocol):
+    """Shown each frame of the caller's audio, with the loop time it passed at."""
+
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Look at one frame (synchronously: it is on the audio path)."""
+
+
 class TapFeed(AudioInput):
-    """Passes the caller's audio on unchanged, showing each frame to one tap.
+    """Passes the caller's audio on unchanged, showing each frame to one tap (if any).
 
     It stays in the session's audio chain once put there (livekit's ``AudioInput(source=)``
     chaining); the next keeper keeps using it for the same tap.
     """
 
-    def __init__(self, source: AudioInput, tap: WithheldAudioTap) -> None:
-        super().__init__(label="ResilientAgentHandoverFeed", source=source)
+    def __init__(
+        self,
+        source: AudioInput,
+        tap: FrameTap | None,
+        *,
+        label: str = "ResilientAgentHandoverFeed",
+    ) -> None:
+        super().__init__(label=label, source=source)
         self.tap = tap
         self._next_frame = source.__anext__
 
     @override
     async def __anext__(self) -> rtc.AudioFrame:
         frame = await self._next_frame()
-        self.tap.on_frame(frame, asyncio.get_running_loop().time())
+        tap = self.tap
+        if tap is not None:
+            tap.on_frame(frame, asyncio.get_running_loop().time())
         return frame
 
 
