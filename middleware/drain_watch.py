@@ -72,6 +72,7 @@ class DrainWatch:
         self._feed: TapFeed | None = None
         self._task: asyncio.Task[None] | None = None
         self._recovering = False
+        self._stopped = False
         self._listeners: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "user_input_transcribed": self._on_transcript,
@@ -95,15 +96,23 @@ class DrainWatch:
         )
 
     def stop(self) -> None:
-        """Stop watching and following the session (once)."""
+        """Stop watching and following the session.
+
+        A recovery under way finishes first (it is bounded, and judges its steps by the caller's
+        state, which must go on being followed), is reported, and then the watch ends.
+        """
+        self._stopped = True
+        if not self._recovering:
+            self._end()
+
+    def _end(self) -> None:
         for event, listener in self._listeners.items():
             with contextlib.suppress(Exception):
                 self._session.off(event, listener)
         self._listeners = {}
         task, self._task = self._task, None
-        if task is not None and not self._recovering:
+        if task is not None and task is not asyncio.current_task():
             task.cancel()
-        # else the recovery under way finishes (it is bounded), is reported, and the watch ends
         feed, self._feed = self._feed, None
         if feed is not None:
             feed.tap = None
@@ -155,8 +164,10 @@ class DrainWatch:
                 await self._recover(self.ctx, Stall("user_turn_stuck", now - due[1]))
             finally:
                 self._recovering = False
-            if self._task is None:
-                return  # stopped meanwhile
+                if self._stopped:
+                    self._end()
+            if self._stopped:
+                return
 
 
 _LEFT: weakref.WeakKeyDictionary[AgentSession[Any], DrainWatch] = weakref.WeakKeyDictionary()

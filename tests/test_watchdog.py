@@ -236,3 +236,17 @@ def test_a_caller_talking_through_a_handoff_drain_is_never_cut_off() -> None:
     _, outcome = run_scenario(scenario, ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert not [e for e in outcome.race_events if e["kind"] == "user_turn_stuck"]
+
+
+def test_a_recovery_under_way_as_the_drain_ends_is_finished_and_reported() -> None:
+    # no typed reply: the drain ends with the transfer message (9.72 s), 0.5 s into a recovery
+    from resilient_agent.testing import Utterance
+
+    base = catalog("vad/dead_in_handoff_drain")
+    said = Utterance(7.0, 8.0, "a table for three", reply_within=4.0)
+    scenario = dataclasses.replace(base, utterances=(base.utterances[0], said), typed=())
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    (detected,), handled = _stuck_turn_events(outcome)
+    assert detected["at_s"] < 9.72 < detected["at_s"] + 1.0
+    assert [(e["action"], e["recovered"]) for e in handled] == [("restarted_vad", True)]
