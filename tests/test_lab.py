@@ -62,6 +62,7 @@ EXPECTED_BREAKS = {
     "vad/dead_caller_speaks_during_recovery": "stuck at 'speaking'",
     "vad/dead_in_handoff_drain": "never reached the LLM",
     "vad/stuck_in_handoff_drain": "never reached the LLM",
+    "vad/stuck_over_hold_message": "stuck at 'speaking'",
     "deadlock/aclose_inside_tool": "could not be closed",
     "stall/llm_hangs": "never answered audibly",
     "stall/lost_playout_report": "speech not done in time",
