@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from .boundary import guarded_wrap
@@ -164,12 +165,19 @@ class MiddlewareChain:
         self._on_error = on_error
         self.setting_up: set[int] = set()
         """``id()`` s of middleware whose ``setup`` is still running: their hooks are skipped."""
-        self._handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
+
+    @cached_property
+    def _handlers(self) -> dict[str, tuple[Middleware, ...]]:
+        # built on first dispatch: an agent's prototype chain (kept only to name and validate
+        # its middleware) never dispatches; a hook nobody overrides has no entry, and the
+        # bound methods are made per call (a session holds these tables for its whole length)
+        handlers: dict[str, tuple[Middleware, ...]] = {}
         for hook, spec in HOOKS.items():
             order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
-            self._handlers[hook] = tuple(
-                (mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook)
-            )
+            found = tuple(mw for mw in order if _overridden(mw, hook))
+            if found:
+                handlers[hook] = found
+        return handlers
 
     def without(self, removed: Sequence[Middleware]) -> MiddlewareChain:
         """The chain minus ``removed`` (those that raised ``MiddlewareNotUsed``)."""
@@ -179,7 +187,7 @@ class MiddlewareChain:
 
     def handles(self, hook: str) -> bool:
         """Whether any middleware overrides ``hook``."""
-        return bool(self._handlers[hook])
+        return hook in self._handlers
 
     def report_error(
         self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
@@ -194,12 +202,12 @@ class MiddlewareChain:
 
     def listeners(self, hook: str) -> tuple[Middleware, ...]:
         """The middleware that override ``hook``, in dispatch order."""
-        return tuple(mw for mw, _ in self._handlers[hook])
+        return self._handlers.get(hook, ())
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
         """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
-        for mw, handler in self._handlers[hook]:
-            await run_notify(mw, hook, handler, ctx, args, self.report_error)
+        for mw in self._handlers.get(hook, ()):
+            await run_notify(mw, hook, getattr(mw, hook), ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None.
@@ -208,11 +216,11 @@ class MiddlewareChain:
         is reported and skipped.
         """
         expected = _ANSWERS.get(hook)
-        for mw, handler in self._handlers[hook]:
+        for mw in self._handlers.get(hook, ()):
             if id(mw) in self.setting_up:
                 continue
             try:
-                answer = handler(ctx, *args)
+                answer = getattr(mw, hook)(ctx, *args)
             except Exception as exc:
                 self.report_error(mw, hook, exc)
                 continue
@@ -248,12 +256,13 @@ class MiddlewareChain:
     def _onion(
         self, hook: str, ctx: MiddlewareContext, innermost: Callable[[Any], Awaitable[Any]]
     ) -> Callable[[Any], Awaitable[Any]]:
-        handlers = self._handlers[hook]
+        handlers = self._handlers.get(hook, ())
 
         def layer(index: int) -> Callable[[Any], Awaitable[Any]]:
             if index == len(handlers):
                 return innermost
-            mw, handler = handlers[index]
+            mw = handlers[index]
+            handler = getattr(mw, hook)
             next_layer = layer(index + 1)
 
             async def call_layer(request: Any) -> Any:
