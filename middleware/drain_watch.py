@@ -206,7 +206,10 @@ def leave(session: AgentSession[Any], watch: DrainWatch) -> None:
 
 def take(session: AgentSession[Any]) -> DrainWatch | None:
     """The watch a leaving Watchdog left in ``session``, stopped (once); None if there is none."""
-    watch = _LEFT.pop(session, None)
+    try:
+        watch = _LEFT.pop(session, None)
+    except TypeError:  # a stand-in session no weak reference can be made to: nothing was left
+        return None
     if watch is not None:
         watch.stop()
     return watch

@@ -406,7 +406,7 @@ def _handing_over(ctx: MiddlewareContext) -> bool:
     """Whether the agent exits for another one (livekit makes the next agent current first)."""
     try:
         return ctx.session.current_agent is not ctx.agent
-    except RuntimeError:  # no agent runs: the session is over
+    except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
         return False
 
 
