@@ -61,6 +61,7 @@ EXPECTED_BREAKS = {
     "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",
     "vad/dead_caller_speaks_during_recovery": "stuck at 'speaking'",
     "vad/stuck_over_hold_message": "stuck at 'speaking'",
+    "lost_words/said_over_filler_with_reply_queued": "never reached the LLM",
     "deadlock/aclose_inside_tool": "could not be closed",
     "stall/llm_hangs": "never answered audibly",
     "stall/lost_playout_report": "speech not done in time",
