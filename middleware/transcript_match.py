@@ -45,32 +45,28 @@ def remove_heard(text: str, delivered: str) -> str:
     A real recognizer may transcribe the re-transcribed window a little differently from the
     live stream, so the stretch is found by edit distance (a word misheard here or there), and
     removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
-    A recognizer mishears a word, not a sentence: at each end the stretch keeps at most one word
-    that differs, so words of another sentence next to the heard ones are never taken for a
-    mishearing of them.
+    The stretch removed runs from its first to its last exactly heard word: a differing word at
+    either end may be a word of ``text`` the live stream never delivered (a withheld sentence
+    next to the heard ones, or a heard word far from the others), and is kept. A word kept twice
+    costs the LLM a repeat; a word dropped is lost.
     """
     words = text.split()
     said = [normalized(w) for w in words]
     gone = normalized(delivered).split()
     if not gone:
         return text
-    distance, (first, last), matched = _best_stretch(said, gone)
+    distance, matched = _best_stretch(said, gone)
     if distance * 2 > len(gone) or not matched:
         return text
-    start, end = matched[0], matched[-1] + 1
-    if start - first == 1:
-        start = first
-    if last - end == 1:
-        end = last
-    return " ".join(words[:start] + words[end:])
+    return " ".join(words[: matched[0]] + words[matched[-1] + 1 :])
 
 
-def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int], list[int]]:
+def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, list[int]]:
     """Semi-global alignment of all of ``gone`` against a stretch of ``said``.
 
     Returns:
-        The edit distance, the stretch (``said[first:last]``), and the indices of the words of
-        ``said`` the alignment matched exactly, in order.
+        The edit distance and the indices of the words of ``said`` the alignment matched
+        exactly, in order.
     """
     # cost[row][column]: ``gone[:row]`` against a stretch of ``said`` ending at ``column``
     cost = [[0] * (len(said) + 1)]
@@ -82,11 +78,7 @@ def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int
                 min(above[column - 1] + (word != heard), above[column] + 1, current[-1] + 1)
             )
         cost.append(current)
-    ends = cost[-1]
-    distance = min(ends)
-    # on a tie the longer stretch: a last word misheard rather than a word the window lacks
-    last = max(column for column, c in enumerate(ends) if c == distance)
-    column = last
+    distance, column = min((c, column) for column, c in enumerate(cost[-1]))
     matched: list[int] = []
     row = len(gone)
     while row > 0 and column > 0:
@@ -100,4 +92,4 @@ def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int
         else:
             column -= 1
     matched.reverse()
-    return distance, (column, last), matched
+    return distance, matched
