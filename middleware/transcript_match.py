@@ -11,6 +11,8 @@ __all__ = ["SAME_SPEECH_S", "normalized", "remove_heard", "without_repeats"]
 SAME_SPEECH_S = 1.0
 """A recovered window and the live final of the same speech arrive within this of each other."""
 _WORD = re.compile(r"[\w']+")
+# Words a live stream garbles where it cuts into or out of a sentence.
+_MISHEARD_AT_EDGE = 2
 
 
 def normalized(text: str) -> str:
@@ -45,28 +47,35 @@ def remove_heard(text: str, delivered: str) -> str:
     A real recognizer may transcribe the re-transcribed window a little differently from the
     live stream, so the stretch is found by edit distance (a word misheard here or there), and
     removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
-    The stretch removed runs from its first to its last exactly heard word: a differing word at
-    either end may be a word of ``text`` the live stream never delivered (a withheld sentence
-    next to the heard ones, or a heard word far from the others), and is kept. A word kept twice
-    costs the LLM a repeat; a word dropped is lost.
+    A live stream that starts or stops hearing mid-sentence garbles a word or two where it cuts
+    in or out, never a sentence: at each end of the stretch, at most ``_MISHEARD_AT_EDGE``
+    differing words (and no more than the words heard exactly) go with it; a longer differing
+    run is words of ``text`` the live stream never delivered (a withheld sentence next to the
+    heard ones), and is kept. A word kept twice costs the LLM a repeat; a word dropped is lost.
     """
     words = text.split()
     said = [normalized(w) for w in words]
     gone = normalized(delivered).split()
     if not gone:
         return text
-    distance, matched = _best_stretch(said, gone)
+    distance, (first, last), matched = _best_stretch(said, gone)
     if distance * 2 > len(gone) or not matched:
         return text
-    return " ".join(words[: matched[0]] + words[matched[-1] + 1 :])
+    edge = min(_MISHEARD_AT_EDGE, len(matched))
+    start, end = matched[0], matched[-1] + 1
+    if start - first <= edge:
+        start = first
+    if last - end <= edge:
+        end = last
+    return " ".join(words[:start] + words[end:])
 
 
-def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, list[int]]:
+def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int], list[int]]:
     """Semi-global alignment of all of ``gone`` against a stretch of ``said``.
 
     Returns:
-        The edit distance and the indices of the words of ``said`` the alignment matched
-        exactly, in order.
+        The edit distance, the stretch (``said[first:last]``), and the indices of the words of
+        ``said`` the alignment matched exactly, in order.
     """
     # cost[row][column]: ``gone[:row]`` against a stretch of ``said`` ending at ``column``
     cost = [[0] * (len(said) + 1)]
@@ -78,7 +87,8 @@ def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, list[int]]:
                 min(above[column - 1] + (word != heard), above[column] + 1, current[-1] + 1)
             )
         cost.append(current)
-    distance, column = min((c, column) for column, c in enumerate(cost[-1]))
+    distance, last = min((c, column) for column, c in enumerate(cost[-1]))
+    column = last
     matched: list[int] = []
     row = len(gone)
     while row > 0 and column > 0:
@@ -92,4 +102,4 @@ def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, list[int]]:
         else:
             column -= 1
     matched.reverse()
-    return distance, matched
+    return distance, (column, last), matched
