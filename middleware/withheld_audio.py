@@ -15,13 +15,17 @@ has caught up on it (a final transcript and no interim after it: what :func:`Stt
 re-transcribe if the stream died now), and for the full ``keep_seconds`` when livekit withheld
 part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
-sentence.
+sentence. Kept frames are packed every 50 ms (one block of samples and a time per frame), so a
+kept second costs about its samples, not a frame object per 10 ms.
 """
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from livekit import rtc
@@ -35,6 +39,8 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees up to one recheck late.
 PRE_ROLL_S = 0.5
+# A frame's format: frames of one packed chunk share it.
+_layout = attrgetter("sample_rate", "num_channels", "samples_per_channel")
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,57 @@ def stt_is_withheld(session: AgentSession[Any]) -> bool:
     )
 
 
+class _Chunk:
+    """Frames that passed between two rechecks, packed: one block of samples, a time per frame.
+
+    A frame object costs more than its samples (its attributes, its userdata dict, the entry
+    holding it); packed, a kept second of 16 kHz mono audio costs little more than its 32 KB of
+    samples. The frames of a chunk share their format and whether livekit withheld them.
+    """
+
+    __slots__ = ("at", "layout", "pcm", "size", "withheld")
+
+    def __init__(
+        self, at: array[float], pcm: bytes, size: int, layout: tuple[int, int, int], withheld: bool
+    ) -> None:
+        self.at = at
+        self.pcm = pcm
+        self.size = size  # bytes per frame
+        self.layout = layout  # sample rate, channels, samples per channel
+        self.withheld = withheld
+
+    @property
+    def seconds(self) -> float:
+        sample_rate, _, samples = self.layout
+        return len(self.at) * samples / sample_rate
+
+    def frame(self, index: int) -> rtc.AudioFrame:
+        size = self.size
+        return rtc.AudioFrame(self.pcm[index * size : (index + 1) * size], *self.layout)
+
+    def part(self, start: int, end: int) -> _Chunk:
+        size = self.size
+        pcm = self.pcm[start * size : end * size]
+        return _Chunk(self.at[start:end], pcm, size, self.layout, self.withheld)
+
+
+def _pack(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
+    """``frames`` as chunks, one per run of frames of the same format."""
+    chunks: list[_Chunk] = []
+    data = [frame.data for frame in frames]
+    layouts = [_layout(frame) for frame in frames]
+    start = 0
+    while start < len(frames):
+        layout, size = layouts[start], data[start].nbytes
+        end = start + 1
+        while end < len(frames) and layouts[end] == layout and data[end].nbytes == size:
+            end += 1
+        pcm = b"".join(data[start:end])
+        chunks.append(_Chunk(array("d", times[start:end]), pcm, size, layout, withheld))
+        start = end
+    return chunks
+
+
 class WithheldAudioTap:
     """Keeps the caller's audio a recovery may still need, and what livekit withheld of it.
 
@@ -97,8 +154,11 @@ class WithheldAudioTap:
         self._session = session
         self._keep_seconds = keep_seconds
         self._warmup = _WarmupClock(session)
-        # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
-        self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
+        self._chunks: deque[_Chunk] = deque()
+        # the frames since the last recheck, packed at the next one: this runs for every
+        # 10-20 ms frame of the call
+        self._pending: list[rtc.AudioFrame] = []
+        self._pending_at: list[float] = []
         self._withheld = False
         self._withheld_at = float("-inf")
         self._checked_at = float("-inf")
@@ -117,7 +177,8 @@ class WithheldAudioTap:
         if now - self._checked_at >= _RECHECK_S:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
             self._recheck(now)
-        self._frames.append((now, frame, self._withheld))
+        self._pending.append(frame)
+        self._pending_at.append(now)
 
     def note_transcript(self, *, final: bool, now: float) -> None:
         """The STT reported a transcript: after a final one, what it heard is no longer needed."""
@@ -127,7 +188,15 @@ class WithheldAudioTap:
         else:
             self._interim_pending = True
 
+    def _seal(self) -> None:
+        """Pack the frames since the last recheck (they passed under its withheld reading)."""
+        if self._pending:
+            self._chunks.extend(_pack(self._pending, self._pending_at, self._withheld))
+            self._pending = []
+            self._pending_at = []
+
     def _recheck(self, now: float) -> None:
+        self._seal()
         self._checked_at = now
         session = self._session
         self._withheld = stt_is_withheld(session) or self._warmup.active(_RECHECK_S)
@@ -166,15 +235,24 @@ class WithheldAudioTap:
             if needed is not None and needed < horizon:
                 horizon = needed
         horizon = max(horizon, oldest_kept)
-        frames = self._frames
-        while frames and frames[0][0] < horizon:
-            frames.popleft()
+        chunks = self._chunks
+        while chunks and chunks[0].at[-1] < horizon:
+            chunks.popleft()
+        if chunks and chunks[0].at[0] < horizon:
+            head = chunks[0]
+            chunks[0] = head.part(bisect_left(head.at, horizon), len(head.at))
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
-        first = self._frames[0][0] if self._frames else float("inf")
-        earlier = [f for f in previous._frames if f[0] < first]
-        self._frames.extendleft(reversed(earlier))
+        previous._seal()
+        self._seal()
+        first = self._chunks[0].at[0] if self._chunks else float("inf")
+        earlier: list[_Chunk] = []
+        for chunk in previous._chunks:
+            count = bisect_left(chunk.at, first)
+            if count:
+                earlier.append(chunk if count == len(chunk.at) else chunk.part(0, count))
+        self._chunks.extendleft(reversed(earlier))
         # what the previous tap still had to keep, this one keeps
         self._unheard_from = _earliest(self._unheard_from, previous._unheard_from)
         self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
@@ -183,19 +261,45 @@ class WithheldAudioTap:
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
-        found: list[TappedFrame] = []
-        for at, frame, withheld in reversed(self._frames):
-            if at < start:
+        found = [
+            TappedFrame(at, frame, self._withheld)
+            for at, frame in zip(self._pending_at, self._pending, strict=True)
+            if start <= at <= end
+        ]
+        found.reverse()
+        for chunk in reversed(self._chunks):
+            if chunk.at[-1] < start:
                 break
-            if at <= end:
-                found.append(TappedFrame(at, frame, withheld))
+            for index in range(len(chunk.at) - 1, -1, -1):
+                at = chunk.at[index]
+                if at < start:
+                    break
+                if at <= end:
+                    found.append(TappedFrame(at, chunk.frame(index), chunk.withheld))
         found.reverse()
         return found
+
+    def withheld_within(self, start: float, end: float) -> bool:
+        """Whether livekit withheld any frame that passed between ``start`` and ``end``.
+
+        As ``any(f.withheld for f in self.window(start, end))``, without building the frames.
+        """
+        if self._withheld and any(start <= at <= end for at in self._pending_at):
+            return True
+        for chunk in reversed(self._chunks):
+            at = chunk.at
+            if at[-1] < start:
+                break
+            # the chunk's first frame from start on (there is one: its last is not before start)
+            if chunk.withheld and at[bisect_left(at, start)] <= end:
+                return True
+        return False
 
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
-        return sum(f[1].duration for f in self._frames)
+        pending = sum(frame.duration for frame in self._pending)
+        return pending + sum(chunk.seconds for chunk in self._chunks)
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:
