@@ -25,11 +25,12 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
+
+from resilient_agent._compat import audio_frame_parts
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
@@ -39,8 +40,8 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees up to one recheck late.
 PRE_ROLL_S = 0.5
-# A frame's format: frames of one packed chunk share it.
-_layout = attrgetter("sample_rate", "num_channels", "samples_per_channel")
+# A frame's samples and format (sample rate, channels, samples per channel), read fast
+_frame_parts = audio_frame_parts()
 
 
 @dataclass(frozen=True)
@@ -128,15 +129,15 @@ class _Chunk:
 def _pack(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
     """``frames`` as chunks, one per run of frames of the same format."""
     chunks: list[_Chunk] = []
-    data = [frame.data for frame in frames]
-    layouts = [_layout(frame) for frame in frames]
-    start = 0
-    while start < len(frames):
-        layout, size = layouts[start], data[start].nbytes
+    parts = list(map(_frame_parts, frames))
+    start, count = 0, len(parts)
+    while start < count:
+        first = parts[start]
+        size, layout = len(first[0]), first[1:]
         end = start + 1
-        while end < len(frames) and layouts[end] == layout and data[end].nbytes == size:
+        while end < count and parts[end][1:] == layout and len(parts[end][0]) == size:
             end += 1
-        pcm = b"".join(data[start:end])
+        pcm = b"".join([part[0] for part in parts[start:end]])
         chunks.append(_Chunk(array("d", times[start:end]), pcm, size, layout, withheld))
         start = end
     return chunks
