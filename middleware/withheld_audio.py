@@ -127,20 +127,23 @@ class _Chunk:
 
 
 def _pack(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
-    """``frames`` as chunks, one per run of frames of the same format."""
-    chunks: list[_Chunk] = []
+    """``frames`` as one chunk, or one chunk per frame when their formats differ (rare)."""
     parts = list(map(_frame_parts, frames))
-    start, count = 0, len(parts)
-    while start < count:
-        first = parts[start]
-        size, layout = len(first[0]), first[1:]
-        end = start + 1
-        while end < count and parts[end][1:] == layout and len(parts[end][0]) == size:
-            end += 1
-        pcm = b"".join([part[0] for part in parts[start:end]])
-        chunks.append(_Chunk(array("d", times[start:end]), pcm, size, layout, withheld))
-        start = end
-    return chunks
+    samples, rates, channels, lengths = zip(*parts, strict=True)
+    count, layout = len(parts), parts[0][1:]
+    size = 2 * layout[1] * layout[2]
+    pcm = b"".join(samples)
+    if (
+        len(pcm) == count * size
+        and rates.count(layout[0]) == count
+        and channels.count(layout[1]) == count
+        and lengths.count(layout[2]) == count
+    ):
+        return [_Chunk(array("d", times), pcm, size, layout, withheld)]
+    return [
+        _Chunk(array("d", (at,)), bytes(part[0]), len(part[0]), part[1:], withheld)
+        for at, part in zip(times, parts, strict=True)
+    ]
 
 
 class WithheldAudioTap:
@@ -239,9 +242,10 @@ class WithheldAudioTap:
         chunks = self._chunks
         while chunks and chunks[0].at[-1] < horizon:
             chunks.popleft()
-        if chunks and chunks[0].at[0] < horizon:
+        # a chunk is kept whole (at most one recheck more) except past keep_seconds
+        if chunks and chunks[0].at[0] < oldest_kept:
             head = chunks[0]
-            chunks[0] = head.part(bisect_left(head.at, horizon), len(head.at))
+            chunks[0] = head.part(bisect_left(head.at, oldest_kept), len(head.at))
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
