@@ -25,12 +25,12 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
-from resilient_agent._compat import audio_frame_parts
+from resilient_agent._compat import audio_frame_readers
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
@@ -40,8 +40,8 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees up to one recheck late.
 PRE_ROLL_S = 0.5
-# A frame's samples and format (sample rate, channels, samples per channel), read fast
-_frame_parts = audio_frame_parts()
+# A frame's samples, and its format (sample rate, channels, samples per channel), read fast
+_frame_samples, _frame_layout = audio_frame_readers()
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def stt_is_withheld(session: AgentSession[Any]) -> bool:
     )
 
 
-class _Chunk:
+class _Chunk(NamedTuple):
     """Frames that passed between two rechecks, packed: one block of samples, a time per frame.
 
     A frame object costs more than its samples (its attributes, its userdata dict, the entry
@@ -100,16 +100,11 @@ class _Chunk:
     samples. The frames of a chunk share their format and whether livekit withheld them.
     """
 
-    __slots__ = ("at", "layout", "pcm", "size", "withheld")
-
-    def __init__(
-        self, at: array[float], pcm: bytes, size: int, layout: tuple[int, int, int], withheld: bool
-    ) -> None:
-        self.at = at
-        self.pcm = pcm
-        self.size = size  # bytes per frame
-        self.layout = layout  # sample rate, channels, samples per channel
-        self.withheld = withheld
+    at: array[float]
+    pcm: bytes
+    size: int  # bytes per frame
+    layout: tuple[int, int, int]  # sample rate, channels, samples per channel
+    withheld: bool
 
     @property
     def seconds(self) -> float:
@@ -126,23 +121,18 @@ class _Chunk:
         return _Chunk(self.at[start:end], pcm, size, self.layout, self.withheld)
 
 
-def _pack(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
-    """``frames`` as one chunk, or one chunk per frame when their formats differ (rare)."""
-    parts = list(map(_frame_parts, frames))
-    samples, rates, channels, lengths = zip(*parts, strict=True)
-    count, layout = len(parts), parts[0][1:]
-    size = 2 * layout[1] * layout[2]
-    pcm = b"".join(samples)
-    if (
-        len(pcm) == count * size
-        and rates.count(layout[0]) == count
-        and channels.count(layout[1]) == count
-        and lengths.count(layout[2]) == count
-    ):
-        return [_Chunk(array("d", times), pcm, size, layout, withheld)]
+# builds a chunk in one C call (the named tuple's own constructor is a Python function): the
+# tap packs a chunk every 50 ms of the call
+_new_chunk = tuple.__new__
+
+
+def _pack_apart(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
+    """One chunk per frame: for frames of different formats (rare)."""
     return [
-        _Chunk(array("d", (at,)), bytes(part[0]), len(part[0]), part[1:], withheld)
-        for at, part in zip(times, parts, strict=True)
+        _Chunk(array("d", (at,)), bytes(samples), len(samples), layout, withheld)
+        for at, samples, layout in zip(
+            times, map(_frame_samples, frames), map(_frame_layout, frames), strict=True
+        )
     ]
 
 
@@ -194,10 +184,21 @@ class WithheldAudioTap:
 
     def _seal(self) -> None:
         """Pack the frames since the last recheck (they passed under its withheld reading)."""
-        if self._pending:
-            self._chunks.extend(_pack(self._pending, self._pending_at, self._withheld))
-            self._pending = []
-            self._pending_at = []
+        frames = self._pending
+        if not frames:
+            return
+        # a few C calls only: this runs every 50 ms of every call. A line changes format when
+        # its input is replaced, once: the first and the last frame of 50 ms tell
+        layout = _frame_layout(frames[0])
+        size = 2 * layout[1] * layout[2]
+        pcm = b"".join(map(_frame_samples, frames))
+        if len(pcm) == size * len(frames) and _frame_layout(frames[-1]) == layout:
+            at = array("d", self._pending_at)
+            self._chunks.append(_new_chunk(_Chunk, (at, pcm, size, layout, self._withheld)))
+        else:
+            self._chunks.extend(_pack_apart(frames, self._pending_at, self._withheld))
+        self._pending = []
+        self._pending_at = []
 
     def _recheck(self, now: float) -> None:
         self._seal()
