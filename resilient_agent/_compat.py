@@ -25,6 +25,7 @@ __all__ = [
     "Reliance",
     "audio_frame_readers",
     "close_as_caller_left",
+    "queued_speeches",
     "session_closing",
     "speech_interrupted_future",
     "tool_call_releasable",
@@ -51,6 +52,27 @@ def speech_interrupted_future(handle: SpeechHandle) -> asyncio.Future[Any] | Non
     ``SpeechHandle.interrupted`` tells whether, not when; the lab's timelines need when.
     """
     return _future(handle, "_interrupt_fut")
+
+
+_SPEECH_QUEUE = "_speech_q"
+
+
+def queued_speeches(session: Any) -> list[SpeechHandle] | None:
+    """The speeches livekit queued for playout, in the order it plays them.
+
+    ``AgentSession._activity._speech_q``: a heap of ``(-priority, scheduled_ns, handle)``, the
+    queue ``AgentActivity.interrupt()`` walks after the current speech. livekit has no public
+    view of it (``session.current_speech`` is only its head, once popped). None if livekit
+    moved it.
+    """
+    queue = getattr(getattr(session, "_activity", None), _SPEECH_QUEUE, None)
+    if not isinstance(queue, list):
+        return None
+    try:
+        ordered = sorted(queue, key=lambda item: (item[0], item[1]))
+        return [item[2] for item in ordered if isinstance(item[2], SpeechHandle)]
+    except (TypeError, IndexError):
+        return None
 
 
 def session_closing(session: Any) -> bool:
@@ -217,6 +239,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "middleware.tool_guard (releasing a tool whose speech the caller interrupted)",
         "livekit moved RunContext._first_update_fut",
         "test_tool_call_releasable_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "AgentSession._activity._speech_q is livekit's playout queue, a heap of (-priority, "
+        "scheduled_ns, handle) that AgentActivity.interrupt() walks after the current speech",
+        "resilient_agent.speech_gates (a deferred interrupt interrupts the queue)",
+        "livekit moved AgentActivity._speech_q",
+        "test_queued_speeches_is_where_compat_expects_it",
     ),
     Reliance(
         "livekit's own closes (caller left, fatal error, job shutdown callback) do not call "

@@ -30,6 +30,7 @@ from .events import ResilientEvent
 from .handoff_gates import HandoffGates
 from .hooks import HOOKS, Middleware
 from .interception import Interceptor
+from .listeners import event_listener
 from .log import get_logger
 from .requests import SpeechDecision, SpeechInfo, ToolCall, ToolOutcome
 from .shutdown import ShutdownGate
@@ -90,7 +91,7 @@ class SessionBridge:
         self._queues: list[NotifyQueue] = []
         self._listening: dict[str, tuple[NotifyQueue, ...]] = {}
         self._tool_tasks: dict[int, tuple[ToolCall, asyncio.Task[Any]]] = {}
-        self._listeners: dict[lk_events.EventTypes, Callable[[Any], None]] = {
+        handlers: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "agent_state_changed": self._on_agent_state,
             "user_input_transcribed": self._on_transcript,
@@ -99,6 +100,7 @@ class SessionBridge:
             "agent_false_interruption": self._on_false_interruption,
             "close": self._on_close,
         }
+        self._listeners = {event: event_listener(on) for event, on in handlers.items()}
         self._closed = False
         self._stopping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from .boundary import guarded_wrap
@@ -164,12 +165,18 @@ class MiddlewareChain:
         self._on_error = on_error
         self.setting_up: set[int] = set()
         """``id()`` s of middleware whose ``setup`` is still running: their hooks are skipped."""
-        self._handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
+
+    @cached_property
+    def _handlers(self) -> dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]]:
+        # built on first dispatch: an agent's prototype chain (kept only to name and validate
+        # its middleware) never dispatches; a hook nobody overrides has no entry
+        handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
         for hook, spec in HOOKS.items():
             order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
-            self._handlers[hook] = tuple(
-                (mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook)
-            )
+            found = tuple((mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook))
+            if found:
+                handlers[hook] = found
+        return handlers
 
     def without(self, removed: Sequence[Middleware]) -> MiddlewareChain:
         """The chain minus ``removed`` (those that raised ``MiddlewareNotUsed``)."""
@@ -179,7 +186,7 @@ class MiddlewareChain:
 
     def handles(self, hook: str) -> bool:
         """Whether any middleware overrides ``hook``."""
-        return bool(self._handlers[hook])
+        return bool(self._handlers.get(hook, ()))
 
     def report_error(
         self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
@@ -194,11 +201,11 @@ class MiddlewareChain:
 
     def listeners(self, hook: str) -> tuple[Middleware, ...]:
         """The middleware that override ``hook``, in dispatch order."""
-        return tuple(mw for mw, _ in self._handlers[hook])
+        return tuple(mw for mw, _ in self._handlers.get(hook, ()))
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
         """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
-        for mw, handler in self._handlers[hook]:
+        for mw, handler in self._handlers.get(hook, ()):
             await run_notify(mw, hook, handler, ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
@@ -208,7 +215,7 @@ class MiddlewareChain:
         is reported and skipped.
         """
         expected = _ANSWERS.get(hook)
-        for mw, handler in self._handlers[hook]:
+        for mw, handler in self._handlers.get(hook, ()):
             if id(mw) in self.setting_up:
                 continue
             try:
@@ -248,7 +255,7 @@ class MiddlewareChain:
     def _onion(
         self, hook: str, ctx: MiddlewareContext, innermost: Callable[[Any], Awaitable[Any]]
     ) -> Callable[[Any], Awaitable[Any]]:
-        handlers = self._handlers[hook]
+        handlers = self._handlers.get(hook, ())
 
         def layer(index: int) -> Callable[[Any], Awaitable[Any]]:
             if index == len(handlers):

@@ -224,8 +224,9 @@ class InterruptDecision:
     Attributes:
         action: ``defer``: livekit's interrupt still runs (it interrupts the interruptible
             background speeches), its refusal for the protected speech is swallowed, the speech
-            plays to the end and the caller gets a done future; ``refuse``: livekit raises, as
-            it does without the library.
+            plays to the end, the speeches queued behind it are interrupted as livekit's
+            interrupt does (up to the first protected one) and the caller gets a future done once
+            they are; ``refuse``: livekit raises, as it does without the library.
         reason: Why, for logs and events.
     """
 

@@ -3,9 +3,13 @@
 * ``session.interrupt()`` without ``force`` raises ``RuntimeError`` on livekit-agents 1.8 when the
   current speech is protected. While the chain has a ``decide_interrupt`` hook, such a call asks
   it; on ``defer`` livekit's own ``interrupt`` still runs (it interrupts the interruptible
-  background speeches before it refuses), its refusal for that protected speech is swallowed, the
-  speech plays to the end and the caller gets a done future, as livekit's interrupt returns one.
-  ``force=True``, and every call that would not raise, go to livekit unchanged.
+  background speeches before it refuses), its refusal for that protected speech is swallowed and
+  the speech plays to the end. The speeches queued behind it are interrupted as livekit's
+  interrupt does when the current speech allows it (up to the first queued speech that disallows
+  interruptions: it and those behind it play), so a reply asked for next is not heard after a
+  queued reply the caller no longer waits for; the caller gets livekit's kind of future, done
+  once those speeches are. ``force=True``, and every call that would not raise, go to livekit
+  unchanged.
 * A tool's ``ctx.disallow_interruptions()`` asks ``decide_protection`` first (``decline`` leaves
   the speech as it is and returns); when livekit then resumed a speech it had paused for the
   caller (its false-interruption pause; the tool's protection releases it, synchronously), the
@@ -23,8 +27,10 @@ from typing import Any
 from livekit.agents import AgentSession, RunContext
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from ._compat import queued_speeches
 from .chain import MiddlewareChain
 from .interception import Interceptor
+from .log import get_logger
 from .requests import (
     InterruptDecision,
     InterruptRequest,
@@ -40,6 +46,8 @@ __all__ = [
     "interrupt_deferring_to",
     "protected_current_speech",
 ]
+
+logger = get_logger("speech_gates")
 
 
 def protected_current_speech(session: AgentSession[Any]) -> SpeechHandle | None:
@@ -79,10 +87,12 @@ def interrupt_deferring_to(
     force: bool,
     on_deferred: Callable[[], None] | None = None,
 ) -> asyncio.Future[None]:
-    """Run livekit's interrupt; if livekit refuses it for ``protected``, return a done future.
+    """Run livekit's interrupt; if livekit refuses it for ``protected``, interrupt the queue.
 
-    livekit's own ``interrupt`` still runs first: it interrupts the interruptible speeches and
-    raises only for the protected one, which then plays to its end.
+    livekit's own ``interrupt`` still runs first: it interrupts the interruptible background
+    speeches and raises for the protected one, which then plays to its end, before it reaches the
+    speeches queued behind it. Those are interrupted here as livekit's loop would have; the
+    future is done once they are (at once when there were none).
     """
     try:
         return original(force=force)
@@ -91,8 +101,42 @@ def interrupt_deferring_to(
             raise  # not the protected speech's refusal
     if on_deferred is not None:
         on_deferred()
+    return _when_done(_interrupt_queued(session))
+
+
+def _interrupt_queued(session: AgentSession[Any]) -> list[SpeechHandle]:
+    """Interrupt the queued speeches in playout order, as ``AgentActivity.interrupt()`` does."""
+    interrupted: list[SpeechHandle] = []
+    for speech in queued_speeches(session) or ():
+        if speech.done() or speech.interrupted:
+            continue
+        if not speech.allow_interruptions:
+            # livekit's own rule: the speeches from here on play, in order
+            break
+        interrupted.append(speech.interrupt())
+    if interrupted:
+        logger.info(
+            "queued_speeches_interrupted",
+            speeches=[s.id for s in interrupted],
+            why=(
+                "session.interrupt() met a protected speech, which plays to its end; the "
+                "speeches queued behind it are interrupted as livekit's interrupt does"
+            ),
+        )
+    return interrupted
+
+
+def _when_done(speeches: list[SpeechHandle]) -> asyncio.Future[None]:
     done: asyncio.Future[None] = asyncio.Future()  # as livekit's own interrupt makes it
-    done.set_result(None)
+
+    def on_done(_: SpeechHandle) -> None:
+        if not done.done() and all(s.done() for s in speeches):
+            done.set_result(None)
+
+    if not speeches:
+        done.set_result(None)
+    for speech in speeches:
+        speech.add_done_callback(on_done)
     return done
 
 

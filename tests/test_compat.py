@@ -570,3 +570,48 @@ def test_audio_frame_readers_moved_trips(monkeypatch: pytest.MonkeyPatch) -> Non
 def _frame_without_private_attributes(self: Any, data: Any, rate: int, ch: int, n: int) -> None:
     # what a frame looks like to the tap if livekit renamed its attributes
     self.__dict__.update(_samples=bytes(data), _rate=rate, _channels=ch, _per_channel=n)
+
+
+def check_queued_speeches() -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent._compat import queued_speeches
+    from resilient_agent.testing import Scenario, run_scenario
+
+    message = _change("test_queued_speeches_is_where_compat_expects_it")
+    seen: dict[str, Any] = {}
+
+    def build(base: type[PlainAgent]) -> PlainAgent:
+        class Queueing(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            async def on_enter(self) -> None:
+                session = self.session
+                seen["current"] = session.say("A long first sentence to be queued behind.")
+                seen["queued"] = [session.say("Second."), session.say("Third.")]
+                self._probe = asyncio.get_running_loop().create_task(self._look())
+
+            async def _look(self) -> None:
+                await asyncio.sleep(1.0)  # app code on the virtual clock: the first one plays
+                seen["current_then"] = self.session.current_speech
+                seen["found"] = queued_speeches(self.session)
+
+        return Queueing()
+
+    scenario = Scenario(name="t/queue", family="t", description="", agent=build, utterances=())
+    run_scenario(dataclasses.replace(scenario, duration=6.0), PlainAgent)
+    assert seen["current_then"] is seen["current"], "the lab no longer plays the first speech"
+    assert seen["found"] == seen["queued"], f"{message}: found {seen['found']}"
+
+
+def test_queued_speeches_is_where_compat_expects_it() -> None:
+    check_queued_speeches()
+
+
+def test_queued_speeches_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._compat as compat
+
+    monkeypatch.setattr(compat, "_SPEECH_QUEUE", "_speech_queue")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved AgentActivity._speech_q")):
+        check_queued_speeches()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -206,6 +207,99 @@ def test_typed_messages_are_validated() -> None:
             utterances=(),
             typed=(Typed(30.0, "hello"),),
         )
+
+
+# -- a reply queued behind the protected speech (found by the fuzzer: fuzz/7-1621) ------------
+QUEUED_REPLY = "lost_words/typed_over_filler_with_reply_queued"
+QUESTION = "what is on the menu tonight and do you have anything without nuts"
+CORNER = "any quiet corner seats"
+
+
+def test_text_typed_over_a_filler_is_lost_on_a_plain_agent() -> None:
+    world, outcome = run_scenario(catalog(QUEUED_REPLY), Agent)
+    assert world.logs.count(TEXT_INPUT_FAILED_LOG) == 1
+    assert CORNER not in user_messages(world)
+    assert outcome.lost_words == len(CORNER.split())
+
+
+def test_text_typed_over_a_filler_cancels_the_queued_reply_it_makes_stale() -> None:
+    world, outcome = run_scenario(catalog(QUEUED_REPLY), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    # each said once, in order: the question's reply was cut before a frame of it played, and
+    # the typed message's reply was made with the question in its context
+    assert user_messages(world) == [QUESTION, CORNER]
+    answer = next(r for r in world.llm.requests if r.last_user_text == CORNER)
+    assert answer.user_texts == (QUESTION, CORNER)
+    heard = [s.text for s in heard_sentences(world) if s.heard > 0]
+    assert not any("without nuts" in text for text in heard), heard
+    # answered as soon as the filler was over
+    filler_end = max(
+        (s.started_at or 0.0) + s.length for s in heard_sentences(world) if "think about" in s.text
+    )
+    typed_latency = outcome.reply_latencies_s[1]
+    assert typed_latency is not None
+    assert 6.0 + typed_latency == pytest.approx(filler_end, abs=0.05)
+
+
+def _queue_agent(seen: dict[str, Any]) -> Any:
+    """Says the notice protected with three speeches queued, then interrupts at 2 s."""
+
+    def build(base: type[Agent]) -> Agent:
+        class Queued(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="Be brief.")
+
+            async def on_enter(self) -> None:
+                session = self.session
+                session.say(NOTICE, allow_interruptions=False)
+                seen["first"] = session.say("Our first special is soup.")
+                seen["protected"] = session.say("Please note.", allow_interruptions=False)
+                seen["last"] = session.say("Our last special is pie.")
+                self._probe = asyncio.get_running_loop().create_task(self._interrupt_later())
+
+            async def _interrupt_later(self) -> None:
+                await asyncio.sleep(2.0)  # app code on the virtual clock
+                try:
+                    future = self.session.interrupt()
+                except RuntimeError as exc:
+                    seen["raised"] = str(exc)
+                    return
+                await future
+                seen["awaited"] = {k: seen[k].done() for k in ("first", "protected", "last")}
+
+        return Queued()
+
+    return build
+
+
+def _queue_scenario(seen: dict[str, Any]) -> Scenario:
+    return Scenario(
+        name="t/queue", family="t", description="", agent=_queue_agent(seen), utterances=()
+    )
+
+
+def test_interrupt_over_protected_speech_leaves_the_queue_on_a_plain_agent() -> None:
+    seen: dict[str, Any] = {}
+    run_scenario(dataclasses.replace(_queue_scenario(seen), duration=14.0), Agent)
+    assert "does not allow interruptions" in seen["raised"]
+    assert not any(seen[k].interrupted for k in ("first", "protected", "last"))
+
+
+def test_a_deferred_interrupt_interrupts_the_queue_as_livekit_does() -> None:
+    seen: dict[str, Any] = {}
+    world, _ = run_scenario(
+        dataclasses.replace(_queue_scenario(seen), duration=14.0), ResilientAgent
+    )
+    assert notice_heard_to_the_end(world)
+    # livekit's rule for its queue: interruptible speeches up to the first protected one go,
+    # it and those behind it play
+    assert seen["first"].interrupted
+    assert not seen["protected"].interrupted and not seen["last"].interrupted
+    # the future is done once the speeches it interrupted are
+    assert seen["awaited"] == {"first": True, "protected": False, "last": False}
+    heard = {s.text for s in heard_sentences(world) if s.complete}
+    assert {"Please note.", "Our last special is pie."} <= heard
+    assert "Our first special is soup." not in heard
 
 
 class _Speech:

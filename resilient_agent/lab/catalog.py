@@ -25,6 +25,7 @@ from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .catalog_typed import typed_over_queued_reply_scenarios
 from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
@@ -324,6 +325,7 @@ def _lost_words_elsewhere() -> list[Scenario]:
             utterances=(),
             typed=(Typed(3.0, "do you have a table for two tonight"),),
         ),
+        *typed_over_queued_reply_scenarios(),
         *_lost_words_in_pauses(notice),
         *typed_during_handoff_scenarios(),
         *handoff_mix_scenarios(),
