@@ -15,22 +15,20 @@ has caught up on it (a final transcript and no interim after it: what :func:`Stt
 re-transcribe if the stream died now), and for the full ``keep_seconds`` when livekit withheld
 part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
-sentence. Kept frames are packed every 50 ms (one block of samples and a time per frame), so a
-kept second costs about its samples, not a frame object per 10 ms.
+sentence. It keeps a frame's samples and format, not the frame object (whose attributes cost
+more than the samples of a 10 ms frame); :meth:`WithheldAudioTap.window` rebuilds the frames.
 """
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
-from resilient_agent._compat import audio_frame_readers
+from resilient_agent._compat import FrameParts, audio_frame_parts
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
@@ -40,8 +38,8 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees up to one recheck late.
 PRE_ROLL_S = 0.5
-# A frame's samples, and its format (sample rate, channels, samples per channel), read fast
-_frame_samples, _frame_layout = audio_frame_readers()
+# A frame's samples (by reference, no copy) and format, in one C call: every frame passes here
+_frame_parts = audio_frame_parts()
 
 
 @dataclass(frozen=True)
@@ -92,50 +90,6 @@ def stt_is_withheld(session: AgentSession[Any]) -> bool:
     )
 
 
-class _Chunk(NamedTuple):
-    """Frames that passed between two rechecks, packed: one block of samples, a time per frame.
-
-    A frame object costs more than its samples (its attributes, its userdata dict, the entry
-    holding it); packed, a kept second of 16 kHz mono audio costs little more than its 32 KB of
-    samples. The frames of a chunk share their format and whether livekit withheld them.
-    """
-
-    at: array[float]
-    pcm: bytes
-    size: int  # bytes per frame
-    layout: tuple[int, int, int]  # sample rate, channels, samples per channel
-    withheld: bool
-
-    @property
-    def seconds(self) -> float:
-        sample_rate, _, samples = self.layout
-        return len(self.at) * samples / sample_rate
-
-    def frame(self, index: int) -> rtc.AudioFrame:
-        size = self.size
-        return rtc.AudioFrame(self.pcm[index * size : (index + 1) * size], *self.layout)
-
-    def part(self, start: int, end: int) -> _Chunk:
-        size = self.size
-        pcm = self.pcm[start * size : end * size]
-        return _Chunk(self.at[start:end], pcm, size, self.layout, self.withheld)
-
-
-# builds a chunk in one C call (the named tuple's own constructor is a Python function): the
-# tap packs a chunk every 50 ms of the call
-_new_chunk = tuple.__new__
-
-
-def _pack_apart(frames: list[rtc.AudioFrame], times: list[float], withheld: bool) -> list[_Chunk]:
-    """One chunk per frame: for frames of different formats (rare)."""
-    return [
-        _Chunk(array("d", (at,)), bytes(samples), len(samples), layout, withheld)
-        for at, samples, layout in zip(
-            times, map(_frame_samples, frames), map(_frame_layout, frames), strict=True
-        )
-    ]
-
-
 class WithheldAudioTap:
     """Keeps the caller's audio a recovery may still need, and what livekit withheld of it.
 
@@ -148,11 +102,8 @@ class WithheldAudioTap:
         self._session = session
         self._keep_seconds = keep_seconds
         self._warmup = _WarmupClock(session)
-        self._chunks: deque[_Chunk] = deque()
-        # the frames since the last recheck, packed at the next one: this runs for every
-        # 10-20 ms frame of the call
-        self._pending: list[rtc.AudioFrame] = []
-        self._pending_at: list[float] = []
+        # plain tuples (at, frame parts, withheld): this runs for every frame of the call
+        self._frames: deque[tuple[float, FrameParts, bool]] = deque()
         self._withheld = False
         self._withheld_at = float("-inf")
         self._checked_at = float("-inf")
@@ -171,8 +122,7 @@ class WithheldAudioTap:
         if now - self._checked_at >= _RECHECK_S:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
             self._recheck(now)
-        self._pending.append(frame)
-        self._pending_at.append(now)
+        self._frames.append((now, _frame_parts(frame), self._withheld))
 
     def note_transcript(self, *, final: bool, now: float) -> None:
         """The STT reported a transcript: after a final one, what it heard is no longer needed."""
@@ -182,26 +132,7 @@ class WithheldAudioTap:
         else:
             self._interim_pending = True
 
-    def _seal(self) -> None:
-        """Pack the frames since the last recheck (they passed under its withheld reading)."""
-        frames = self._pending
-        if not frames:
-            return
-        # a few C calls only: this runs every 50 ms of every call. A line changes format when
-        # its input is replaced, once: the first and the last frame of 50 ms tell
-        layout = _frame_layout(frames[0])
-        size = 2 * layout[1] * layout[2]
-        pcm = b"".join(map(_frame_samples, frames))
-        if len(pcm) == size * len(frames) and _frame_layout(frames[-1]) == layout:
-            at = array("d", self._pending_at)
-            self._chunks.append(_new_chunk(_Chunk, (at, pcm, size, layout, self._withheld)))
-        else:
-            self._chunks.extend(_pack_apart(frames, self._pending_at, self._withheld))
-        self._pending = []
-        self._pending_at = []
-
     def _recheck(self, now: float) -> None:
-        self._seal()
         self._checked_at = now
         session = self._session
         self._withheld = stt_is_withheld(session) or self._warmup.active(_RECHECK_S)
@@ -240,25 +171,15 @@ class WithheldAudioTap:
             if needed is not None and needed < horizon:
                 horizon = needed
         horizon = max(horizon, oldest_kept)
-        chunks = self._chunks
-        while chunks and chunks[0].at[-1] < horizon:
-            chunks.popleft()
-        # a chunk is kept whole (at most one recheck more) except past keep_seconds
-        if chunks and chunks[0].at[0] < oldest_kept:
-            head = chunks[0]
-            chunks[0] = head.part(bisect_left(head.at, oldest_kept), len(head.at))
+        frames = self._frames
+        while frames and frames[0][0] < horizon:
+            frames.popleft()
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
-        previous._seal()
-        self._seal()
-        first = self._chunks[0].at[0] if self._chunks else float("inf")
-        earlier: list[_Chunk] = []
-        for chunk in previous._chunks:
-            count = bisect_left(chunk.at, first)
-            if count:
-                earlier.append(chunk if count == len(chunk.at) else chunk.part(0, count))
-        self._chunks.extendleft(reversed(earlier))
+        first = self._frames[0][0] if self._frames else float("inf")
+        earlier = [f for f in previous._frames if f[0] < first]
+        self._frames.extendleft(reversed(earlier))
         # what the previous tap still had to keep, this one keeps
         self._unheard_from = _earliest(self._unheard_from, previous._unheard_from)
         self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
@@ -267,21 +188,12 @@ class WithheldAudioTap:
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
-        found = [
-            TappedFrame(at, frame, self._withheld)
-            for at, frame in zip(self._pending_at, self._pending, strict=True)
-            if start <= at <= end
-        ]
-        found.reverse()
-        for chunk in reversed(self._chunks):
-            if chunk.at[-1] < start:
+        found: list[TappedFrame] = []
+        for at, parts, withheld in reversed(self._frames):
+            if at < start:
                 break
-            for index in range(len(chunk.at) - 1, -1, -1):
-                at = chunk.at[index]
-                if at < start:
-                    break
-                if at <= end:
-                    found.append(TappedFrame(at, chunk.frame(index), chunk.withheld))
+            if at <= end:
+                found.append(TappedFrame(at, rtc.AudioFrame(*parts), withheld))
         found.reverse()
         return found
 
@@ -290,22 +202,18 @@ class WithheldAudioTap:
 
         As ``any(f.withheld for f in self.window(start, end))``, without building the frames.
         """
-        if self._withheld and any(start <= at <= end for at in self._pending_at):
-            return True
-        for chunk in reversed(self._chunks):
-            at = chunk.at
-            if at[-1] < start:
-                break
-            # the chunk's first frame from start on (there is one: its last is not before start)
-            if chunk.withheld and at[bisect_left(at, start)] <= end:
+        for at, _, withheld in reversed(self._frames):
+            if at < start:
+                return False
+            if withheld and at <= end:
                 return True
         return False
 
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
-        pending = sum(frame.duration for frame in self._pending)
-        return pending + sum(chunk.seconds for chunk in self._chunks)
+        # samples per channel over the sample rate
+        return sum(parts[3] / parts[1] for _, parts, _ in self._frames)
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:

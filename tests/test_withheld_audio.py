@@ -45,7 +45,7 @@ def _feed(tap: WithheldAudioTap, start: float, end: float) -> float:
 def test_a_quiet_line_keeps_only_the_onset_pre_roll() -> None:
     tap = WithheldAudioTap(_Session(), keep_seconds=20.0)  # type: ignore[arg-type]
     _feed(tap, 0.0, 30.0)
-    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.11)  # 50 ms chunks, rechecks
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
 
 
 def test_a_window_is_kept_until_the_stt_caught_up_on_it() -> None:
@@ -62,7 +62,7 @@ def test_a_window_is_kept_until_the_stt_caught_up_on_it() -> None:
     assert window[0].at == pytest.approx(4.7) and window[-1].at == pytest.approx(7.0)
     tap.note_transcript(final=True, now=9.0)
     _feed(tap, 9.0, 10.0)
-    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.11)  # 50 ms chunks, rechecks
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
 
 
 def test_a_final_transcript_with_words_still_coming_keeps_the_window() -> None:
@@ -96,7 +96,7 @@ def test_a_window_with_withheld_audio_is_kept_for_keep_seconds() -> None:
     _feed(tap, 9.0, 14.0)
     # older than keep_seconds: gone
     assert not tap.window(0.0, 3.5)
-    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.11)  # 50 ms chunks, rechecks
+    assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
 
 
 def test_kept_frames_come_back_as_they_passed() -> None:
@@ -105,7 +105,7 @@ def test_kept_frames_come_back_as_they_passed() -> None:
     tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
     fed = []
     for index in range(40):
-        # the line changes format in the middle of a recheck's frames, and changes back
+        # the line changes format, and changes back
         rate = 48000 if 17 <= index < 23 else 16000
         samples = np.full(rate // 100, index, dtype=np.int16)
         frame = rtc.AudioFrame(samples.tobytes(), rate, 1, rate // 100)
