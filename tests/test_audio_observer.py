@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 from livekit import rtc
 from livekit.agents.voice.io import AudioInput
+
 from resilient_agent.audio_observer import AudioObserver
 from resilient_agent.testing import run_virtual
 
