@@ -45,26 +45,59 @@ def remove_heard(text: str, delivered: str) -> str:
     A real recognizer may transcribe the re-transcribed window a little differently from the
     live stream, so the stretch is found by edit distance (a word misheard here or there), and
     removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
+    A recognizer mishears a word, not a sentence: at each end the stretch keeps at most one word
+    that differs, so words of another sentence next to the heard ones are never taken for a
+    mishearing of them.
     """
     words = text.split()
     said = [normalized(w) for w in words]
     gone = normalized(delivered).split()
     if not gone:
         return text
-    # semi-global alignment: all of ``gone`` against any stretch of ``words``
-    previous = [(0, start) for start in range(len(words) + 1)]
-    for row, heard in enumerate(gone, start=1):
-        current = [(row, 0)]
-        for column, word in enumerate(said, start=1):
-            options = (
-                (previous[column - 1][0] + (word != heard), previous[column - 1][1]),
-                (previous[column][0] + 1, previous[column][1]),
-                (current[column - 1][0] + 1, current[column - 1][1]),
-            )
-            current.append(min(options))
-        previous = current
-    distance, end = min((cost, column) for column, (cost, _) in enumerate(previous))
-    if distance * 2 > len(gone):
+    distance, (first, last), matched = _best_stretch(said, gone)
+    if distance * 2 > len(gone) or not matched:
         return text
-    start = previous[end][1]
+    start, end = matched[0], matched[-1] + 1
+    if start - first == 1:
+        start = first
+    if last - end == 1:
+        end = last
     return " ".join(words[:start] + words[end:])
+
+
+def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int], list[int]]:
+    """Semi-global alignment of all of ``gone`` against a stretch of ``said``.
+
+    Returns:
+        The edit distance, the stretch (``said[first:last]``), and the indices of the words of
+        ``said`` the alignment matched exactly, in order.
+    """
+    # cost[row][column]: ``gone[:row]`` against a stretch of ``said`` ending at ``column``
+    cost = [[0] * (len(said) + 1)]
+    for row, heard in enumerate(gone, start=1):
+        above = cost[-1]
+        current = [row]
+        for column, word in enumerate(said, start=1):
+            current.append(
+                min(above[column - 1] + (word != heard), above[column] + 1, current[-1] + 1)
+            )
+        cost.append(current)
+    ends = cost[-1]
+    distance = min(ends)
+    # on a tie the longer stretch: a last word misheard rather than a word the window lacks
+    last = max(column for column, c in enumerate(ends) if c == distance)
+    column = last
+    matched: list[int] = []
+    row = len(gone)
+    while row > 0 and column > 0:
+        diagonal = cost[row - 1][column - 1] + (said[column - 1] != gone[row - 1])
+        if cost[row][column] == diagonal:
+            if said[column - 1] == gone[row - 1]:
+                matched.append(column - 1)
+            row, column = row - 1, column - 1
+        elif cost[row][column] == cost[row - 1][column] + 1:
+            row -= 1
+        else:
+            column -= 1
+    matched.reverse()
+    return distance, (column, last), matched

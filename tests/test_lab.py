@@ -60,6 +60,7 @@ EXPECTED_BREAKS = {
     "vad/dead_plain_agent": "stuck at 'speaking'",
     "vad/no_end_of_speech_plain_agent": "stuck at 'speaking'",
     "vad/dead_caller_speaks_during_recovery": "stuck at 'speaking'",
+    "vad/stuck_over_hold_message": "stuck at 'speaking'",
     "deadlock/aclose_inside_tool": "could not be closed",
     "stall/llm_hangs": "never answered audibly",
     "stall/lost_playout_report": "speech not done in time",

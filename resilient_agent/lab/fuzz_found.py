@@ -28,7 +28,11 @@ _PREAMBLE = "Let me check the reservation book for you right now."
 
 def fuzz_found_scenarios() -> list[Scenario]:
     """The races the fuzzer found, in the catalog's display order."""
-    return [_preamble_interrupted_before_hold_message(), _dead_vad_caller_speaks_in_recovery()]
+    return [
+        _preamble_interrupted_before_hold_message(),
+        _dead_vad_caller_speaks_in_recovery(),
+        _stuck_vad_over_hold_message(),
+    ]
 
 
 def fuzz_found_controls() -> list[Scenario]:
@@ -91,6 +95,41 @@ def _dead_vad_caller_speaks_in_recovery() -> Scenario:
         reply_bound=_VAD_FAULT_BOUND + _FILLER_S,
         # the watchdog restarts the VAD at 5.46 s and looks again 1 s later
         sweep=Sweep(utterance=2, start=5.7, stop=6.4, step=0.1),
+    )
+
+
+def _stuck_vad_over_hold_message() -> Scenario:
+    # shrunk from fuzz/8080-262 (the recovered window, 'quartz walnut cactus violin' then the two
+    # sentences livekit's STT heard, was matched against livekit's turn of those two sentences,
+    # and the four withheld words were taken for a misheard copy and dropped):
+    # booking_agent('protected_say', work_seconds=2.5), a VAD stuck 0.3 s into
+    # (4.0-5.85 'quartz walnut cactus violin'), then (6.37-8.83) and (9.58-11.75), five words each;
+    # more words in the later sentences than the withheld one's mismatches keep the bug hidden
+    return Scenario(
+        name="vad/stuck_over_hold_message",
+        family="vad",
+        description=(
+            "The caller talks over a tool's protected hold message, which livekit withholds from "
+            "the STT, and the VAD sticks in that turn; the caller says two more sentences before "
+            "the watchdog restarts it (found by the fuzzer)."
+        ),
+        agent=agents.booking_agent("protected_say", work_seconds=2.5),
+        utterances=(
+            Utterance(1.0, 2.5, "please book a table for eight", reply_within=22.0),
+            Utterance(4.0, 5.85, "we need a high chair", reply_within=19.0),
+            Utterance(6.37, 8.83, "my mother will join us", reply_within=16.0),
+            Utterance(9.58, 11.75, "she likes a quiet corner", reply_within=13.0),
+        ),
+        llm=(
+            LLMRule(
+                when_user_says="book",
+                tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+        ),
+        vad_fault=VADFault(mode="stuck", utterance=1, after=0.3),
+        reply_bound=13.0,
+        duration=31.0,
     )
 
 
