@@ -103,7 +103,9 @@ class SessionBridge:
         self._listeners = {event: event_listener(on) for event, on in handlers.items()}
         self._closed = False
         self._stopping: asyncio.Task[None] | None = None
-        self._stopped = asyncio.Event()
+        self._stopped = False
+        # made when someone first waits for the stop (at the close), not held through the call
+        self._stopped_event: asyncio.Event | None = None
         # the session's close waits for the stop through this one (restored when it is over)
         self._close_hold = Interceptor()
         self._tool_seq = 0
@@ -152,7 +154,7 @@ class SessionBridge:
         if left_out:
             self.chain = self.chain.without(left_out)
             for queue in [q for q in self._queues if q.mw in left_out]:
-                queue.task.cancel()
+                queue.cancel()
                 self._queues.remove(queue)
             self._listening = self._listeners_by_hook()
         if self.chain.handles("decide_shutdown"):
@@ -235,7 +237,9 @@ class SessionBridge:
         try:
             await self._stop()
         finally:
-            self._stopped.set()
+            self._stopped = True
+            if self._stopped_event is not None:
+                self._stopped_event.set()
             self._close_hold.restore_all()
 
     async def _stop(self) -> None:
@@ -258,7 +262,7 @@ class SessionBridge:
             # whoever awaited the close gave up waiting: the middleware are still closed
             interrupted = True
             for queue in self._queues:
-                queue.task.cancel()
+                queue.cancel()
         for mw in reversed(self.chain.middleware):
             try:
                 await self._lifecycle(mw, "aclose")
@@ -312,7 +316,11 @@ class SessionBridge:
         waited_on_by_stop = (self._stopping, self._close_fallback)
         if current in waited_on_by_stop or any(q.task is current for q in self._queues):
             return
-        await self._stopped.wait()
+        if self._stopped:
+            return
+        if self._stopped_event is None:
+            self._stopped_event = asyncio.Event()
+        await self._stopped_event.wait()
 
     def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
         return HandoffGates(self._session, keep).install()
@@ -348,13 +356,13 @@ class SessionBridge:
         """Let queued notify hooks run; a middleware still busy past the bound is cancelled."""
         for queue in self._queues:
             queue.close()
-        tasks = {queue.task: queue for queue in self._queues}
+        tasks = {queue.task: queue for queue in self._queues if queue.task is not None}
         if not tasks:
             return
         _done, pending = await asyncio.wait(set(tasks), timeout=_STOP_BOUND_S)
         for task in pending:
             queue = tasks[task]
-            task.cancel()
+            queue.cancel()
             hung = HookTimeoutError(f"still running {_STOP_BOUND_S} s into the close")
             self.chain.report_error(queue.mw, queue.running or "notify", hung, "cancelled_at_close")
 

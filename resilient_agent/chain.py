@@ -167,13 +167,14 @@ class MiddlewareChain:
         """``id()`` s of middleware whose ``setup`` is still running: their hooks are skipped."""
 
     @cached_property
-    def _handlers(self) -> dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]]:
+    def _handlers(self) -> dict[str, tuple[Middleware, ...]]:
         # built on first dispatch: an agent's prototype chain (kept only to name and validate
-        # its middleware) never dispatches; a hook nobody overrides has no entry
-        handlers: dict[str, tuple[tuple[Middleware, Callable[..., Any]], ...]] = {}
+        # its middleware) never dispatches; a hook nobody overrides has no entry, and the
+        # bound methods are made per call (a session holds these tables for its whole length)
+        handlers: dict[str, tuple[Middleware, ...]] = {}
         for hook, spec in HOOKS.items():
             order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
-            found = tuple((mw, getattr(mw, hook)) for mw in order if _overridden(mw, hook))
+            found = tuple(mw for mw in order if _overridden(mw, hook))
             if found:
                 handlers[hook] = found
         return handlers
@@ -186,7 +187,7 @@ class MiddlewareChain:
 
     def handles(self, hook: str) -> bool:
         """Whether any middleware overrides ``hook``."""
-        return bool(self._handlers.get(hook, ()))
+        return hook in self._handlers
 
     def report_error(
         self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
@@ -201,12 +202,12 @@ class MiddlewareChain:
 
     def listeners(self, hook: str) -> tuple[Middleware, ...]:
         """The middleware that override ``hook``, in dispatch order."""
-        return tuple(mw for mw, _ in self._handlers.get(hook, ()))
+        return self._handlers.get(hook, ())
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
         """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
-        for mw, handler in self._handlers.get(hook, ()):
-            await run_notify(mw, hook, handler, ctx, args, self.report_error)
+        for mw in self._handlers.get(hook, ()):
+            await run_notify(mw, hook, getattr(mw, hook), ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None.
@@ -215,11 +216,11 @@ class MiddlewareChain:
         is reported and skipped.
         """
         expected = _ANSWERS.get(hook)
-        for mw, handler in self._handlers.get(hook, ()):
+        for mw in self._handlers.get(hook, ()):
             if id(mw) in self.setting_up:
                 continue
             try:
-                answer = handler(ctx, *args)
+                answer = getattr(mw, hook)(ctx, *args)
             except Exception as exc:
                 self.report_error(mw, hook, exc)
                 continue
@@ -260,7 +261,8 @@ class MiddlewareChain:
         def layer(index: int) -> Callable[[Any], Awaitable[Any]]:
             if index == len(handlers):
                 return innermost
-            mw, handler = handlers[index]
+            mw = handlers[index]
+            handler = getattr(mw, hook)
             next_layer = layer(index + 1)
 
             async def call_layer(request: Any) -> Any:

@@ -4,12 +4,17 @@ Each middleware sees the events it listens to in livekit's order, with "the call
 speaking" overtaking bookkeeping; middleware no longer wait for each other. Every hook call runs
 under the middleware's time budget (see :mod:`.boundary`); a hook past it is cancelled and
 reported, and the middleware goes on with its next event.
+
+A middleware's task exists only while it has hooks to run, and its budget timer only while a
+hook is suspended: most hooks return without ever waiting, and an idle middleware then costs no
+task, no waiter and no timer (a session is mostly idle between events).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import contextvars
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,48 +54,114 @@ async def run_notify(
 
 
 class NotifyQueue:
-    """One middleware's pending notify hooks and the task that runs them."""
+    """One middleware's pending notify hooks and the task that runs them while there are any.
+
+    Hooks queued before :meth:`open` (the middleware is still setting up) wait for it. The
+    task runs in the context the queue was made in (the session's start), not in that of
+    whichever livekit task emitted the event.
+    """
 
     def __init__(self, mw: Middleware, ctx: MiddlewareContext, report: Reporter) -> None:
         self.mw = mw
         self._ctx = ctx
         self._report = report
-        self._urgent: deque[tuple[str, tuple[Any, ...]]] = deque()
-        self._normal: deque[tuple[str, tuple[Any, ...]]] = deque()
-        self._wake = asyncio.Event()
-        self._open = asyncio.Event()
-        self._closed = False
+        self._loop = asyncio.get_running_loop()
+        self._context = contextvars.copy_context()
+        self._budget_s = budget_of(mw)
+        self._name = f"resilient_agent.dispatch.{mw.display_name}"
+        # urgent calls first (in their own order), then the others
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self._urgent = 0
+        self._open = False
+        self._call = 0
+        self._expired_call = 0
+        self._deadline: asyncio.TimerHandle | None = None
         self.running: str | None = None
-        self.task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"resilient_agent.dispatch.{mw.display_name}"
-        )
+        """The hook running now, if any."""
+        self.task: asyncio.Task[None] | None = None
+        """The task running this middleware's hooks, while it has any to run."""
 
     def put(self, hook: str, args: tuple[Any, ...], *, urgent: bool) -> None:
         """Queue one hook call."""
-        (self._urgent if urgent else self._normal).append((hook, args))
-        self._wake.set()
+        if urgent:
+            self._pending.insert(self._urgent, (hook, args))
+            self._urgent += 1
+        else:
+            self._pending.append((hook, args))
+        if self.task is None and self._open:
+            self._start()
 
     def open(self) -> None:
         """The middleware is set up: run what was queued meanwhile, then keep up."""
-        self._open.set()
+        self._open = True
+        if self.task is None and self._pending:
+            self._start()
 
     def close(self) -> None:
-        """Run what is queued, then end."""
-        self._closed = True
-        self._open.set()
-        self._wake.set()
+        """Run what is queued (set up or not), then end; :attr:`task` is what to wait for."""
+        self.open()
+
+    def cancel(self) -> None:
+        """Drop what is queued and cancel the hook running now."""
+        self._pending.clear()
+        self._urgent = 0
+        if self.task is not None:
+            self.task.cancel()
+
+    def _start(self) -> None:
+        self.task = self._context.run(self._loop.create_task, self._run(), name=self._name)
+        # runs right after the task's first step: arms the budget if a hook is suspended
+        self._loop.call_soon(self._watch)
 
     async def _run(self) -> None:
-        await self._open.wait()
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._urgent or self._normal:
-                hook, args = (self._urgent or self._normal).popleft()
-                self.running = hook
-                await run_notify(
-                    self.mw, hook, getattr(self.mw, hook), self._ctx, args, self._report
-                )
-                self.running = None
-            if self._closed:
-                return
+        try:
+            while self._pending:
+                hook, args = self._pending.pop(0)
+                if self._urgent:
+                    self._urgent -= 1
+                await self._run_hook(hook, args)
+        finally:
+            self.task = None
+            self.running = None
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+    async def _run_hook(self, hook: str, args: tuple[Any, ...]) -> None:
+        """Run one hook; a failure or a hang past the budget is reported, never raised."""
+        self._call += 1
+        call = self._call
+        self.running = hook
+        try:
+            await getattr(self.mw, hook)(self._ctx, *args)
+        except asyncio.CancelledError:
+            if self._expired_call != call:
+                raise
+            self._timed_out(hook)
+        except Exception as exc:
+            self._report(self.mw, hook, exc, "continued_without_it")
+        else:
+            if self._expired_call == call:
+                self._timed_out(hook)  # it swallowed the cancellation, still ran past its budget
+        finally:
+            self.running = None
+            if self._deadline is not None:
+                # this hook was suspended: the next one starts in a later step, watched anew
+                self._deadline.cancel()
+                self._deadline = None
+                self._loop.call_soon(self._watch)
+
+    def _watch(self) -> None:
+        if self.running is not None and self._deadline is None:
+            self._deadline = self._loop.call_later(self._budget_s, self._expire, self._call)
+
+    def _expire(self, call: int) -> None:
+        if call == self._call and self.running is not None and self.task is not None:
+            self._expired_call = call
+            self.task.cancel()
+
+    def _timed_out(self, hook: str) -> None:
+        if self.task is not None and sys.version_info >= (3, 11):
+            self.task.uncancel()  # the cancellation was the budget's: the task goes on
+        hung = HookTimeoutError(f"{hook} ran past {self._budget_s} s")
+        self._report(self.mw, hook, hung, "cancelled")

@@ -3,16 +3,16 @@
 livekit's ``EventEmitter.emit`` (``livekit/rtc/event_emitter.py``) runs ``inspect.signature``
 on every listener at every emit, to pass it only the arguments it takes. For a bound method that
 rebuilds the signature from the function's code and drops ``self``: hundreds of bytecodes per
-listener per event, more than most listeners themselves cost. A function that carries its
+listener per event, more than most listeners themselves cost. A listener that carries its
 signature in ``__signature__`` (the attribute ``inspect.signature`` reads first) is answered at
-once, so every listener the library adds to a session goes through :func:`event_listener`.
+once, so the listeners the library adds to a session go through :func:`event_listener`.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["event_listener"]
 
@@ -26,12 +26,19 @@ _ONE_EVENT = inspect.Signature(
 def event_listener(handler: Callable[[_Event], Any]) -> Callable[[_Event], None]:
     """``handler`` as a listener of a one-argument session event, with its signature attached.
 
-    Register the returned function (keep it to ``off()`` it later); it calls ``handler``.
+    Register the returned callable (keep it to ``off()`` it later); it calls ``handler``.
     """
+    return _Listener(handler)
 
-    def listener(event: _Event) -> None:
-        handler(event)
 
-    # inspect.signature reads this before looking at the code (PEP 362)
-    listener.__signature__ = _ONE_EVENT  # type: ignore[attr-defined]
-    return listener
+class _Listener(Generic[_Event]):
+    __slots__ = ("_handler",)
+    # inspect.signature reads this before looking at any code (PEP 362); on the class, so that
+    # a listener is one small object
+    __signature__ = _ONE_EVENT
+
+    def __init__(self, handler: Callable[[_Event], Any]) -> None:
+        self._handler = handler
+
+    def __call__(self, event: _Event) -> None:
+        self._handler(event)

@@ -1,0 +1,164 @@
+"""One middleware's notify queue: order, setup gating, budgets, and no task while idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+import pytest
+
+from resilient_agent import Middleware
+from resilient_agent.dispatch import NotifyQueue
+from resilient_agent.testing import run_virtual
+
+CTX: Any = object()
+_WHO = contextvars.ContextVar("who", default="nobody")
+
+
+class Recorder(Middleware):
+    hook_budget_s = 1.0
+
+    def __init__(self, *, hang: set[str] | None = None, swallow: bool = False) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, float]] = []
+        self.hang = hang or set()
+        self.swallow = swallow
+
+    async def _record(self, what: str) -> None:
+        loop = asyncio.get_running_loop()
+        self.seen.append((what, loop.time()))
+        if what.startswith("wait"):
+            await asyncio.sleep(0.1)
+        if what in self.hang:
+            try:
+                await asyncio.sleep(60.0)
+            except asyncio.CancelledError:
+                if not self.swallow:
+                    raise
+                await asyncio.sleep(0.5)
+        self.seen.append((f"{what} done", loop.time()))
+
+    async def on_user_state(self, ctx: Any, what: Any) -> None:
+        await self._record(what)
+
+    async def on_agent_state(self, ctx: Any, what: Any) -> None:
+        await self._record(what)
+
+
+def _run(mw: Recorder, script: Any) -> list[tuple[Any, ...]]:
+    reports: list[tuple[Any, ...]] = []
+
+    def report(who: Any, hook: str, exc: BaseException, action: str) -> None:
+        reports.append((hook, type(exc).__name__, action, asyncio.get_running_loop().time()))
+
+    async def main() -> None:
+        queue = NotifyQueue(mw, CTX, report)
+        await script(queue)
+        for _ in range(1000):
+            if queue.task is None:
+                break
+            await asyncio.sleep(0.05)
+        assert queue.task is None, "a queue with nothing to run keeps no task"
+
+    run_virtual(main())
+    return reports
+
+
+def test_urgent_calls_overtake_queued_ones_and_keep_their_own_order() -> None:
+    mw = Recorder()
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.put("on_agent_state", ("a",), urgent=False)
+        queue.put("on_agent_state", ("b",), urgent=False)
+        queue.put("on_user_state", ("u1",), urgent=True)
+        queue.put("on_user_state", ("u2",), urgent=True)
+        queue.open()
+
+    assert _run(mw, script) == []
+    assert [w for w, _ in mw.seen if not w.endswith("done")] == ["u1", "u2", "a", "b"]
+
+
+def test_nothing_runs_before_the_middleware_is_set_up() -> None:
+    mw = Recorder()
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.put("on_agent_state", ("early",), urgent=False)
+        await asyncio.sleep(2.0)
+        assert mw.seen == []
+        queue.open()
+        await asyncio.sleep(0)
+        queue.put("on_agent_state", ("later",), urgent=False)
+
+    _run(mw, script)
+    assert [w for w, _ in mw.seen] == ["early", "early done", "later", "later done"]
+
+
+def test_a_hang_after_a_hook_that_waited_is_still_cut_at_its_budget() -> None:
+    mw = Recorder(hang={"stuck"})
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        queue.put("on_agent_state", ("wait first",), urgent=False)
+        queue.put("on_agent_state", ("stuck",), urgent=False)
+        queue.put("on_agent_state", ("after",), urgent=False)
+
+    reports = _run(mw, script)
+    started = dict(mw.seen)
+    assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
+    assert reports[0][3] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
+    assert "stuck done" not in started
+    assert started["after"] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
+
+
+def test_a_hook_that_swallows_the_cancellation_is_still_reported() -> None:
+    mw = Recorder(hang={"stuck"}, swallow=True)
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        queue.put("on_agent_state", ("stuck",), urgent=False)
+        queue.put("on_agent_state", ("after",), urgent=False)
+
+    reports = _run(mw, script)
+    assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
+    assert [w for w, _ in mw.seen] == ["stuck", "stuck done", "after", "after done"]
+
+
+def test_a_raising_hook_is_reported_and_the_next_one_runs() -> None:
+    class Raises(Recorder):
+        async def on_user_state(self, ctx: Any, what: Any) -> None:
+            raise ValueError(what)
+
+    mw = Raises()
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        queue.put("on_user_state", ("boom",), urgent=True)
+        queue.put("on_agent_state", ("after",), urgent=False)
+
+    reports = _run(mw, script)
+    assert [r[:3] for r in reports] == [("on_user_state", "ValueError", "continued_without_it")]
+    assert [w for w, _ in mw.seen] == ["after", "after done"]
+
+
+def test_hooks_run_in_the_context_the_queue_was_made_in() -> None:
+    seen: list[str] = []
+
+    class Reads(Middleware):
+        async def on_user_state(self, ctx: Any, what: Any) -> None:
+            seen.append(_WHO.get())
+
+    async def script_main() -> None:
+        _WHO.set("session")
+        queue = NotifyQueue(Reads(), CTX, lambda *_: None)
+        queue.open()
+
+        async def emitter() -> None:
+            _WHO.set("livekit task")
+            queue.put("on_user_state", ("x",), urgent=False)
+
+        await asyncio.get_running_loop().create_task(emitter())
+        await asyncio.sleep(0.1)
+
+    run_virtual(script_main())
+    assert seen == ["session"]
