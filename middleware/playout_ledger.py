@@ -9,19 +9,15 @@ tell that case from a speech that waits for a running tool, and report on the si
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
 from resilient_agent import get_logger, has_capability
-from resilient_agent.listeners import event_listener
 
 __all__ = ["PlayoutLedger", "playout_ledger_supported"]
 
 logger = get_logger("middleware.playout_ledger")
-
-PlayoutEvent = Literal["playback_started", "playback_finished"]
 
 
 def playout_ledger_supported(output: AudioOutput) -> bool:
@@ -48,18 +44,13 @@ class PlayoutLedger:
         self._captured_before = output.captured_playout_segments
         self._reports = 0
         self._started_at: float | None = None
-        # listeners livekit's emitter need not inspect at every segment (see event_listener)
-        self._listeners: dict[PlayoutEvent, Callable[[object], None]] = {
-            "playback_started": event_listener(self._on_started),
-            "playback_finished": event_listener(self._on_finished),
-        }
-        for event, listener in self._listeners.items():
-            output.on(event, listener)
+        output.on("playback_started", self._on_started)
+        output.on("playback_finished", self._on_finished)
 
     def detach(self) -> None:
         """Stop listening to the output."""
-        for event, listener in self._listeners.items():
-            self.output.off(event, listener)
+        self.output.off("playback_started", self._on_started)
+        self.output.off("playback_finished", self._on_finished)
 
     def _on_started(self, _ev: object) -> None:
         self._started_at = self._clock()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypedDict, cast
@@ -48,11 +48,9 @@ from resilient_agent import (
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.listeners import event_listener
 from resilient_agent.options import ItemCheck, OptionChecker
 
 from .audio_level import AudioLevelMeter
-from .playout_ledger import PlayoutEvent
 
 __all__ = ["PastBound", "WaitForCaller", "WaitOptions"]
 
@@ -148,11 +146,6 @@ class WaitForCaller(Middleware):
         self._session_ended = False
         # a hold kept through a handoff, until the caller stops
         self._handed_over: asyncio.Task[None] | None = None
-        # listeners livekit's emitter need not inspect at every segment (see event_listener)
-        self._output_listeners: dict[PlayoutEvent, Callable[[object], None]] = {
-            "playback_started": event_listener(self._on_playback_started),
-            "playback_finished": event_listener(self._on_playback_finished),
-        }
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
         """The tools ``tools`` names."""
@@ -198,7 +191,8 @@ class WaitForCaller(Middleware):
             else:
                 self._release(hold, "session_ended")
         if self._output is not None:
-            self._listen_to(self._output, False)
+            self._output.off("playback_started", self._on_playback_started)
+            self._output.off("playback_finished", self._on_playback_finished)
             self._output = None
 
     async def _hold_through_handoff(self, ctx: MiddlewareContext, hold: _Hold) -> None:
@@ -310,18 +304,13 @@ class WaitForCaller(Middleware):
         if output is self._output:
             return
         if self._output is not None:
-            self._listen_to(self._output, False)
+            self._output.off("playback_started", self._on_playback_started)
+            self._output.off("playback_finished", self._on_playback_finished)
         self._output = output
         self._playing = None
         if output is not None:
-            self._listen_to(output, True)
-
-    def _listen_to(self, output: AudioOutput, listen: bool) -> None:
-        for event, listener in self._output_listeners.items():
-            if listen:
-                output.on(event, listener)
-            else:
-                output.off(event, listener)
+            output.on("playback_started", self._on_playback_started)
+            output.on("playback_finished", self._on_playback_finished)
 
     def _options_for(self, tool: str | None) -> WaitOptions:
         options = WaitOptions(**self.options)

@@ -15,8 +15,7 @@ has caught up on it (a final transcript and no interim after it: what :func:`Stt
 re-transcribe if the stream died now), and for the full ``keep_seconds`` when livekit withheld
 part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
-sentence. It keeps a frame's samples and format, not the frame object (whose attributes cost
-more than the samples of a 10 ms frame); :meth:`WithheldAudioTap.window` rebuilds the frames.
+sentence.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
-from resilient_agent._compat import FrameParts, audio_frame_parts
-
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
 # How often the tap asks whether livekit withholds the caller's audio from the STT, whether the
@@ -38,8 +35,6 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees up to one recheck late.
 PRE_ROLL_S = 0.5
-# A frame's samples (by reference, no copy) and format, in one C call: every frame passes here
-_frame_parts = audio_frame_parts()
 
 
 @dataclass(frozen=True)
@@ -102,8 +97,8 @@ class WithheldAudioTap:
         self._session = session
         self._keep_seconds = keep_seconds
         self._warmup = _WarmupClock(session)
-        # plain tuples (at, frame parts, withheld): this runs for every frame of the call
-        self._frames: deque[tuple[float, FrameParts, bool]] = deque()
+        # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
+        self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
         self._withheld_at = float("-inf")
         self._checked_at = float("-inf")
@@ -122,7 +117,7 @@ class WithheldAudioTap:
         if now - self._checked_at >= _RECHECK_S:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
             self._recheck(now)
-        self._frames.append((now, _frame_parts(frame), self._withheld))
+        self._frames.append((now, frame, self._withheld))
 
     def note_transcript(self, *, final: bool, now: float) -> None:
         """The STT reported a transcript: after a final one, what it heard is no longer needed."""
@@ -189,11 +184,11 @@ class WithheldAudioTap:
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
         found: list[TappedFrame] = []
-        for at, parts, withheld in reversed(self._frames):
+        for at, frame, withheld in reversed(self._frames):
             if at < start:
                 break
             if at <= end:
-                found.append(TappedFrame(at, rtc.AudioFrame(*parts), withheld))
+                found.append(TappedFrame(at, frame, withheld))
         found.reverse()
         return found
 
@@ -212,8 +207,7 @@ class WithheldAudioTap:
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
-        # samples per channel over the sample rate
-        return sum(parts[3] / parts[1] for _, parts, _ in self._frames)
+        return sum(f[1].duration for f in self._frames)
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:

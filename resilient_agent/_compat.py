@@ -8,20 +8,14 @@ caught by CI, not by a caller.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
-from livekit import rtc
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 __all__ = [
     "RELIED_ON",
-    "FRAME_PARTS",
-    "FrameParts",
     "Reliance",
-    "audio_frame_parts",
     "close_as_caller_left",
     "queued_speeches",
     "session_closing",
@@ -114,37 +108,6 @@ def close_as_caller_left(session: Any) -> bool:
         return False
     close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)
     return True
-
-
-FrameParts = tuple[Any, int, int, int]
-"""An audio frame's samples (a bytes-like buffer), sample rate, channels, samples per channel."""
-
-FRAME_PARTS: Callable[[rtc.AudioFrame], FrameParts] = attrgetter(
-    "_data", "_sample_rate", "_num_channels", "_samples_per_channel"
-)
-"""Reads a frame's parts from ``rtc.AudioFrame``'s own attributes, in one C call."""
-
-
-def _public_frame_parts(frame: rtc.AudioFrame) -> FrameParts:
-    return frame.data.cast("B"), frame.sample_rate, frame.num_channels, frame.samples_per_channel
-
-
-def audio_frame_parts() -> Callable[[rtc.AudioFrame], FrameParts]:
-    """The fastest reader of an audio frame's samples and format that reads them right.
-
-    The audio tap keeps every frame of the call: the public properties cost a Python call each
-    (``data`` builds two memoryviews), several times what the rest of the tap costs per frame.
-    :data:`FRAME_PARTS` reads the attributes behind them; if livekit moved or changed them, the
-    public properties (slower, same result).
-    """
-    probe = rtc.AudioFrame(bytes(range(8)), 8000, 2, 2)
-    try:
-        samples, *layout = FRAME_PARTS(probe)
-        if bytes(samples) == bytes(range(8)) and layout == [8000, 2, 2]:
-            return FRAME_PARTS
-    except (AttributeError, TypeError):
-        pass
-    return _public_frame_parts
 
 
 @dataclass(frozen=True)

@@ -541,38 +541,6 @@ def test_tool_call_releasable_moved_trips(monkeypatch: pytest.MonkeyPatch) -> No
         check_tool_call_releasable()
 
 
-def check_audio_frame_parts() -> None:
-    """``audio_frame_parts`` reads rtc.AudioFrame's own attributes, not the slower fallback."""
-    from resilient_agent._compat import FRAME_PARTS, audio_frame_parts
-
-    frame = rtc.AudioFrame(bytes(range(12)), 48000, 2, 3)
-    assert audio_frame_parts() is FRAME_PARTS, (
-        "livekit moved rtc.AudioFrame._data/_sample_rate/_num_channels/_samples_per_channel: "
-        "the audio tap falls back to the public properties, several times slower per frame"
-    )
-    samples, *layout = FRAME_PARTS(frame)
-    assert bytes(samples) == bytes(frame.data.cast("B"))
-    assert layout == [frame.sample_rate, frame.num_channels, frame.samples_per_channel]
-
-
-def test_audio_frame_parts_are_where_compat_expects_them() -> None:
-    check_audio_frame_parts()
-
-
-def test_audio_frame_parts_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
-    from resilient_agent._compat import audio_frame_parts
-
-    monkeypatch.setattr(rtc.AudioFrame, "__init__", _frame_without_private_attributes)
-    with pytest.raises(AssertionError, match=re.escape("moved rtc.AudioFrame._data")):
-        check_audio_frame_parts()
-    assert callable(audio_frame_parts())  # the public properties
-
-
-def _frame_without_private_attributes(self: Any, data: Any, rate: int, ch: int, n: int) -> None:
-    # what a frame looks like to the tap if livekit renamed its attributes
-    self.__dict__.update(_samples=bytes(data), _rate=rate, _channels=ch, _per_channel=n)
-
-
 def check_queued_speeches() -> None:
     from livekit.agents import Agent as PlainAgent
 
