@@ -68,6 +68,8 @@ _END_OF_SPEECH_SLACK_S = 1.0
 # Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
 _GRACE_MARGIN_S = 0.3
 _WITHHELD = "speech_withheld_from_stt"
+# How much earlier than the input they preceded merged words are stamped.
+_BEFORE_INPUT_S = 1e-3
 
 
 def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
@@ -141,6 +143,9 @@ class TurnKeeper(Middleware):
         self._loop_task: asyncio.Task[None] | None = None
         self._ctx: MiddlewareContext | None = None
         self._session_ended = False
+        # a deferred interrupt: RoomIO's text input (and livekit's DTMF workflow) interrupts, then
+        # asks for a reply to its input; the next inference is that reply
+        self._input_reply_expected = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def setup(self, ctx: MiddlewareContext) -> None:
@@ -296,6 +301,7 @@ class TurnKeeper(Middleware):
             "deferred_to_protected_speech",
             details={"speech_id": request.speech.id, "why": why},
         )
+        self._input_reply_expected = True
         return InterruptDecision.defer(why)
 
     # -- merging into the next turn -----------------------------------------------------------
@@ -330,24 +336,64 @@ class TurnKeeper(Middleware):
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
-        """Give an inference that is not a user turn (a tool reply) the words still pending.
+        """Give the words still pending to an inference that is not a user turn.
 
         A caller who spoke over a protected tool preamble would otherwise wait for the tool's
-        protected reply to play before being answered; this way the reply takes them in.
+        protected reply to play before being answered; this way the reply takes them in. The
+        reply to an input that interrupted a protected speech (a typed chat message) takes in
+        the words said before it, in front of it, instead of answering them after it.
         """
+        input_reply, self._input_reply_expected = self._input_reply_expected, False
         items = [i for i in request.chat_ctx.items if i.type in ("message", "function_call_output")]
-        follows_user = bool(items) and items[-1].type == "message" and items[-1].role == "user"
-        if self.merge and not follows_user and not self._recoveries and self._undelivered():
-            # one message, stamped now, in the inference, the agent's context and livekit's
-            # transcript (session.history is the session's live ChatContext)
-            message = request.chat_ctx.add_message(role="user", content=self._merge_into(""))
-            context = ctx.agent.chat_ctx.copy()
-            context.items.append(message)
-            await ctx.agent.update_chat_ctx(context)
-            ctx.session.history.insert(message)
-            self._merged_into_inferences.append((_now(), message))
-            ctx.race_handled(self, "dropped_user_words", "merged_into_inference")
+        last = items[-1] if items else None
+        follows_user = isinstance(last, llm.ChatMessage) and last.role == "user"
+        if not self.merge or self._recoveries or not self._undelivered():
+            return await call_next(request)
+        if not follows_user:
+            # one message, stamped now, at the end of the inference's context
+            await self._merge_into_inference(ctx, request, created_at=None)
+        elif input_reply and isinstance(last, llm.ChatMessage):
+            # stamped just before the input, so every record holds the words in the order said
+            await self._merge_into_inference(
+                ctx,
+                request,
+                created_at=last.created_at - _BEFORE_INPUT_S,
+                input_text=last.text_content,
+            )
         return await call_next(request)
+
+    async def _merge_into_inference(
+        self,
+        ctx: MiddlewareContext,
+        request: InferenceRequest,
+        *,
+        created_at: float | None,
+        input_text: str | None = None,
+    ) -> None:
+        """Put the pending words in the inference, the agent's context and livekit's transcript.
+
+        Words the input itself already says (a turn livekit committed from the same speech)
+        stay pending, so the LLM never reads them twice.
+        """
+        said = normalized(input_text or "")
+        pending = [f for f in self._undelivered() if not said or normalized(f.text) not in said]
+        if not pending:
+            return
+        for fragment in pending:
+            fragment.delivered = True
+        text = self.merge_format.format(fragments=" ".join(without_repeats(pending)), turn="")
+        message = llm.ChatMessage(role="user", content=[text.strip()])
+        if created_at is not None:
+            message.created_at = created_at
+        # session.history is the session's live ChatContext
+        request.chat_ctx.insert(message)
+        context = ctx.agent.chat_ctx.copy()
+        context.insert(message)
+        await ctx.agent.update_chat_ctx(context)
+        ctx.session.history.insert(message)
+        self._merged_into_inferences.append((_now(), message))
+        action = "merged_into_inference" if created_at is None else "merged_before_input"
+        ctx.race_handled(self, "dropped_user_words", action)
 
     async def _forget_merged_words_livekit_commits(
         self, ctx: MiddlewareContext, turn: UserTurn

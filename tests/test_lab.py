@@ -48,6 +48,7 @@ EXPECTED_BREAKS = {
     "lost_words/typed_over_protected_say": "never reached the LLM",
     "lost_words/typed_over_filler_with_reply_queued": "never reached the LLM",
     "lost_words/typed_while_talking_over_filler": "never reached the LLM",
+    "lost_words/typed_after_words_over_filler": "never reached the LLM",
     "lost_words/pause_over_protected_say": "never reached the LLM",
     "lost_words/pause_over_hold_message": "never reached the LLM",
     "lost_words/handoff_during_protected_hold": "never reached the LLM",

@@ -241,6 +241,22 @@ def test_text_typed_over_a_filler_cancels_the_queued_reply_it_makes_stale() -> N
     assert 6.0 + typed_latency == pytest.approx(filler_end, abs=0.05)
 
 
+WORDS_OVER_FILLER = "lost_words/typed_after_words_over_filler"
+TABLE = "is there a quiet table in the corner near the window for two"
+
+
+def test_words_said_before_a_typed_message_are_answered_with_it() -> None:
+    world, outcome = run_scenario(catalog(WORDS_OVER_FILLER), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    # once each, in the order said: the pending words just before the typed message
+    assert user_messages(world) == ["what is on the menu", "and any vegan options", TABLE]
+    answer = next(r for r in world.llm.requests if r.last_user_text == TABLE)
+    assert answer.user_texts == ("what is on the menu", "and any vegan options", TABLE)
+    assert ("dropped_user_words", "merged_before_input") in race_actions(outcome)
+    # one reply for both: nothing is answered after the typed message's reply
+    assert [r.last_user_text for r in world.llm.requests] == ["what is on the menu", TABLE]
+
+
 def _queue_agent(seen: dict[str, Any]) -> Any:
     """Says the notice protected with three speeches queued, then interrupts at 2 s."""
 

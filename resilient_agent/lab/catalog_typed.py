@@ -3,7 +3,8 @@
 RoomIO's default text input interrupts before it asks for a reply. When the current speech is
 protected (a filler said from ``on_user_turn_completed``), livekit refuses that interrupt and
 leaves the speeches queued behind it as they are: the reply to the caller's earlier voice turn,
-made without the typed words, plays before the typed message is answered (found by the fuzzer).
+made without the typed words, plays before the typed message is answered (found by the fuzzer);
+and words said over the filler before the message was typed are answered after its reply.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ _GOES_ON_BOUND = 12.0
 
 def typed_over_queued_reply_scenarios() -> list[Scenario]:
     """Text typed over a protected filler while a reply to a voice turn waits behind it."""
-    return [_typed_over_filler_with_reply_queued(), _typed_while_talking_over_filler()]
+    return [
+        _typed_over_filler_with_reply_queued(),
+        _typed_while_talking_over_filler(),
+        _typed_after_words_over_filler(),
+    ]
 
 
 def _typed_over_filler_with_reply_queued() -> Scenario:
@@ -92,4 +97,32 @@ def _typed_while_talking_over_filler() -> Scenario:
             Typed(10.4, "any quiet corner seats", reply_within=0.6 + 0.55 + _AFTER_FILLER_BOUND),
         ),
         duration=24.0,
+    )
+
+
+def _typed_after_words_over_filler() -> Scenario:
+    # what the fix of the two above left: words said over the filler, pending, were answered
+    # only after the typed message's reply (a reply of their own, 6.1 s after the caller stopped)
+    return Scenario(
+        name="lost_words/typed_after_words_over_filler",
+        family="lost_words",
+        description=(
+            "The caller adds to their question over the protected filler, stops, and types a "
+            "chat message before the filler ends."
+        ),
+        agent=agents.filler_agent,
+        utterances=(
+            Utterance(1.0, 2.5, "what is on the menu", reply_within=_TURN_S + _AFTER_FILLER_BOUND),
+            # heard after the filler, with the typed message: one reply takes in both
+            Utterance(3.3, 4.8, "and any vegan options", reply_within=_AFTER_FILLER_BOUND),
+        ),
+        # the filler plays from about 3.2 s to 5.7 s
+        typed=(
+            Typed(
+                5.45,
+                "is there a quiet table in the corner near the window for two",
+                reply_within=_AFTER_FILLER_BOUND,
+            ),
+        ),
+        duration=18.0,
     )
