@@ -15,12 +15,15 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
+from resilient_agent.lab.agents import FAREWELL
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.real_speech import LeftOut, real_speech_variant, with_real_speech
-from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing import Scenario, Utterance, run_scenario
 from resilient_agent.testing.audio import FRAME_SAMPLES, read_markers
 from resilient_agent.testing.speech import load_wav
 from resilient_agent.testing.transcripts import _judge, utterance_transcripts
+from resilient_agent.testing.tts import ScriptedTTS
+from resilient_agent.testing.vad import SILENCE_TO_END_SPEECH
 
 
 def _has(module: str) -> bool:
@@ -208,3 +211,78 @@ def test_scripted_results_say_scripted() -> None:
     assert record["speech"] == "scripted"
     assert record["stt"] == "resilient_agent.testing:scripted-marker-stt"
     assert "transcripts" not in record
+
+
+# -- real speech keeps each race's timing (#22 follow-up) --------------------------------------
+
+
+def _voiced_end(utterance: Utterance) -> float:
+    """When the caller's voice stops in the recording (its last 10 ms frame with sound)."""
+    assert utterance.audio is not None
+    samples = load_wav(Path(utterance.audio))
+    frames = len(samples) // FRAME_SAMPLES
+    loud = np.abs(samples[: frames * FRAME_SAMPLES].reshape(frames, FRAME_SAMPLES)).max(axis=1)
+    return utterance.start + (int(np.nonzero(loud > 64)[0][-1]) + 1) * FRAME_SAMPLES / 16000
+
+
+@needs_speech
+def test_agent_voice_lasts_as_long_as_the_scripted_tts() -> None:
+    # races are timed against the scripted TTS ("the caller speaks as the goodbye ends")
+    variant = real_speech_variant(_scenario("end_call/livekit_tool_caller_speaks_after_goodbye"))
+    assert isinstance(variant, Scenario) and variant.real_speech is not None
+    voice, scripted = variant.real_speech.voice(), ScriptedTTS()
+    for text in (FAREWELL, "Please hold on while I transfer you to our manager."):
+        assert voice.duration_of(text) == pytest.approx(scripted.duration_of(text), abs=0.1)
+
+
+@needs_speech
+def test_caller_voice_ends_where_the_scripted_utterance_ends() -> None:
+    # espeak-ng closes every recording with ~0.4 s of silence: fitting the silence into the
+    # scripted window sped the voice up and ended the caller's turn early
+    scripted = _scenario("end_call/livekit_tool_caller_speaks_after_goodbye")
+    variant = real_speech_variant(scripted)
+    assert isinstance(variant, Scenario)
+    goodbye = variant.utterances[0]
+    assert scripted.utterances[0].end - 0.25 <= _voiced_end(goodbye) <= scripted.utterances[0].end
+
+
+@needs_speech
+def test_a_pause_that_ends_the_turn_stays_long_enough_for_silero() -> None:
+    scripted = _scenario("lost_words/handoff_during_protected_hold")
+    assert scripted.utterances[1].start - scripted.utterances[0].end >= SILENCE_TO_END_SPEECH
+    variant = real_speech_variant(scripted)
+    assert isinstance(variant, Scenario)
+    first, second = variant.utterances
+    assert second.start == scripted.utterances[1].start
+    assert second.start - _voiced_end(first) >= 0.8
+
+
+@needs_speech
+def test_a_turn_break_too_short_for_the_words_is_left_out_with_the_reason() -> None:
+    # 'is the terrace open' in 0.55 s: no voice says it with Silero's pause after it
+    result = real_speech_variant(_scenario("lost_words/pause_over_protected_say"))
+    assert isinstance(result, LeftOut)
+    assert "pause Silero needs to end the turn" in result.why
+
+
+@needs_speech
+@pytest.mark.parametrize(
+    ("name", "agent_fault"),
+    [
+        (
+            "end_call/livekit_tool_caller_speaks_after_goodbye",
+            "call hung up although the caller spoke after the farewell began",
+        ),
+        ("lost_words/handoff_during_protected_hold", "over utterance 2 and played"),
+    ],
+)
+def test_races_timed_to_the_agents_voice_or_a_turn_break_show_with_real_speech(
+    name: str, agent_fault: str
+) -> None:
+    variant = real_speech_variant(_scenario(name))
+    assert isinstance(variant, Scenario)
+    _, outcome = run_scenario(variant, Agent)
+    assert any(agent_fault in reason for reason in outcome.reasons), outcome.reasons
+    _, outcome = run_scenario(variant, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0

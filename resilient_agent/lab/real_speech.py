@@ -23,6 +23,7 @@ from ..testing import Scenario, Utterance
 from ..testing.audio import SAMPLE_RATE
 from ..testing.real_speech import CALLER_VOICE, RealSpeech, Voice, caller_recording
 from ..testing.speech import load_wav
+from ..testing.vad import SILENCE_TO_END_SPEECH
 from .catalog import CATALOG
 
 __all__ = [
@@ -38,6 +39,10 @@ _FIT_WORDS_PER_MINUTE = 200
 _MAX_WORDS_PER_MINUTE = 240
 # A recording must end this long before the next utterance starts.
 _GAP_S = 0.2
+# Silence after the caller's last sound that Silero surely hears as the end of a turn: its
+# END_OF_SPEECH comes 0.54-0.69 s after it over the catalog's recordings (livekit's 0.55 s
+# from its speech probability's fall), where the scripted VAD's comes 0.55 s after the end.
+_SILERO_TURN_BREAK_S = 0.8
 
 
 @dataclass(frozen=True)
@@ -71,32 +76,48 @@ def _not_with_real_audio(scenario: Scenario) -> str | None:
     return None
 
 
-def _recorded(utterance: Utterance, room: float) -> tuple[Utterance, str] | str:
-    """The utterance said by the caller's voice, fitted before ``room``; or why it cannot be.
+def _recorded(utterance: Utterance, following: Utterance | None) -> tuple[Utterance, str] | str:
+    """The utterance said by the caller's voice, fitted before ``following``; or why it cannot be.
 
-    A recording keeps the scripted timing where the caller can say it a little faster (up to
-    ``_FIT_WORDS_PER_MINUTE``): race windows were chosen for the scripted length. Otherwise it
-    runs at its natural length, sped up only as far as needed to end before ``room``.
+    The caller's voice keeps the scripted end where the caller can say it a little faster (up
+    to ``_FIT_WORDS_PER_MINUTE``): race windows were chosen for the scripted length. Otherwise
+    it runs at its natural length. Either way it is sped up as far as needed for the recording
+    (with espeak-ng's closing silence) to end before the next utterance, and for a pause the
+    scripted VAD hears as the end of a turn to stay one for Silero.
     """
     window = utterance.end - utterance.start
-    natural = _length(utterance.text, CALLER_VOICE)
-    rate = CALLER_VOICE.words_per_minute
-    if natural > window:
-        fitted = math.ceil(rate * natural / window)
+    voiced = _length(utterance.text, CALLER_VOICE, trailing_silence=False)
+    natural_rate = CALLER_VOICE.words_per_minute
+    rate = natural_rate
+    if voiced > window:
+        fitted = math.ceil(natural_rate * voiced / window)
         if fitted <= _FIT_WORDS_PER_MINUTE:
             rate = fitted
-        elif utterance.start + natural > room:
-            rate = math.ceil(rate * natural / (room - utterance.start))
-            if rate > _MAX_WORDS_PER_MINUTE:
-                return f"{utterance.text!r} cannot be said before the next utterance"
+    # the last one may run long: the call is then extended by as much
+    if following is not None:
+        if following.start - utterance.end >= SILENCE_TO_END_SPEECH:
+            voice_room = following.start - _SILERO_TURN_BREAK_S - utterance.start
+            needed = math.ceil(natural_rate * voiced / voice_room) if voice_room > 0 else None
+            if needed is None or needed > _MAX_WORDS_PER_MINUTE:
+                return (
+                    f"{utterance.text!r} cannot be said with the {_SILERO_TURN_BREAK_S} s pause "
+                    "Silero needs to end the turn before the next utterance"
+                )
+            rate = max(rate, needed)
+        whole = _length(utterance.text, CALLER_VOICE)
+        room = following.start - _GAP_S - utterance.start
+        if room <= 0 or math.ceil(natural_rate * whole / room) > _MAX_WORDS_PER_MINUTE:
+            return f"{utterance.text!r} cannot be said before the next utterance"
+        rate = max(rate, math.ceil(natural_rate * whole / room))
     voice = Voice(CALLER_VOICE.name, rate)
     path = caller_recording(utterance.text, voice)
     end = utterance.start + _length(utterance.text, voice)
     return dataclasses.replace(utterance, end=end, audio=str(path)), utterance.text
 
 
-def _length(text: str, voice: Voice) -> float:
-    return len(load_wav(caller_recording(text, voice))) / SAMPLE_RATE
+def _length(text: str, voice: Voice, *, trailing_silence: bool = True) -> float:
+    recording = caller_recording(text, voice, trailing_silence=trailing_silence)
+    return len(load_wav(recording)) / SAMPLE_RATE
 
 
 def real_speech_variant(scenario: Scenario) -> Scenario | LeftOut:
@@ -109,9 +130,8 @@ def real_speech_variant(scenario: Scenario) -> Scenario | LeftOut:
     alternatives: list[tuple[str, ...]] = []
     ordered = list(scenario.utterances)
     for index, utterance in enumerate(ordered):
-        # the last one may run long: the call is then extended by as much
-        room = ordered[index + 1].start - _GAP_S if index + 1 < len(ordered) else math.inf
-        recorded = _recorded(utterance, room)
+        following = ordered[index + 1] if index + 1 < len(ordered) else None
+        recorded = _recorded(utterance, following)
         if isinstance(recorded, str):
             return LeftOut(scenario.name, recorded)
         moved, said = recorded

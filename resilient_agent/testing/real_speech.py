@@ -59,6 +59,11 @@ __all__ = [
 _ALIGNMENTS = 3
 # a live stream cannot be fed faster than real time; a recovery stream gets its audio at once
 _BATCH_MARGIN_S = 0.5
+# int16 amplitude below which a 10 ms frame of a recording is silence (espeak-ng's is near 0)
+_SILENCE_AMPLITUDE = 64
+# how far the agent's voice may be slowed or sped up to keep the scripted TTS's timing
+_SLOWEST_AGENT_WPM = 100
+_FASTEST_AGENT_WPM = 260
 _CALIBRATION = (
     "the quick brown fox jumps over the lazy dog while five boxing wizards jump quickly and "
     "we listen to every word"
@@ -81,7 +86,7 @@ class Voice:
 CALLER_VOICE = Voice("en-us", 150)
 """The caller: espeak-ng's American English voice at its default rate."""
 AGENT_VOICE = Voice("en-us+f3", 160)
-"""The agent: a second voice, at about the 15 characters a second of the scripted TTS."""
+"""The agent: a second voice; :class:`EspeakTTS` paces each sentence to the scripted TTS."""
 
 
 def _cache_dir() -> Path:
@@ -92,16 +97,30 @@ def _cache_dir() -> Path:
     return folder
 
 
-def caller_recording(text: str, voice: Voice = CALLER_VOICE) -> Path:
+def caller_recording(
+    text: str, voice: Voice = CALLER_VOICE, *, trailing_silence: bool = True
+) -> Path:
     """A 16 kHz WAV of ``text`` said by ``voice``, made once and cached.
+
+    Args:
+        text: The words.
+        voice: The espeak-ng voice.
+        trailing_silence: Keep the silence espeak-ng ends every recording with (about 0.4 s);
+            without it the recording ends with the last 10 ms frame the voice is heard in, as
+            a scripted utterance ends with its last word.
 
     Raises:
         RuntimeError: espeak-ng is not installed (``apt-get install espeak-ng``).
     """
-    key = hashlib.sha256(f"{voice.name}|{voice.words_per_minute}|{text}".encode()).hexdigest()
+    identity = f"{voice.name}|{voice.words_per_minute}|{text}"
+    if not trailing_silence:
+        identity += "|voiced"
+    key = hashlib.sha256(identity.encode()).hexdigest()
     path = _cache_dir() / f"{key[:24]}.wav"
     if not path.exists():
         samples = espeak(text, voice=voice.name, words_per_minute=voice.words_per_minute)
+        if not trailing_silence:
+            samples = _without_trailing_silence(samples)
         partial = path.with_suffix(f".{os.getpid()}.part")
         with wave.open(str(partial), "wb") as out:
             out.setnchannels(1)
@@ -110,6 +129,14 @@ def caller_recording(text: str, voice: Voice = CALLER_VOICE) -> Path:
             out.writeframes(samples.tobytes())
         partial.replace(path)
     return path
+
+
+def _without_trailing_silence(samples: np.ndarray) -> np.ndarray:
+    frames = len(samples) // FRAME_SAMPLES
+    loud = np.abs(samples[: frames * FRAME_SAMPLES].reshape(frames, FRAME_SAMPLES)).max(axis=1)
+    heard = np.nonzero(loud > _SILENCE_AMPLITUDE)[0]
+    last = int(heard[-1]) + 1 if len(heard) else frames
+    return samples[: max(1, last) * FRAME_SAMPLES].copy()
 
 
 @functools.lru_cache(maxsize=512)
@@ -244,12 +271,25 @@ class EspeakTTS(ScriptedTTS):
 
     @override
     def duration_of(self, text: str) -> float:
-        frames = -(-len(_voice_samples(text.strip(), self.voice)) // FRAME_SAMPLES)
+        frames = -(-len(self._samples(text)) // FRAME_SAMPLES)
         return max(1, frames) * FRAME_SAMPLES / SAMPLE_RATE
+
+    def _samples(self, text: str) -> np.ndarray:
+        """``text`` in this voice, paced to last as long as the scripted TTS says it.
+
+        Race windows were chosen for the scripted TTS's timing (a caller who speaks "as soon as
+        the goodbye has ended"), so the agent's voice keeps it.
+        """
+        text = text.strip()
+        natural = len(_voice_samples(text, self.voice)) / SAMPLE_RATE
+        scripted = super().duration_of(text)
+        rate = round(self.voice.words_per_minute * natural / scripted)
+        rate = min(_FASTEST_AGENT_WPM, max(_SLOWEST_AGENT_WPM, rate))
+        return _voice_samples(text, Voice(self.voice.name, rate))
 
     @override
     def sentence_audio(self, text: str, sentence_id: int) -> np.ndarray:
-        samples = _voice_samples(text.strip(), self.voice)
+        samples = self._samples(text)
         frames = max(1, -(-len(samples) // FRAME_SAMPLES))
         padded = np.zeros(frames * FRAME_SAMPLES, dtype=np.int16)
         padded[: len(samples)] = samples
