@@ -249,11 +249,14 @@ class TurnKeeper(Middleware):
     ) -> None:
         if livekit_may_answer:
             self._last_activity = now
-        if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
-            window = self._tap.window(started - _ONSET_PAD_S, now)
-            if any(f.withheld for f in window):
-                frames = [f.frame for f in window]
-                self._start_recovery(ctx, started, now, frames, livekit_may_answer)
+        tap, onset = self._tap, started - _ONSET_PAD_S
+        if (
+            tap is not None
+            and now - started >= _SHORTEST_VOICE_WINDOW_S
+            and tap.withheld_within(onset, now)
+        ):
+            frames = [f.frame for f in tap.window(onset, now)]
+            self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
