@@ -59,6 +59,9 @@ def _scenario(turns: int = TURNS, duration: float | None = None) -> Scenario:
 
 def _run(agent_class: type[Agent]) -> tuple[float, list[float | None], bool]:
     scenario = _scenario()
+    # the previous run's garbage is collected here, not inside this run's time (it was the
+    # other class's, every other run)
+    gc.collect()
     started = time.process_time()
     _, outcome = run_scenario(scenario, agent_class)
     return time.process_time() - started, outcome.reply_latencies_s, outcome.passed

@@ -11,6 +11,8 @@ __all__ = ["SAME_SPEECH_S", "normalized", "remove_heard", "without_repeats"]
 SAME_SPEECH_S = 1.0
 """A recovered window and the live final of the same speech arrive within this of each other."""
 _WORD = re.compile(r"[\w']+")
+# Words a live stream garbles where it cuts into or out of a sentence.
+_MISHEARD_AT_EDGE = 2
 
 
 def normalized(text: str) -> str:
@@ -45,9 +47,11 @@ def remove_heard(text: str, delivered: str) -> str:
     A real recognizer may transcribe the re-transcribed window a little differently from the
     live stream, so the stretch is found by edit distance (a word misheard here or there), and
     removed only when at most half of the delivered words differ; otherwise ``text`` is kept.
-    A recognizer mishears a word, not a sentence: at each end the stretch keeps at most one word
-    that differs, so words of another sentence next to the heard ones are never taken for a
-    mishearing of them.
+    A live stream that starts or stops hearing mid-sentence garbles a word or two where it cuts
+    in or out, never a sentence: at each end of the stretch, at most ``_MISHEARD_AT_EDGE``
+    differing words (and no more than the words heard exactly) go with it; a longer differing
+    run is words of ``text`` the live stream never delivered (a withheld sentence next to the
+    heard ones), and is kept. A word kept twice costs the LLM a repeat; a word dropped is lost.
     """
     words = text.split()
     said = [normalized(w) for w in words]
@@ -57,10 +61,11 @@ def remove_heard(text: str, delivered: str) -> str:
     distance, (first, last), matched = _best_stretch(said, gone)
     if distance * 2 > len(gone) or not matched:
         return text
+    edge = min(_MISHEARD_AT_EDGE, len(matched))
     start, end = matched[0], matched[-1] + 1
-    if start - first == 1:
+    if start - first <= edge:
         start = first
-    if last - end == 1:
+    if last - end <= edge:
         end = last
     return " ".join(words[:start] + words[end:])
 
@@ -82,10 +87,7 @@ def _best_stretch(said: list[str], gone: list[str]) -> tuple[int, tuple[int, int
                 min(above[column - 1] + (word != heard), above[column] + 1, current[-1] + 1)
             )
         cost.append(current)
-    ends = cost[-1]
-    distance = min(ends)
-    # on a tie the longer stretch: a last word misheard rather than a word the window lacks
-    last = max(column for column, c in enumerate(ends) if c == distance)
+    distance, last = min((c, column) for column, c in enumerate(cost[-1]))
     column = last
     matched: list[int] = []
     row = len(gone)

@@ -44,6 +44,7 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
     get_logger,
+    interrupt_queued_speeches,
 )
 from resilient_agent.options import OptionChecker
 
@@ -138,6 +139,8 @@ class TurnKeeper(Middleware):
         self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
+        self._stale_replies_interrupted = 0
+        self._made_before_caller_spoke: set[str] = set()
         self._recoveries: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -232,6 +235,9 @@ class TurnKeeper(Middleware):
         now = _now()
         if ev.new_state == "speaking":
             self._speech_started_at = now
+            if not self._undelivered():
+                # the replies made before the caller began: their words can only be newer
+                self._made_before_caller_spoke = set(ctx.state.speeches)
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
@@ -243,11 +249,14 @@ class TurnKeeper(Middleware):
     ) -> None:
         if livekit_may_answer:
             self._last_activity = now
-        if self._tap is not None and now - started >= _SHORTEST_VOICE_WINDOW_S:
-            window = self._tap.window(started - _ONSET_PAD_S, now)
-            if any(f.withheld for f in window):
-                frames = [f.frame for f in window]
-                self._start_recovery(ctx, started, now, frames, livekit_may_answer)
+        tap, onset = self._tap, started - _ONSET_PAD_S
+        if (
+            tap is not None
+            and now - started >= _SHORTEST_VOICE_WINDOW_S
+            and tap.withheld_within(onset, now)
+        ):
+            frames = [f.frame for f in tap.window(onset, now)]
+            self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
@@ -459,16 +468,47 @@ class TurnKeeper(Middleware):
         self._expire()
         if not self._undelivered() or self._recoveries:
             return None
-        if ctx.state.user_state == "speaking" or stt_is_withheld(ctx.session):
+        if ctx.state.user_state == "speaking":
             return None
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():
+            # livekit's turn ends while this speech is current: it skips the turn
+            left = self._last_activity + livekit_turn_delay(ctx.session) - _now()
+            if left > 0:
+                return left
+            # answered at once, in the place of the replies interrupted, after the protected one
+            return 0.0 if self._interrupt_stale_replies(ctx) else None
+        if stt_is_withheld(ctx.session):
             return None
         if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
             # livekit's own turn waits for the interrupted speech to end, then delivers the words
             return None
         delay = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S
         return max(0.0, self._last_activity + delay - _now())
+
+    def _interrupt_stale_replies(self, ctx: MiddlewareContext) -> bool:
+        """Interrupt the replies queued behind a protected speech before the caller spoke.
+
+        Had the current speech been interruptible, the caller's words would have interrupted
+        it, and the replies queued behind it would never have played before their answer;
+        livekit skips the caller's turn instead. A reply queued before the caller began the
+        pending words was made without them, so it is interrupted, as livekit's interrupt
+        does, and the caller is answered when the protected speech ends, not after a reply
+        that no longer fits. A reply made while they spoke (to a typed message) plays.
+        livekit adds the user message of an interrupted scheduled reply to the history, so no
+        word goes with it.
+        """
+        made_before = self._made_before_caller_spoke
+        interrupted = interrupt_queued_speeches(
+            ctx.session,
+            why=(
+                "the caller spoke over a protected speech; the replies queued behind it before "
+                "they began were made without their words"
+            ),
+            only=lambda speech: speech.id in made_before,
+        )
+        self._stale_replies_interrupted += len(interrupted)
+        return bool(interrupted)
 
     def _answer(self, ctx: MiddlewareContext) -> None:
         pending = self._undelivered()
@@ -498,10 +538,12 @@ class TurnKeeper(Middleware):
             logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
             return
         self._own_answers.append(answer.id)
+        replaced = stale or self._stale_replies_interrupted > 0
+        self._stale_replies_interrupted = 0
         ctx.race_handled(
             self,
             "dropped_user_turn",
-            "answered_instead_of_stale_reply" if stale else "answered",
+            "answered_instead_of_stale_reply" if replaced else "answered",
             counts={"dropped_turns_answered": 1},
         )
 

@@ -192,6 +192,18 @@ class WithheldAudioTap:
         found.reverse()
         return found
 
+    def withheld_within(self, start: float, end: float) -> bool:
+        """Whether livekit withheld any frame that passed between ``start`` and ``end``.
+
+        As ``any(f.withheld for f in self.window(start, end))``, without building the frames.
+        """
+        for at, _, withheld in reversed(self._frames):
+            if at < start:
+                return False
+            if withheld and at <= end:
+                return True
+        return False
+
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""

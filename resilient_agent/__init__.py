@@ -38,6 +38,7 @@ from .requests import (
     UserTurn,
 )
 from .spec import MiddlewareSpec
+from .speech_gates import interrupt_queued_speeches
 from .state import ConversationState, MiddlewareContext
 from .tools import current_tool, release_tool_call
 from .versions import has_capability
@@ -86,6 +87,7 @@ __all__ = [
     "end_call_tool",
     "get_logger",
     "has_capability",
+    "interrupt_queued_speeches",
     "prewarm_plugins",
     "release_tool_call",
 ]

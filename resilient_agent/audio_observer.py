@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +54,7 @@ class AudioObserver(AudioInput):
     async def __anext__(self) -> rtc.AudioFrame:
         frame = await self._next_frame()
         if self._time is None:
-            self._time = asyncio.get_running_loop().time
+            self._time = _loop_clock(asyncio.get_running_loop())
         now = self._time()
         for callback in self.callbacks:
             callback(frame, now)
@@ -72,3 +73,14 @@ class AudioObserver(AudioInput):
         if name.startswith("__") or name in ("_next_frame", "_on_swapped", "_time", "callbacks"):
             raise AttributeError(name)
         return getattr(self.source, name)
+
+
+def _loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time`` as a direct call when it can be one: it is read for every frame.
+
+    asyncio's own loops read ``time.monotonic()`` through a Python method; a loop with a clock of
+    its own (uvloop, the lab's virtual time) is asked as it is.
+    """
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        return time.monotonic
+    return loop.time

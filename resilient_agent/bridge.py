@@ -445,6 +445,8 @@ class SessionBridge:
 
         info.handle.add_done_callback(_done)
         self.submit("on_speech_created", info)
+        if self.shutdown_gate is not None:
+            self.shutdown_gate.speech_created(info)
 
     def _on_false_interruption(self, ev: lk_events.AgentFalseInterruptionEvent) -> None:
         self.submit("on_false_interruption", ev)
@@ -452,6 +454,8 @@ class SessionBridge:
     def _on_close(self, ev: lk_events.CloseEvent) -> None:
         self.submit("on_session_end", ev)
         self._stopping = asyncio.get_running_loop().create_task(self.stop())
+        if self.shutdown_gate is not None:
+            self.shutdown_gate.session_closed()
 
     # -- tools ---------------------------------------------------------------------------------
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:

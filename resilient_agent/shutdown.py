@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit.agents import AgentSession, get_job_context
-from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from ._compat import session_closing
@@ -85,6 +84,7 @@ class ShutdownGate:
         self._closed = asyncio.Event()
         self._live: dict[str, SpeechInfo] = {}
         self._last_done: tuple[SpeechInfo, float] | None = None
+        self._installed = True
         self.decisions: list[tuple[ShutdownRequest, ShutdownDecision]] = []
 
     @property
@@ -95,10 +95,13 @@ class ShutdownGate:
         return self._closing
 
     def install(self, interceptor: Interceptor) -> None:
-        """Shadow ``session.shutdown``, ``session.aclose`` and ``job_ctx.shutdown``."""
+        """Shadow ``session.shutdown``, ``session.aclose`` and ``job_ctx.shutdown``.
+
+        The session's events reach the gate through the bridge's listeners
+        (:meth:`speech_created`, :meth:`session_closed`): livekit inspects the signature of
+        every listener at every emit, so each listener of its own would cost per event.
+        """
         session = self._session
-        session.on("close", self._on_close)
-        session.on("speech_created", self._on_speech_created)
 
         def shadow_shutdown(original: Callable[..., None]) -> Callable[..., None]:
             def shutdown(*, drain: bool = True) -> None:
@@ -139,19 +142,17 @@ class ShutdownGate:
         interceptor.install("JobContext.shutdown", job, shadow_job_shutdown)
 
     def uninstall(self) -> None:
-        """Stop listening to the session (the interceptor restores the methods)."""
-        with contextlib.suppress(Exception):
-            self._session.off("close", self._on_close)
-            self._session.off("speech_created", self._on_speech_created)
+        """Stop following the session (the interceptor restores the methods)."""
+        self._installed = False
 
-    def _on_close(self, _ev: lk_events.CloseEvent) -> None:
+    def session_closed(self) -> None:
+        """The session emitted ``close``: every call from now on passes through."""
         self._closing = True
         self._closed.set()
 
-    def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
-        # the bridge's listener ran first: the chain's view of the speech is in the state
-        info = self._ctx.state.speeches.get(ev.speech_handle.id)
-        if info is None:
+    def speech_created(self, info: SpeechInfo) -> None:
+        """The bridge noted a new speech: follow it until it is done (a farewell candidate)."""
+        if not self._installed:
             return
         self._live[info.id] = info
 

@@ -44,6 +44,7 @@ __all__ = [
     "install_interrupt_gate",
     "install_protection_gate",
     "interrupt_deferring_to",
+    "interrupt_queued_speeches",
     "protected_current_speech",
 ]
 
@@ -101,11 +102,32 @@ def interrupt_deferring_to(
             raise  # not the protected speech's refusal
     if on_deferred is not None:
         on_deferred()
-    return _when_done(_interrupt_queued(session))
+    why = (
+        "session.interrupt() met a protected speech, which plays to its end; the speeches queued "
+        "behind it are interrupted as livekit's interrupt does"
+    )
+    return _when_done(interrupt_queued_speeches(session, why=why))
 
 
-def _interrupt_queued(session: AgentSession[Any]) -> list[SpeechHandle]:
-    """Interrupt the queued speeches in playout order, as ``AgentActivity.interrupt()`` does."""
+def interrupt_queued_speeches(
+    session: AgentSession[Any],
+    *,
+    why: str,
+    only: Callable[[SpeechHandle], bool] | None = None,
+) -> list[SpeechHandle]:
+    """Interrupt the speeches queued behind the current one, as ``AgentActivity.interrupt()`` does.
+
+    In playout order, up to the first that disallows interruptions: it and those behind it play.
+    The current speech is left alone.
+
+    Args:
+        session: The session whose queue is interrupted.
+        why: Logged with the ids of the speeches interrupted, if any.
+        only: If given, the queued speeches it declines are left to play.
+
+    Returns:
+        The speeches interrupted.
+    """
     interrupted: list[SpeechHandle] = []
     for speech in queued_speeches(session) or ():
         if speech.done() or speech.interrupted:
@@ -113,16 +135,10 @@ def _interrupt_queued(session: AgentSession[Any]) -> list[SpeechHandle]:
         if not speech.allow_interruptions:
             # livekit's own rule: the speeches from here on play, in order
             break
-        interrupted.append(speech.interrupt())
+        if only is None or only(speech):
+            interrupted.append(speech.interrupt())
     if interrupted:
-        logger.info(
-            "queued_speeches_interrupted",
-            speeches=[s.id for s in interrupted],
-            why=(
-                "session.interrupt() met a protected speech, which plays to its end; the "
-                "speeches queued behind it are interrupted as livekit's interrupt does"
-            ),
-        )
+        logger.info("queued_speeches_interrupted", speeches=[s.id for s in interrupted], why=why)
     return interrupted
 
 

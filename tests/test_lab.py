@@ -64,6 +64,7 @@ EXPECTED_BREAKS = {
     "vad/dead_in_handoff_drain": "never reached the LLM",
     "vad/stuck_in_handoff_drain": "never reached the LLM",
     "vad/stuck_over_hold_message": "stuck at 'speaking'",
+    "lost_words/said_over_filler_with_reply_queued": "never reached the LLM",
     "deadlock/aclose_inside_tool": "could not be closed",
     "stall/llm_hangs": "never answered audibly",
     "stall/lost_playout_report": "speech not done in time",

@@ -97,3 +97,44 @@ def test_a_window_with_withheld_audio_is_kept_for_keep_seconds() -> None:
     # older than keep_seconds: gone
     assert not tap.window(0.0, 3.5)
     assert tap.buffered_seconds == pytest.approx(PRE_ROLL_S, abs=0.06)
+
+
+def test_kept_frames_come_back_as_they_passed() -> None:
+    session = _Session()
+    session.user_state = "speaking"  # a window the STT never caught up on: all of it is kept
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    fed = []
+    for index in range(40):
+        # the line changes format, and changes back
+        rate = 48000 if 17 <= index < 23 else 16000
+        samples = np.full(rate // 100, index, dtype=np.int16)
+        frame = rtc.AudioFrame(samples.tobytes(), rate, 1, rate // 100)
+        fed.append(frame)
+        tap.on_frame(frame, index * 0.01)
+    window = tap.window(0.0, 1.0)
+    assert [f.at for f in window] == pytest.approx([i * 0.01 for i in range(40)])
+    for kept, original in zip(window, fed, strict=True):
+        assert kept.frame.sample_rate == original.sample_rate
+        assert kept.frame.samples_per_channel == original.samples_per_channel
+        assert bytes(kept.frame.data) == bytes(original.data)
+    assert tap.buffered_seconds == pytest.approx(0.4)
+
+
+def test_withheld_within_agrees_with_the_window() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 0.0, 2.0)
+    session.user_state = "speaking"
+    _feed(tap, 2.0, 3.0)
+    session.current_speech = _Speech()
+    _feed(tap, 3.0, 3.5)
+    session.current_speech = None
+    _feed(tap, 3.5, 4.03)  # the last frames are not packed yet
+    for start, end in [(2.5, 2.9), (2.5, 3.1), (3.2, 3.3), (3.6, 4.1), (3.45, 3.6), (0, 9)]:
+        expected = any(f.withheld for f in tap.window(start, end))
+        assert tap.withheld_within(start, end) == expected, (start, end)
+    assert tap.withheld_within(3.2, 3.3) and not tap.withheld_within(3.6, 4.1)
+    session.current_speech = _Speech()
+    _feed(tap, 4.03, 4.12)  # withheld frames still waiting to be packed
+    assert tap.withheld_within(4.1, 4.2) == any(f.withheld for f in tap.window(4.1, 4.2))
+    assert tap.withheld_within(4.1, 4.2)

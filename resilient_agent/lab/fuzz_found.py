@@ -22,6 +22,8 @@ _AFTER_HELD_MESSAGE_BOUND = 0.55 + _HOLD_MESSAGE_S + 1.5 * 1.2
 # is heard whole before the answer.
 _VAD_FAULT_BOUND = 2.0 + 1.5 * 1.2
 _FILLER_S = len(agents.FILLER) / 15
+# the VAD ends speech 0.55 s after the caller stops and livekit commits the turn 0.5 s later
+_TURN_S = 0.55 + 0.5
 
 _PREAMBLE = "Let me check the reservation book for you right now."
 
@@ -32,6 +34,7 @@ def fuzz_found_scenarios() -> list[Scenario]:
         _preamble_interrupted_before_hold_message(),
         _dead_vad_caller_speaks_in_recovery(),
         _stuck_vad_over_hold_message(),
+        _said_over_filler_with_reply_queued(),
     ]
 
 
@@ -130,6 +133,35 @@ def _stuck_vad_over_hold_message() -> Scenario:
         vad_fault=VADFault(mode="stuck", utterance=1, after=0.3),
         reply_bound=13.0,
         duration=31.0,
+    )
+
+
+def _said_over_filler_with_reply_queued() -> Scenario:
+    # shrunk from fuzz/8080-1611 (livekit skipped the caller's turn for the protected filler, and
+    # the reply queued behind the filler, made without the caller's words, played whole before
+    # they were answered): filler_agent, a VAD without end of speech in (1.0-2.0 'what is on
+    # the menu'), then ten more words to 7.5 s, (8.2-9.0 'igloo') -> answered after 9.48 s
+    return Scenario(
+        name="lost_words/said_over_filler_with_reply_queued",
+        family="lost_words",
+        description=(
+            "The caller asks a long question; while the protected filler plays, with the reply "
+            "to the question queued behind it, they ask something else (found by the fuzzer)."
+        ),
+        agent=agents.filler_agent,
+        utterances=(
+            Utterance(
+                1.0,
+                4.0,
+                "what is on the menu tonight and do you have anything without nuts",
+                # answered with the second question, which has this one in its context
+                reply_within=_TURN_S + _FILLER_S + 1.5 * 1.2,
+            ),
+            # said over the filler (about 4.7 s to 7.2 s), ended before it: answered once it is
+            # over, at worst the whole filler then an answer
+            Utterance(5.2, 6.0, "is there a kids menu", reply_within=_FILLER_S + 1.5 * 1.2),
+        ),
+        duration=18.0,
     )
 
 
