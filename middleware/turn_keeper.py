@@ -139,7 +139,8 @@ class TurnKeeper(Middleware):
         self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
         self._last_activity = 0.0
-        self._stale_replies_interrupted = 0
+        # the queued replies were just interrupted for the answer about to be made
+        self._queued_replies_replaced = False
         self._made_before_caller_spoke: set[str] = set()
         self._recoveries: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -507,10 +508,11 @@ class TurnKeeper(Middleware):
             ),
             only=lambda speech: speech.id in made_before,
         )
-        self._stale_replies_interrupted += len(interrupted)
-        return bool(interrupted)
+        self._queued_replies_replaced = bool(interrupted)
+        return self._queued_replies_replaced
 
     def _answer(self, ctx: MiddlewareContext) -> None:
+        replaced_queued, self._queued_replies_replaced = self._queued_replies_replaced, False
         pending = self._undelivered()
         text = self._merge_into("")
         if not text:
@@ -538,12 +540,10 @@ class TurnKeeper(Middleware):
             logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
             return
         self._own_answers.append(answer.id)
-        replaced = stale or self._stale_replies_interrupted > 0
-        self._stale_replies_interrupted = 0
         ctx.race_handled(
             self,
             "dropped_user_turn",
-            "answered_instead_of_stale_reply" if replaced else "answered",
+            "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
             counts={"dropped_turns_answered": 1},
         )
 
