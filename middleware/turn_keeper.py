@@ -20,16 +20,20 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   instead of raising (``decide_interrupt``, see :mod:`resilient_agent.speech_gates`), so a chat
   message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
   answered after it.
+
+This module holds the middleware itself (its options, the events it follows, the recovery of
+withheld audio, the merge into the next turn); its parts live beside it: the pending words in
+:mod:`.pending_words`, the answering of dropped turns in :mod:`.dropped_turns`, the words given
+to inferences that are not user turns in :mod:`.inference_merge`, and what a leaving keeper hands
+the next agent's in :mod:`.handover`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections import deque
 from typing import Any
 
-from livekit.agents import StopResponse, llm, stt
+from livekit.agents import StopResponse, stt
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
@@ -44,15 +48,17 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
     get_logger,
-    interrupt_queued_speeches,
 )
 from resilient_agent.options import OptionChecker
 
 from . import handover
+from .dropped_turns import DroppedTurnAnswerer
 from .handover import Fragment, TapFeed, feed_tap
-from .session_facts import livekit_turn_delay, session_recognizer
-from .transcript_match import normalized, remove_heard, without_repeats
-from .withheld_audio import WithheldAudioTap, stt_is_withheld, transcribe
+from .inference_merge import InferenceMerger
+from .pending_words import PendingWords
+from .session_facts import session_recognizer
+from .transcript_match import normalized, remove_heard
+from .withheld_audio import WithheldAudioTap, transcribe
 
 __all__ = ["TurnKeeper"]
 
@@ -64,13 +70,7 @@ _ONSET_PAD_S = 0.3
 # after more silence still; a shorter "speaking" window is a programmatic turn claim (typed text
 # pins the state while the text callback runs), not the caller's voice.
 _SHORTEST_VOICE_WINDOW_S = 0.05
-# How long after words were final livekit may still commit them (VAD silence, STT finalising).
-_END_OF_SPEECH_SLACK_S = 1.0
-# Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself.
-_GRACE_MARGIN_S = 0.3
 _WITHHELD = "speech_withheld_from_stt"
-# How much earlier than the input they preceded merged words are stamped.
-_BEFORE_INPUT_S = 1e-3
 
 
 def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
@@ -129,22 +129,13 @@ class TurnKeeper(Middleware):
         # wrap_user_turn may wait this long for a recovery before calling call_next
         self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.recovery_timeout_s + 1.0)
         self.keep_text_input = check.flag("keep_text_input", keep_text_input)
-        # (when, message) merged into inferences that were not user turns, until the next turn
-        self._merged_into_inferences: deque[tuple[float, llm.ChatMessage]] = deque(
-            maxlen=max_fragments
-        )
-        self._fragments: deque[Fragment] = deque()
+        self._words = PendingWords(self)
+        self._answerer = DroppedTurnAnswerer(self, self._words)
+        self._inferences = InferenceMerger(self, self._words)
         self._tap: WithheldAudioTap | None = None
-        self._own_answers: deque[str] = deque(maxlen=self.max_fragments)
         self._feed: TapFeed | None = None
         self._speech_started_at: float | None = None
-        self._last_activity = 0.0
-        # the queued replies were just interrupted for the answer about to be made
-        self._queued_replies_replaced = False
-        self._made_before_caller_spoke: set[str] = set()
         self._recoveries: set[asyncio.Task[None]] = set()
-        self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
         self._ctx: MiddlewareContext | None = None
         self._session_ended = False
         # a deferred interrupt: RoomIO's text input (and livekit's DTMF workflow) interrupts, then
@@ -155,7 +146,6 @@ class TurnKeeper(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Tap the caller's audio, take over words a previous agent left, answer dropped turns."""
         self._ctx = ctx
-        self._wake = asyncio.Event()
         self._session_ended = False
         carried = handover.take(ctx.session)
         if carried is not None and carried.feed is not None and self.recover_withheld_audio:
@@ -168,22 +158,17 @@ class TurnKeeper(Middleware):
         if carried is not None:
             self._take_over(ctx, carried)
         if self.merge:
-            self._loop_task = asyncio.get_running_loop().create_task(
-                self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
-            )
+            self._answerer.start(ctx)
 
     async def aclose(self) -> None:
         """Stop, and log words that never reached the LLM."""
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        await self._answerer.stop()
         if self._recoveries:
             # words being recovered are handed on too; a recovery is bounded in time
             await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
         for task in list(self._recoveries):
             task.cancel()
-        lost = [f for f in self._undelivered()]
+        lost = self._words.undelivered()
         ctx = self._ctx
         if ctx is not None and not self._session_ended:
             # a handoff: the next agent in this session answers the words, and recovers those
@@ -210,10 +195,10 @@ class TurnKeeper(Middleware):
         # the previous agent's activity is gone, and its turn with it: livekit cannot answer
         # these words any more, so they are answered as soon as nothing blocks a reply
         for fragment in carried.fragments:
-            self._add(fragment)
+            self._words.add(fragment)
         if carried.last_heard_at is not None:
             # words heard as the next activity started may still become its turn: livekit first
-            self._last_activity = max(self._last_activity, carried.last_heard_at)
+            self._answerer.note_activity(carried.last_heard_at)
         if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
             self._tap.take_over(carried.tap)
         for window in carried.windows:
@@ -236,20 +221,18 @@ class TurnKeeper(Middleware):
         now = _now()
         if ev.new_state == "speaking":
             self._speech_started_at = now
-            if not self._undelivered():
-                # the replies made before the caller began: their words can only be newer
-                self._made_before_caller_spoke = set(ctx.state.speeches)
+            self._answerer.note_caller_speaking(ctx)
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
             self._close_speech_window(ctx, started, now)
-        self._wake.set()
+        self._answerer.wake()
 
     def _close_speech_window(
         self, ctx: MiddlewareContext, started: float, now: float, *, livekit_may_answer: bool = True
     ) -> None:
         if livekit_may_answer:
-            self._last_activity = now
+            self._answerer.note_activity(now)
         tap, onset = self._tap, started - _ONSET_PAD_S
         if (
             tap is not None
@@ -266,9 +249,9 @@ class TurnKeeper(Middleware):
         if self._tap is not None:
             self._tap.note_transcript(final=ev.is_final, now=_now())
         if ev.is_final and ev.transcript.strip():
-            self._add(Fragment(ev.transcript.strip(), _now()))
-            self._last_activity = _now()
-            self._wake.set()
+            self._words.add(Fragment(ev.transcript.strip(), _now()))
+            self._answerer.note_activity(_now())
+            self._answerer.wake()
 
     async def on_conversation_item(
         self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
@@ -276,21 +259,18 @@ class TurnKeeper(Middleware):
         """A user message in the history delivers the fragments it contains."""
         item = ev.item
         if item.type == "message" and item.role == "user":
-            said = normalized(item.text_content or "")
-            for fragment in self._undelivered():
-                if normalized(fragment.text) in said:
-                    fragment.delivered = True
+            self._words.deliver_said(normalized(item.text_content or ""))
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
-        self._last_activity = max(self._last_activity, _now())
-        self._wake.set()
+        self._answerer.note_activity(_now())
+        self._answerer.wake()
 
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:
         """The agent's state may unblock an answer."""
-        self._wake.set()
+        self._answerer.wake()
 
     def decide_interrupt(
         self, ctx: MiddlewareContext, request: InterruptRequest
@@ -318,9 +298,9 @@ class TurnKeeper(Middleware):
         """Put undelivered words in front of this turn; keep the words if the app's hook fails."""
         if self._recoveries:
             await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
-        await self._forget_merged_words_livekit_commits(ctx, turn)
+        await self._inferences.forget_committed(ctx, turn)
         if self.merge:
-            merged = self._merge_into(turn.text)
+            merged = self._words.merge_into(turn.text)
             if merged != turn.text:
                 ctx.race_handled(self, "dropped_user_words", "merged_into_next_turn")
                 turn = turn.override(text=merged)
@@ -351,201 +331,9 @@ class TurnKeeper(Middleware):
         the words said before it, in front of it, instead of answering them after it.
         """
         input_reply, self._input_reply_expected = self._input_reply_expected, False
-        items = [i for i in request.chat_ctx.items if i.type in ("message", "function_call_output")]
-        last = items[-1] if items else None
-        follows_user = isinstance(last, llm.ChatMessage) and last.role == "user"
-        if not self.merge or self._recoveries or not self._undelivered():
-            return await call_next(request)
-        if not follows_user:
-            # one message, stamped now, at the end of the inference's context
-            await self._merge_into_inference(ctx, request, created_at=None)
-        elif input_reply and isinstance(last, llm.ChatMessage):
-            # stamped just before the input, so every record holds the words in the order said
-            await self._merge_into_inference(
-                ctx,
-                request,
-                created_at=last.created_at - _BEFORE_INPUT_S,
-                input_text=last.text_content,
-            )
+        if self.merge and not self._recoveries and self._words.undelivered():
+            await self._inferences.take_in(ctx, request, input_reply=input_reply)
         return await call_next(request)
-
-    async def _merge_into_inference(
-        self,
-        ctx: MiddlewareContext,
-        request: InferenceRequest,
-        *,
-        created_at: float | None,
-        input_text: str | None = None,
-    ) -> None:
-        """Put the pending words in the inference, the agent's context and livekit's transcript.
-
-        Words the input itself already says (a turn livekit committed from the same speech)
-        stay pending, so the LLM never reads them twice.
-        """
-        said = normalized(input_text or "")
-        pending = [f for f in self._undelivered() if not said or normalized(f.text) not in said]
-        if not pending:
-            return
-        for fragment in pending:
-            fragment.delivered = True
-        text = self.merge_format.format(fragments=" ".join(without_repeats(pending)), turn="")
-        message = llm.ChatMessage(role="user", content=[text.strip()])
-        if created_at is not None:
-            message.created_at = created_at
-        # session.history is the session's live ChatContext
-        request.chat_ctx.insert(message)
-        context = ctx.agent.chat_ctx.copy()
-        context.insert(message)
-        await ctx.agent.update_chat_ctx(context)
-        ctx.session.history.insert(message)
-        self._merged_into_inferences.append((_now(), message))
-        action = "merged_into_inference" if created_at is None else "merged_before_input"
-        ctx.race_handled(self, "dropped_user_words", action)
-
-    async def _forget_merged_words_livekit_commits(
-        self, ctx: MiddlewareContext, turn: UserTurn
-    ) -> None:
-        """When livekit commits words a tool reply already took in, keep livekit's message.
-
-        A word too short to interrupt can be final before a tool ends, taken in by the tool
-        reply, and then committed by livekit as a turn of its own, which interrupts that reply
-        and is answered. The merged copy is removed from this reply's context, the agent's
-        context and ``session.history``, so each holds the words once.
-        """
-        # only the turn livekit still had open when the words were merged can carry them again
-        open_for = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
-        recent = [m for at, m in self._merged_into_inferences if _now() - at <= open_for]
-        self._merged_into_inferences.clear()
-        said = normalized(turn.text)
-        committed = [m for m in recent if said and normalized(m.text_content or "") in said]
-        if not committed:
-            return
-        ids = {m.id for m in committed}
-        for message in committed:
-            for record in (turn.turn_ctx, ctx.session.history):
-                if record.get_by_id(message.id) is not None:
-                    record.remove(message.id)
-        context = ctx.agent.chat_ctx.copy()
-        context.items = [i for i in context.items if i.id not in ids]
-        await ctx.agent.update_chat_ctx(context)
-        logger.info(
-            "merged_user_words_committed_by_livekit",
-            messages=len(committed),
-            action="kept livekit's message, removed the merged copy",
-        )
-
-    def _merge_into(self, text: str) -> str:
-        pending = self._undelivered()
-        for fragment in pending:
-            fragment.delivered = True
-        fragments = " ".join(without_repeats(pending))
-        if not fragments:
-            return text
-        turn = text.strip()
-        if normalized(turn) in normalized(fragments):
-            turn = ""  # the turn says nothing the fragments do not: never the same words twice
-        elif turn:
-            # a real recognizer may hear the live turn a little differently from the recovered
-            # window: the fragments keep only what the turn does not already say
-            fragments = remove_heard(fragments, turn)
-        return self.merge_format.format(fragments=fragments, turn=turn).strip()
-
-    # -- answering dropped turns ---------------------------------------------------------------
-    async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
-        while True:
-            self._wake.clear()
-            delay = self._seconds_until_answer(ctx)
-            if delay is None:
-                await self._wake.wait()
-                continue
-            if delay > 0:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                continue
-            self._answer(ctx)
-
-    def _seconds_until_answer(self, ctx: MiddlewareContext) -> float | None:
-        """None while something blocks an answer, else seconds left of livekit's turn delay."""
-        self._expire()
-        if not self._undelivered() or self._recoveries:
-            return None
-        if ctx.state.user_state == "speaking":
-            return None
-        current = ctx.session.current_speech
-        if current is not None and not current.allow_interruptions and not current.done():
-            # livekit's turn ends while this speech is current: it skips the turn
-            left = self._last_activity + livekit_turn_delay(ctx.session) - _now()
-            if left > 0:
-                return left
-            # answered at once, in the place of the replies interrupted, after the protected one
-            return 0.0 if self._interrupt_stale_replies(ctx) else None
-        if stt_is_withheld(ctx.session):
-            return None
-        if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
-            # livekit's own turn waits for the interrupted speech to end, then delivers the words
-            return None
-        delay = livekit_turn_delay(ctx.session) + _GRACE_MARGIN_S
-        return max(0.0, self._last_activity + delay - _now())
-
-    def _interrupt_stale_replies(self, ctx: MiddlewareContext) -> bool:
-        """Interrupt the replies queued behind a protected speech before the caller spoke.
-
-        Had the current speech been interruptible, the caller's words would have interrupted
-        it, and the replies queued behind it would never have played before their answer;
-        livekit skips the caller's turn instead. A reply queued before the caller began the
-        pending words was made without them, so it is interrupted, as livekit's interrupt
-        does, and the caller is answered when the protected speech ends, not after a reply
-        that no longer fits. A reply made while they spoke (to a typed message) plays.
-        livekit adds the user message of an interrupted scheduled reply to the history, so no
-        word goes with it.
-        """
-        made_before = self._made_before_caller_spoke
-        interrupted = interrupt_queued_speeches(
-            ctx.session,
-            why=(
-                "the caller spoke over a protected speech; the replies queued behind it before "
-                "they began were made without their words"
-            ),
-            only=lambda speech: speech.id in made_before,
-        )
-        self._queued_replies_replaced = bool(interrupted)
-        return self._queued_replies_replaced
-
-    def _answer(self, ctx: MiddlewareContext) -> None:
-        replaced_queued, self._queued_replies_replaced = self._queued_replies_replaced, False
-        pending = self._undelivered()
-        text = self._merge_into("")
-        if not text:
-            return
-        ctx.race_detected(self, "dropped_user_turn")
-        session = ctx.session
-        current = session.current_speech
-        stale = (
-            current is not None
-            and current.id not in self._own_answers
-            and current.allow_interruptions
-            and not current.done()
-            and not current.interrupted
-            and session.agent_state != "speaking"
-        )
-        try:
-            if stale and current is not None:
-                # a reply made without these words and not heard yet (a tool reply waiting for
-                # silence): a livekit turn would interrupt it too; the new one has its context
-                current.interrupt()
-            answer = session.generate_reply(user_input=text)
-        except RuntimeError as exc:
-            for fragment in pending:
-                fragment.delivered = False  # kept: answered when a reply can be made
-            logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
-            return
-        self._own_answers.append(answer.id)
-        ctx.race_handled(
-            self,
-            "dropped_user_turn",
-            "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
-            counts={"dropped_turns_answered": 1},
-        )
 
     # -- recovery ------------------------------------------------------------------------------
     def recover_unheard_audio(self, ctx: MiddlewareContext, *, kind: str) -> bool:
@@ -566,7 +354,7 @@ class TurnKeeper(Middleware):
         now = _now()
         # a final transcript is stamped as it arrives, after its words: audio from then on is
         # what the STT never finished
-        heard = max((f.heard_at for f in self._fragments), default=now - self.keep_audio_s)
+        heard = max((f.heard_at for f in self._words), default=now - self.keep_audio_s)
         window = self._tap.window(heard, now)
         if not window:
             return False
@@ -598,7 +386,7 @@ class TurnKeeper(Middleware):
 
     def _recovery_done(self, task: asyncio.Task[None]) -> None:
         self._recoveries.discard(task)
-        self._wake.set()
+        self._answerer.wake()
 
     async def _recover(
         self,
@@ -620,7 +408,7 @@ class TurnKeeper(Middleware):
         recovered = set(normalized(text).split())
         in_window = [
             f
-            for f in self._fragments
+            for f in self._words
             if started - _ONSET_PAD_S <= f.heard_at <= ended + 0.5
             and not f.recovered
             and set(normalized(f.text).split()) <= recovered
@@ -632,7 +420,7 @@ class TurnKeeper(Middleware):
         if delivered:
             text = remove_heard(text, delivered)
         if text.strip():
-            self._add(Fragment(text.strip(), ended, recovered=True))
+            self._words.add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())
             ctx.race_handled(
                 self,
@@ -642,47 +430,23 @@ class TurnKeeper(Middleware):
                 counts={"words_recovered": words},
             )
         if livekit_may_answer:
-            self._last_activity = max(self._last_activity, _now())
+            self._answerer.note_activity(_now())
 
-    # -- bookkeeping ---------------------------------------------------------------------------
-    def _add(self, fragment: Fragment) -> None:
-        self._fragments.append(fragment)
-        while len(self._fragments) > self.max_fragments * 4:
-            old = self._fragments.popleft()
-            if not old.delivered and not old.superseded:
-                logger.warning(
-                    "user_words_dropped", words=len(old.text.split()), why="too many pending"
-                )
-        pending = self._undelivered()
-        for extra in pending[: max(0, len(pending) - self.max_fragments)]:
-            extra.superseded = True
-            logger.warning(
-                "user_words_dropped", words=len(extra.text.split()), why="max_fragments reached"
-            )
-
-    def _expire(self) -> None:
-        cutoff = _now() - self.max_age_s
-        for fragment in self._undelivered():
-            if fragment.heard_at < cutoff:
-                fragment.superseded = True
-                logger.warning(
-                    "user_words_dropped",
-                    words=len(fragment.text.split()),
-                    why="older than max_age_s",
-                )
-
-    def _undelivered(self) -> list[Fragment]:
-        return [f for f in self._fragments if not f.delivered and not f.superseded]
+    # -- what is pending ------------------------------------------------------------------------
+    @property
+    def recovering(self) -> bool:
+        """A recovery of withheld audio is in progress (its words may join the pending ones)."""
+        return bool(self._recoveries)
 
     @property
     def pending_words(self) -> int:
         """Words heard but not yet delivered to the LLM."""
-        return sum(len(f.text.split()) for f in self._undelivered())
+        return self._words.word_count()
 
     @property
     def buffered_fragments(self) -> int:
         """Fragments held in memory (bounded)."""
-        return len(self._fragments)
+        return len(self._words)
 
 
 async def _keep_in_history(ctx: MiddlewareContext, text: str) -> None:

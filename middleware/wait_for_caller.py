@@ -9,8 +9,10 @@ message or farewell would be lost.
 :class:`WaitForCaller` holds the speech's audio instead, with the public ``AudioOutput.pause()``:
 when livekit begins to play a protected speech while the caller is speaking, the output is paused
 and resumed when the caller stops (``user_state`` leaves ``speaking``) or after ``wait_s``. Past
-the bound, ``past_bound`` decides: ``"speak"`` plays the speech anyway, ``"skip"`` interrupts it
-(``force=True``) so the caller's turn is answered instead.
+the bound, a caller still *saying words* (the session's STT keeps hearing new ones: see
+:mod:`.caller_words`) is waited for on, up to ``max_wait_s``; a line that is only loud (noise, a
+stuck VAD) is not. Then ``past_bound`` decides: ``"speak"`` plays the speech anyway, ``"skip"``
+interrupts it (``force=True``) so the caller's turn is answered instead.
 
 The hold starts on the output's ``playback_started``, the instant the first frame reaches the
 sink (RoomIO emits it just before queueing that frame). It cannot start earlier: livekit
@@ -31,10 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal
 
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.io import AudioOutput
@@ -48,16 +50,19 @@ from resilient_agent import (
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.options import ItemCheck, OptionChecker
+from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
+from .caller_words import CallerWords
+from .wait_options import DEFAULT_MAX_WAIT_S, PastBound, WaitOptions, checked_options, checked_tools
 
-__all__ = ["PastBound", "WaitForCaller", "WaitOptions"]
+__all__ = ["DEFAULT_MAX_WAIT_S", "PastBound", "WaitForCaller", "WaitOptions"]
 
-PastBound = Literal["speak", "skip"]
 HoldOn = Literal["start", "resume"]
-_PAST_BOUND: tuple[PastBound, ...] = ("speak", "skip")
-_MAX_WAIT_S = 30.0
+LISTEN_AHEAD_S = 2.0
+"""The STT's listening stream opens this long before ``wait_s`` runs out: evidence of words at
+the bound needs the last second of them, and a short hold opens no stream."""
+_LOOK_AGAIN_S = 0.1  # past the bound, evidence ages: look again this often
 RACE = "protected_speech_over_speaking_caller"
 SIMULTANEOUS_START_S = 0.1
 """A caller reported speaking this soon after a protected speech began started with it."""
@@ -69,18 +74,6 @@ _FLOOR_RMS = 300.0  # the Watchdog's floor: below it, the line counts as quiet
 logger = get_logger("middleware.wait_for_caller")
 
 
-class WaitOptions(TypedDict, total=False):
-    """How long a tool's protected speeches wait for a speaking caller, and what happens then.
-
-    Attributes:
-        wait_s: Seconds to wait; 0 lets the speech start over the caller, as livekit does.
-        past_bound: ``"speak"`` or ``"skip"`` when the caller is still speaking after ``wait_s``.
-    """
-
-    wait_s: float
-    past_bound: PastBound
-
-
 @dataclass
 class _Hold:
     handle: SpeechHandle
@@ -89,9 +82,11 @@ class _Hold:
     wait_s: float
     past_bound: PastBound
     started_at: float
+    max_wait_s: float = 0.0
     on: HoldOn = "start"
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     released: bool = False
+    extended: bool = False
 
 
 def _now() -> float:
@@ -105,11 +100,16 @@ class WaitForCaller(Middleware):
         wait_s: Seconds a protected speech waits for a speaking caller; 0 never waits.
         past_bound: ``"speak"`` (default) plays the speech when the caller is still speaking
             after ``wait_s``; ``"skip"`` interrupts it so the caller's turn is answered instead.
+        max_wait_s: Seconds a protected speech waits at most for a caller who is still saying
+            words when ``wait_s`` runs out (the session's STT keeps hearing new ones); past it,
+            ``past_bound`` applies. At least ``wait_s``; equal to it, the wait never extends.
+            Default: 15 s, or ``wait_s`` when that is longer.
         tools: Per tool name, :class:`WaitOptions` for the protected speeches that tool creates
             (a farewell may wait longer, a legal notice may never be skipped).
 
     Raises:
-        MiddlewareError: An option is out of range or unknown.
+        MiddlewareError: An option is out of range or unknown, or a ``max_wait_s`` is below the
+            ``wait_s`` it applies with.
     """
 
     name = "WaitForCaller"
@@ -119,26 +119,27 @@ class WaitForCaller(Middleware):
         *,
         wait_s: float = 3.0,
         past_bound: PastBound = "speak",
+        max_wait_s: float | None = None,
         tools: Mapping[str, WaitOptions] | None = None,
     ) -> None:
         check = OptionChecker(self.display_name)
-        self.options = WaitOptions(
-            wait_s=check.number("wait_s", wait_s, ge=0.0, le=_MAX_WAIT_S),
-            past_bound=check.choice("past_bound", past_bound, _PAST_BOUND, what="a policy"),
+        self.options = checked_options(
+            check, wait_s=wait_s, past_bound=past_bound, max_wait_s=max_wait_s
         )
-        self.tools: dict[str, WaitOptions] = (
-            {}
-            if tools is None
-            else check.per_tool(
-                "tools", tools, partial(_checked, check), example="{'end_call': {'wait_s': 5.0}}"
+        self.tools: dict[str, WaitOptions] = {}
+        # each tool's options in full: a tool's own cap, else the one given here, else default
+        self._tool_options: dict[str, WaitOptions] = {}
+        if tools is not None:
+            self.tools, self._tool_options = checked_tools(
+                check, tools, self.options, cap_given=max_wait_s is not None
             )
-        )
         self._ctx: MiddlewareContext | None = None
         self._output: AudioOutput | None = None
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
         self._meter: AudioLevelMeter | None = None
+        self._words = CallerWords()
         # the last protected speech that began over a silent caller, and when
         self._protected_start: tuple[SpeechHandle, float] | None = None
         # the speech whose audio began and has not finished playing
@@ -160,6 +161,11 @@ class WaitForCaller(Middleware):
     def past_bound(self) -> PastBound:
         """What happens when the caller is still speaking after ``wait_s``."""
         return self.options["past_bound"]
+
+    @property
+    def max_wait_s(self) -> float:
+        """Seconds a protected speech waits at most for a caller still saying words."""
+        return self.options["max_wait_s"]
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def setup(self, ctx: MiddlewareContext) -> None:
@@ -190,6 +196,7 @@ class WaitForCaller(Middleware):
                 )
             else:
                 self._release(hold, "session_ended")
+        await self._words.aclose()
         if self._output is not None:
             self._output.off("playback_started", self._on_playback_started)
             self._output.off("playback_finished", self._on_playback_finished)
@@ -200,6 +207,8 @@ class WaitForCaller(Middleware):
 
         A caller who pauses just past the VAD's silence and goes on speaking is reported
         speaking again a moment after the speech resumed: it is held again, as in the agent.
+        The agent's audio observer is gone: a caller still saying words at the bound is heard
+        through a feed of its own (:meth:`.CallerWords.feed_from`).
         """
         session = ctx.session
         changed = asyncio.Event()
@@ -207,17 +216,28 @@ class WaitForCaller(Middleware):
         def on_user_state(_ev: object) -> None:
             changed.set()
 
+        def on_transcript(ev: lk_events.UserInputTranscribedEvent) -> None:
+            self._words.heard(ev.transcript, _now())
+
         session.on("user_state_changed", on_user_state)
+        session.on("user_input_transcribed", on_transcript)
         try:
             while True:
                 deadline = hold.started_at + hold.wait_s
                 while session.user_state == "speaking" and not hold.handle.done():
                     remaining = deadline - _now()
-                    if remaining <= 0:
+                    if remaining > 0:
+                        listen_in = self._listen_ahead(
+                            ctx, hold, remaining, partial(self._words.feed_from, session)
+                        )
+                        timeout = min(remaining, listen_in) if listen_in > 0 else remaining
+                    elif self._still_saying_words(ctx, hold):
+                        timeout = _LOOK_AGAIN_S
+                    else:
                         break
                     changed.clear()
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(changed.wait(), timeout=remaining)
+                        await asyncio.wait_for(changed.wait(), timeout=timeout)
                 speaking = session.user_state == "speaking"
                 self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
                 if speaking or hold.handle.done():
@@ -228,13 +248,19 @@ class WaitForCaller(Middleware):
                 if session.user_state != "speaking" or hold.handle.done():
                     return
                 hold.output.pause()
-                hold = dataclasses.replace(hold, started_at=_now(), on="start", released=False)
+                hold = dataclasses.replace(
+                    hold, started_at=_now(), on="start", released=False, extended=False
+                )
+                self._words.forget()
                 details = {"speech_id": hold.handle.id, "tool": hold.tool, "on": "start"}
                 ctx.race_detected(self, RACE, details={**details, "held": True})
         finally:
             session.off("user_state_changed", on_user_state)
+            session.off("user_input_transcribed", on_transcript)
             speaking = session.user_state == "speaking"
             self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
+            await self._words.aclose()
+            self._words.unfeed(session)
 
     async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
         """The session is over: nothing held outlives it."""
@@ -271,6 +297,13 @@ class WaitForCaller(Middleware):
             and _now() - began_at <= SIMULTANEOUS_START_S
         ):
             self._hold_if_protected(ctx, output, handle, on="start")
+
+    async def on_user_transcript(
+        self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
+    ) -> None:
+        """During a hold, new words the session's STT heard are evidence the caller goes on."""
+        if self._hold is not None:
+            self._words.heard(ev.transcript, _now())
 
     # -- decide ------------------------------------------------------------------------------
     def decide_resume(
@@ -313,9 +346,7 @@ class WaitForCaller(Middleware):
             output.on("playback_finished", self._on_playback_finished)
 
     def _options_for(self, tool: str | None) -> WaitOptions:
-        options = WaitOptions(**self.options)
-        options.update(self.tools.get(tool or "", WaitOptions()))
-        return options
+        return self._tool_options.get(tool or "", self.options)
 
     def _on_playback_started(self, _ev: object) -> None:
         # synchronous, inside livekit's audio forwarding: the first frame has just reached the
@@ -381,9 +412,11 @@ class WaitForCaller(Middleware):
             wait_s=options["wait_s"],
             past_bound=options["past_bound"],
             started_at=_now(),
+            max_wait_s=options["max_wait_s"],
             on=on,
         )
         self._hold = hold
+        self._words.forget()
         ctx.race_detected(self, RACE, details={**details, "held": True, "wait_s": hold.wait_s})
         handle.add_done_callback(self._on_held_speech_done)
         hold.task = asyncio.get_running_loop().create_task(
@@ -416,8 +449,15 @@ class WaitForCaller(Middleware):
                 self._release(hold, "line_quiet")
                 return
             elif (remaining := deadline - _now()) > 0:
+                listen_in = self._listen_ahead(
+                    ctx, hold, remaining, partial(self._words.observe, ctx)
+                )
                 # the meter is read, not waited on: look again soon while it can tell
                 timeout = remaining if self._meter is None else min(remaining, 0.1)
+                if listen_in > 0:
+                    timeout = min(timeout, listen_in)
+            elif self._still_saying_words(ctx, hold):
+                timeout = _LOOK_AGAIN_S
             elif hold.past_bound == "speak":
                 self._release(hold, "spoke_at_bound")
                 return
@@ -430,6 +470,50 @@ class WaitForCaller(Middleware):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
 
+    def _listen_ahead(
+        self,
+        ctx: MiddlewareContext,
+        hold: _Hold,
+        remaining: float,
+        source: Callable[[], bool],
+    ) -> float:
+        """Open the STT's listening stream shortly before the bound; seconds until it opens.
+
+        Only a hold that may extend needs it (see :meth:`.CallerWords.listen_if_withheld`).
+        """
+        if hold.max_wait_s <= hold.wait_s:
+            return 0.0
+        if remaining > LISTEN_AHEAD_S:
+            return remaining - LISTEN_AHEAD_S
+        self._words.listen_if_withheld(ctx.session, ctx.agent, source)
+        return 0.0
+
+    def _still_saying_words(self, ctx: MiddlewareContext, hold: _Hold) -> bool:
+        """Past ``wait_s``: whether the caller is still saying words, within ``max_wait_s``.
+
+        The callers' ``user_state`` is ``speaking`` and their line is not quiet (the caller
+        checks both first); the STT heard new words within the last second.
+        """
+        now = _now()
+        if now >= hold.started_at + hold.max_wait_s or not self._words.saying_words(now):
+            return False
+        if not hold.extended:
+            hold.extended = True
+            ctx.race_handled(
+                self,
+                RACE,
+                "extended_wait",
+                details={
+                    "speech_id": hold.handle.id,
+                    "tool": hold.tool,
+                    "on": hold.on,
+                    "why": "caller_still_saying_words",
+                    "wait_s": hold.wait_s,
+                    "max_wait_s": hold.max_wait_s,
+                },
+            )
+        return True
+
     def _line_quiet_for(self, hold: _Hold) -> float:
         """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
         if self._meter is None:
@@ -440,6 +524,7 @@ class WaitForCaller(Middleware):
         if hold.released:
             return
         hold.released = True
+        self._words.stop()
         if self._meter is not None:
             self._meter.want("WaitForCaller", False)
         if self._hold is hold:
@@ -470,14 +555,6 @@ class WaitForCaller(Middleware):
                     "tool": hold.tool,
                     "on": hold.on,
                     "held_s": held_s,
+                    **({"extended": True} if hold.extended else {}),
                 },
             )
-
-
-def _checked(check: OptionChecker, option: str, options: Any) -> WaitOptions:
-    """``options`` as :class:`WaitOptions`: known keys only, each in range."""
-    fields: dict[str, ItemCheck[Any]] = {
-        "wait_s": partial(check.number, ge=0.0, le=_MAX_WAIT_S),
-        "past_bound": partial(check.choice, choices=_PAST_BOUND, what="a policy"),
-    }
-    return cast(WaitOptions, check.fields(option, options, fields))

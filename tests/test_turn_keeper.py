@@ -162,7 +162,7 @@ def test_options_are_validated_with_the_field_and_the_fix(option: str, value: fl
 def test_undelivered_fragments_are_bounded() -> None:
     keeper = TurnKeeper(max_fragments=3)
     for index in range(1000):
-        keeper._add(Fragment(f"word{index}", float(index)))
+        keeper._words.add(Fragment(f"word{index}", float(index)))
     assert keeper.buffered_fragments <= 12
     assert keeper.pending_words == 3
 

@@ -55,7 +55,9 @@ def hold_message(world: CallWorld) -> Any:
 
 # The booking tool says its protected hold message at 4.0 s, 0.3 s into the caller's correction.
 GAP = catalog("tool_gap/gap_protected_say")
-# The same call, but the caller goes on correcting until 9.0 s: past a 3 s wait.
+# The same call, but the caller goes on correcting until 9.0 s: past a 3 s wait. Still saying
+# words, they are waited for past it (tests/test_wait_for_words.py); a ``max_wait_s`` equal to
+# ``wait_s`` never waits longer, and the policy past the bound decides.
 LONG_TALKER = dataclasses.replace(
     GAP,
     name="test/caller_keeps_talking",
@@ -103,7 +105,7 @@ def test_plain_agent_starts_the_same_speech_over_the_caller() -> None:
 
 def test_speak_past_the_bound_plays_the_speech_when_the_wait_is_over() -> None:
     scenario = dataclasses.replace(LONG_TALKER, talk_over_tolerance=None)
-    world, outcome = run_scenario(scenario, ResilientAgent)
+    world, outcome = run_scenario(scenario, resilient_with(WaitForCaller(max_wait_s=3.0)))
     _, handled = events(outcome)
     assert handled["action"] == "spoke_at_bound"
     assert handled["at_s"] == pytest.approx(7.0, abs=0.01)
@@ -130,7 +132,8 @@ def test_skip_past_the_bound_drops_the_speech_and_answers_the_caller(
         original(self)
 
     monkeypatch.setattr(PlayoutAudioOutput, "resume", spy)
-    world, outcome = run_scenario(LONG_TALKER, resilient_with(WaitForCaller(past_bound="skip")))
+    wait = WaitForCaller(past_bound="skip", max_wait_s=3.0)
+    world, outcome = run_scenario(LONG_TALKER, resilient_with(wait))
     assert any(7.0 <= at - world.t0 <= 7.1 for at in resumed), resumed
     assert outcome.passed, outcome.reasons
     assert outcome.talked_over_s == 0.0
@@ -184,7 +187,9 @@ def test_a_tool_can_opt_out_of_waiting() -> None:
 
 
 def test_a_tool_option_overrides_the_bound_and_policy() -> None:
-    wait = WaitForCaller(tools={"book_table": {"wait_s": 1.0, "past_bound": "skip"}})
+    wait = WaitForCaller(
+        tools={"book_table": {"wait_s": 1.0, "past_bound": "skip", "max_wait_s": 1.0}}
+    )
     _, outcome = run_scenario(LONG_TALKER, resilient_with(wait))
     _, handled = events(outcome)
     assert handled["action"] == "skipped_at_bound"

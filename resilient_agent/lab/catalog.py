@@ -30,6 +30,7 @@ from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
 from .catalog_typed import typed_over_queued_reply_scenarios
+from .catalog_wait import long_talker_scenarios
 from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
@@ -577,6 +578,7 @@ def _controls() -> list[Scenario]:
 CATALOG: tuple[Scenario, ...] = (
     *_tool_gap(),
     *fuzz_found_scenarios(),
+    *long_talker_scenarios(),
     *end_call_scenarios(),
     *_lost_words(),
     *_stuck_and_deadlock(),

@@ -58,8 +58,9 @@ _SHRINK_PER_CONTRACT = 3
 def contracts_broken(outcome: CallOutcome) -> tuple[str, ...]:
     """The names of the contracts ``outcome`` broke, in :data:`CONTRACTS` order.
 
-    A protected speech that played over a caller after waiting WaitForCaller's whole bound for
-    them (``past_bound="speak"``, a documented policy for a caller who will not stop) is
+    A protected speech that played over a caller once WaitForCaller's bound was over
+    (``past_bound="speak"``: past ``max_wait_s`` while they were still saying words, or at
+    ``wait_s`` when nothing showed they were) follows a documented policy: it is
     ``talk_over_at_wait_bound``, reported apart and not a failure.
     """
     found = []
@@ -362,7 +363,7 @@ def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
         if report.at_wait_bound:
             print(
                 f"    (not failures: {len(report.at_wait_bound)} call(s) where a protected speech "
-                "played over a caller who kept talking past WaitForCaller's wait bound)",
+                "played over a caller who kept talking past WaitForCaller's bound)",
                 file=out,
             )
 

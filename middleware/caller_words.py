@@ -1,0 +1,198 @@
+"""Whether the caller is still saying words, by the session's own STT.
+
+A VAD reports speech for any loud sound (a TV, a fan, a stuck model); words are what a caller
+who keeps talking proves themselves with. :class:`CallerWords` remembers when the STT last heard
+new words: from the session's transcripts (:meth:`CallerWords.heard`), and, while livekit feeds
+the STT silence because a protected speech is current, from a *listening stream* of the same
+STT fed with the caller's audio (:meth:`CallerWords.listen`), opened only for as long as a
+reader needs the evidence. A stream that fails costs the evidence, never the call: the reader
+then behaves as without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from livekit import rtc
+from livekit.agents import Agent, AgentSession, stt
+
+from resilient_agent import MiddlewareContext, get_logger
+
+from .handover import TapFeed
+from .session_facts import session_recognizer
+from .withheld_audio import stt_is_withheld
+
+__all__ = ["WORDS_RECENT_S", "CallerWords"]
+
+WORDS_RECENT_S = 1.5
+"""New words heard this recently mean the caller is still saying them. A streaming STT reports
+new words about once per word (0.3 to 0.5 s), or about once a second; across a pause just short
+of the VAD's end of speech (0.55 s) the next report comes up to about 1.1 s after the last."""
+
+logger = get_logger("middleware.caller_words")
+
+
+class CallerWords:
+    """When the STT last heard the caller say new words (loop time).
+
+    The caller's audio reaches :meth:`on_frame` through the agent's observer (:meth:`observe`)
+    or, when no agent's middleware runs (a handoff), a feed of its own (:meth:`feed_from`);
+    frames reach the listening stream only while one is open.
+    """
+
+    def __init__(self) -> None:
+        self.last_words_at = float("-inf")
+        self._last_text = ""
+        self._stream: stt.RecognizeStream | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._told_failure = False
+        self._observing = False
+        self._feed: TapFeed | None = None
+
+    def observe(self, ctx: MiddlewareContext) -> bool:
+        """Get the caller's audio from the agent's observer; False without audio input.
+
+        Registered on first need: a call that never listens pays nothing per frame.
+        """
+        if not self._observing:
+            self._observing = ctx.observe_audio(self.on_frame)
+        return self._observing
+
+    def feed_from(self, session: AgentSession[Any]) -> bool:
+        """Get the caller's audio through a feed of its own in the session's audio chain.
+
+        livekit's ``AudioInput(source=)`` chaining, as the turn keeper's handover does; taken
+        out again by :meth:`unfeed`. False without audio input.
+        """
+        if self._feed is None:
+            source = session.input.audio
+            if source is None:
+                return False
+            self._feed = TapFeed(source, self, label="ResilientAgentCallerWordsFeed")
+            session.input.audio = self._feed
+        return True
+
+    def unfeed(self, session: AgentSession[Any]) -> None:
+        """Take the feed out (left as a bare pass-through once something chained onto it)."""
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.tap = None
+            if session.input.audio is feed:
+                session.input.audio = feed.source
+
+    def listen_if_withheld(
+        self, session: AgentSession[Any], agent: Agent, source: Callable[[], bool]
+    ) -> None:
+        """Open the listening stream while livekit feeds the STT silence, if not open yet.
+
+        Otherwise the session's own transcripts tell (:meth:`heard`). ``source`` connects the
+        caller's audio (:meth:`observe` or :meth:`feed_from`).
+        """
+        if self.listening or not stt_is_withheld(session):
+            return
+        recognizer = session_recognizer(agent, session)
+        if recognizer is not None and source():
+            self.listen(recognizer)
+
+    def forget(self) -> None:
+        """Forget the words heard so far (a new wait begins)."""
+        self.last_words_at = float("-inf")
+        self._last_text = ""
+
+    def saying_words(self, now: float) -> bool:
+        """Whether new words were heard within :data:`WORDS_RECENT_S` of ``now``."""
+        return now - self.last_words_at <= WORDS_RECENT_S
+
+    def heard(self, text: str, now: float) -> None:
+        """A transcript arrived: new words if its text differs from the last one.
+
+        An interim repeated unchanged (some STTs resend it while they hear nothing new) is no
+        evidence; a final that only confirms the last interim is none either.
+        """
+        text = text.strip()
+        if not text or text == self._last_text:
+            return
+        self._last_text = text
+        self.last_words_at = now
+
+    @property
+    def listening(self) -> bool:
+        """Whether a listening stream is open."""
+        return self._task is not None and not self._task.done()
+
+    def listen(self, recognizer: stt.STT[Any]) -> None:
+        """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`."""
+        if self.listening:
+            return
+        try:
+            stream = recognizer.stream()
+        except Exception as exc:
+            self._failed("stream_not_opened", exc)
+            return
+        self._stream = stream
+        self._task = asyncio.get_running_loop().create_task(
+            self._read(stream), name="resilient_agent.caller_words"
+        )
+
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Pass one frame of the caller's audio to the listening stream, if one is open."""
+        stream = self._stream
+        if stream is None:
+            return
+        try:
+            stream.push_frame(frame)
+        except Exception as exc:  # on the audio path: a stream's fault must not reach livekit
+            self._failed("frame_refused", exc)
+            self.stop()
+
+    def stop(self) -> None:
+        """Close the listening stream (in the background); the words heard are kept."""
+        self._stream = None
+        if self._task is not None:
+            self._task.cancel()
+
+    async def aclose(self) -> None:
+        """Close the listening stream and wait until it is closed."""
+        self.stop()
+        task = self._task
+        self._task = None
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _read(self, stream: stt.RecognizeStream) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            async for event in stream:
+                if (
+                    event.type
+                    in (
+                        stt.SpeechEventType.INTERIM_TRANSCRIPT,
+                        stt.SpeechEventType.FINAL_TRANSCRIPT,
+                    )
+                    and event.alternatives
+                ):
+                    self.heard(event.alternatives[0].text, loop.time())
+        except Exception as exc:
+            self._failed("stream_failed", exc)
+        finally:
+            if self._stream is stream:
+                self._stream = None
+            await stream.aclose()
+
+    def _failed(self, why: str, exc: BaseException) -> None:
+        if self._told_failure:
+            return
+        self._told_failure = True
+        logger.warning(
+            "caller_words_unavailable",
+            why=why,
+            error=repr(exc),
+            effect=(
+                "the STT's listening stream failed: a protected speech no longer waits past "
+                "its wait_s for a caller still saying words"
+            ),
+        )

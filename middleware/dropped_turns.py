@@ -1,0 +1,221 @@
+"""Answering a dropped turn: words the caller said that no livekit turn will carry to the LLM.
+
+livekit skips a user turn that ends while an uninterruptible speech is current, and a turn is
+gone with the activity of an agent that handed off. The TurnKeeper's pending words are then
+answered with ``session.generate_reply(user_input=...)`` as soon as nothing blocks a reply: the
+caller is silent, no recovery is in progress, no uninterruptible speech is current, and livekit's
+own end-of-turn delay (plus a margin) has passed, so livekit and the keeper never both answer the
+same words.
+
+When is a question (:meth:`DroppedTurnAnswerer.when_to_answer`, a :class:`WhenToAnswer` value);
+acting on it is a step of its own: the replies queued behind a protected speech before the caller
+spoke are interrupted (:meth:`DroppedTurnAnswerer.interrupt_stale_replies`), then the caller is
+answered in their place (:meth:`DroppedTurnAnswerer.answer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
+
+from .pending_words import PendingWords
+from .session_facts import livekit_turn_delay
+from .withheld_audio import stt_is_withheld
+
+if TYPE_CHECKING:
+    from .turn_keeper import TurnKeeper
+
+__all__ = ["GRACE_MARGIN_S", "DroppedTurnAnswerer", "WhenToAnswer"]
+
+# the TurnKeeper's records: one logger for everything the keeper does
+logger = get_logger("middleware.turn_keeper")
+
+GRACE_MARGIN_S = 0.3
+"""Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself."""
+
+
+def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
+    return asyncio.get_running_loop().time()
+
+
+@dataclass(frozen=True)
+class WhenToAnswer:
+    """When the pending words may be answered (a decision; computing it changes nothing).
+
+    Attributes:
+        wait_s: Seconds of livekit's turn delay left (0: now); None while something blocks a
+            reply.
+        replacing_stale_replies: The words wait behind a protected speech livekit skipped their
+            turn for: they are answered now only if replies queued before the caller spoke are
+            interrupted for them, and else wait for the speech to end.
+    """
+
+    wait_s: float | None
+    replacing_stale_replies: bool = False
+
+
+_BLOCKED = WhenToAnswer(None)
+
+
+class DroppedTurnAnswerer:
+    """Answers the TurnKeeper's pending words when livekit will not.
+
+    Args:
+        keeper: The TurnKeeper: the races are reported under it, and no answer is made while
+            it recovers withheld audio (the recovered words may join).
+        words: The keeper's pending words.
+    """
+
+    def __init__(self, keeper: TurnKeeper, words: PendingWords) -> None:
+        self._keeper = keeper
+        self._words = words
+        self._own_answers: deque[str] = deque(maxlen=keeper.max_fragments)
+        self._made_before_caller_spoke: set[str] = set()
+        # the last time livekit saw the caller (speech, a final transcript, a speech ending):
+        # its own turn may still come until its end-of-turn delay has passed since
+        self._last_activity = 0.0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what the keeper tells it --------------------------------------------------------------
+    def note_activity(self, at: float) -> None:
+        """The caller was seen at ``at``: livekit's own turn may still carry the words."""
+        self._last_activity = max(self._last_activity, at)
+
+    def note_caller_speaking(self, ctx: MiddlewareContext) -> None:
+        """The caller began speaking: remember the replies already made without their words."""
+        if not self._words.undelivered():
+            # their words can only be newer than every reply made so far
+            self._made_before_caller_spoke = set(ctx.state.speeches)
+
+    def wake(self) -> None:
+        """Something changed that may unblock (or block) an answer: look again."""
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+    def start(self, ctx: MiddlewareContext) -> None:
+        """Answer dropped turns in this session until :meth:`stop`."""
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(
+            self._answer_dropped_turns(ctx), name="resilient_agent.turn_keeper"
+        )
+
+    async def stop(self) -> None:
+        """Stop answering (an answer already asked for plays on)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
+        while True:
+            self._wake.clear()
+            self._words.expire(_now())
+            when = self.when_to_answer(ctx)
+            if when.wait_s is None:
+                await self._wake.wait()
+                continue
+            if when.wait_s > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=when.wait_s)
+                continue
+            if when.replacing_stale_replies and not self.interrupt_stale_replies(ctx):
+                await self._wake.wait()  # nothing to replace: answered after the protected one
+                continue
+            self.answer(ctx, replaced_queued=when.replacing_stale_replies)
+
+    # -- deciding ------------------------------------------------------------------------------
+    def when_to_answer(self, ctx: MiddlewareContext) -> WhenToAnswer:
+        """When the pending words may be answered, as livekit's turn would have answered them."""
+        if not self._words.undelivered() or self._keeper.recovering:
+            return _BLOCKED
+        if ctx.state.user_state == "speaking":
+            return _BLOCKED
+        current = ctx.session.current_speech
+        if current is not None and not current.allow_interruptions and not current.done():
+            # livekit's turn ends while this speech is current: it skips the turn
+            left = self._last_activity + livekit_turn_delay(ctx.session) - _now()
+            if left > 0:
+                return WhenToAnswer(left)
+            # answered at once, in the place of the replies interrupted, after the protected one
+            return WhenToAnswer(0.0, replacing_stale_replies=True)
+        if stt_is_withheld(ctx.session):
+            return _BLOCKED
+        if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
+            # livekit's own turn waits for the interrupted speech to end, then delivers the words
+            return _BLOCKED
+        delay = livekit_turn_delay(ctx.session) + GRACE_MARGIN_S
+        return WhenToAnswer(max(0.0, self._last_activity + delay - _now()))
+
+    # -- acting --------------------------------------------------------------------------------
+    def interrupt_stale_replies(self, ctx: MiddlewareContext) -> bool:
+        """Interrupt the replies queued behind a protected speech before the caller spoke.
+
+        Had the current speech been interruptible, the caller's words would have interrupted
+        it, and the replies queued behind it would never have played before their answer;
+        livekit skips the caller's turn instead. A reply queued before the caller began the
+        pending words was made without them, so it is interrupted, as livekit's interrupt
+        does, and the caller is answered when the protected speech ends, not after a reply
+        that no longer fits. A reply made while they spoke (to a typed message) plays.
+        livekit adds the user message of an interrupted scheduled reply to the history, so no
+        word goes with it.
+
+        Returns:
+            Whether any reply was interrupted.
+        """
+        made_before = self._made_before_caller_spoke
+        interrupted = interrupt_queued_speeches(
+            ctx.session,
+            why=(
+                "the caller spoke over a protected speech; the replies queued behind it before "
+                "they began were made without their words"
+            ),
+            only=lambda speech: speech.id in made_before,
+        )
+        return bool(interrupted)
+
+    def answer(self, ctx: MiddlewareContext, *, replaced_queued: bool = False) -> None:
+        """Answer the pending words now, in place of a current reply made without them.
+
+        Args:
+            ctx: The session's context.
+            replaced_queued: Queued replies were just interrupted for this answer.
+        """
+        pending = self._words.undelivered()
+        text = self._words.merge_into("")
+        if not text:
+            return
+        ctx.race_detected(self._keeper, "dropped_user_turn")
+        session = ctx.session
+        current = session.current_speech
+        stale = (
+            current is not None
+            and current.id not in self._own_answers
+            and current.allow_interruptions
+            and not current.done()
+            and not current.interrupted
+            and session.agent_state != "speaking"
+        )
+        try:
+            if stale and current is not None:
+                # a reply made without these words and not heard yet (a tool reply waiting for
+                # silence): a livekit turn would interrupt it too; the new one has its context
+                current.interrupt()
+            reply = session.generate_reply(user_input=text)
+        except RuntimeError as exc:
+            for fragment in pending:
+                fragment.delivered = False  # kept: answered when a reply can be made
+            logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
+            return
+        self._own_answers.append(reply.id)
+        ctx.race_handled(
+            self._keeper,
+            "dropped_user_turn",
+            "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
+            counts={"dropped_turns_answered": 1},
+        )
