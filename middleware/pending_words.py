@@ -56,15 +56,11 @@ class PendingWords:
         while len(self._fragments) > max_fragments * _HELD_PER_PENDING:
             old = self._fragments.popleft()
             if not old.delivered and not old.superseded:
-                logger.warning(
-                    "user_words_dropped", words=len(old.text.split()), why="too many pending"
-                )
+                _log_dropped(old, "too many pending")
         pending = self.undelivered()
         for extra in pending[: max(0, len(pending) - max_fragments)]:
             extra.superseded = True
-            logger.warning(
-                "user_words_dropped", words=len(extra.text.split()), why="max_fragments reached"
-            )
+            _log_dropped(extra, "max_fragments reached")
 
     def expire(self, now: float) -> None:
         """Drop (and log) the undelivered fragments older than ``max_age_s`` at ``now``."""
@@ -72,11 +68,7 @@ class PendingWords:
         for fragment in self.undelivered():
             if fragment.heard_at < cutoff:
                 fragment.superseded = True
-                logger.warning(
-                    "user_words_dropped",
-                    words=len(fragment.text.split()),
-                    why="older than max_age_s",
-                )
+                _log_dropped(fragment, "older than max_age_s")
 
     def undelivered(self) -> list[Fragment]:
         """The fragments still to reach the LLM, oldest first."""
@@ -117,3 +109,8 @@ class PendingWords:
             # window: the fragments keep only what the turn does not already say
             fragments = remove_heard(fragments, turn)
         return self._keeper.merge_format.format(fragments=fragments, turn=turn).strip()
+
+
+def _log_dropped(fragment: Fragment, why: str) -> None:
+    # the count of words, never the words: records carry no transcripts
+    logger.warning("user_words_dropped", words=len(fragment.text.split()), why=why)

@@ -337,11 +337,7 @@ def _events_lane(canvas: svg.Canvas, timeline: CallTimeline, y: float, *, race: 
         empty = "none"
     marks = [m for m in marks if m.at <= canvas.axis_end]
     if not marks:
-        svg.lane_label(canvas, y, svg.MARK_ROW_HEIGHT, label)
-        canvas.add(
-            f'<text class="none" x="{svg.LABEL_COLUMN + 6}" y="{num(y + 11)}">{empty}</text>'
-        )
-        return y + svg.MARK_ROW_HEIGHT + svg.LANE_GAP
+        return svg.empty_lane(canvas, y, svg.MARK_ROW_HEIGHT, label, empty, baseline=11)
     places = [svg.place_label(canvas.x(m.at), canvas.x(m.at), m.label, gap=9) for m in marks]
     rows = svg.pack([(p.left, p.right) for p in places])
     count = max(rows) + 1

@@ -41,11 +41,9 @@ def _speech_title(speech: SpeechTrack) -> str:
 def speech_lanes(canvas: svg.Canvas, speeches: Sequence[SpeechTrack], y: float) -> float:
     """One row per speech handle: its life, queueing, playout, interruption; returns the next y."""
     if not speeches:
-        svg.lane_label(canvas, y, svg.SPEECH_ROW_HEIGHT, "speech handles")
-        canvas.add(
-            f'<text class="none" x="{svg.LABEL_COLUMN + 6}" y="{num(y + 13)}">no speech</text>'
+        return svg.empty_lane(
+            canvas, y, svg.SPEECH_ROW_HEIGHT, "speech handles", "no speech", baseline=13
         )
-        return y + svg.SPEECH_ROW_HEIGHT + svg.LANE_GAP
     for speech in speeches:
         mode = "protected" if speech.protected_at_creation else "interruptible"
         svg.lane_label(canvas, y, svg.SPEECH_ROW_HEIGHT, f"{speech.label} {speech.source}")
@@ -220,11 +218,7 @@ def tool_lanes(canvas: svg.Canvas, timeline: CallTimeline, y: float) -> float:
     """Tool runs packed on rows; returns the next y."""
     tools = timeline.tools
     if not tools:
-        svg.lane_label(canvas, y, svg.BAR_ROW_HEIGHT, "tools")
-        canvas.add(
-            f'<text class="none" x="{svg.LABEL_COLUMN + 6}" y="{num(y + 12)}">no tool</text>'
-        )
-        return y + svg.BAR_ROW_HEIGHT + svg.LANE_GAP
+        return svg.empty_lane(canvas, y, svg.BAR_ROW_HEIGHT, "tools", "no tool", baseline=12)
     spans = []
     for tool in tools:
         end = tool.end if tool.end is not None else canvas.axis_end
@@ -257,11 +251,9 @@ def llm_lanes(canvas: svg.Canvas, timeline: CallTimeline, y: float) -> float:
     """LLM requests (time to first token, then the answer) packed on rows; returns the next y."""
     requests = timeline.llm_requests
     if not requests:
-        svg.lane_label(canvas, y, svg.BAR_ROW_HEIGHT, "LLM requests")
-        canvas.add(
-            f'<text class="none" x="{svg.LABEL_COLUMN + 6}" y="{num(y + 12)}">no request</text>'
+        return svg.empty_lane(
+            canvas, y, svg.BAR_ROW_HEIGHT, "LLM requests", "no request", baseline=12
         )
-        return y + svg.BAR_ROW_HEIGHT + svg.LANE_GAP
     captions = []
     places: list[svg.Label] = []
     spans = []

@@ -216,6 +216,21 @@ def place_label(start: float, end: float, text: str, gap: float = 8.0) -> Label:
     return Label(start - gap, "end", start - gap - width, end + gap)
 
 
+def empty_lane(
+    canvas: Canvas, y: float, height: float, label: str, text: str, *, baseline: float
+) -> float:
+    """A lane with nothing to draw: its name and ``text`` (``baseline`` below ``y``).
+
+    Returns:
+        The next lane's y.
+    """
+    lane_label(canvas, y, height, label)
+    canvas.add(
+        f'<text class="none" x="{LABEL_COLUMN + 6}" y="{num(y + baseline)}">{esc(text)}</text>'
+    )
+    return y + height + LANE_GAP
+
+
 def lane_label(canvas: Canvas, y: float, height: float, text: str) -> None:
     """A lane's name in the label column and its bottom rule."""
     canvas.add(
