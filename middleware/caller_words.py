@@ -48,6 +48,8 @@ class CallerWords:
         self._last_text = ""
         self._stream: stt.RecognizeStream | None = None
         self._task: asyncio.Task[None] | None = None
+        # streams stopped and still closing (awaited by aclose)
+        self._closing: set[asyncio.Task[None]] = set()
         self._told_failure = False
         self._observing = False
         self._feed: TapFeed | None = None
@@ -151,15 +153,16 @@ class CallerWords:
     def stop(self) -> None:
         """Close the listening stream (in the background); the words heard are kept."""
         self._stream = None
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def aclose(self) -> None:
         """Close the listening stream and wait until it is closed."""
         self.stop()
-        task = self._task
-        self._task = None
-        if task is not None:
+        for task in list(self._closing):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
