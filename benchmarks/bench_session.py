@@ -3,7 +3,9 @@
 CPU: both agents run the same 100-turn call in the same process, alternating, five times each;
 the figure is the median of the five per-pair ratios (ResilientAgent over Agent), after one
 short untimed call of each (imports and caches warmed alike). End-of-turn to first-audio
-latencies must be identical.
+latencies must be identical. The figure is measured with the lab's 10 ms caller frames, then
+again with 50 ms frames, the frame duration livekit's RoomIO sends by default (the same audio in
+five times fewer frames; the per-frame audio path costs five times less of the call).
 
 Memory: each agent runs 100 concurrent 30 s lab sessions (a turn every 6 s) on one virtual-time
 loop, in a fresh process of its own; every second from 8 s to 28 s into the calls the process's
@@ -30,6 +32,7 @@ from livekit.agents import Agent
 from resilient_agent import ResilientAgent
 from resilient_agent.lab import agents
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
+from resilient_agent.testing.audio import FRAME_SECONDS
 from resilient_agent.testing.runner import run_scenario_async
 
 TURNS = 100
@@ -39,10 +42,14 @@ SESSIONS = 100
 SESSION_SECONDS = 30.0
 SAMPLE_FROM_S = 8.0
 SAMPLE_TO_S = 28.0
+# livekit's RoomIO default (RoomInputOptions.audio_frame_size_ms); the lab's own frames are 10 ms
+ROOMIO_FRAME_S = 0.05
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
 
 
-def _scenario(turns: int = TURNS, duration: float | None = None) -> Scenario:
+def _scenario(
+    turns: int = TURNS, duration: float | None = None, frame_s: float = FRAME_SECONDS
+) -> Scenario:
     utterances = tuple(
         Utterance(1.0 + i * TURN_SECONDS, 2.5 + i * TURN_SECONDS, f"question number {i} please")
         for i in range(turns)
@@ -54,11 +61,12 @@ def _scenario(turns: int = TURNS, duration: float | None = None) -> Scenario:
         agent=agents.plain_agent,
         utterances=utterances,
         duration=duration if duration is not None else turns * TURN_SECONDS + 2.0,
+        caller_frame_s=frame_s,
     )
 
 
-def _run(agent_class: type[Agent]) -> tuple[float, list[float | None], bool]:
-    scenario = _scenario()
+def _run(agent_class: type[Agent], frame_s: float) -> tuple[float, list[float | None], bool]:
+    scenario = _scenario(frame_s=frame_s)
     # the previous run's garbage is collected here, not inside this run's time (it was the
     # other class's, every other run)
     gc.collect()
@@ -70,28 +78,36 @@ def _run(agent_class: type[Agent]) -> tuple[float, list[float | None], bool]:
 def cpu(rounds: int = 1) -> None:
     """Print the CPU figures of ``rounds`` rounds and, for several, the median of their medians.
 
-    On a shared machine one round's median moves by several percent with the load; several
-    rounds show how much.
+    First with the lab's 10 ms caller frames (the figure #17 asks for), then with RoomIO's
+    default 50 ms frames. On a shared machine one round's median moves by several percent with
+    the load; several rounds show how much.
     """
-    # one short call of each first, so that neither class's first timed run pays for the
-    # imports and caches of the process (the first pair's ratio used to carry them)
-    for cls in _CLASSES.values():
-        run_scenario(_scenario(turns=1, duration=4.0), cls)
-    medians = [_cpu_round() for _ in range(rounds)]
-    if rounds > 1:
-        print(
-            f"median ratios of {rounds} rounds: {', '.join(f'{m:.3f}' for m in medians)}; "
-            f"their median {statistics.median(medians):.3f}"
-        )
+    for frame_s in (FRAME_SECONDS, ROOMIO_FRAME_S):
+        # one short call of each first, so that neither class's first timed run pays for the
+        # imports and caches of the process (the first pair's ratio used to carry them)
+        for cls in _CLASSES.values():
+            run_scenario(_scenario(turns=1, duration=4.0, frame_s=frame_s), cls)
+        medians = [_cpu_round(frame_s) for _ in range(rounds)]
+        if rounds > 1:
+            print(
+                f"[{_frames(frame_s)}] median ratios of {rounds} rounds: "
+                f"{', '.join(f'{m:.3f}' for m in medians)}; "
+                f"their median {statistics.median(medians):.3f}"
+            )
 
 
-def _cpu_round() -> float:
+def _frames(frame_s: float) -> str:
+    source = "the lab's" if frame_s == FRAME_SECONDS else "RoomIO's default"
+    return f"{frame_s * 1000:.0f} ms caller frames, {source}"
+
+
+def _cpu_round(frame_s: float) -> float:
     """One round: print CPU seconds, the median per-pair ratio and whether latencies match."""
     seconds: dict[str, list[float]] = {"Agent": [], "ResilientAgent": []}
     latencies: dict[str, list[list[float | None]]] = {"Agent": [], "ResilientAgent": []}
     for _ in range(RUNS):
         for label, cls in _CLASSES.items():
-            spent, per_turn, passed = _run(cls)
+            spent, per_turn, passed = _run(cls, frame_s)
             assert passed, f"{label} failed the 100-turn call"
             seconds[label].append(spent)
             latencies[label].append(per_turn)
@@ -101,8 +117,8 @@ def _cpu_round() -> float:
         statistics.median(seconds["ResilientAgent"]),
     )
     print(
-        f"{TURNS}-turn session CPU (median of {RUNS}): Agent {base:.2f}s, "
-        f"ResilientAgent {resilient:.2f}s"
+        f"[{_frames(frame_s)}] {TURNS}-turn session CPU (median of {RUNS}): "
+        f"Agent {base:.2f}s, ResilientAgent {resilient:.2f}s"
     )
     print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
     print(

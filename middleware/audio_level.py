@@ -1,9 +1,10 @@
 """How loud the caller's line is: one meter per session, shared by every middleware.
 
-The first middleware that asks (:meth:`AudioLevelMeter.of`) registers the session's meter with the
-chain's audio observer; the others get the same instance, so each frame of caller audio is looked
-at once, whatever the number of readers. The meter measures only while some reader wants it
-(:meth:`AudioLevelMeter.want`), at most every 50 ms, and never copies or keeps a frame.
+The first middleware that asks (:meth:`AudioLevelMeter.of`) gets the session's meter; the others
+get the same instance, so each frame of caller audio is looked at once, whatever the number of
+readers. The meter is shown the caller's audio (through the chain's audio observer) only while
+some reader wants it (:meth:`AudioLevelMeter.want`), measures at most every 50 ms, and never
+copies or keeps a frame.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class AudioLevelMeter:
         self.quiet_since: float | None = None
         self.track_floor(floor_rms)
         self._default_floor = floor_rms
+        # weak: the meter outlives no session (_SHARED drops it when the context goes)
+        self._ctx: weakref.ref[MiddlewareContext] | None = None
 
     @classmethod
     def of(cls, ctx: MiddlewareContext) -> AudioLevelMeter | None:
@@ -58,6 +61,9 @@ class AudioLevelMeter:
             meter = cls()
             if not ctx.observe_audio(meter.on_frame):
                 return None
+            # shown frames only while a reader wants it: a call is mostly not metered
+            ctx.stop_observing_audio(meter.on_frame)
+            meter._ctx = weakref.ref(ctx)
             _SHARED[key] = meter
             weakref.finalize(ctx, _SHARED.pop, key, None)
         return meter
@@ -68,7 +74,14 @@ class AudioLevelMeter:
             self._wanted_by.add(reader)
         else:
             self._wanted_by.discard(reader)
-        self.metering = bool(self._wanted_by)
+        metering = bool(self._wanted_by)
+        ctx = self._ctx() if self._ctx is not None else None
+        if metering != self.metering and ctx is not None:
+            if metering:
+                ctx.observe_audio(self.on_frame)
+            else:
+                ctx.stop_observing_audio(self.on_frame)
+        self.metering = metering
 
     def track_floor(self, floor_rms: float) -> None:
         """Also note when the line was last louder than ``floor_rms`` (see :meth:`loud_at`)."""

@@ -55,6 +55,7 @@ from resilient_agent.options import OptionChecker
 from .audio_level import AudioLevelMeter
 from .caller_words import CallerWords
 from .wait_options import DEFAULT_MAX_WAIT_S, PastBound, WaitOptions, checked_options, checked_tools
+from .withheld_audio import stt_is_withheld
 
 __all__ = ["DEFAULT_MAX_WAIT_S", "PastBound", "WaitForCaller", "WaitOptions"]
 
@@ -82,7 +83,7 @@ class _Hold:
     wait_s: float
     past_bound: PastBound
     started_at: float
-    max_wait_s: float = 0.0
+    max_wait_s: float
     on: HoldOn = "start"
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     released: bool = False
@@ -217,7 +218,8 @@ class WaitForCaller(Middleware):
             changed.set()
 
         def on_transcript(ev: lk_events.UserInputTranscribedEvent) -> None:
-            self._words.heard(ev.transcript, _now())
+            if not stt_is_withheld(session):  # as in on_user_transcript
+                self._words.heard(ev.transcript, _now())
 
         session.on("user_state_changed", on_user_state)
         session.on("user_input_transcribed", on_transcript)
@@ -301,8 +303,12 @@ class WaitForCaller(Middleware):
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
-        """During a hold, new words the session's STT heard are evidence the caller goes on."""
-        if self._hold is not None:
+        """During a hold, new words the session's STT heard are evidence the caller goes on.
+
+        Only while livekit lets the STT hear the caller: while it feeds the STT silence, a
+        transcript is of words said before the hold (the listening stream hears the rest).
+        """
+        if self._hold is not None and not stt_is_withheld(ctx.session):
             self._words.heard(ev.transcript, _now())
 
     # -- decide ------------------------------------------------------------------------------
@@ -491,8 +497,8 @@ class WaitForCaller(Middleware):
     def _still_saying_words(self, ctx: MiddlewareContext, hold: _Hold) -> bool:
         """Past ``wait_s``: whether the caller is still saying words, within ``max_wait_s``.
 
-        The callers' ``user_state`` is ``speaking`` and their line is not quiet (the caller
-        checks both first); the STT heard new words within the last second.
+        The caller's ``user_state`` is ``speaking`` and their line is not quiet (both checked
+        before this); the STT heard new words within ``WORDS_RECENT_S``.
         """
         now = _now()
         if now >= hold.started_at + hold.max_wait_s or not self._words.saying_words(now):

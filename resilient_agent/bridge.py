@@ -83,6 +83,7 @@ class SessionBridge:
             state=self.state,
             emit=emit,
             observe_audio=self._observe_audio,
+            stop_observing_audio=self._stop_observing_audio,
             hold_input_through_handoff=self._hold_input_through_handoff,
         )
         self._audio_observer: AudioObserver | None = None
@@ -334,6 +335,12 @@ class SessionBridge:
             self._session.input.audio = self._audio_observer
         self._audio_observer.callbacks.append(callback)
         return True
+
+    def _stop_observing_audio(self, callback: FrameCallback) -> None:
+        observer = self._audio_observer
+        if observer is not None and callback in observer.callbacks:
+            # a new list: the observer may be going through the old one right now
+            observer.callbacks = [c for c in observer.callbacks if c != callback]
 
     def _follow_audio_swap(self) -> None:
         """The app (or livekit) replaced our observer: observe the new input the same way."""

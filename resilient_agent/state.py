@@ -78,6 +78,8 @@ class MiddlewareContext:
             and :meth:`race_handled`).
         observe_audio: Registers a callback shown every frame of the caller's audio with the
             loop time it passed at; returns False when the session has no audio input.
+        stop_observing_audio: Unregisters a callback ``observe_audio`` registered (no frame
+            reaches it until it is registered again); nothing happens for one it does not hold.
         hold_input_through_handoff: Called by a leaving agent's middleware in a handoff: until
             the returned release is called, typed input survives livekit's handoff (see
             :mod:`resilient_agent.handoff_gates`) and the callback gets the text of each user
@@ -89,6 +91,7 @@ class MiddlewareContext:
     state: ConversationState
     emit: Callable[[ResilientEvent], None]
     observe_audio: Callable[[FrameCallback], bool] = lambda _callback: False
+    stop_observing_audio: Callable[[FrameCallback], None] = lambda _callback: None
     hold_input_through_handoff: Callable[[Callable[[str], None]], Callable[[], None]] = (
         lambda _keep: lambda: None
     )

@@ -95,9 +95,9 @@ def test_marker_on_base_samples_keeps_the_base() -> None:
 
 
 def _collect_input(
-    windows: list[SpeechWindow], duration: float
+    windows: list[SpeechWindow], duration: float, frame_s: float = 0.01
 ) -> tuple[list[tuple[float, rtc.AudioFrame]], ScriptedAudioInput]:
-    audio_in = ScriptedAudioInput(windows, duration=duration)
+    audio_in = ScriptedAudioInput(windows, duration=duration, frame_s=frame_s)
 
     async def main() -> list[tuple[float, rtc.AudioFrame]]:
         loop = asyncio.get_running_loop()
@@ -119,6 +119,27 @@ def test_scripted_input_yields_duration_over_ten_ms_frames_on_the_clock() -> Non
         assert frame.samples_per_channel == FRAME_SAMPLES
         assert frame_markers(frame) == []
         assert not np.frombuffer(frame.data, dtype=np.int16).any()
+
+
+def test_longer_frames_carry_the_same_samples_five_lab_frames_at_a_time() -> None:
+    windows = [SpeechWindow(index=3, start=0.5, end=1.0, words=("alpha", "beta"))]
+    lab, _ = _collect_input(windows, duration=2.0)
+    roomio, audio_in = _collect_input(windows, duration=2.0, frame_s=0.05)
+    assert audio_in.frames_sent == len(roomio) == 40
+    # frame n is ready once its last 10 ms has elapsed
+    assert [t for t, _ in roomio] == pytest.approx([(n + 1) * 0.05 for n in range(40)], abs=1e-6)
+    assert all(frame.samples_per_channel == 5 * FRAME_SAMPLES for _, frame in roomio)
+    joined = b"".join(bytes(frame.data) for _, frame in roomio)
+    assert joined == b"".join(bytes(frame.data) for _, frame in lab)
+    # every 10 ms marker is in its frame, in order
+    assert [m for _, f in roomio for m in frame_markers(f)] == [
+        m for _, f in lab for m in frame_markers(f)
+    ]
+
+
+def test_a_frame_duration_that_is_no_whole_number_of_lab_frames_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"frame_s=0\.015"):
+        ScriptedAudioInput([], duration=1.0, frame_s=0.015)
 
 
 def test_scripted_input_speech_frames_carry_utterance_and_word_indexes() -> None:

@@ -57,6 +57,18 @@ def test_faults_need_the_scripted_vad() -> None:
         )
 
 
+def test_caller_frames_are_a_whole_number_of_lab_frames() -> None:
+    with pytest.raises(ValueError, match=r"caller_frame_s: frame_s=0\.025"):
+        Scenario(
+            name="x/y",
+            family="x",
+            description="",
+            agent=_agent,
+            utterances=(Utterance(1.0, 2.0, "a b"),),
+            caller_frame_s=0.025,
+        )
+
+
 def test_recorded_utterance_lasts_as_long_as_its_audio() -> None:
     utterance = Utterance.recorded(1.0, "thank_you")
     assert utterance.text == "great thank you very much"

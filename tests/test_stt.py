@@ -43,6 +43,7 @@ def run_stt(
     flush_after: Collection[int] = (),
     stop_after: int | None = None,
     endpoint_silence: float | None = None,
+    frame_s: float = 0.01,
 ) -> tuple[list[Event], ScriptedSTT]:
     """Feed scripted mic frames to a ScriptedSTT stream.
 
@@ -64,7 +65,7 @@ def run_stt(
 
         consumer = asyncio.create_task(consume())
         n = 0
-        async for frame in ScriptedAudioInput(windows, duration=duration):
+        async for frame in ScriptedAudioInput(windows, duration=duration, frame_s=frame_s):
             if n in zeroed:
                 frame = rtc.AudioFrame(
                     data=np.zeros(FRAME_SAMPLES, dtype=np.int16).tobytes(),
@@ -121,6 +122,24 @@ def test_words_are_heard_as_their_frames_arrive() -> None:
     assert heard == tuple(HeardWord(0, i, w) for i, w in enumerate(WORDS))
     assert engine.frames_received == 200
     assert engine.frames_with_speech == 50
+
+
+def test_frames_of_fifty_ms_carry_the_same_words() -> None:
+    events, engine = run_stt([WINDOW], duration=2.0, frame_s=0.05)
+    # each 50 ms frame carries five 10 ms markers: a word is heard with the frame holding its
+    # fifth (half its ten), the frame that ends 0.55 + 0.1k
+    _assert_events(
+        interims(events),
+        [
+            (0.55, "hello"),
+            (0.65, "hello big"),
+            (0.75, "hello big world"),
+            (0.85, "hello big world foo"),
+            (0.95, "hello big world foo bar"),
+        ],
+    )
+    assert [text for _, text in finals(events)] == ["hello big world foo bar"]
+    assert engine.frames_received == 40
 
 
 def test_no_frames_no_words() -> None:

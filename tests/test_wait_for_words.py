@@ -282,3 +282,73 @@ def test_a_listening_stream_that_cannot_open_costs_the_evidence_only_and_is_logg
         await words.aclose()
 
     asyncio.run(run())
+
+
+def test_the_listening_stream_opens_only_for_a_hold_that_may_extend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[float] = []
+    listen = CallerWords.listen
+
+    def spy(self: CallerWords, recognizer: stt.STT[Any]) -> None:
+        opened.append(asyncio.get_running_loop().time())
+        listen(self, recognizer)
+
+    monkeypatch.setattr(CallerWords, "listen", spy)
+    # held from 4.0 s: the stream opens LISTEN_AHEAD_S (2 s) before the 3 s bound
+    world, _ = run_scenario(LONG_TALKER, ResilientAgent)
+    assert [at - world.t0 for at in opened] == [pytest.approx(4.0 + 3.0 - 2.0, abs=0.11)]
+    opened.clear()
+    # a wait that cannot extend never listens
+    run_scenario(LONG_TALKER, AT_THREE_SECONDS)
+    assert opened == []
+    # a hold that ends sooner (1.95 s of a 5 s wait) opens no stream
+    run_scenario(catalog("tool_gap/gap_protected_say"), waiting(wait_s=5.0))
+    assert opened == []
+
+
+def test_the_feed_put_in_for_a_handoff_hold_is_taken_out_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chains: list[list[str]] = []
+    unfeed = CallerWords.unfeed
+
+    def spy(self: CallerWords, session: Any) -> None:
+        unfeed(self, session)
+        labels, audio = [], session.input.audio
+        while audio is not None:
+            labels.append(audio.label)
+            audio = audio.source
+        chains.append(labels)
+
+    monkeypatch.setattr(CallerWords, "unfeed", spy)
+    fed = CallerWords.feed_from
+    feeds: list[bool] = []
+    monkeypatch.setattr(
+        CallerWords, "feed_from", lambda self, session: feeds.append(fed(self, session)) or True
+    )
+    _, outcome = run_scenario(
+        catalog("talk_over/caller_keeps_talking_through_handoff_hold"), ResilientAgent
+    )
+    assert outcome.passed, outcome.reasons
+    assert feeds and all(feeds)
+    assert chains and all("ResilientAgentCallerWordsFeed" not in c for c in chains)
+
+
+def test_the_caller_audio_reaches_the_listener_only_while_it_listens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shown: list[float] = []
+    on_frame = CallerWords.on_frame
+
+    def spy(self: CallerWords, frame: Any, now: float) -> None:
+        shown.append(now)
+        on_frame(self, frame, now)
+
+    monkeypatch.setattr(CallerWords, "on_frame", spy)
+    world, outcome = run_scenario(LONG_TALKER, ResilientAgent)
+    released = events(outcome)[-1]["at_s"]
+    assert released == pytest.approx(9.55, abs=0.01)
+    # registered when the stream opened (5.0 s), unregistered at the release
+    assert min(shown) - world.t0 == pytest.approx(5.0, abs=0.11)
+    assert max(shown) - world.t0 <= released + 0.02

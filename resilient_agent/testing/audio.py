@@ -32,6 +32,7 @@ __all__ = [
     "NoiseWindow",
     "ScriptedAudioInput",
     "SpeechWindow",
+    "lab_frames_in",
     "marker_frame_samples",
     "read_markers",
 ]
@@ -162,8 +163,24 @@ def noise_frame(rms: float, frame_index: int) -> np.ndarray:
     return np.clip(samples, -_MAGIC + 1, _MAGIC - 1).astype(np.int16)
 
 
+def lab_frames_in(frame_s: float) -> int:
+    """How many of the lab's 10 ms frames make one frame of ``frame_s`` seconds.
+
+    Raises:
+        ValueError: ``frame_s`` is not a whole number of them.
+    """
+    parts = round(frame_s / FRAME_SECONDS)
+    if parts < 1 or abs(parts * FRAME_SECONDS - frame_s) > 1e-9:
+        raise ValueError(f"frame_s={frame_s}: use a whole number of {FRAME_SECONDS} s lab frames")
+    return parts
+
+
 class ScriptedAudioInput(AudioInput):
-    """A microphone that plays the user's speech windows as 10 ms frames on the loop clock."""
+    """A microphone that plays the user's speech windows as 10 ms frames on the loop clock.
+
+    ``frame_s`` sends longer frames, each a whole number of the lab's 10 ms frames joined (RoomIO
+    sends 50 ms frames by default): the same samples, fewer and larger frames.
+    """
 
     def __init__(
         self,
@@ -172,8 +189,10 @@ class ScriptedAudioInput(AudioInput):
         duration: float,
         noise: Sequence[NoiseWindow] = (),
         line: CallerLine = "marked",
+        frame_s: float = FRAME_SECONDS,
     ) -> None:
         super().__init__(label="ScriptedAudioInput")
+        self._parts = lab_frames_in(frame_s)
         self.line: CallerLine = line
         self._windows = sorted(windows, key=lambda w: w.start)
         self._noise = tuple(noise)
@@ -239,21 +258,26 @@ class ScriptedAudioInput(AudioInput):
         loop = asyncio.get_running_loop()
         if self._started_at is None:
             self._started_at = loop.time()
-        if self._next_frame >= self._total_frames:
+        first = self._next_frame
+        if first >= self._total_frames:
             raise StopAsyncIteration
+        parts = min(self._parts, self._total_frames - first)
         # frames are produced in real time: frame n is ready once n+1 frames have elapsed
-        due = self._started_at + (self._next_frame + 1) * FRAME_SECONDS
+        due = self._started_at + (first + parts) * FRAME_SECONDS
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        samples = self._line_samples(self._next_frame)
-        self._next_frame += 1
+        if parts == 1:
+            samples = self._line_samples(first)
+        else:
+            samples = np.concatenate([self._line_samples(i) for i in range(first, first + parts)])
+        self._next_frame = first + parts
         self.frames_sent += 1
         return rtc.AudioFrame(
             data=samples.tobytes(),
             sample_rate=SAMPLE_RATE,
             num_channels=1,
-            samples_per_channel=FRAME_SAMPLES,
+            samples_per_channel=len(samples),
         )
 
 

@@ -208,6 +208,7 @@ def _caller_audio(
         duration=scenario.duration + _SETTLE_SECONDS,
         noise=scenario.noise,
         line=scenario.caller_line,
+        frame_s=scenario.caller_frame_s,
     )
     return audio_in, words
 

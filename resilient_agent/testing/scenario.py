@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from livekit.agents import Agent
 
-from .audio import SAMPLE_RATE, CallerLine, NoiseWindow
+from .audio import FRAME_SECONDS, SAMPLE_RATE, CallerLine, NoiseWindow, lab_frames_in
 from .llm import LLMRule
 from .real_speech import RealSpeech
 from .speech import BUNDLED, bundled_speech, load_wav
@@ -241,6 +241,8 @@ class Scenario:
         real_speech: Run with real speech end to end (espeak-ng voices, the embedded VAD, a
             PocketSphinx STT); each utterance's ``text`` is then its reference transcription.
             None: scripted speech.
+        caller_frame_s: Duration of each frame of the caller's audio: the lab's 10 ms, or a
+            whole number of them (RoomIO sends 50 ms frames by default).
     """
 
     name: str
@@ -269,6 +271,7 @@ class Scenario:
     hang_up_within: float | None = None
     caller_leaves_at: float | None = None
     real_speech: RealSpeech | None = None
+    caller_frame_s: float = FRAME_SECONDS
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
@@ -279,6 +282,10 @@ class Scenario:
             raise ValueError(f"{self.name}: an utterance ends after duration={self.duration}")
         if any(t.at > self.duration for t in self.typed):
             raise ValueError(f"{self.name}: a message is typed after duration={self.duration}")
+        try:
+            lab_frames_in(self.caller_frame_s)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: caller_frame_s: {exc}") from None
         if self.vad == "silero" and self.vad_fault.mode != "healthy":
             raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
         if self.vad == "silero" and self.caller_line != "marked":

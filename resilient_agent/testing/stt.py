@@ -166,15 +166,16 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
                 continue
             owner.frames_with_speech += 1
             segment.silence_frames = 0
-            marker = markers[0]
-            key = (marker.source_id, marker.part)
-            count = segment.frames.get(key, 0) + 1
-            segment.frames[key] = count
-            already = any(w.utterance == key[0] and w.index == key[1] for w in segment.words)
-            if not already and count * 2 >= marker.frames_in_part:
-                segment.words.append(HeardWord(key[0], key[1], owner.word(*key)))
-                if owner.interim_results:
-                    self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
+            # one marker per 10 ms of audio: a longer frame carries several
+            for marker in markers:
+                key = (marker.source_id, marker.part)
+                count = segment.frames.get(key, 0) + 1
+                segment.frames[key] = count
+                already = any(w.utterance == key[0] and w.index == key[1] for w in segment.words)
+                if not already and count * 2 >= marker.frames_in_part:
+                    segment.words.append(HeardWord(key[0], key[1], owner.word(*key)))
+                    if owner.interim_results:
+                        self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
         self._finalize(segment)
 
     def _finalize(self, segment: _Segment) -> None:
