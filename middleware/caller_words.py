@@ -51,17 +51,19 @@ class CallerWords:
         # streams stopped and still closing (awaited by aclose)
         self._closing: set[asyncio.Task[None]] = set()
         self._told_failure = False
-        self._observing = False
+        # the agent's context whose observer shows us frames, while a stream may need them
+        self._observed: MiddlewareContext | None = None
         self._feed: TapFeed | None = None
 
     def observe(self, ctx: MiddlewareContext) -> bool:
         """Get the caller's audio from the agent's observer; False without audio input.
 
-        Registered on first need: a call that never listens pays nothing per frame.
+        Registered only while a stream may need it (:meth:`stop` unregisters it): a call pays
+        nothing per frame outside a long hold.
         """
-        if not self._observing:
-            self._observing = ctx.observe_audio(self.on_frame)
-        return self._observing
+        if self._observed is None and ctx.observe_audio(self.on_frame):
+            self._observed = ctx
+        return self._observed is not None
 
     def feed_from(self, session: AgentSession[Any]) -> bool:
         """Get the caller's audio through a feed of its own in the session's audio chain.
@@ -153,6 +155,9 @@ class CallerWords:
     def stop(self) -> None:
         """Close the listening stream (in the background); the words heard are kept."""
         self._stream = None
+        observed, self._observed = self._observed, None
+        if observed is not None:
+            observed.stop_observing_audio(self.on_frame)
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()

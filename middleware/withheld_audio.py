@@ -9,7 +9,7 @@ the caller contained withheld audio, :func:`transcribe` runs the window through 
 the session's own STT.
 
 The tap keeps audio on evidence that a recovery may read it, not the whole ``keep_seconds``
-always: the last half second (a speech window's onset, before the VAD reports it) is kept for
+always: the last 0.4 s (a speech window's onset, before the VAD reports it) is kept for
 every frame; a caller speech window is kept from that onset while it is open, then until the STT
 has caught up on it (a final transcript and no interim after it: what :func:`SttRecovery` would
 re-transcribe if the stream died now), and for the full ``keep_seconds`` when livekit withheld
@@ -33,8 +33,10 @@ __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 # caller is speaking, and drops the audio nobody can need any more.
 _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
-# speech (the keeper's onset pad), which the tap sees up to one recheck late.
-PRE_ROLL_S = 0.5
+# speech (the keeper's onset pad), which the tap sees at its next recheck: up to ~0.1 s late
+# when 50 ms frames arrive a little early and the recheck skips one. Every 0.1 s more costs
+# ~6 KB per session with the lab's 10 ms frames (frame objects, not only samples).
+PRE_ROLL_S = 0.4
 
 
 @dataclass(frozen=True)

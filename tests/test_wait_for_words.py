@@ -333,3 +333,22 @@ def test_the_feed_put_in_for_a_handoff_hold_is_taken_out_again(
     assert outcome.passed, outcome.reasons
     assert feeds and all(feeds)
     assert chains and all("ResilientAgentCallerWordsFeed" not in c for c in chains)
+
+
+def test_the_caller_audio_reaches_the_listener_only_while_it_listens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shown: list[float] = []
+    on_frame = CallerWords.on_frame
+
+    def spy(self: CallerWords, frame: Any, now: float) -> None:
+        shown.append(now)
+        on_frame(self, frame, now)
+
+    monkeypatch.setattr(CallerWords, "on_frame", spy)
+    world, outcome = run_scenario(LONG_TALKER, ResilientAgent)
+    released = events(outcome)[-1]["at_s"]
+    assert released == pytest.approx(9.55, abs=0.01)
+    # registered when the stream opened (5.0 s), unregistered at the release
+    assert min(shown) - world.t0 == pytest.approx(5.0, abs=0.11)
+    assert max(shown) - world.t0 <= released + 0.02

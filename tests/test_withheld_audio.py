@@ -138,3 +138,24 @@ def test_withheld_within_agrees_with_the_window() -> None:
     _feed(tap, 4.03, 4.12)  # withheld frames still waiting to be packed
     assert tap.withheld_within(4.1, 4.2) == any(f.withheld for f in tap.window(4.1, 4.2))
     assert tap.withheld_within(4.1, 4.2)
+
+
+def test_the_pre_roll_covers_the_keepers_onset_pad_when_the_tap_sees_speech_late() -> None:
+    # RoomIO sends 50 ms frames; with a little jitter the tap rechecks only every other frame,
+    # so it sees the start of speech up to ~0.1 s after the keeper does
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    step, at, started, fed = 0.0499, 0.0, None, []
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    for index in range(80):
+        at = round(index * step, 6)
+        tap.on_frame(frame, at)
+        fed.append(at)
+        if index == 40:  # a recheck ran at this frame: the keeper hears the VAD just after
+            started = at + 0.001
+            session.user_state = "speaking"
+    assert started is not None
+    onset = started - 0.3  # the keeper's onset pad
+    window = tap.window(onset, at)
+    # every frame that passed since the onset is there (the window's first words are not cut)
+    assert [f.at for f in window] == [t for t in fed if t >= onset]
