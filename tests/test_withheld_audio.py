@@ -159,3 +159,50 @@ def test_the_pre_roll_covers_the_keepers_onset_pad_when_the_tap_sees_speech_late
     window = tap.window(onset, at)
     # every frame that passed since the onset is there (the window's first words are not cut)
     assert [f.at for f in window] == [t for t in fed if t >= onset]
+
+
+def test_frames_of_any_format_in_one_recheck_come_back_sample_for_sample() -> None:
+    session = _Session()
+    session.user_state = "speaking"
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    rng = np.random.default_rng(3)
+    shapes = [(16000, 1, 160), (48000, 2, 480), (16000, 1, 160), (32000, 1, 320), (16000, 2, 80)]
+    fed = []
+    for index, (rate, channels, per_channel) in enumerate(shapes * 3):
+        samples = rng.integers(-3000, 3000, channels * per_channel, dtype=np.int16).tobytes()
+        if index == 7:
+            samples += b"\0\0" * 4  # a buffer longer than the frame's samples
+        frame = rtc.AudioFrame(samples, rate, channels, per_channel)
+        fed.append(frame)
+        tap.on_frame(frame, index * 0.004)  # five frames per recheck, formats mixed in each
+    window = tap.window(0.0, 1.0)
+    assert len(window) == len(fed)
+    for kept, original in zip(window, fed, strict=True):
+        assert (kept.frame.sample_rate, kept.frame.num_channels) == (
+            original.sample_rate,
+            original.num_channels,
+        )
+        assert kept.frame.samples_per_channel == original.samples_per_channel
+        assert bytes(kept.frame.data) == bytes(original.data)
+    part = tap.window(0.013, 0.03)
+    assert [f.at for f in part] == [f.at for f in window[4:8]]
+    assert [bytes(f.frame.data) for f in part] == [bytes(f.data) for f in fed[4:8]]
+    assert tap.buffered_seconds == pytest.approx(sum(f.duration for f in fed))
+
+
+def test_a_handed_off_tap_puts_the_earlier_audio_in_front() -> None:
+    session = _Session()
+    session.user_state = "speaking"
+    previous = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(previous, 0.0, 1.0)
+    session.current_speech = _Speech()
+    _feed(previous, 1.0, 1.53)  # withheld, the last of it not packed yet
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 1.33, 2.0)  # the next agent's tap began while the previous one still ran
+    tap.take_over(previous)
+    window = tap.window(0.0, 2.0)
+    times = [f.at for f in window]
+    assert times == sorted(times) and len(times) == 200
+    assert times == pytest.approx([i * 0.01 for i in range(200)])
+    assert [f.withheld for f in window] == [i >= 100 for i in range(200)]
+    assert tap.withheld_within(1.0, 1.0) and not tap.withheld_within(0.5, 0.99)
