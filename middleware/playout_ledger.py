@@ -13,8 +13,7 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent import get_logger, has_capability
-from resilient_agent.listeners import event_listener
+from resilient_agent import event_listener, get_logger, has_capability
 
 __all__ = ["PlayoutLedger", "playout_ledger_supported"]
 

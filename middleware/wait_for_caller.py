@@ -48,9 +48,9 @@ from resilient_agent import (
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
+    event_listener,
     get_logger,
 )
-from resilient_agent.listeners import event_listener
 from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
