@@ -13,7 +13,7 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent import get_logger, has_capability
+from resilient_agent import event_listener, get_logger, has_capability
 
 __all__ = ["PlayoutLedger", "playout_ledger_supported"]
 
@@ -44,13 +44,16 @@ class PlayoutLedger:
         self._captured_before = output.captured_playout_segments
         self._reports = 0
         self._started_at: float | None = None
-        output.on("playback_started", self._on_started)
-        output.on("playback_finished", self._on_finished)
+        # livekit's emitter inspects a bound method's signature at every emit; these say it
+        self._started = event_listener(self._on_started)
+        self._finished = event_listener(self._on_finished)
+        output.on("playback_started", self._started)
+        output.on("playback_finished", self._finished)
 
     def detach(self) -> None:
         """Stop listening to the output."""
-        self.output.off("playback_started", self._on_started)
-        self.output.off("playback_finished", self._on_finished)
+        self.output.off("playback_started", self._started)
+        self.output.off("playback_finished", self._finished)
 
     def _on_started(self, _ev: object) -> None:
         self._started_at = self._clock()

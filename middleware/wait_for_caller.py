@@ -48,6 +48,7 @@ from resilient_agent import (
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
+    event_listener,
     get_logger,
 )
 from resilient_agent.options import OptionChecker
@@ -136,6 +137,9 @@ class WaitForCaller(Middleware):
             )
         self._ctx: MiddlewareContext | None = None
         self._output: AudioOutput | None = None
+        # livekit's emitter inspects a bound method's signature at every emit; these say it
+        self._playback_started = event_listener(self._on_playback_started)
+        self._playback_finished = event_listener(self._on_playback_finished)
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
@@ -199,8 +203,8 @@ class WaitForCaller(Middleware):
                 self._release(hold, "session_ended")
         await self._words.aclose()
         if self._output is not None:
-            self._output.off("playback_started", self._on_playback_started)
-            self._output.off("playback_finished", self._on_playback_finished)
+            self._output.off("playback_started", self._playback_started)
+            self._output.off("playback_finished", self._playback_finished)
             self._output = None
 
     async def _hold_through_handoff(self, ctx: MiddlewareContext, hold: _Hold) -> None:
@@ -343,13 +347,13 @@ class WaitForCaller(Middleware):
         if output is self._output:
             return
         if self._output is not None:
-            self._output.off("playback_started", self._on_playback_started)
-            self._output.off("playback_finished", self._on_playback_finished)
+            self._output.off("playback_started", self._playback_started)
+            self._output.off("playback_finished", self._playback_finished)
         self._output = output
         self._playing = None
         if output is not None:
-            output.on("playback_started", self._on_playback_started)
-            output.on("playback_finished", self._on_playback_finished)
+            output.on("playback_started", self._playback_started)
+            output.on("playback_finished", self._playback_finished)
 
     def _options_for(self, tool: str | None) -> WaitOptions:
         return self._tool_options.get(tool or "", self.options)

@@ -18,6 +18,7 @@ from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
 from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
+from .listeners import event_listener
 from .log import get_logger
 from .options import OptionChecker, OptionError
 from .plugins import available_plugins, prewarm_plugins
@@ -86,6 +87,7 @@ __all__ = [
     "current_tool",
     "default_middleware",
     "end_call_tool",
+    "event_listener",
     "get_logger",
     "has_capability",
     "interrupt_queued_speeches",

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from types import CoroutineType
 from typing import Any
 
 from .boundary import Budget, HookTimeoutError, budget_of
@@ -110,8 +111,6 @@ class NotifyQueue:
 
     def _start(self) -> None:
         self.task = self._context.run(self._loop.create_task, self._run(), name=self._name)
-        # runs right after the task's first step: arms the budget if a hook is suspended
-        self._loop.call_soon(self._watch)
 
     async def _run(self) -> None:
         try:
@@ -133,7 +132,19 @@ class NotifyQueue:
         call = self._call
         self.running = hook
         try:
-            await getattr(self.mw, hook)(self._ctx, *args)
+            hook_call = getattr(self.mw, hook)(self._ctx, *args)
+            if type(hook_call) is CoroutineType:
+                # its first step runs here, as an await would run it; most hooks end in it
+                try:
+                    waits_on = hook_call.send(None)
+                except StopIteration:
+                    pass
+                else:
+                    self._arm(call)  # the hook waits for something: its budget counts from now
+                    await _Resumed(hook_call, waits_on)
+            else:
+                self._arm(call)  # an awaitable of another kind: watched from the start
+                await hook_call
         except asyncio.CancelledError:
             if self._expired_call != call:
                 raise
@@ -146,14 +157,11 @@ class NotifyQueue:
         finally:
             self.running = None
             if self._deadline is not None:
-                # this hook was suspended: the next one starts in a later step, watched anew
                 self._deadline.cancel()
                 self._deadline = None
-                self._loop.call_soon(self._watch)
 
-    def _watch(self) -> None:
-        if self.running is not None and self._deadline is None:
-            self._deadline = self._loop.call_later(self._budget_s, self._expire, self._call)
+    def _arm(self, call: int) -> None:
+        self._deadline = self._loop.call_later(self._budget_s, self._expire, call)
 
     def _expire(self, call: int) -> None:
         if call == self._call and self.running is not None and self.task is not None:
@@ -165,3 +173,36 @@ class NotifyQueue:
             self.task.uncancel()  # the cancellation was the budget's: the task goes on
         hung = HookTimeoutError(f"{hook} ran past {self._budget_s} s")
         self._report(self.mw, hook, hung, "cancelled")
+
+
+class _Resumed:
+    """Awaits the rest of a hook coroutine whose first step already ran (and waits on ``first``).
+
+    What ``await`` does with a coroutine, from its second step on: each value it yields goes up
+    to the task, and what the task sends or throws in (a wake-up, a cancellation) goes down.
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waits_on = self._coro, self._first
+        while True:
+            try:
+                sent = yield waits_on
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waits_on = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waits_on = coro.send(sent)
+                except StopIteration as done:
+                    return done.value

@@ -162,3 +162,41 @@ def test_hooks_run_in_the_context_the_queue_was_made_in() -> None:
 
     run_virtual(script_main())
     assert seen == ["session"]
+
+
+def test_a_hook_that_waits_gets_what_it_waited_for_and_raises_what_it_raises() -> None:
+    # the queue runs a hook's first step itself and resumes the rest: values and errors pass
+    seen: list[Any] = []
+
+    class Waits(Recorder):
+        async def on_user_state(self, ctx: Any, what: Any) -> None:
+            seen.append(await asyncio.sleep(0.1, result=what))
+            seen.append(await asyncio.sleep(0.1, result=f"{what} again"))
+            raise ValueError(what)
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        queue.put("on_user_state", ("w",), urgent=False)
+
+    reports = _run(Waits(), script)
+    assert seen == ["w", "w again"]
+    assert [r[:3] for r in reports] == [("on_user_state", "ValueError", "continued_without_it")]
+
+
+def test_a_hook_that_returns_another_kind_of_awaitable_is_awaited_under_its_budget() -> None:
+    class FutureHook(Recorder):
+        def on_user_state(self, ctx: Any, what: Any) -> Any:
+            self.seen.append((what, asyncio.get_running_loop().time()))
+            return asyncio.get_running_loop().create_future()  # never done
+
+    mw = FutureHook()
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        queue.put("on_user_state", ("stuck",), urgent=False)
+        queue.put("on_agent_state", ("after",), urgent=False)
+
+    reports = _run(mw, script)
+    started = dict(mw.seen)
+    assert [r[:3] for r in reports] == [("on_user_state", "HookTimeoutError", "cancelled")]
+    assert started["after"] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
