@@ -19,7 +19,7 @@ from operator import attrgetter
 
 from livekit import rtc
 
-from resilient_agent import joined_samples
+from resilient_agent._compat import joined_samples
 
 __all__ = ["KeptAudio", "TappedFrame"]
 

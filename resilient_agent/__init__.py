@@ -11,7 +11,6 @@ from __future__ import annotations
 from . import versions  # noqa: F401
 
 # isort: on
-from ._compat import joined_samples
 from .agent import ResilientAgent, default_middleware
 from .boundary import DEFAULT_HOOK_BUDGET_S
 from .end_call import end_call_tool
@@ -91,7 +90,6 @@ __all__ = [
     "get_logger",
     "has_capability",
     "interrupt_queued_speeches",
-    "joined_samples",
     "prewarm_plugins",
     "release_tool_call",
 ]
