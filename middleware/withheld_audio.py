@@ -20,12 +20,12 @@ sentence.
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
-
-from .kept_audio import KeptAudio, TappedFrame
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
@@ -35,8 +35,23 @@ _RECHECK_S = 0.05
 # Audio kept before every frame: a speech window is read from 0.3 s before the VAD's start of
 # speech (the keeper's onset pad), which the tap sees at its next recheck: up to ~0.1 s late
 # when 50 ms frames arrive a little early and the recheck skips one. Every 0.1 s more costs
-# ~3.5 KB per session with the lab's 10 ms frames of 16 kHz audio.
+# ~6 KB per session with the lab's 10 ms frames (frame objects, not only samples).
 PRE_ROLL_S = 0.4
+
+
+@dataclass(frozen=True)
+class TappedFrame:
+    """One frame of caller audio as it reached livekit.
+
+    Attributes:
+        at: Loop time when it passed.
+        frame: The audio.
+        withheld: Whether livekit replaced it with silence for the STT.
+    """
+
+    at: float
+    frame: rtc.AudioFrame
+    withheld: bool
 
 
 class _WarmupClock:
@@ -84,12 +99,8 @@ class WithheldAudioTap:
         self._session = session
         self._keep_seconds = keep_seconds
         self._warmup = _WarmupClock(session)
-        self._kept = KeptAudio()
-        # the frames since the last recheck and when each passed: this runs for every 10-20 ms
-        # frame of the call, so they are only listed here, and kept as one chunk at the next
-        # recheck (they share its withheld flag)
-        self._fresh: list[rtc.AudioFrame] = []
-        self._fresh_at: list[float] = []
+        # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
+        self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
         self._withheld_at = float("-inf")
         self._checked_at = float("-inf")
@@ -108,8 +119,7 @@ class WithheldAudioTap:
         if now - self._checked_at >= _RECHECK_S:
             # whole speech windows are re-transcribed, so 50 ms resolution is plenty
             self._recheck(now)
-        self._fresh.append(frame)
-        self._fresh_at.append(now)
+        self._frames.append((now, frame, self._withheld))
 
     def note_transcript(self, *, final: bool, now: float) -> None:
         """The STT reported a transcript: after a final one, what it heard is no longer needed."""
@@ -119,13 +129,7 @@ class WithheldAudioTap:
         else:
             self._interim_pending = True
 
-    def _keep_fresh(self) -> None:
-        if self._fresh:
-            self._kept.add(self._fresh, self._fresh_at, self._withheld)
-            self._fresh, self._fresh_at = [], []
-
     def _recheck(self, now: float) -> None:
-        self._keep_fresh()
         self._checked_at = now
         session = self._session
         self._withheld = stt_is_withheld(session) or self._warmup.active(_RECHECK_S)
@@ -155,21 +159,24 @@ class WithheldAudioTap:
         return self._final_at > since and not self._interim_pending
 
     def _trim(self, now: float) -> None:
-        needed_from = now - PRE_ROLL_S
+        horizon = now - PRE_ROLL_S
         # trimmed once per recheck: the next one comes before anything is past keep_seconds
         oldest_kept = now - self._keep_seconds + _RECHECK_S
         if self._withheld_from is not None and self._withheld_from < oldest_kept:
             self._withheld_from = None
         for needed in (self._speech_from, self._unheard_from, self._withheld_from):
-            if needed is not None and needed < needed_from:
-                needed_from = needed
-        self._kept.trim(needed_from, oldest_kept)
+            if needed is not None and needed < horizon:
+                horizon = needed
+        horizon = max(horizon, oldest_kept)
+        frames = self._frames
+        while frames and frames[0][0] < horizon:
+            frames.popleft()
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
-        self._keep_fresh()
-        previous._keep_fresh()
-        self._kept.put_in_front(previous._kept)
+        first = self._frames[0][0] if self._frames else float("inf")
+        earlier = [f for f in previous._frames if f[0] < first]
+        self._frames.extendleft(reversed(earlier))
         # what the previous tap still had to keep, this one keeps
         self._unheard_from = _earliest(self._unheard_from, previous._unheard_from)
         self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
@@ -178,22 +185,31 @@ class WithheldAudioTap:
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
-        self._keep_fresh()
-        return self._kept.window(start, end)
+        found: list[TappedFrame] = []
+        for at, frame, withheld in reversed(self._frames):
+            if at < start:
+                break
+            if at <= end:
+                found.append(TappedFrame(at, frame, withheld))
+        found.reverse()
+        return found
 
     def withheld_within(self, start: float, end: float) -> bool:
         """Whether livekit withheld any frame that passed between ``start`` and ``end``.
 
         As ``any(f.withheld for f in self.window(start, end))``, without building the frames.
         """
-        self._keep_fresh()
-        return self._kept.withheld_within(start, end)
+        for at, _, withheld in reversed(self._frames):
+            if at < start:
+                return False
+            if withheld and at <= end:
+                return True
+        return False
 
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
-        self._keep_fresh()
-        return self._kept.seconds
+        return sum(f[1].duration for f in self._frames)
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:

@@ -8,20 +8,15 @@ caught by CI, not by a caller.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
-from livekit import rtc
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 __all__ = [
     "RELIED_ON",
     "Reliance",
     "close_as_caller_left",
-    "frame_samples",
-    "joined_samples",
     "queued_speeches",
     "session_closing",
     "speech_interrupted_future",
@@ -113,30 +108,6 @@ def close_as_caller_left(session: Any) -> bool:
         return False
     close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)
     return True
-
-
-_FRAME_SAMPLES = "_data"
-
-
-def frame_samples(frame: rtc.AudioFrame) -> bytes | bytearray | memoryview | None:
-    """The buffer holding ``frame``'s samples (``AudioFrame._data``), None if livekit moved it.
-
-    The bytes ``AudioFrame.data`` views, read without its two memoryview casts (~0.6 us a frame):
-    the caller-audio tap stores every frame's samples.
-    """
-    samples = getattr(frame, _FRAME_SAMPLES, None)
-    return samples if isinstance(samples, bytes | bytearray | memoryview) else None
-
-
-def joined_samples(frames: Sequence[rtc.AudioFrame]) -> bytes:
-    """The samples of ``frames``, one frame after the other, in one ``bytes``.
-
-    Read through ``AudioFrame._data``; through the public ``AudioFrame.data`` if livekit moved it.
-    """
-    try:
-        return b"".join(map(attrgetter(_FRAME_SAMPLES), frames))
-    except (AttributeError, TypeError):
-        return b"".join(frame.data.cast("B") for frame in frames)
 
 
 @dataclass(frozen=True)
@@ -231,13 +202,6 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent.speech_gates (a deferred interrupt interrupts the queue)",
         "livekit moved AgentActivity._speech_q",
         "test_queued_speeches_is_where_compat_expects_it",
-    ),
-    Reliance(
-        "rtc.AudioFrame._data is the buffer of the frame's samples, the bytes AudioFrame.data "
-        "views",
-        "middleware.kept_audio (the caller-audio tap stores samples, not frame objects)",
-        "livekit moved AudioFrame._data",
-        "test_frame_samples_is_where_compat_expects_it",
     ),
     Reliance(
         "livekit's own closes (caller left, fatal error, job shutdown callback) do not call "

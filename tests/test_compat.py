@@ -584,38 +584,3 @@ def test_queued_speeches_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compat, "_SPEECH_QUEUE", "_speech_queue")  # livekit renamed it
     with pytest.raises(AssertionError, match=re.escape("moved AgentActivity._speech_q")):
         check_queued_speeches()
-
-
-def check_frame_samples() -> None:
-    from resilient_agent._compat import frame_samples, joined_samples
-
-    message = _change("test_frame_samples_is_where_compat_expects_it")
-    frames = [
-        rtc.AudioFrame(bytes(range(256)) * 5, 16000, 1, 640),
-        rtc.AudioFrame(bytearray(b"\1\2" * 960), 48000, 2, 480),
-        rtc.AudioFrame(memoryview(b"\3\4" * 320), 16000, 2, 160),
-    ]
-    for frame in frames:
-        samples = frame_samples(frame)
-        assert samples is not None, message
-        assert bytes(samples) == frame.data.cast("B").tobytes(), f"{message}: other bytes"
-    joined = joined_samples(frames)
-    assert joined == b"".join(f.data.cast("B").tobytes() for f in frames), message
-
-
-def test_frame_samples_is_where_compat_expects_it() -> None:
-    check_frame_samples()
-
-
-def test_frame_samples_moved_trips_and_the_public_samples_stand_in(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import resilient_agent._compat as compat
-
-    frames = [rtc.AudioFrame(bytes(range(200)) * 2, 16000, 1, 200) for _ in range(3)]
-    expected = compat.joined_samples(frames)
-    monkeypatch.setattr(compat, "_FRAME_SAMPLES", "_samples")  # livekit renamed it
-    with pytest.raises(AssertionError, match=re.escape("moved AudioFrame._data")):
-        check_frame_samples()
-    assert compat.frame_samples(frames[0]) is None
-    assert compat.joined_samples(frames) == expected
