@@ -80,6 +80,8 @@ class DroppedTurnAnswerer:
         # its own turn may still come until its end-of-turn delay has passed since
         self._last_activity = 0.0
         self._wake = asyncio.Event()
+        # set while the loop waits for livekit's turn delay to pass
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
 
     # -- what the keeper tells it --------------------------------------------------------------
@@ -95,6 +97,8 @@ class DroppedTurnAnswerer:
 
     def wake(self) -> None:
         """Something changed that may unblock (or block) an answer: look again."""
+        if self._timer is None and not self._words.any_undelivered():
+            return  # nothing to answer: the loop would only look and wait again
         self._wake.set()
 
     # -- the loop ------------------------------------------------------------------------------
@@ -123,10 +127,12 @@ class DroppedTurnAnswerer:
             if when.wait_s > 0:
                 # a timer that wakes the loop, no more: wait_for would add a task and a waiter
                 timer = asyncio.get_running_loop().call_later(when.wait_s, self._wake.set)
+                self._timer = timer
                 try:
                     await self._wake.wait()
                 finally:
                     timer.cancel()
+                    self._timer = None
                 continue
             if when.replacing_stale_replies and not self.interrupt_stale_replies(ctx):
                 await self._wake.wait()  # nothing to replace: answered after the protected one

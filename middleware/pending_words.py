@@ -74,6 +74,13 @@ class PendingWords:
         """The fragments still to reach the LLM, oldest first."""
         return [f for f in self._fragments if not f.delivered and not f.superseded]
 
+    def any_undelivered(self) -> bool:
+        """Whether any fragment is still to reach the LLM."""
+        for fragment in self._fragments:
+            if not fragment.delivered and not fragment.superseded:
+                return True
+        return False
+
     def word_count(self) -> int:
         """Words heard but not yet delivered."""
         return sum(len(f.text.split()) for f in self.undelivered())

@@ -1,5 +1,6 @@
 """The dropped-turn answerer waits for livekit's turn delay on one timer (virtual time): it answers
-when the delay has passed, looks again when woken sooner, and leaves nothing behind when stopped."""
+when the delay has passed, looks again when woken sooner, and leaves nothing behind when stopped;
+woken with no words pending and no delay running, it does not look at all (nothing to answer)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from resilient_agent.middleware.dropped_turns import DroppedTurnAnswerer, WhenToAnswer
+from resilient_agent.middleware.handover import Fragment
 from resilient_agent.middleware.pending_words import PendingWords
 
 from resilient_agent import ConversationState, MiddlewareContext
@@ -34,12 +36,21 @@ class _Script:
         self.due = None
 
 
-def _answerer(script: _Script) -> DroppedTurnAnswerer:
+def _answerer(script: _Script, words: PendingWords | None = None) -> DroppedTurnAnswerer:
     keeper = SimpleNamespace(max_fragments=4, max_age_s=60.0, recovering=False)
-    answerer = DroppedTurnAnswerer(cast(Any, keeper), PendingWords(cast(Any, keeper)))
+    words = words if words is not None else _words("what time do you open")
+    answerer = DroppedTurnAnswerer(cast(Any, keeper), words)
     answerer.when_to_answer = script.when_to_answer  # type: ignore[method-assign,assignment]
     answerer.answer = script.answer  # type: ignore[method-assign,assignment]
     return answerer
+
+
+def _words(*said: str) -> PendingWords:
+    keeper = SimpleNamespace(max_fragments=4, max_age_s=60.0)
+    words = PendingWords(cast(Any, keeper))
+    for text in said:
+        words.add(Fragment(text, 0.0))
+    return words
 
 
 def _ctx() -> MiddlewareContext:
@@ -103,3 +114,50 @@ def test_a_stopped_answerer_never_answers_later() -> None:
     script = run_virtual(main())
     assert script.answered_at == []
     assert script.looked_at == [1.0]
+
+
+def test_a_wake_with_no_words_pending_and_no_delay_running_is_not_a_look() -> None:
+    async def main() -> tuple[list[float], bool]:
+        script = _Script(due=1.0)
+        script.due = None  # nothing blocks and nothing is due: the words below decide
+        words = _words()
+        answerer = _answerer(script, words)
+        answerer.start(_ctx())
+        await _until(1.0)
+        answerer.wake()  # nothing pending: the loop would only look and wait again
+        await _until(2.0)
+        words.add(Fragment("are you open on sunday", 2.0))
+        answerer.wake()
+        await _until(3.0)
+        for fragment in words:
+            fragment.delivered = True
+        answerer.wake()
+        await _until(4.0)
+        await answerer.stop()
+        return script.looked_at, words.any_undelivered()
+
+    looked_at, pending = run_virtual(main())
+    assert looked_at == [0.0, 2.0]
+    assert not pending
+
+
+def test_a_wake_while_the_delay_runs_is_a_look_even_with_the_words_gone() -> None:
+    async def main() -> _Script:
+        script = _Script(due=1.5)
+        words = _words("what time do you open")
+        answerer = _answerer(script, words)
+        await _until(1.0)
+        answerer.start(_ctx())
+        await _until(1.2)
+        for fragment in words:
+            fragment.delivered = True  # livekit's own turn took them
+        script.due = None
+        answerer.wake()
+        await _until(3.0)
+        await answerer.stop()
+        return script
+
+    script = run_virtual(main())
+    # the look at 1.2 finds nothing to answer and drops the 1.5 timer with its wait
+    assert script.looked_at == [1.0, 1.2]
+    assert script.answered_at == []
