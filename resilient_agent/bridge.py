@@ -143,6 +143,8 @@ class SessionBridge:
         outcomes = await asyncio.gather(
             *(self._set_up(mw) for mw in middleware), return_exceptions=True
         )
+        if not self.chain.setting_up:
+            self.chain.setting_up.clear()  # frees the table the ids grew it to, for the call
         left_out: list[Middleware] = []
         for mw, outcome in zip(middleware, outcomes, strict=True):
             if isinstance(outcome, MiddlewareNotUsed):
