@@ -159,12 +159,13 @@ class ShutdownGate:
         if not self._installed:
             return
         self._live[info.id] = info
+        # a bound method, not a closure per speech: livekit keeps its done callbacks
+        info.handle.add_done_callback(self._speech_finished)
 
-        def finished(_: SpeechHandle) -> None:
-            self._live.pop(info.id, None)
+    def _speech_finished(self, handle: SpeechHandle) -> None:
+        info = self._live.pop(handle.id, None)
+        if info is not None:
             self._last_done = (info, time.time())
-
-        info.handle.add_done_callback(finished)
 
     def request(
         self, source: ShutdownSource, proceed: Proceed, *, farewell: SpeechInfo | None = None
