@@ -11,6 +11,8 @@ Memory: each agent runs 100 concurrent 30 s lab sessions (a turn every 6 s) on o
 loop, in a fresh process of its own; every second from 8 s to 28 s into the calls the process's
 resident memory over its size before the sessions started is sampled, and their mean divided by
 100 is the memory per concurrent session (the lab's own recorders included, alike for both).
+A third run turns the TurnKeeper's withheld-audio tap off, to show what the caller's audio kept
+for the recoveries costs apart from the rest of the chain.
 
 Run ``python -m benchmarks.bench_session`` (``--cpu-only`` / ``--memory-only`` for one half,
 ``--rounds N`` for N rounds of the CPU comparison on a busy machine).
@@ -25,11 +27,14 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]  # installed with livekit-agents
 from livekit.agents import Agent
+from resilient_agent.middleware import default_middleware_specs
+from resilient_agent.middleware.turn_keeper import TurnKeeper
 
-from resilient_agent import ResilientAgent
+from resilient_agent import MiddlewareSpec, ResilientAgent
 from resilient_agent.lab import agents
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
 from resilient_agent.testing.audio import FRAME_SECONDS
@@ -45,6 +50,27 @@ SAMPLE_TO_S = 28.0
 # livekit's RoomIO default (RoomInputOptions.audio_frame_size_ms); the lab's own frames are 10 ms
 ROOMIO_FRAME_S = 0.05
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
+NO_TAP = "ResilientAgent without the audio tap"
+
+
+class _NoTapAgent(ResilientAgent):
+    """The default middleware with the TurnKeeper's withheld-audio tap off (memory half only).
+
+    The tap keeps the caller's current sentence for the recoveries (withheld and dying-STT
+    words); this variant shows what the rest of the chain holds per session.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        specs = [
+            MiddlewareSpec(TurnKeeper, recover_withheld_audio=False)
+            if spec.cls is TurnKeeper
+            else spec
+            for spec in default_middleware_specs()
+        ]
+        super().__init__(middleware=specs, **kwargs)
+
+
+_MEMORY_CLASSES: dict[str, type[Agent]] = {**_CLASSES, NO_TAP: _NoTapAgent}
 
 
 def _scenario(
@@ -158,16 +184,16 @@ async def _concurrent_sessions(agent_class: type[Agent]) -> int:
 def memory_child(label: str) -> None:
     """In a fresh process: print the bytes per concurrent session for one agent class."""
     # one short call first, so both classes start from warmed-up imports and caches
-    run_scenario(_scenario(turns=1, duration=4.0), _CLASSES[label])
+    run_scenario(_scenario(turns=1, duration=4.0), _MEMORY_CLASSES[label])
     before = _rss()
-    during = run_virtual(_concurrent_sessions(_CLASSES[label]))
+    during = run_virtual(_concurrent_sessions(_MEMORY_CLASSES[label]))
     print((during - before) / SESSIONS)
 
 
 def memory() -> None:
-    """Print the memory per concurrent session of each agent and their ratio."""
+    """Print the memory per concurrent session of each agent, their ratio, and without the tap."""
     per_session: dict[str, float] = {}
-    for label in _CLASSES:
+    for label in _MEMORY_CLASSES:
         out = subprocess.run(
             [sys.executable, "-m", "benchmarks.bench_session", "--memory-child", label],
             check=True,
@@ -179,8 +205,13 @@ def memory() -> None:
     print(
         f"memory per concurrent session ({SESSIONS} sessions, mean of "
         f"{SAMPLE_FROM_S:.0f}-{SAMPLE_TO_S:.0f}s into the call): "
-        f"Agent {base / 1e6:.2f} MB, ResilientAgent {resilient / 1e6:.2f} MB, "
+        f"Agent {base / 1e6:.3f} MB, ResilientAgent {resilient / 1e6:.3f} MB, "
         f"ratio {resilient / base:.3f}"
+    )
+    no_tap = per_session[NO_TAP]
+    print(
+        f"{NO_TAP} (recover_withheld_audio=False): {no_tap / 1e6:.3f} MB, "
+        f"ratio {no_tap / base:.3f}; the tap holds {(resilient - no_tap) / 1e3:.1f} KB"
     )
 
 
@@ -192,7 +223,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="CPU rounds of 5 alternating pairs (default 1)"
     )
-    parser.add_argument("--memory-child", choices=sorted(_CLASSES), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", choices=sorted(_MEMORY_CLASSES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child)

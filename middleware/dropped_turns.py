@@ -121,8 +121,12 @@ class DroppedTurnAnswerer:
                 await self._wake.wait()
                 continue
             if when.wait_s > 0:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=when.wait_s)
+                # a timer that wakes the loop, no more: wait_for would add a task and a waiter
+                timer = asyncio.get_running_loop().call_later(when.wait_s, self._wake.set)
+                try:
+                    await self._wake.wait()
+                finally:
+                    timer.cancel()
                 continue
             if when.replacing_stale_replies and not self.interrupt_stale_replies(ctx):
                 await self._wake.wait()  # nothing to replace: answered after the protected one

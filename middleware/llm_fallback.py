@@ -76,7 +76,8 @@ class LlmFallback(Middleware):
         self._first_failure_at: float | None = None
         self._turn: str | None = None
         self._said_this_turn = False
-        self._give_up = asyncio.Event()
+        # set once the turn's fallback is decided; made when first needed, on the running loop
+        self._give_up: asyncio.Future[None] | None = None
         self._provider_errors = 0
 
     async def setup(self, ctx: MiddlewareContext) -> None:
@@ -98,7 +99,7 @@ class LlmFallback(Middleware):
             # the caller spoke again: the LLM gets a fresh chance
             self._turn = turn
             self._said_this_turn = False
-            self._give_up = asyncio.Event()
+            self._give_up = None
             self._reset()
         if self._said_this_turn:
             logger.info(
@@ -116,7 +117,7 @@ class LlmFallback(Middleware):
     ) -> AsyncIterator[Any]:
         started, started_wall = _now(), time.time()
         errors_before = self._provider_errors
-        give_up = self._give_up
+        give_up = self._give_up_signal()
         iterator = aiter(stream)
         produced = False
         failure: str | None = None
@@ -163,7 +164,9 @@ class LlmFallback(Middleware):
         if self._failed >= self.after_failed_attempts and not self._said_this_turn:
             self._said_this_turn = True
             # replies of this turn still waiting for a first token end with nothing to say
-            self._give_up.set()
+            give_up = self._give_up_signal()
+            if not give_up.done():
+                give_up.set_result(None)
             asyncio.get_running_loop().call_soon(self._say_fallback, ctx, now)
 
     def _say_fallback(self, ctx: MiddlewareContext, decided_at: float) -> None:
@@ -181,6 +184,11 @@ class LlmFallback(Middleware):
             counts={"llm_fallback_lines": 1},
         )
 
+    def _give_up_signal(self) -> asyncio.Future[None]:
+        if self._give_up is None:
+            self._give_up = asyncio.get_running_loop().create_future()
+        return self._give_up
+
     def _reset(self) -> None:
         self._failed = 0
         self._first_failure_at = None
@@ -197,16 +205,17 @@ def _last_user_message_id(request: InferenceRequest) -> str | None:
     return None
 
 
-async def _next_unless(iterator: AsyncIterator[Any], give_up: asyncio.Event) -> tuple[bool, Any]:
-    """``(True, chunk)``; ``(False, None)`` at the end of the stream or once ``give_up`` is set."""
-    if give_up.is_set():
+async def _next_unless(
+    iterator: AsyncIterator[Any], give_up: asyncio.Future[None]
+) -> tuple[bool, Any]:
+    """``(True, chunk)``; ``(False, None)`` at the end of the stream or once ``give_up`` is done."""
+    if give_up.done():
         return False, None
     next_chunk = asyncio.ensure_future(anext(iterator))
-    waiter = asyncio.ensure_future(give_up.wait())
     try:
-        await asyncio.wait({next_chunk, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        # the signal is a future, not an Event: waiting on it takes no task of its own
+        await asyncio.wait((next_chunk, give_up), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        waiter.cancel()
         if not next_chunk.done():
             next_chunk.cancel()
             with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):

@@ -168,10 +168,12 @@ class StallEvidence:
     def _interrupted_speech_not_done(
         self, now: float, state: ConversationState, ledger: PlayoutLedger | None
     ) -> Stall | None:
-        alive = {info.id: info.handle for info in state.speeches.values()}
-        for speech_id in [i for i in self._interrupted_at if i not in alive]:
-            del self._interrupted_at[speech_id]
-        for speech_id, handle in alive.items():
+        alive = state.speeches  # keyed by speech id
+        if self._interrupted_at:
+            for speech_id in [i for i in self._interrupted_at if i not in alive]:
+                del self._interrupted_at[speech_id]
+        for speech_id, info in alive.items():
+            handle = info.handle
             if not handle.interrupted or handle.done():
                 continue
             since = self._interrupted_at.setdefault(speech_id, now)

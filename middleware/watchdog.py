@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from livekit.agents import utils, vad
 from livekit.agents.voice import events as lk_events
@@ -63,6 +63,16 @@ logger = get_logger("middleware.watchdog")
 _FINAL_IS_IN_S = 0.05
 # How many stalls nothing can be done about are remembered, so that each is reported once.
 _REPORTED_KEPT = 64
+
+
+class _Look(NamedTuple):
+    """What one look found: a stall to recover from, or none (nothing can stall now)."""
+
+    stall: Stall | None
+    at: float
+    leave_untranscribed: bool
+    wait: float = 0.0
+    """Without a stall: the wait before the next look once something can stall again."""
 
 
 class Watchdog(Middleware):
@@ -146,6 +156,7 @@ class Watchdog(Middleware):
         self._reported: dict[tuple[StallKind, str], None] = {}
         self._gave_up: set[StallKind] = set()
         self._task: asyncio.Task[None] | None = None
+        self._next_look: asyncio.TimerHandle | None = None
         self._at_risk = asyncio.Event()
         self._ctx: MiddlewareContext | None = None
         self._session_ended = False
@@ -239,12 +250,31 @@ class Watchdog(Middleware):
         )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
+        loop = asyncio.get_running_loop()
         wait = self.check_every_s
         while True:
             if self._quiet(ctx):
                 self._at_risk.clear()
                 await self._at_risk.wait()
-            await asyncio.sleep(wait)
+            # each look runs in a timer callback, at the times a sleep in this loop would wake
+            # it: the task wakes only to recover from a stall, or once nothing can stall
+            found: asyncio.Future[_Look] = loop.create_future()
+            self._next_look = loop.call_later(wait, self._look, ctx, found)
+            try:
+                look = await found
+            finally:
+                self._stop_looking()
+            wait = look.wait
+            if look.stall is not None:
+                await self._handle(ctx, look.stall)
+                wait = self._next_wait(ctx, look.at, look.leave_untranscribed)
+
+    def _look(self, ctx: MiddlewareContext, found: asyncio.Future[_Look]) -> None:
+        """One look for a stall; the next one is due ``check_every_s`` later, or sooner."""
+        self._next_look = None
+        if found.done():
+            return
+        try:
             self._follow_audio_output(ctx)
             self._evidence.thresholds = self._thresholds_for(ctx)
             # speech without a transcript is livekit's when the app asked it to handle it
@@ -258,14 +288,28 @@ class Watchdog(Middleware):
                 leave_untranscribed=leave_untranscribed,
             )
             if stall is not None:
-                await self._handle(ctx, stall)
-            wait = self.check_every_s
-            due = self._evidence.user_turn_stuck_due(
-                ctx.state, leave_untranscribed=leave_untranscribed
-            )
-            if due is not None and due[0] > now:
-                # evidence is building up: look again exactly when it will be enough
-                wait = min(wait, due[0] - now)
+                found.set_result(_Look(stall, now, leave_untranscribed))
+                return
+            wait = self._next_wait(ctx, now, leave_untranscribed)
+            if self._quiet(ctx):
+                found.set_result(_Look(None, now, leave_untranscribed, wait))
+                return
+            self._next_look = asyncio.get_running_loop().call_later(wait, self._look, ctx, found)
+        except Exception as exc:  # the watch task raises it, as it would have in a sleep loop
+            found.set_exception(exc)
+
+    def _next_wait(self, ctx: MiddlewareContext, now: float, leave_untranscribed: bool) -> float:
+        wait = self.check_every_s
+        due = self._evidence.user_turn_stuck_due(ctx.state, leave_untranscribed=leave_untranscribed)
+        if due is not None and due[0] > now:
+            # evidence is building up: look again exactly when it will be enough
+            wait = min(wait, due[0] - now)
+        return wait
+
+    def _stop_looking(self) -> None:
+        if self._next_look is not None:
+            self._next_look.cancel()
+            self._next_look = None
 
     def _thresholds_for(self, ctx: MiddlewareContext) -> StallThresholds:
         silence = _vad_silence_window(ctx)
