@@ -48,8 +48,8 @@ class CallerWords:
         self._last_text = ""
         self._stream: stt.RecognizeStream | None = None
         self._task: asyncio.Task[None] | None = None
-        # streams stopped and still closing (awaited by aclose)
-        self._closing: set[asyncio.Task[None]] = set()
+        # streams stopped and still closing (awaited by aclose); made at the first stop
+        self._closing: set[asyncio.Task[None]] | None = None
         self._told_failure = False
         # the agent's context whose observer shows us frames, while a stream may need them
         self._observed: MiddlewareContext | None = None
@@ -161,13 +161,15 @@ class CallerWords:
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
+            if self._closing is None:
+                self._closing = set()
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
     async def aclose(self) -> None:
         """Close the listening stream and wait until it is closed."""
         self.stop()
-        for task in list(self._closing):
+        for task in list(self._closing or ()):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 

@@ -53,8 +53,10 @@ class InferenceMerger:
     def __init__(self, keeper: TurnKeeper, words: PendingWords) -> None:
         self._keeper = keeper
         self._words = words
-        # (when, message) merged into inferences that were not user turns, until the next turn
-        self._merged: deque[tuple[float, llm.ChatMessage]] = deque(maxlen=keeper.max_fragments)
+        # (when, message) merged into inferences that were not user turns, until the next turn;
+        # made at the first merge (most calls have none)
+        self._merged: deque[tuple[float, llm.ChatMessage]] | None = None
+        self._max_merged = keeper.max_fragments
 
     async def take_in(
         self, ctx: MiddlewareContext, request: InferenceRequest, *, input_reply: bool
@@ -113,6 +115,8 @@ class InferenceMerger:
         context.insert(message)
         await ctx.agent.update_chat_ctx(context)
         ctx.session.history.insert(message)
+        if self._merged is None:
+            self._merged = deque(maxlen=self._max_merged)
         self._merged.append((_now(), message))
         action = "merged_into_inference" if created_at is None else "merged_before_input"
         ctx.race_handled(self._keeper, "dropped_user_words", action)
@@ -127,8 +131,10 @@ class InferenceMerger:
         """
         # only the turn livekit still had open when the words were merged can carry them again
         open_for = livekit_turn_delay(ctx.session) + GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
-        recent = [m for at, m in self._merged if _now() - at <= open_for]
-        self._merged.clear()
+        merged = self._merged or ()
+        recent = [m for at, m in merged if _now() - at <= open_for]
+        if self._merged is not None:
+            self._merged.clear()
         said = normalized(turn.text)
         committed = [m for m in recent if said and normalized(m.text_content or "") in said]
         if not committed:

@@ -105,7 +105,8 @@ class ToolGuard(Middleware):
         # the policy each tool that ran got (a CANCELLABLE flag makes the default differ)
         self._policy_of: dict[str, ToolPolicy] = {}
         # speeches a tool body itself protected with ctx.disallow_interruptions()
-        self._protected_by_tool: weakref.WeakSet[Any] = weakref.WeakSet()
+        # made when a tool first protects one (most calls have none)
+        self._protected_by_tool: weakref.WeakSet[Any] | None = None
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
         """The tools ``policies`` and ``timeouts`` name."""
@@ -130,6 +131,8 @@ class ToolGuard(Middleware):
             return ProtectionDecision.decline(f"tool {request.tool} may be interrupted")
         if policy not in ("guard", "yield_to_user"):
             return None  # protect and cancel: livekit's own behaviour
+        if self._protected_by_tool is None:
+            self._protected_by_tool = weakref.WeakSet()
         self._protected_by_tool.add(request.speech)
         if request.speech.interrupted:
             ctx.race_handled(
@@ -192,7 +195,9 @@ class ToolGuard(Middleware):
             with contextlib.suppress(asyncio.CancelledError):
                 await protector
             protected = protector.done() and not protector.cancelled() and protector.result()
-            app_protected = handle in self._protected_by_tool
+            app_protected = (
+                self._protected_by_tool is not None and handle in self._protected_by_tool
+            )
             if protected and not app_protected and not handle.interrupted:
                 # the app's own setting applies again to the step that speaks the result
                 with contextlib.suppress(RuntimeError):

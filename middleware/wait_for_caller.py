@@ -176,7 +176,6 @@ class WaitForCaller(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Watch the session's audio output for protected speech starting."""
         self._ctx = ctx
-        self._wake = asyncio.Event()
         self._meter = AudioLevelMeter.of(ctx)
         if self._meter is not None:
             self._meter.track_floor(_FLOOR_RMS)
@@ -438,7 +437,10 @@ class WaitForCaller(Middleware):
             self._wake.set()
 
     async def _wait_for_caller(self, ctx: MiddlewareContext, hold: _Hold) -> None:
-        assert self._wake is not None
+        # made at the first hold: it is cleared before every wait, so a wake-up before then
+        # would not count anyway (most calls hold nothing)
+        if self._wake is None:
+            self._wake = asyncio.Event()
         deadline = hold.started_at + hold.wait_s
         skipped = False
         while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Sequence
 from typing import Any
@@ -93,9 +94,15 @@ def default_middleware() -> list[MiddlewareEntry]:
 
 def _default_specs() -> list[MiddlewareEntry]:
     """The first-party middleware as specs, so each session gets its own instances."""
+    return list(_first_party_specs())
+
+
+@functools.cache
+def _first_party_specs() -> tuple[MiddlewareEntry, ...]:
+    # once per process: a spec is a class and its options, which no agent changes, and building
+    # one inspects the class's signature
     first_party = importlib.import_module("resilient_agent.middleware")
-    entries: list[MiddlewareEntry] = list(first_party.default_middleware_specs())
-    return entries
+    return tuple(first_party.default_middleware_specs())
 
 
 class ResilientAgent(Agent):

@@ -23,7 +23,7 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .audio_observer import AudioObserver, FrameCallback
 from .boundary import Budget, HookTimeoutError, budget_of
-from .chain import MiddlewareChain
+from .chain import NOBODY_SETTING_UP, MiddlewareChain
 from .dispatch import NotifyQueue
 from .errors import MiddlewareNotUsed
 from .events import ResilientEvent
@@ -139,10 +139,13 @@ class SessionBridge:
         self._hold_close_until_stopped()
         middleware = self.chain.middleware
         # each middleware joins in as soon as its own setup is over
-        self.chain.setting_up.update(id(mw) for mw in middleware)
+        setting_up = {id(mw) for mw in middleware}
+        self.chain.setting_up = setting_up
         outcomes = await asyncio.gather(
-            *(self._set_up(mw) for mw in middleware), return_exceptions=True
+            *(self._set_up(mw, setting_up) for mw in middleware), return_exceptions=True
         )
+        if not setting_up and self.chain.setting_up is setting_up:
+            self.chain.setting_up = NOBODY_SETTING_UP
         left_out: list[Middleware] = []
         for mw, outcome in zip(middleware, outcomes, strict=True):
             if isinstance(outcome, MiddlewareNotUsed):
@@ -188,9 +191,9 @@ class SessionBridge:
             if spec.kind == "notify" and self.chain.handles(hook)
         }
 
-    async def _set_up(self, mw: Middleware) -> None:
+    async def _set_up(self, mw: Middleware, setting_up: set[int]) -> None:
         await self._lifecycle(mw, "setup")
-        self.chain.setting_up.discard(id(mw))
+        setting_up.discard(id(mw))
         for queue in self._queues:
             if queue.mw is mw:
                 queue.open()

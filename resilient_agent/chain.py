@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from functools import cached_property
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = ["MiddlewareChain", "validate_middleware"]
 logger = get_logger("chain")
 
 _POSITIONS = {"first": 0, "normal": 1, "last": 2}
+# what ``setting_up`` is while no middleware sets up (most of a call): one shared empty set
+NOBODY_SETTING_UP: AbstractSet[int] = frozenset()
 _PREFIXES = ("on_", "decide_", "wrap_")
 # what a decide hook may answer besides None; a hook not listed is not type-checked
 _ANSWERS: dict[str, type] = {
@@ -163,7 +166,7 @@ class MiddlewareChain:
             sorted(checked, key=lambda mw: _POSITIONS[type(mw).position])
         )
         self._on_error = on_error
-        self.setting_up: set[int] = set()
+        self.setting_up: AbstractSet[int] = NOBODY_SETTING_UP
         """``id()`` s of middleware whose ``setup`` is still running: their hooks are skipped."""
 
     @cached_property
@@ -172,11 +175,13 @@ class MiddlewareChain:
         # its middleware) never dispatches; a hook nobody overrides has no entry, and the
         # bound methods are made per call (a session holds these tables for its whole length)
         handlers: dict[str, tuple[Middleware, ...]] = {}
+        # hooks with the same handlers share one tuple (by identity: a middleware may be unhashable)
+        shared: dict[tuple[int, ...], tuple[Middleware, ...]] = {}
         for hook, spec in HOOKS.items():
             order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
             found = tuple(mw for mw in order if _overridden(mw, hook))
             if found:
-                handlers[hook] = found
+                handlers[hook] = shared.setdefault(tuple(map(id, found)), found)
         return handlers
 
     def without(self, removed: Sequence[Middleware]) -> MiddlewareChain:

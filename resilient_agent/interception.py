@@ -116,7 +116,7 @@ INTERCEPTIONS: dict[str, Interception] = {
 """Every livekit attribute the library replaces, by ``target.attribute``."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Installed:
     spec: Interception
     instance: Any

@@ -81,7 +81,9 @@ class ShutdownGate:
         self._session: AgentSession[Any] = ctx.session
         self._pending: asyncio.Task[None] | None = None
         self._closing = False
-        self._closed = asyncio.Event()
+        self._session_closed = False
+        # made only when a decision waits (most calls never have one to wait on)
+        self._closed: asyncio.Event | None = None
         self._live: dict[str, SpeechInfo] = {}
         self._last_done: tuple[SpeechInfo, float] | None = None
         self._installed = True
@@ -148,19 +150,22 @@ class ShutdownGate:
     def session_closed(self) -> None:
         """The session emitted ``close``: every call from now on passes through."""
         self._closing = True
-        self._closed.set()
+        self._session_closed = True
+        if self._closed is not None:
+            self._closed.set()
 
     def speech_created(self, info: SpeechInfo) -> None:
         """The bridge noted a new speech: follow it until it is done (a farewell candidate)."""
         if not self._installed:
             return
         self._live[info.id] = info
+        # a bound method, not a closure per speech: livekit keeps its done callbacks
+        info.handle.add_done_callback(self._speech_finished)
 
-        def finished(_: SpeechHandle) -> None:
-            self._live.pop(info.id, None)
+    def _speech_finished(self, handle: SpeechHandle) -> None:
+        info = self._live.pop(handle.id, None)
+        if info is not None:
             self._last_done = (info, time.time())
-
-        info.handle.add_done_callback(finished)
 
     def request(
         self, source: ShutdownSource, proceed: Proceed, *, farewell: SpeechInfo | None = None
@@ -276,6 +281,10 @@ class ShutdownGate:
 
     async def _until_closed(self, aw: Awaitable[None]) -> None:
         """Await ``aw``, or stop as soon as the session closes."""
+        if self._closed is None:
+            self._closed = asyncio.Event()
+            if self._session_closed:
+                self._closed.set()
         work = asyncio.ensure_future(aw)
         closed = asyncio.ensure_future(self._closed.wait())
         try:
