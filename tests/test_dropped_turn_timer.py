@@ -66,12 +66,20 @@ async def _until(at: float) -> None:
     await asyncio.sleep(at - asyncio.get_running_loop().time())
 
 
+async def _started_at(
+    at: float, script: _Script, words: PendingWords | None = None
+) -> DroppedTurnAnswerer:
+    """An answerer for ``script``, started at ``at`` (loop time)."""
+    answerer = _answerer(script, words)
+    await _until(at)
+    answerer.start(_ctx())
+    return answerer
+
+
 def test_the_words_are_answered_when_the_delay_has_passed() -> None:
     async def main() -> _Script:
         script = _Script(due=1.5)
-        answerer = _answerer(script)
-        await _until(1.0)
-        answerer.start(_ctx())
+        answerer = await _started_at(1.0, script)
         await _until(3.0)
         await answerer.stop()
         return script
@@ -84,9 +92,7 @@ def test_the_words_are_answered_when_the_delay_has_passed() -> None:
 def test_a_wake_before_the_delay_looks_again_and_the_new_time_holds() -> None:
     async def main() -> _Script:
         script = _Script(due=1.5)
-        answerer = _answerer(script)
-        await _until(1.0)
-        answerer.start(_ctx())
+        answerer = await _started_at(1.0, script)
         await _until(1.2)
         script.due = 2.0  # the caller was heard again: livekit's delay starts over
         answerer.wake()
@@ -103,9 +109,7 @@ def test_a_wake_before_the_delay_looks_again_and_the_new_time_holds() -> None:
 def test_a_stopped_answerer_never_answers_later() -> None:
     async def main() -> _Script:
         script = _Script(due=1.5)
-        answerer = _answerer(script)
-        await _until(1.0)
-        answerer.start(_ctx())
+        answerer = await _started_at(1.0, script)
         await _until(1.2)
         await answerer.stop()
         await _until(3.0)
@@ -145,9 +149,7 @@ def test_a_wake_while_the_delay_runs_is_a_look_even_with_the_words_gone() -> Non
     async def main() -> _Script:
         script = _Script(due=1.5)
         words = _words("what time do you open")
-        answerer = _answerer(script, words)
-        await _until(1.0)
-        answerer.start(_ctx())
+        answerer = await _started_at(1.0, script, words)
         await _until(1.2)
         for fragment in words:
             fragment.delivered = True  # livekit's own turn took them
