@@ -13,9 +13,9 @@ from typing import Any
 from livekit.agents.voice.events import AgentStateChangedEvent
 from livekit.rtc import EventEmitter
 
-from resilient_agent import Middleware, MiddlewareContext
-from resilient_agent.bridge import SessionBridge
+from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
 from resilient_agent.chain import MiddlewareChain
+from resilient_agent.runtime import SessionRuntime
 
 EVENTS = 20_000
 
@@ -44,8 +44,10 @@ def _middleware(count: int) -> list[Middleware]:
 
 async def _measure(count: int) -> float:
     session = _Session()
-    bridge = SessionBridge(MiddlewareChain(_middleware(count)), session, None, lambda ev: None)  # type: ignore[arg-type]
-    await bridge.start()
+    owner = ResilientAgent(instructions="x", middleware=[])
+    bridge = SessionRuntime(session, owner)  # type: ignore[arg-type]
+    bridge.start()
+    run = await bridge.activate(owner, MiddlewareChain(_middleware(count)))
     event = AgentStateChangedEvent(old_state="idle", new_state="thinking")
     started = time.perf_counter()
     for batch in range(EVENTS // 100):
@@ -55,7 +57,7 @@ async def _measure(count: int) -> float:
         del batch
     await bridge.stop()
     elapsed = time.perf_counter() - started
-    seen = sum(mw.seen for mw in bridge.chain.middleware)  # type: ignore[attr-defined]
+    seen = sum(mw.seen for mw in run.chain.middleware)  # type: ignore[attr-defined]
     assert seen == EVENTS * count, seen
     return elapsed / (EVENTS * count) * 1e6
 

@@ -14,8 +14,8 @@ from livekit.agents import function_tool
 from livekit.rtc import EventEmitter
 
 from resilient_agent import Middleware, ResilientAgent
-from resilient_agent.bridge import SessionBridge
 from resilient_agent.chain import MiddlewareChain
+from resilient_agent.runtime import SessionRuntime
 
 CALLS = 20_000
 
@@ -49,14 +49,10 @@ async def _per_call(tool: Any) -> float:
 
 async def _measure() -> tuple[float, float]:
     agent = ResilientAgent(instructions="x", tools=[lookup], middleware=[_Passthrough()])
-    bridge = SessionBridge(
-        MiddlewareChain([_Passthrough()]),
-        _Session(),  # type: ignore[arg-type]
-        agent,
-        lambda ev: None,
-    )
-    await bridge.start()
-    agent._bridge = bridge  # what on_enter does in a live session
+    bridge = SessionRuntime(_Session(), agent)  # type: ignore[arg-type]
+    bridge.start()
+    await bridge.activate(agent, MiddlewareChain([_Passthrough()]))
+    agent.attach_runtime(bridge)  # what a live session does as the agent enters
     (wrapped,) = agent.tools
     bare = await _per_call(lookup)
     through_chain = await _per_call(wrapped)

@@ -1,15 +1,14 @@
 """How loud the caller's line is: one meter per session, shared by every middleware.
 
-The first middleware that asks (:meth:`AudioLevelMeter.of`) gets the session's meter; the others
-get the same instance, so each frame of caller audio is looked at once, whatever the number of
+The first middleware that asks (:meth:`AudioLevelMeter.of`) gets the session's meter, kept in
+the session's context (``ctx.shared``) across handoffs; the others get the same instance, so each
+frame of caller audio is looked at once, whatever the number of
 readers. The meter is shown the caller's audio (through the chain's audio observer) only while
 some reader wants it (:meth:`AudioLevelMeter.want`), measures at most every 50 ms, and never
 copies or keeps a frame.
 """
 
 from __future__ import annotations
-
-import weakref
 
 import numpy as np
 from livekit import rtc
@@ -25,9 +24,6 @@ MIN_VOICE_RMS = 20.0
 QUIET_BELOW_PEAK = 1 / 20
 # Against quiet periods of a second or more, a look every 50 ms is plenty.
 _MEASURE_EVERY_S = 0.05
-
-# The session's meter, by the id of the chain's context (one per agent in a session).
-_SHARED: dict[int, AudioLevelMeter] = {}
 
 
 class AudioLevelMeter:
@@ -49,24 +45,23 @@ class AudioLevelMeter:
         self.quiet_since: float | None = None
         self.track_floor(floor_rms)
         self._default_floor = floor_rms
-        # weak: the meter outlives no session (_SHARED drops it when the context goes)
-        self._ctx: weakref.ref[MiddlewareContext] | None = None
+        # the session's context (the meter lives in it, and no longer than the session)
+        self._ctx: MiddlewareContext | None = None
 
     @classmethod
     def of(cls, ctx: MiddlewareContext) -> AudioLevelMeter | None:
         """The session's shared meter; None when the session has no audio input."""
-        key = id(ctx)
-        meter = _SHARED.get(key)
-        if meter is None:
+
+        def build() -> AudioLevelMeter | None:
             meter = cls()
             if not ctx.observe_audio(meter.on_frame):
                 return None
             # shown frames only while a reader wants it: a call is mostly not metered
             ctx.stop_observing_audio(meter.on_frame)
-            meter._ctx = weakref.ref(ctx)
-            _SHARED[key] = meter
-            weakref.finalize(ctx, _SHARED.pop, key, None)
-        return meter
+            meter._ctx = ctx
+            return meter
+
+        return ctx.shared("AudioLevelMeter", build)
 
     def want(self, reader: str, wanted: bool) -> None:
         """Start or stop measuring on ``reader``'s behalf (it measures while anyone wants it)."""
@@ -75,7 +70,7 @@ class AudioLevelMeter:
         else:
             self._wanted_by.discard(reader)
         metering = bool(self._wanted_by)
-        ctx = self._ctx() if self._ctx is not None else None
+        ctx = self._ctx
         if metering != self.metering and ctx is not None:
             if metering:
                 ctx.observe_audio(self.on_frame)

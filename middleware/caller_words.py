@@ -21,7 +21,6 @@ from livekit.agents import Agent, AgentSession, stt
 
 from resilient_agent import MiddlewareContext, get_logger
 
-from .handover import TapFeed
 from .session_facts import session_recognizer
 from .withheld_audio import stt_is_withheld
 
@@ -38,9 +37,8 @@ logger = get_logger("middleware.caller_words")
 class CallerWords:
     """When the STT last heard the caller say new words (loop time).
 
-    The caller's audio reaches :meth:`on_frame` through the agent's observer (:meth:`observe`)
-    or, when no agent's middleware runs (a handoff), a feed of its own (:meth:`feed_from`);
-    frames reach the listening stream only while one is open.
+    The caller's audio reaches :meth:`on_frame` through the session's one audio observer
+    (:meth:`observe`); frames reach the listening stream only while one is open.
     """
 
     def __init__(self) -> None:
@@ -53,7 +51,6 @@ class CallerWords:
         self._told_failure = False
         # the agent's context whose observer shows us frames, while a stream may need them
         self._observed: MiddlewareContext | None = None
-        self._feed: TapFeed | None = None
 
     def observe(self, ctx: MiddlewareContext) -> bool:
         """Get the caller's audio from the agent's observer; False without audio input.
@@ -65,35 +62,13 @@ class CallerWords:
             self._observed = ctx
         return self._observed is not None
 
-    def feed_from(self, session: AgentSession[Any]) -> bool:
-        """Get the caller's audio through a feed of its own in the session's audio chain.
-
-        livekit's ``AudioInput(source=)`` chaining, as the turn keeper's handover does; taken
-        out again by :meth:`unfeed`. False without audio input.
-        """
-        if self._feed is None:
-            source = session.input.audio
-            if source is None:
-                return False
-            self._feed = TapFeed(source, self, label="ResilientAgentCallerWordsFeed")
-            session.input.audio = self._feed
-        return True
-
-    def unfeed(self, session: AgentSession[Any]) -> None:
-        """Take the feed out (left as a bare pass-through once something chained onto it)."""
-        feed, self._feed = self._feed, None
-        if feed is not None:
-            feed.tap = None
-            if session.input.audio is feed:
-                session.input.audio = feed.source
-
     def listen_if_withheld(
         self, session: AgentSession[Any], agent: Agent, source: Callable[[], bool]
     ) -> None:
         """Open the listening stream while livekit feeds the STT silence, if not open yet.
 
         Otherwise the session's own transcripts tell (:meth:`heard`). ``source`` connects the
-        caller's audio (:meth:`observe` or :meth:`feed_from`).
+        caller's audio (:meth:`observe`).
         """
         if self.listening or not stt_is_withheld(session):
             return

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
 
 from .pending_words import PendingWords
-from .session_facts import livekit_turn_delay
+from .session_facts import handoff_under_way, livekit_turn_delay
 from .withheld_audio import stt_is_withheld
 
 if TYPE_CHECKING:
@@ -144,7 +144,8 @@ class DroppedTurnAnswerer:
         """When the pending words may be answered, as livekit's turn would have answered them."""
         if not self._words.undelivered() or self._keeper.recovering:
             return _BLOCKED
-        if ctx.state.user_state == "speaking":
+        if ctx.state.user_state == "speaking" or handoff_under_way(ctx):
+            # a handoff: livekit refuses replies until the next agent's activity runs
             return _BLOCKED
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():
@@ -216,7 +217,12 @@ class DroppedTurnAnswerer:
                 # a reply made without these words and not heard yet (a tool reply waiting for
                 # silence): a livekit turn would interrupt it too; the new one has its context
                 current.interrupt()
-            reply = session.generate_reply(user_input=text)
+            # answered as they came in: a modality-aware task (livekit's GetEmailTask) reads
+            # spoken words back and has them confirmed, as it does for live voice
+            spoken = any(f.modality == "audio" for f in pending)
+            reply = session.generate_reply(
+                user_input=text, input_modality="audio" if spoken else "text"
+            )
         except RuntimeError as exc:
             for fragment in pending:
                 fragment.delivered = False  # kept: answered when a reply can be made

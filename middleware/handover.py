@@ -1,77 +1,34 @@
-"""What a leaving agent's :class:`~.turn_keeper.TurnKeeper` hands the next one in its session.
+"""What a closing :class:`~.turn_keeper.TurnKeeper` hands the next agent's keeper.
 
-On ``session.update_agent(...)`` livekit drains the old activity (a protected speech plays to its
-end, withholding the caller's words from the STT) before the next agent starts, and no agent's
-middleware observes the session meanwhile. The leaving keeper leaves a :class:`Handover`: its
-undelivered words, its audio tap (kept fed by an observer of its own), and the caller's speech
-windows and final transcripts, followed through livekit's public ``user_state_changed`` and
-``user_input_transcribed`` until the next keeper takes them and recovers what was withheld.
+The session's runtime keeps the leaving agent's chain running through livekit's drain of its
+activity (a protected speech plays to its end, withholding the caller's words from the STT), so
+the leaving keeper sees every word said meanwhile. When the next ``ResilientAgent`` enters, the
+leaving keeper closes with ``reason="handoff"`` and carries (``ctx.carry``) a
+:class:`CarriedWords`: its undelivered words, its audio tap (still observed through the session's
+one audio observer), and the start of a speech window still open; the next keeper takes them in
+its ``setup`` and answers them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Literal
 
-from livekit import rtc
-from livekit.agents import Agent, AgentSession, llm
-from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.io import AudioInput
-from typing_extensions import override
+from livekit.agents import Agent, llm
 
-from resilient_agent import MiddlewareContext, get_logger
+from resilient_agent import get_logger
 
 from .withheld_audio import WithheldAudioTap
 
-__all__ = [
-    "FrameTap",
-    "Fragment",
-    "Handover",
-    "SpeechWindow",
-    "TapFeed",
-    "feed_tap",
-    "leave",
-    "take",
-]
+__all__ = ["CARRY_KEY", "CarriedWords", "Fragment", "InputModality", "unanswered_messages"]
 
 logger = get_logger("middleware.handover")
 
+CARRY_KEY = "TurnKeeper"
+"""The key a keeper carries its words under."""
 
-class FrameTap(Protocol):
-    """Shown each frame of the caller's audio, with the loop time it passed at."""
-
-    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
-        """Look at one frame (synchronously: it is on the audio path)."""
-
-
-class TapFeed(AudioInput):
-    """Passes the caller's audio on unchanged, showing each frame to one tap (if any).
-
-    It stays in the session's audio chain once put there (livekit's ``AudioInput(source=)``
-    chaining); the next keeper keeps using it for the same tap.
-    """
-
-    def __init__(
-        self,
-        source: AudioInput,
-        tap: FrameTap | None,
-        *,
-        label: str = "ResilientAgentHandoverFeed",
-    ) -> None:
-        super().__init__(label=label, source=source)
-        self.tap = tap
-        self._next_frame = source.__anext__
-
-    @override
-    async def __anext__(self) -> rtc.AudioFrame:
-        frame = await self._next_frame()
-        tap = self.tap
-        if tap is not None:
-            tap.on_frame(frame, asyncio.get_running_loop().time())
-        return frame
+InputModality = Literal["audio", "text"]
 
 
 @dataclass
@@ -85,6 +42,9 @@ class Fragment:
         superseded: Replaced by a recovery, or dropped (and logged).
         recovered: Recovered from the audio of one whole speech window, never a partial
             transcript of another.
+        modality: How they came in: spoken (``"audio"``) or typed (``"text"``); the library
+            answers them with the same modality, so modality-aware tasks (livekit's
+            ``GetEmailTask`` reads back and confirms spoken input) behave as for live input.
     """
 
     text: str
@@ -92,170 +52,58 @@ class Fragment:
     delivered: bool = False
     superseded: bool = False
     recovered: bool = False
+    modality: InputModality = "audio"
 
 
 @dataclass
-class SpeechWindow:
-    """The caller speaking, as livekit's ``user_state`` reported it (loop times)."""
+class CarriedWords:
+    """A leaving keeper's words, tap and open speech window, for the next keeper."""
 
-    start: float
-    end: float | None = None
+    fragments: list[Fragment]
+    tap: WithheldAudioTap | None
+    open_window_start: float | None
+    heard_at: list[float] = field(default_factory=list)
 
-
-class Handover:
-    """Words, audio and speech windows left for the next agent's keeper."""
-
-    def __init__(
-        self,
-        session: AgentSession[Any],
-        fragments: list[Fragment],
-        tap: WithheldAudioTap | None,
-        feed: TapFeed | None,
-        open_window_start: float | None,
-    ) -> None:
-        self.fragments = fragments
-        self.tap = tap
-        self.feed = feed
-        self.windows: list[SpeechWindow] = []
-        if open_window_start is not None:
-            self.windows.append(SpeechWindow(open_window_start))
-        self._session = session
-        self._release_input: Callable[[], None] | None = None
-        self._leaving_agent: Agent | None = None
-        self.last_heard_at: float | None = None
-        self._claimed_window: SpeechWindow | None = None
-        """When the last final transcript came while no keeper followed the session."""
-        session.on("user_state_changed", self._on_user_state)
-        session.on("user_input_transcribed", self._on_transcript)
-        session.on("close", self._on_session_close)
-
-    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
-        # a turn ending while the leaving activity drains is skipped by livekit ("skipping
-        # user input, speech scheduling is paused"): its words are the next keeper's to answer
-        text = ev.transcript.strip()
-        if ev.is_final and text:
-            self.last_heard_at = asyncio.get_running_loop().time()
-            self.fragments.append(Fragment(text, self.last_heard_at))
-
-    def hold_input(self, ctx: MiddlewareContext) -> None:
-        """Keep the caller's input through the handoff, as words for the next keeper.
-
-        Text livekit refuses to answer while it hands the session over (RoomIO's text input
-        meets a draining protected speech and paused scheduling) joins :attr:`fragments`, and
-        so do the caller's messages the leaving agent took in but never answered (see
-        :meth:`carry_unanswered`).
-        """
-        self._leaving_agent = ctx.agent
-        self._release_input = ctx.hold_input_through_handoff(self._keep_refused_input)
-
-    def carry_unanswered(self, next_context: llm.ChatContext | None) -> None:
-        """Carry the caller's last messages that no reply of the leaving agent followed.
-
-        livekit plays the leaving agent's queued replies before the next agent starts; one the
-        caller talked over (its turn skipped while the activity drains) leaves the message it
-        answers in the leaving agent's context only, and a next agent with a context of its own
-        never answers it. Messages the next agent's context already holds stay there.
-        """
-        agent = self._leaving_agent
-        if agent is None:
-            return
-        unanswered: list[llm.ChatMessage] = []
-        for item in agent.chat_ctx.items:
-            if item.type == "function_call" or (
-                item.type == "message" and item.role == "assistant" and not item.interrupted
-            ):
-                unanswered.clear()  # the agent acted on what came before
-            elif item.type == "message" and item.role == "user":
-                unanswered.append(item)
-        held = {i.id for i in next_context.items} if next_context is not None else set()
-        carried = {f.text for f in self.fragments}
-        now = asyncio.get_running_loop().time()
-        earlier = [
-            Fragment(text, now)
-            for message in unanswered
-            if message.id not in held
-            and (text := (message.text_content or "").strip())
-            and text not in carried
-        ]
-        if earlier:
-            logger.info("unanswered_user_messages_carried_over", messages=len(earlier))
-            self.fragments[:0] = earlier  # said before the words still pending
-
-    def _keep_refused_input(self, text: str) -> None:
-        self.fragments.append(Fragment(text, asyncio.get_running_loop().time()))
-        if self.windows and self.windows[-1].end is None:
-            self._claimed_window = self.windows[-1]
-
-    def _on_session_close(self, _ev: lk_events.CloseEvent) -> None:
-        # no next keeper took the words (the session ended first, or the next agent has none)
-        self.close()
+    def dropped(self) -> None:
+        """No next keeper took them (the next agent has no TurnKeeper): log what is lost."""
         lost = [f for f in self.fragments if not f.delivered and not f.superseded]
         if lost:
             logger.warning(
                 "user_words_lost",
                 fragments=len(lost),
                 words=sum(len(f.text.split()) for f in lost),
-                why="no next agent's TurnKeeper took them before the session ended",
+                why="the next agent's chain has no TurnKeeper to take them",
             )
 
-    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
-        now = asyncio.get_running_loop().time()
-        last = self.windows[-1] if self.windows and self.windows[-1].end is None else None
-        if ev.new_state == "speaking":
-            if last is not None:
-                last.end = now
-            self.windows.append(SpeechWindow(now))
-        elif ev.old_state == "speaking" and last is not None:
-            if last is self._claimed_window:
-                # RoomIO's text callback ended its claim on the turn: "listening" then says
-                # nothing of the caller, whose voice the VAD may still hear
-                self._claimed_window = None
-                return
-            last.end = now
 
-    def close(self) -> None:
-        """Stop following the caller's speech windows and input (once)."""
-        self._session.off("user_state_changed", self._on_user_state)
-        self._session.off("user_input_transcribed", self._on_transcript)
-        self._session.off("close", self._on_session_close)
-        release, self._release_input = self._release_input, None
-        if release is not None:
-            release()
+def unanswered_messages(
+    leaving: Agent | None, next_context: llm.ChatContext | None, carried: list[Fragment]
+) -> list[Fragment]:
+    """The caller's last messages in ``leaving``'s context that no reply of it followed.
 
-
-_LEFT: weakref.WeakKeyDictionary[Any, Handover] = weakref.WeakKeyDictionary()
-
-
-def leave(session: AgentSession[Any], handover: Handover) -> None:
-    """Leave ``handover`` for the next keeper of ``session``."""
-    previous = _LEFT.pop(session, None)
-    if previous is not None:
-        previous.close()
-    _LEFT[session] = handover
-
-
-def take(session: AgentSession[Any]) -> Handover | None:
-    """What the previous keeper of ``session`` left, if anything (once)."""
-    handover = _LEFT.pop(session, None)
-    if handover is not None:
-        handover.close()
-        handover.carry_unanswered(session.current_agent.chat_ctx)
-    return handover
-
-
-def feed_tap(
-    session: AgentSession[Any], tap: WithheldAudioTap, feed: TapFeed | None
-) -> TapFeed | None:
-    """An observer of the caller's audio for ``tap`` alone, kept while agents hand over.
-
-    ``feed`` is the one an earlier handoff put in the session's audio chain: it still feeds the
-    tap, and is reused.
+    livekit plays the leaving agent's queued replies before the next agent starts; one the
+    caller talked over (its turn skipped while the activity drains) leaves the message it
+    answers in the leaving agent's context only, and a next agent with a context of its own
+    never answers it. Messages the next agent's context already holds, and words already
+    carried, are left out.
     """
-    if feed is not None:
-        return feed
-    source = session.input.audio
-    if source is None:
-        return None
-    feed = TapFeed(source, tap)
-    session.input.audio = feed
-    return feed
+    if leaving is None:
+        return []
+    unanswered: list[llm.ChatMessage] = []
+    for item in leaving.chat_ctx.items:
+        if item.type == "function_call" or (
+            item.type == "message" and item.role == "assistant" and not item.interrupted
+        ):
+            unanswered.clear()  # the agent acted on what came before
+        elif item.type == "message" and item.role == "user":
+            unanswered.append(item)
+    held = {i.id for i in next_context.items} if next_context is not None else set()
+    texts = {f.text for f in carried}
+    now = asyncio.get_running_loop().time()
+    return [
+        Fragment(text, now)
+        for message in unanswered
+        if message.id not in held
+        and (text := (message.text_content or "").strip())
+        and text not in texts
+    ]

@@ -27,6 +27,7 @@ from livekit.agents import llm
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
+    CloseReason,
     InferenceNext,
     InferenceRequest,
     Middleware,
@@ -84,7 +85,7 @@ class LlmFallback(Middleware):
         self._ctx = ctx
         ctx.session.on("error", self._on_error)
 
-    async def aclose(self) -> None:
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Stop listening."""
         if self._ctx is not None:
             self._ctx.session.off("error", self._on_error)

@@ -49,9 +49,14 @@ class PendingWords:
     def __len__(self) -> int:
         return len(self._fragments)
 
-    def add(self, fragment: Fragment) -> None:
-        """Keep ``fragment``; drop (and log) the oldest beyond the bounds."""
-        self._fragments.append(fragment)
+    def add_earlier(self, fragments: list[Fragment]) -> None:
+        """Keep ``fragments``, said before the words pending now (in their order)."""
+        for fragment in reversed(fragments):
+            self._fragments.appendleft(fragment)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Drop (and log) the oldest fragments beyond the bounds."""
         max_fragments = self._keeper.max_fragments
         while len(self._fragments) > max_fragments * _HELD_PER_PENDING:
             old = self._fragments.popleft()
@@ -61,6 +66,11 @@ class PendingWords:
         for extra in pending[: max(0, len(pending) - max_fragments)]:
             extra.superseded = True
             _log_dropped(extra, "max_fragments reached")
+
+    def add(self, fragment: Fragment) -> None:
+        """Keep ``fragment``; drop (and log) the oldest beyond the bounds."""
+        self._fragments.append(fragment)
+        self._bound()
 
     def expire(self, now: float) -> None:
         """Drop (and log) the undelivered fragments older than ``max_age_s`` at ``now``."""

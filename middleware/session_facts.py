@@ -6,7 +6,9 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession, stt, utils
 
-__all__ = ["livekit_turn_delay", "session_recognizer"]
+from resilient_agent import MiddlewareContext
+
+__all__ = ["handoff_under_way", "livekit_turn_delay", "session_recognizer"]
 
 
 def session_recognizer(agent: Agent, session: AgentSession[Any]) -> stt.STT[Any] | None:
@@ -29,3 +31,16 @@ def livekit_turn_delay(session: AgentSession[Any]) -> float:
     uses_model = detection is not None and not isinstance(detection, str)
     delay = endpointing.get("max_delay", 3.0) if uses_model else endpointing.get("min_delay", 0.5)
     return float(delay)
+
+
+def handoff_under_way(ctx: MiddlewareContext) -> bool:
+    """Whether livekit is handing the session to another agent (its activity drains).
+
+    ``session.update_agent`` (and an awaited ``AgentTask``) makes the next agent current at
+    once, while the context's agent stays the draining one until livekit switches activities
+    (its ``agent_handoff`` item). Meanwhile livekit refuses to schedule a reply.
+    """
+    try:
+        return ctx.session.current_agent is not ctx.agent
+    except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
+        return False

@@ -22,7 +22,7 @@ from typing import Any
 from livekit.agents import APIError, stt, utils
 from livekit.agents.voice import events as lk_events
 
-from resilient_agent import Middleware, MiddlewareContext, get_logger
+from resilient_agent import CloseReason, Middleware, MiddlewareContext, get_logger
 from resilient_agent.options import OptionChecker
 
 from .turn_keeper import TurnKeeper
@@ -61,7 +61,7 @@ class SttRecovery(Middleware):
         self.restarts = 0
         ctx.session.on("error", self._on_error)
 
-    async def aclose(self) -> None:
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Stop listening."""
         if self._pending is not None:
             self._pending.cancel()

@@ -31,6 +31,7 @@ the next agent's in :mod:`.handover`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from livekit.agents import StopResponse, stt
@@ -38,6 +39,7 @@ from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
     DEFAULT_HOOK_BUDGET_S,
+    CloseReason,
     InferenceNext,
     InferenceRequest,
     InterruptDecision,
@@ -51,9 +53,8 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
-from . import handover
 from .dropped_turns import DroppedTurnAnswerer
-from .handover import Fragment, TapFeed, feed_tap
+from .handover import CARRY_KEY, CarriedWords, Fragment, unanswered_messages
 from .inference_merge import InferenceMerger
 from .pending_words import PendingWords
 from .session_facts import session_recognizer
@@ -133,11 +134,11 @@ class TurnKeeper(Middleware):
         self._answerer = DroppedTurnAnswerer(self, self._words)
         self._inferences = InferenceMerger(self, self._words)
         self._tap: WithheldAudioTap | None = None
-        self._feed: TapFeed | None = None
+        self._release_input: Callable[[], None] | None = None
         self._speech_started_at: float | None = None
+        self._claimed_window = False
         self._recoveries: set[asyncio.Task[None]] = set()
         self._ctx: MiddlewareContext | None = None
-        self._session_ended = False
         # a deferred interrupt: RoomIO's text input (and livekit's DTMF workflow) interrupts, then
         # asks for a reply to its input; the next inference is that reply
         self._input_reply_expected = False
@@ -146,42 +147,54 @@ class TurnKeeper(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Tap the caller's audio, take over words a previous agent left, answer dropped turns."""
         self._ctx = ctx
-        self._session_ended = False
-        carried = handover.take(ctx.session)
-        if carried is not None and carried.feed is not None and self.recover_withheld_audio:
-            # the previous agent's tap goes on, with the audio of the handoff in it
-            self._tap, self._feed = carried.tap, carried.feed
-        elif self.recover_withheld_audio:
-            tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
-            if ctx.observe_audio(tap.on_frame):
-                self._tap = tap
+        carried: CarriedWords | None = ctx.take(CARRY_KEY)
+        if carried is not None and carried.tap is not None and self.recover_withheld_audio:
+            # the previous keeper's tap goes on (still observed), with the handoff's audio in it
+            self._tap = carried.tap
+        else:
+            if carried is not None and carried.tap is not None:
+                ctx.stop_observing_audio(carried.tap.on_frame)
+            if self.recover_withheld_audio:
+                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
+                if ctx.observe_audio(tap.on_frame):
+                    self._tap = tap
         if carried is not None:
             self._take_over(ctx, carried)
+        if self.merge and self.keep_text_input:
+            # text livekit refuses while a handoff drains becomes words to answer
+            self._release_input = ctx.hold_input_through_handoff(self._keep_refused_text)
         if self.merge:
             self._answerer.start(ctx)
 
-    async def aclose(self) -> None:
-        """Stop, and log words that never reached the LLM."""
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
+        """Stop; on a handoff, carry the words to the next keeper, else log those never heard."""
         await self._answerer.stop()
+        release, self._release_input = self._release_input, None
+        if release is not None:
+            release()
         if self._recoveries:
             # words being recovered are handed on too; a recovery is bounded in time
             await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
         for task in list(self._recoveries):
             task.cancel()
         lost = self._words.undelivered()
-        ctx = self._ctx
-        if ctx is not None and not self._session_ended:
-            # a handoff: the next agent in this session answers the words, and recovers those
-            # of a speech window still open from the audio kept until it starts (livekit may
-            # play a protected speech to its end first, withholding the caller's words)
-            feed = None if self._tap is None else feed_tap(ctx.session, self._tap, self._feed)
-            left = handover.Handover(ctx.session, lost, self._tap, feed, self._speech_started_at)
-            if self.merge and self.keep_text_input:
-                left.hold_input(ctx)  # text typed during the handoff goes to the next agent
-            handover.leave(ctx.session, left)
+        if reason == "handoff":
+            # the next keeper answers the words, and recovers those of a speech window still
+            # open from the tap, which goes on being fed until it takes it
+            carried = CarriedWords(lost, self._tap, self._speech_started_at)
+            tap = self._tap
+
+            def dropped(words: CarriedWords) -> None:
+                if tap is not None:
+                    ctx.stop_observing_audio(tap.on_frame)
+                words.dropped()
+
+            ctx.carry(CARRY_KEY, carried, on_untaken=dropped)
             if lost:
                 logger.info("user_words_carried_over", fragments=len(lost))
             return
+        if self._tap is not None:
+            ctx.stop_observing_audio(self._tap.on_frame)
         if lost:
             logger.warning(
                 "user_words_lost",
@@ -190,28 +203,28 @@ class TurnKeeper(Middleware):
                 why="the session ended before they could be answered",
             )
 
-    def _take_over(self, ctx: MiddlewareContext, carried: handover.Handover) -> None:
-        """Take the words, audio and speech windows the previous agent left."""
+    def _take_over(self, ctx: MiddlewareContext, carried: CarriedWords) -> None:
+        """Take the words, and the open speech window, the previous keeper left."""
         # the previous agent's activity is gone, and its turn with it: livekit cannot answer
         # these words any more, so they are answered as soon as nothing blocks a reply
         for fragment in carried.fragments:
             self._words.add(fragment)
-        if carried.last_heard_at is not None:
+        if carried.fragments:
             # words heard as the next activity started may still become its turn: livekit first
-            self._answerer.note_activity(carried.last_heard_at)
-        if self._tap is not None and carried.tap is not None and self._tap is not carried.tap:
-            self._tap.take_over(carried.tap)
-        for window in carried.windows:
-            if window.end is None and ctx.session.user_state == "speaking":
-                self._speech_started_at = window.start
-            else:
-                # the caller spoke while no agent was listening: no livekit turn holds the words
-                end = window.end if window.end is not None else _now()
-                self._close_speech_window(ctx, window.start, end, livekit_may_answer=False)
+            self._answerer.note_activity(max(f.heard_at for f in carried.fragments))
+        start = carried.open_window_start
+        if start is not None and ctx.state.user_state == "speaking":
+            self._speech_started_at = start
+        elif start is not None:
+            # the caller stopped while no keeper followed the session: no livekit turn holds
+            # the words, which are recovered from the tap
+            self._close_speech_window(ctx, start, _now(), livekit_may_answer=False)
 
-    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
-        """The session is over: pending words can no longer be carried to another agent."""
-        self._session_ended = True
+    def _keep_refused_text(self, text: str) -> None:
+        self._words.add(Fragment(text, _now(), modality="text"))
+        if self._speech_started_at is not None:
+            self._claimed_window = True  # typed while the caller speaks: see on_user_state
+        self._answerer.wake()
 
     # -- what the caller said ------------------------------------------------------------------
     async def on_user_state(
@@ -220,8 +233,19 @@ class TurnKeeper(Middleware):
         """Track speech windows; recover a window that livekit withheld from the STT."""
         now = _now()
         if ev.new_state == "speaking":
+            if self._speech_started_at is not None:
+                # a window typed input's turn claim left open: the caller's voice in it ended
+                # unseen (livekit reports no change of state within a claimed turn)
+                self._close_speech_window(
+                    ctx, self._speech_started_at, now, livekit_may_answer=False
+                )
+            self._claimed_window = False
             self._speech_started_at = now
             self._answerer.note_caller_speaking(ctx)
+        elif ev.old_state == "speaking" and self._claimed_window:
+            # RoomIO's text callback ended its claim on the turn: "listening" then says nothing
+            # of the caller, whose voice the VAD may still hear
+            self._claimed_window = False
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
@@ -260,6 +284,16 @@ class TurnKeeper(Middleware):
         item = ev.item
         if item.type == "message" and item.role == "user":
             self._words.deliver_said(normalized(item.text_content or ""))
+        elif item.type == "agent_handoff" and self.merge:
+            # messages the leaving agent took in and never answered, which the next agent's
+            # own context does not hold: they are answered like any undelivered words
+            carried = unanswered_messages(
+                ctx.previous_agent, ctx.agent.chat_ctx, self._words.undelivered()
+            )
+            if carried:
+                logger.info("unanswered_user_messages_carried_over", messages=len(carried))
+                self._words.add_earlier(carried)
+            self._answerer.wake()  # the handoff is over: pending words may be answered now
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""

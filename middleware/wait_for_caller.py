@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,6 +42,7 @@ from livekit.agents.voice.io import AudioOutput
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
+    CloseReason,
     Middleware,
     MiddlewareContext,
     ResumeDecision,
@@ -149,9 +149,7 @@ class WaitForCaller(Middleware):
         self._protected_start: tuple[SpeechHandle, float] | None = None
         # the speech whose audio began and has not finished playing
         self._playing: SpeechHandle | None = None
-        self._session_ended = False
         # a hold kept through a handoff, until the caller stops
-        self._handed_over: asyncio.Task[None] | None = None
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
         """The tools ``tools`` names."""
@@ -181,11 +179,11 @@ class WaitForCaller(Middleware):
             self._meter.track_floor(_FLOOR_RMS)
         self._attach(ctx)
 
-    async def aclose(self) -> None:
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Release a speech still held and stop watching the output.
 
-        On a handoff the session goes on: a speech held for a caller still speaking stays held
-        until they stop (within its bound), or it would resume over them.
+        On a handoff the leaving agent's activity has already drained (a speech held for the
+        caller stayed held through it, this chain still running), so nothing is held any more.
         """
         hold = self._hold
         if hold is not None:
@@ -193,88 +191,13 @@ class WaitForCaller(Middleware):
                 hold.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await hold.task
-            if self._ctx is not None and not self._session_ended:
-                self._handed_over = asyncio.get_running_loop().create_task(
-                    self._hold_through_handoff(self._ctx, hold),
-                    name="resilient_agent.wait_for_caller.handoff",
-                )
-            else:
-                self._release(hold, "session_ended")
+            self._release(hold, "session_ended" if reason == "session_end" else "handed_over")
         await self._words.aclose()
         if self._output is not None:
             self._output.off("playback_started", self._playback_started)
             self._output.off("playback_finished", self._playback_finished)
             self._output = None
 
-    async def _hold_through_handoff(self, ctx: MiddlewareContext, hold: _Hold) -> None:
-        """Keep holding across a handoff, watching livekit's own ``user_state``.
-
-        A caller who pauses just past the VAD's silence and goes on speaking is reported
-        speaking again a moment after the speech resumed: it is held again, as in the agent.
-        The agent's audio observer is gone: a caller still saying words at the bound is heard
-        through a feed of its own (:meth:`.CallerWords.feed_from`).
-        """
-        session = ctx.session
-        changed = asyncio.Event()
-
-        def on_user_state(_ev: object) -> None:
-            changed.set()
-
-        def on_transcript(ev: lk_events.UserInputTranscribedEvent) -> None:
-            if not stt_is_withheld(session):  # as in on_user_transcript
-                self._words.heard(ev.transcript, _now())
-
-        session.on("user_state_changed", on_user_state)
-        session.on("user_input_transcribed", on_transcript)
-        try:
-            while True:
-                deadline = hold.started_at + hold.wait_s
-                while session.user_state == "speaking" and not hold.handle.done():
-                    remaining = deadline - _now()
-                    if remaining > 0:
-                        listen_in = self._listen_ahead(
-                            ctx, hold, remaining, partial(self._words.feed_from, session)
-                        )
-                        timeout = min(remaining, listen_in) if listen_in > 0 else remaining
-                    elif self._still_saying_words(ctx, hold):
-                        timeout = _LOOK_AGAIN_S
-                    else:
-                        break
-                    changed.clear()
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(changed.wait(), timeout=timeout)
-                speaking = session.user_state == "speaking"
-                self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
-                if speaking or hold.handle.done():
-                    return
-                changed.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(changed.wait(), timeout=SIMULTANEOUS_START_S)
-                if session.user_state != "speaking" or hold.handle.done():
-                    return
-                hold.output.pause()
-                hold = dataclasses.replace(
-                    hold, started_at=_now(), on="start", released=False, extended=False
-                )
-                self._words.forget()
-                details = {"speech_id": hold.handle.id, "tool": hold.tool, "on": "start"}
-                ctx.race_detected(self, RACE, details={**details, "held": True})
-        finally:
-            session.off("user_state_changed", on_user_state)
-            session.off("user_input_transcribed", on_transcript)
-            speaking = session.user_state == "speaking"
-            self._release(hold, "spoke_at_bound" if speaking else "caller_stopped")
-            await self._words.aclose()
-            self._words.unfeed(session)
-
-    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
-        """The session is over: nothing held outlives it."""
-        self._session_ended = True
-        handed_over = self._handed_over
-        if handed_over is not None and not handed_over.done():
-            handed_over.cancel()
-
-    # -- notify --------------------------------------------------------------------------------
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """Follow the session's audio output if the app replaced it."""
         self._attach(ctx)

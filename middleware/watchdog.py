@@ -26,8 +26,9 @@ Recovery escalates, and each step is logged and reported as a ``race_handled`` e
 Every recovery counts against ``max_recoveries`` per kind, so a broken component cannot make the
 watchdog loop.
 
-A handoff does not pause the watch on the caller's turn: while livekit drains the leaving agent
-(see :mod:`.drain_watch`), a stuck turn is still found and recovered.
+A handoff does not pause the watch on the caller's turn: the session's runtime keeps the leaving
+agent's chain running while livekit drains its activity, so a stuck turn is still found and
+recovered (the VAD is restarted on the draining agent).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import (
+    CloseReason,
     Middleware,
     MiddlewareContext,
     SpeechInfo,
@@ -50,12 +52,14 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
-from . import drain_watch
 from .audio_level import AudioLevelMeter
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
+
+# How long a handoff lets a recovery under way finish (inside aclose's 5 s budget).
+_FINISH_RECOVERY_S = 4.0
 
 logger = get_logger("middleware.watchdog")
 
@@ -156,18 +160,17 @@ class Watchdog(Middleware):
         self._reported: dict[tuple[StallKind, str], None] = {}
         self._gave_up: set[StallKind] = set()
         self._task: asyncio.Task[None] | None = None
+        self._recovering = False
+        self._closing = False
         self._next_look: asyncio.TimerHandle | None = None
         self._at_risk = asyncio.Event()
         self._ctx: MiddlewareContext | None = None
-        self._session_ended = False
         self.recovery_log: list[dict[str, Any]] = []
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Meter the caller's audio, count playout reports and start watching."""
-        # the drain's watch is over once the next agent starts (the same instance may be its)
-        drain_watch.take(ctx.session)
         self._ctx = ctx
-        self._session_ended = False
+        self._recovering = self._closing = False
         self._at_risk = asyncio.Event()
         # the session's one meter, shared with every middleware that reads the line's level
         self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
@@ -177,8 +180,16 @@ class Watchdog(Middleware):
             self._watch(ctx), name="resilient_agent.watchdog"
         )
 
-    async def aclose(self) -> None:
-        """Stop watching; in a handoff, watch the caller's turn on until the next agent starts."""
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
+        """Stop watching (the next agent's Watchdog watches from its setup on).
+
+        On a handoff a recovery under way finishes first (it is bounded, and judges its steps
+        by the caller's state), is reported, and then the watch ends.
+        """
+        task = self._task
+        if reason == "handoff" and self._recovering and task is not None:
+            self._closing = True
+            await asyncio.wait({task}, timeout=_FINISH_RECOVERY_S)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -186,19 +197,7 @@ class Watchdog(Middleware):
         if self._ledger is not None:
             self._ledger.detach()
             self._ledger = None
-        ctx, self._ctx = self._ctx, None
-        if ctx is not None and not self._session_ended and _handing_over(ctx):
-            evidence = self._evidence
-
-            async def recover(drain_ctx: MiddlewareContext, stall: Stall) -> None:
-                await self._handle(drain_ctx, stall, evidence)
-
-            watch = drain_watch.DrainWatch(ctx, evidence, recover, self.check_every_s)
-            drain_watch.leave(ctx.session, watch)
-
-    async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
-        """The session is over: there is no handoff to watch through."""
-        self._session_ended = True
+        self._ctx = None
 
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
@@ -266,7 +265,13 @@ class Watchdog(Middleware):
                 self._stop_looking()
             wait = look.wait
             if look.stall is not None:
-                await self._handle(ctx, look.stall)
+                self._recovering = True
+                try:
+                    await self._handle(ctx, look.stall)
+                finally:
+                    self._recovering = False
+                if self._closing:
+                    return  # a handoff waited for this recovery: the next Watchdog goes on
                 wait = self._next_wait(ctx, look.at, look.leave_untranscribed)
 
     def _look(self, ctx: MiddlewareContext, found: asyncio.Future[_Look]) -> None:
@@ -444,14 +449,6 @@ class Watchdog(Middleware):
 def _now() -> float:
     # loop time: the clock the shared audio observer stamps frames with
     return asyncio.get_running_loop().time()
-
-
-def _handing_over(ctx: MiddlewareContext) -> bool:
-    """Whether the agent exits for another one (livekit makes the next agent current first)."""
-    try:
-        return ctx.session.current_agent is not ctx.agent
-    except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
-        return False
 
 
 def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:

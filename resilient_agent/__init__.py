@@ -40,7 +40,8 @@ from .requests import (
 )
 from .spec import MiddlewareSpec
 from .speech_gates import interrupt_queued_speeches
-from .state import ConversationState, MiddlewareContext
+from .state import CloseReason, ConversationState, MiddlewareContext
+from .supervision import unsupervised
 from .tools import current_tool, release_tool_call
 from .versions import has_capability
 
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_HOOK_BUDGET_S",
     "HOOKS",
     "CallReport",
+    "CloseReason",
     "ConversationState",
     "InferenceNext",
     "InferenceRequest",
@@ -92,4 +94,5 @@ __all__ = [
     "interrupt_queued_speeches",
     "prewarm_plugins",
     "release_tool_call",
+    "unsupervised",
 ]

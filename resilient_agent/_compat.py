@@ -165,6 +165,31 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[RunContext.disallow_interruptions]",
     ),
     Reliance(
+        "Agent.on_enter() / Agent.on_exit() -> None, called by attribute on the agent",
+        "resilient_agent.supervision",
+        "livekit changed Agent.on_enter's signature (or no longer calls it by attribute)",
+        "test_intercepted_methods_keep_their_signatures[Agent.on_enter]",
+    ),
+    Reliance(
+        "Agent.on_exit() -> None, called by attribute on the agent",
+        "resilient_agent.supervision",
+        "livekit changed Agent.on_exit's signature",
+        "test_intercepted_methods_keep_their_signatures[Agent.on_exit]",
+    ),
+    Reliance(
+        "Agent.on_user_turn_completed(turn_ctx, new_message), called by attribute",
+        "resilient_agent.supervision",
+        "livekit changed Agent.on_user_turn_completed's signature",
+        "test_intercepted_methods_keep_their_signatures[Agent.on_user_turn_completed]",
+    ),
+    Reliance(
+        "Agent.llm_node(chat_ctx, tools, model_settings); livekit executes the tools the node "
+        "leaves in its list",
+        "resilient_agent.supervision",
+        "livekit changed Agent.llm_node's signature",
+        "test_intercepted_methods_keep_their_signatures[Agent.llm_node]",
+    ),
+    Reliance(
         "a non-forced interrupt() raises RuntimeError on a protected speech",
         "resilient_agent.speech_gates (decide_interrupt)",
         "livekit no longer raises when interrupt() meets a protected speech",

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from livekit.agents import Agent, get_job_context, utils
+from livekit.agents import Agent, utils
 from livekit.agents.llm import (
     ChatContext,
     ChatMessage,
@@ -17,19 +17,19 @@ from livekit.agents.llm import (
 
 from . import end_call
 from .boundary import PASS_THROUGH
-from .bridge import SessionBridge, friendly_tool_error
-from .chain import MiddlewareChain
-from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
+from .chain_run import ChainRun
+from .events import MiddlewareErrorEvent, ResilientEventTypes
 from .hooks import Middleware
 from .live import MiddlewareView, SessionInstances
 from .log import get_logger
 from .options import OptionChecker
 from .plugins import load_plugins
-from .report import CallReport, CallReporter
-from .requests import InferenceRequest, ToolCall, UserTurn
+from .report import CallReport
+from .requests import ToolCall
+from .runtime import CORE, SessionRuntime
 from .spec import MiddlewareSpec, middleware_entries
-from .state import Named, name_of
-from .tool_names import fix_for, known_tool_names, unknown_tools
+from .tool_calls import friendly_tool_error
+from .tool_names import known_tool_names, unknown_tools
 from .tools import class_tools, wrap_tool, wrap_toolset
 from .versions import warn_if_untested_livekit
 
@@ -38,38 +38,6 @@ __all__ = ["ResilientAgent", "default_middleware"]
 MiddlewareEntry = Middleware | MiddlewareSpec
 
 logger = get_logger("agent")
-
-# the agent's own steps are reported under this name
-_CORE = "ResilientAgent"
-
-
-def _session_fields(call_id: str) -> dict[str, str]:
-    """The ids every record of this session carries (room and job when a job runs).
-
-    Raises:
-        Exception: The job context is a stand-in without ``job``/``room``; the caller reports
-            it and logs with the call id alone.
-    """
-    fields = {"call_id": call_id}
-    try:
-        job = get_job_context()
-    except RuntimeError:
-        return fields
-    fields["job_id"] = job.job.id
-    fields["room"] = job.room.name or job.job.room.name
-    return fields
-
-
-def _is_closing(agent: Agent) -> bool:
-    """Whether the agent exits because its session closes (not because of a handoff).
-
-    livekit makes the next agent current before the old one's ``on_exit`` runs in a handoff; a
-    closing session leaves the exiting agent current.
-    """
-    try:
-        return agent.session.current_agent is agent
-    except RuntimeError:
-        return True
 
 
 def _checked_tool_error_message(message: object) -> str | None:
@@ -155,10 +123,8 @@ class ResilientAgent(Agent):
             OptionChecker("ResilientAgent").sequence("plugins", plugins, fix="pass a list of names")
         entries.extend(load_plugins(plugins))
         self._instances = SessionInstances(entries)
-        self._bridge: SessionBridge | None = None
-        self._last_chain: MiddlewareChain | None = None
-        self._reporter: CallReporter | None = None
-        self._log = logger
+        self._runtime: SessionRuntime | None = None
+        self._chain_run: ChainRun | None = None
         self.events: utils.EventEmitter[ResilientEventTypes] = utils.EventEmitter()
         # instance attributes shadow the class tools, so livekit's discovery finds the wrappers
         for attr, tool in class_tools(type(self)):
@@ -184,11 +150,14 @@ class ResilientAgent(Agent):
         During a session, the instances running in it; after one, the last session's; before
         the first, the instances it will run (see :mod:`resilient_agent.live`).
         """
-        if self._bridge is not None:
-            return MiddlewareView(self._bridge.chain.middleware)
-        if self._last_chain is not None:
-            return MiddlewareView(self._last_chain.middleware)
+        if self._chain_run is not None:
+            return MiddlewareView(self._chain_run.chain.middleware)
         return MiddlewareView(self._instances.prototype.middleware)
+
+    @property
+    def middleware_instances(self) -> SessionInstances:
+        """The agent's middleware recipes (the session's runtime builds each chain from them)."""
+        return self._instances
 
     async def update_tools(self, tools: list[Tool | Toolset]) -> None:
         """Like ``Agent.update_tools``; new function tools run through the chain too."""
@@ -197,110 +166,71 @@ class ResilientAgent(Agent):
     def _wrap(self, tool: Tool | Toolset) -> Tool | Toolset:
         return wrap_toolset(tool, self._run_tool)
 
-    def _emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
-        """The one place our events are counted and logged, then emitted."""
-        if self._reporter is not None:
-            self._reporter.record(event)
-        # one structured record per race, action and failure, beside the event on our emitter
-        fields = event.model_dump(exclude={"type", "created_at"})
-        if isinstance(event, MiddlewareErrorEvent):
-            self._log.error(event.type, exc_info=exc, **fields)
-        elif isinstance(event, UnknownToolEvent):
-            self._log.warning(event.type, fix=fix_for(event), **fields)
-        else:
-            self._log.info(event.type, **fields)
-        self.events.emit(event.type, event)
-
-    def _on_hook_error(
-        self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
-    ) -> None:
-        event = MiddlewareErrorEvent(
-            middleware=name_of(mw), hook=hook, error=repr(exc), action=action
-        )
-        self._emit(event, exc=exc)
+    def attach_runtime(self, runtime: SessionRuntime) -> None:
+        """Called by the session's runtime as livekit hands the session to this agent."""
+        self._runtime = runtime
 
     @property
     def call_report(self) -> CallReport | None:
         """What the chain saw and did in the current (or last) session, None before one."""
-        return self._reporter.report() if self._reporter is not None else None
+        return self._runtime.report() if self._runtime is not None else None
 
     async def _enter(self) -> None:
-        """Install the chain, then run the app's ``on_enter``; a failing piece costs itself only."""
+        """Join the session's runtime, then run the app's ``on_enter``; a fault costs itself."""
         try:
-            await self._start_session()
+            await self._join_session()
         except Exception as exc:
             # the agent runs as a plain Agent this session; said once, by name
-            self._bridge = None
-            self._on_hook_error(_CORE, "enter", exc, "ran_without_middleware")
+            self._runtime_failed(exc)
         await self._app_on_enter()
 
-    async def _start_session(self) -> None:
-        self._reporter = CallReporter(utils.shortuuid("call_"))
-        self._log = logger.bind(call_id=self._reporter.call_id)
-        try:
-            self._log = logger.bind(**_session_fields(self._reporter.call_id))
-        except Exception as exc:
-            self._on_hook_error(_CORE, "log_fields", exc, "logged_with_call_id_only")
-        chain = self._instances.for_session(self._on_hook_error)
-        bridge = SessionBridge(chain, self.session, self, self._emit)
-        bridge.on_stopped = self._session_stopped
-        self._bridge = bridge
-        await bridge.start()
+    async def _join_session(self) -> None:
+        runtime = self._runtime
+        if runtime is None or runtime.session is not self.session or runtime.stop_started:
+            # the first ResilientAgent of this session (or of a new one) starts the runtime
+            runtime = SessionRuntime(self.session, self)
+            self._runtime = runtime
+            runtime.start()
+        self._chain_run = await runtime.activate(self)
         try:
             known = known_tool_names([*self.session.tools, *self.tools])
-            for event in unknown_tools(bridge.chain.middleware, known, self._on_hook_error):
-                self._emit(event)
+            for event in unknown_tools(
+                self._chain_run.chain.middleware, known, runtime.report_error
+            ):
+                runtime.emit(event)
         except Exception as exc:
-            self._on_hook_error(_CORE, "unknown_tools", exc, "skipped_tool_name_check")
+            runtime.report_error(CORE, "unknown_tools", exc, "skipped_tool_name_check")
 
-    def _session_stopped(self, bridge: SessionBridge) -> None:
-        if self._bridge is bridge:
-            self._bridge = None
-        self._last_chain = bridge.chain
-        self._instances.release()
-        if self._reporter is not None:
-            summary = self._reporter.report()
-            self._log.info("call_summary", **summary.model_dump(exclude={"type"}))
+    def _runtime_failed(self, exc: Exception) -> None:
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            runtime.report_error(CORE, "enter", exc, "ran_without_middleware")
+            return
+        event = MiddlewareErrorEvent(
+            middleware=CORE, hook="enter", error=repr(exc), action="ran_without_middleware"
+        )
+        logger.error(event.type, exc_info=exc, **event.model_dump(exclude={"type", "created_at"}))
+        self.events.emit(event.type, event)
 
     async def _exit(self) -> None:
-        try:
-            await self._app_on_exit()
-        finally:
-            bridge = self._bridge
-            if bridge is not None:
-                if _is_closing(self):
-                    # on_session_end runs on livekit's close event, which comes after on_exit
-                    bridge.stop_after_close()
-                else:
-                    self._bridge = None
-                    await bridge.stop()
+        runtime = self._runtime
+        if runtime is not None:
+            # before the app's on_exit: typed input during it is kept through the handoff
+            runtime.agent_exiting(self)
+        await self._app_on_exit()
 
     async def _user_turn_completed(self, turn_ctx: ChatContext, new_message: ChatMessage) -> None:
-        bridge = self._bridge
-        if bridge is None or not bridge.ready or not bridge.chain.handles("wrap_user_turn"):
+        runtime = self._runtime
+        if runtime is None:
             await self._app_on_user_turn_completed(turn_ctx, new_message)
             return
-        original_text = new_message.text_content or ""
-
-        async def run_app_hook(turn: UserTurn) -> None:
-            if turn.text != original_text:
-                new_message.content = [turn.text]
-            await self._app_on_user_turn_completed(turn.turn_ctx, new_message)
-
-        turn = UserTurn(text=original_text, message=new_message, turn_ctx=turn_ctx)
-        await bridge.chain.wrap_user_turn(bridge.ctx, turn, run_app_hook)
+        await runtime.user_turn(self._app_on_user_turn_completed, turn_ctx, new_message)
 
     def _llm_node(self, chat_ctx: ChatContext, tools: list[Any], model_settings: Any) -> Any:
-        bridge = self._bridge
-        if bridge is None or not bridge.ready or not bridge.chain.handles("wrap_llm_request"):
+        runtime = self._runtime
+        if runtime is None:
             return self._app_llm_node(chat_ctx, tools, model_settings)
-
-        async def run_app_node(request: InferenceRequest) -> Any:
-            # livekit awaits a coroutine result, then streams whatever the app's node returned
-            return self._app_llm_node(request.chat_ctx, request.tools, request.model_settings)
-
-        request = InferenceRequest(chat_ctx=chat_ctx, tools=tools, model_settings=model_settings)
-        return bridge.chain.wrap_llm_request(bridge.ctx, request, run_app_node)
+        return runtime.inference(self._app_llm_node, chat_ctx, tools, model_settings)
 
     def hang_up_after_farewell(
         self,
@@ -334,24 +264,23 @@ class ResilientAgent(Agent):
             farewell = check.text("farewell", farewell)
         delete_room = check.flag("delete_room", delete_room)
         allow_interruptions = check.flag("allow_interruptions", allow_interruptions)
-        bridge = self._bridge
-        if bridge is None:
+        runtime = self._runtime
+        if runtime is None or runtime.stop_started:
             raise RuntimeError(
                 "hang_up_after_farewell() needs the agent to be running in a session"
             )
         speech = None
         if farewell is not None:
             handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
-            speech = bridge.state.speeches.get(handle.id)
-        return end_call.hang_up_after_farewell(
-            self.session, bridge.shutdown_gate, speech, delete_room=delete_room
-        )
+            speech = runtime.state.speeches.get(handle.id)
+        gate = runtime.run.shutdown_gate if runtime.run is not None else None
+        return end_call.hang_up_after_farewell(self.session, gate, speech, delete_room=delete_room)
 
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         try:
-            if self._bridge is None or not self._bridge.ready:
+            if self._runtime is None:
                 return await run_body(call)
-            return await self._bridge.run_tool(call, run_body)
+            return await self._runtime.run_tool(call, run_body)
         except PASS_THROUGH:
             raise
         except Exception as exc:

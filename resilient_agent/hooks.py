@@ -34,7 +34,7 @@ from .requests import (
     ToolOutcome,
     UserTurn,
 )
-from .state import MiddlewareContext
+from .state import CloseReason, MiddlewareContext
 
 __all__ = [
     "HOOKS",
@@ -92,8 +92,17 @@ class Middleware:
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Prepare for a session; raise ``MiddlewareNotUsed`` to sit this session out."""
 
-    async def aclose(self) -> None:
-        """Release what ``setup`` acquired; runs in reverse order when the session ends."""
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
+        """Release what ``setup`` acquired; the chain closes in reverse order.
+
+        Args:
+            ctx: The session's context; on a handoff, :meth:`MiddlewareContext.carry` leaves
+                state for the next chain's ``setup`` to :meth:`MiddlewareContext.take`.
+            reason: ``"handoff"`` (the next ``ResilientAgent`` of the session entered: the
+                call goes on) or ``"session_end"``.
+
+        An ``aclose(self)`` without arguments (the first form of this hook) is still called.
+        """
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
         """The tool names this middleware's options mention, by option (none by default).

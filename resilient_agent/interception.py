@@ -36,10 +36,11 @@ class Interception:
     """One livekit attribute the library shadows.
 
     Attributes:
-        target: ``AgentSession``, ``JobContext`` or ``RunContext``.
+        target: ``AgentSession``, ``JobContext``, ``RunContext`` or ``Agent`` (a plain agent
+            or workflow task the session's runtime supervises).
         attribute: The method's name.
         owner: The module whose shadow replaces it.
-        hook: The chain hook the shadow asks.
+        hook: The chain hooks the shadow asks (comma-separated).
         why: Why no public hook does it.
     """
 
@@ -102,6 +103,39 @@ INTERCEPTIONS: dict[str, Interception] = {
             "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
             "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
             "and livekit's error is raised unchanged",
+        ),
+        Interception(
+            "Agent",
+            "on_enter",
+            "resilient_agent.supervision",
+            "decide_interrupt",
+            "a plain Agent or workflow task the call is handed to (not rebased on "
+            "ResilientAgent): its start ends the handoff the session's runtime followed",
+        ),
+        Interception(
+            "Agent",
+            "on_exit",
+            "resilient_agent.supervision",
+            "decide_interrupt, decide_shutdown",
+            "a plain Agent or workflow task leaving: a handoff begins (typed input is kept "
+            "through it) or the session closes (hung tools are bounded)",
+        ),
+        Interception(
+            "Agent",
+            "on_user_turn_completed",
+            "resilient_agent.supervision",
+            "wrap_user_turn",
+            "a plain Agent or workflow task's user turns go through the chain that handed "
+            "control to it; livekit calls the hook by attribute, and has no session-level one",
+        ),
+        Interception(
+            "Agent",
+            "llm_node",
+            "resilient_agent.supervision",
+            "wrap_llm_request, wrap_tool_call",
+            "a plain Agent or workflow task's inferences go through the chain, and its own "
+            "function tools are run through wrap_tool_call (livekit executes the tools the node "
+            "hands back)",
         ),
         Interception(
             "RunContext",

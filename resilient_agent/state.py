@@ -5,18 +5,24 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from livekit.agents import AgentSession
 
 from .audio_observer import FrameCallback
+from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 from .requests import SpeechInfo, ToolCall
 
 if TYPE_CHECKING:
     from livekit.agents import Agent
 
-__all__ = ["ConversationState", "MiddlewareContext"]
+__all__ = ["CloseReason", "ConversationState", "MiddlewareContext"]
+
+_T = TypeVar("_T")
+
+CloseReason = Literal["handoff", "session_end"]
+"""Why a chain closes: the next ``ResilientAgent`` of the session entered, or the session ended."""
 
 UserState = Literal["speaking", "listening", "away"]
 AgentState = Literal["initializing", "idle", "listening", "thinking", "speaking"]
@@ -70,9 +76,13 @@ def name_of(by: Named | str) -> str:
 class MiddlewareContext:
     """What every hook receives first: the session, the agent, the state and an emitter.
 
+    One context per session: it outlives handoffs, so what it holds (the state, the audio
+    observation, :attr:`carried`, :attr:`objects`) follows the call from agent to agent.
+
     Attributes:
         session: The livekit session.
-        agent: The ``ResilientAgent`` running in it.
+        agent: The agent or task active now, whatever its class (a plain ``Agent`` or one of
+            livekit's workflow tasks is supervised by the chain that handed control to it).
         state: The conversation snapshot.
         emit: Emits one of our events on the agent's emitter (prefer :meth:`race_detected`
             and :meth:`race_handled`).
@@ -84,6 +94,9 @@ class MiddlewareContext:
             the returned release is called, typed input survives livekit's handoff (see
             :mod:`resilient_agent.handoff_gates`) and the callback gets the text of each user
             input livekit refused to answer meanwhile.
+        previous_agent: The agent or task that was active before :attr:`agent`, if any.
+        carried: State a closing chain leaves its successor (:meth:`carry`, :meth:`take`).
+        objects: Objects the session's middleware share (:meth:`shared`).
     """
 
     session: AgentSession[Any]
@@ -95,6 +108,28 @@ class MiddlewareContext:
     hold_input_through_handoff: Callable[[Callable[[str], None]], Callable[[], None]] = (
         lambda _keep: lambda: None
     )
+    previous_agent: Agent | None = None
+    carried: Carried = field(default_factory=Carried)
+    objects: SessionObjects = field(default_factory=SessionObjects)
+
+    def carry(self, key: str, value: Any, on_untaken: Callable[[Any], None] | None = None) -> None:
+        """In ``aclose(ctx, "handoff")``: leave ``value`` for the next chain's ``setup``.
+
+        Args:
+            key: Usually the middleware's name.
+            value: What the successor takes with :meth:`take`.
+            on_untaken: Called with ``value`` when nobody takes it (the next chain lacks that
+                middleware, or the session ends first), to release it and log what it drops.
+        """
+        self.carried.carry(key, value, on_untaken)
+
+    def take(self, key: str) -> Any | None:
+        """In ``setup``: what the previous chain of this session left under ``key``, once."""
+        return self.carried.take(key)
+
+    def shared(self, key: str, build: Callable[[], _T | None]) -> _T | None:
+        """The session's one object under ``key`` (built by ``build`` on first use)."""
+        return self.objects.get_or_build(key, build)
 
     def race_detected(
         self,

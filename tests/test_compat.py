@@ -49,6 +49,20 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     # keyword-only, with user_input among them (the rest differ between 1.8 releases)
     "AgentSession.generate_reply": (AgentSession, []),
     "RunContext.disallow_interruptions": (RunContext, []),
+    "Agent.on_enter": (Agent, []),
+    "Agent.on_exit": (Agent, []),
+    "Agent.on_user_turn_completed": (
+        Agent,
+        [("turn_ctx", inspect.Parameter.empty), ("new_message", inspect.Parameter.empty)],
+    ),
+    "Agent.llm_node": (
+        Agent,
+        [
+            ("chat_ctx", inspect.Parameter.empty),
+            ("tools", inspect.Parameter.empty),
+            ("model_settings", inspect.Parameter.empty),
+        ],
+    ),
 }
 
 

@@ -287,9 +287,9 @@ class _StandInJob:
 
 
 def test_a_stand_in_job_context_costs_the_log_fields_only(monkeypatch: Any) -> None:
-    import resilient_agent.agent as agent_module
+    import resilient_agent.runtime as runtime_module
 
-    monkeypatch.setattr(agent_module, "get_job_context", lambda: _StandInJob())
+    monkeypatch.setattr(runtime_module, "get_job_context", lambda: _StandInJob())
     agent_class, seen = _errors_seen(ResilientAgent)
     with capture_logs() as logs:
         world, outcome = run_scenario(catalog(NOTICE_SCENARIO), agent_class)
@@ -302,12 +302,12 @@ def test_a_stand_in_job_context_costs_the_log_fields_only(monkeypatch: Any) -> N
 
 
 def test_the_app_on_enter_runs_even_when_the_chain_cannot_start(monkeypatch: Any) -> None:
-    from resilient_agent.bridge import SessionBridge
+    from resilient_agent.runtime import SessionRuntime
 
-    async def broken_start(self: SessionBridge) -> None:
-        raise RuntimeError("bridge broken")
+    def broken_start(self: SessionRuntime) -> None:
+        raise RuntimeError("runtime broken")
 
-    monkeypatch.setattr(SessionBridge, "start", broken_start)
+    monkeypatch.setattr(SessionRuntime, "start", broken_start)
     entered: list[bool] = []
 
     def build(base: type[Agent]) -> Agent:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, llm
 from livekit.agents.voice import events as lk_events
-from resilient_agent.middleware.handover import Fragment, Handover
+from resilient_agent.middleware.handover import CARRY_KEY, CarriedWords, Fragment
 
 from resilient_agent import ResilientAgent
 from resilient_agent.handoff_gates import HandoffGates
@@ -157,27 +157,27 @@ def test_release_puts_livekits_methods_back_once() -> None:
 def test_words_no_next_keeper_takes_are_logged_when_the_session_ends() -> None:
     from structlog.testing import capture_logs
 
-    session = _Session(None)
-    releases: list[str] = []
+    from resilient_agent.carry import Carried
 
-    class _Ctx:
-        agent = None
+    carried = Carried()
+    words = CarriedWords(
+        [Fragment("hello there", 0.0), Fragment("a quiet corner", 1.0)], None, None
+    )
+    released: list[CarriedWords] = []
 
-        def hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
-            keep("any quiet corner seats")
-            return lambda: releases.append("released")
+    def dropped(value: CarriedWords) -> None:
+        released.append(value)
+        value.dropped()
 
-    async def call() -> None:
-        handover = Handover(session, [Fragment("hello there", 0.0)], None, None, None)  # type: ignore[arg-type]
-        handover.hold_input(_Ctx())  # type: ignore[arg-type]
-        with capture_logs() as logs:
-            session.emit("close", None)
-        lost = [e for e in logs if e["event"] == "user_words_lost"]
-        assert lost and lost[0]["words"] == 6 and "session ended" in lost[0]["why"]
-
-    asyncio.run(call())
-    assert releases == ["released"]
-    assert session.handlers["close"] == [] and session.handlers["user_state_changed"] == []
+    carried.carry(CARRY_KEY, words, on_untaken=dropped)
+    with capture_logs() as logs:
+        carried.drop_untaken("the session ended")
+    assert released == [words]
+    assert [e["event"] for e in logs] == ["carried_state_not_taken", "user_words_lost"]
+    assert logs[0]["key"] == CARRY_KEY and logs[1]["words"] == 5
+    # taken once, it is gone: nothing is released twice
+    carried.carry(CARRY_KEY, words)
+    assert carried.take(CARRY_KEY) is words and carried.take(CARRY_KEY) is None
 
 
 TALKED_OVER = next(

@@ -19,11 +19,11 @@ from resilient_agent import (
     ToolCall,
     ToolOutcome,
 )
-from resilient_agent.bridge import SessionBridge
 from resilient_agent.chain import MiddlewareChain
 from resilient_agent.lab import agents
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.run import AgentUnderTest, run_lab
+from resilient_agent.runtime import SessionRuntime
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
 
@@ -234,8 +234,10 @@ def test_the_caller_starting_to_speak_overtakes_queued_bookkeeping() -> None:
         from livekit.agents.voice.events import AgentStateChangedEvent, UserStateChangedEvent
 
         session = FakeSession()
-        bridge = SessionBridge(MiddlewareChain([Order()]), session, None, lambda ev: None)  # type: ignore[arg-type]
-        await bridge.start()
+        owner = ResilientAgent(instructions="x", middleware=[])
+        bridge = SessionRuntime(session, owner)  # type: ignore[arg-type]
+        bridge.start()
+        await bridge.activate(owner, MiddlewareChain([Order()]))
         # emitted synchronously in one go, as livekit does from its own task
         session.emit(
             "agent_state_changed", AgentStateChangedEvent(old_state="idle", new_state="thinking")
@@ -274,8 +276,10 @@ def test_a_hook_that_never_returns_does_not_hold_up_the_close() -> None:
 
     async def scenario() -> float:
         session = FakeSession()
-        bridge = SessionBridge(MiddlewareChain([Stuck()]), session, None, lambda ev: None)  # type: ignore[arg-type]
-        await bridge.start()
+        owner = ResilientAgent(instructions="x", middleware=[])
+        bridge = SessionRuntime(session, owner)  # type: ignore[arg-type]
+        bridge.start()
+        await bridge.activate(owner, MiddlewareChain([Stuck()]))
         await asyncio.sleep(0)
         started = asyncio.get_running_loop().time()
         await bridge.stop()

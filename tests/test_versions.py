@@ -149,7 +149,7 @@ def test_output_without_segment_count_turns_off_the_ledger_only(
         for watchdog in watchdogs:
             await watchdog.setup(ctx)
         for watchdog in watchdogs:
-            await watchdog.aclose()
+            await watchdog.aclose(ctx, "session_end")
         return watchdogs
 
     with capture_logs() as logs:

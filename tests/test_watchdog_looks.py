@@ -80,7 +80,7 @@ def test_looks_come_every_check_while_something_can_stall_and_stop_when_nothing_
         await _until(3.6)
         await _agent_state(watchdog, ctx, "listening")
         await _until(5.0)
-        await watchdog.aclose()
+        await watchdog.aclose(ctx, "session_end")
         await _until(6.0)  # nothing looks after the close
         return looks.at, watchdog._next_look is None
 
@@ -108,7 +108,7 @@ def test_after_a_recovery_the_next_look_is_a_check_after_it_ends() -> None:
         await _until(1.0)
         await _agent_state(watchdog, ctx, "thinking")
         await _until(3.1)
-        await watchdog.aclose()
+        await watchdog.aclose(ctx, "session_end")
         return looks.at, handled
 
     at, handled = run_virtual(main())
@@ -128,7 +128,8 @@ def test_a_look_that_fails_ends_the_watch_with_its_error() -> None:
         assert task is not None and task.done()
         error = task.exception()
         with pytest.raises(RuntimeError):
-            await watchdog.aclose()  # as a sleeping watch loop would have raised it
+            # as a sleeping watch loop would have raised it
+            await watchdog.aclose(ctx, "session_end")
         return error
 
     error = run_virtual(main())
