@@ -276,11 +276,16 @@ class ResilientAgent(Agent):
         gate = runtime.run.shutdown_gate if runtime.run is not None else None
         return end_call.hang_up_after_farewell(self.session, gate, speech, delete_room=delete_room)
 
+    @property
+    def tool_error_message(self) -> str | None:
+        """What the LLM is told of an unexpected tool exception (None: livekit's wording)."""
+        return self._tool_error_message
+
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
-        try:
-            if self._runtime is None:
-                return await run_body(call)
+        if self._runtime is not None:
             return await self._runtime.run_tool(call, run_body)
+        try:
+            return await run_body(call)
         except PASS_THROUGH:
             raise
         except Exception as exc:

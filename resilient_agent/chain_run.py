@@ -22,7 +22,7 @@ from .hooks import HOOKS, Middleware
 from .interception import Interceptor
 from .requests import SpeechInfo
 from .shutdown import ShutdownGate
-from .speech_gates import install_interrupt_gate
+from .speech_gates import InterruptGate
 from .state import CloseReason, MiddlewareContext
 
 __all__ = ["ChainRun"]
@@ -119,11 +119,10 @@ class ChainRun:
                 gate.install(self._interceptor)
                 self.shutdown_gate = gate
             except Exception as exc:
-                gate.uninstall()
                 self._interceptor.restore_all()
                 self.chain.report_error("ShutdownGate", "install", exc, "left_out")
         if self.chain.handles("decide_interrupt"):
-            install_interrupt_gate(self._interceptor, self.chain, self.ctx)
+            InterruptGate(self.chain, self.ctx).install(self._interceptor)
 
     def _listeners_by_hook(self) -> dict[str, tuple[NotifyQueue, ...]]:
         by_middleware = {id(queue.mw): queue for queue in self._queues}
@@ -159,8 +158,6 @@ class ChainRun:
 
     def remove_gates(self) -> None:
         """Put livekit's methods back (the chain no longer decides for the session)."""
-        if self.shutdown_gate is not None:
-            self.shutdown_gate.uninstall()
         self._interceptor.restore_all()
 
     async def close(self, reason: CloseReason) -> None:

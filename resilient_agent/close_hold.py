@@ -41,9 +41,8 @@ class CloseHold:
     def __init__(self, session: AgentSession[Any], runtime: Stoppable) -> None:
         self._session = session
         self._runtime = runtime
-        self._interceptor = Interceptor()
 
-    def install(self) -> None:
+    def install(self, interceptor: Interceptor) -> None:
         """Shadow ``session.aclose`` and add a job shutdown callback (when a job runs)."""
         runtime = self._runtime
 
@@ -56,7 +55,7 @@ class CloseHold:
             return aclose
 
         if callable(getattr(self._session, "aclose", None)):  # a stand-in session may have none
-            self._interceptor.install("AgentSession.aclose", self._session, shadow_aclose)
+            interceptor.install("AgentSession.aclose", self._session, shadow_aclose)
         try:
             job = get_job_context()
         except RuntimeError:
@@ -71,7 +70,3 @@ class CloseHold:
                 await alive.until_stopped()
 
         job.add_shutdown_callback(wait_for_middleware_stop)
-
-    def release(self) -> None:
-        """Put ``session.aclose`` back."""
-        self._interceptor.restore_all()

@@ -2,20 +2,21 @@
 
 On ``session.update_agent(...)`` livekit drains the leaving agent's activity: a protected speech
 it was playing plays to its end, and its speech scheduling is paused until the next agent's
-activity has started. No agent's chain is in place meanwhile. RoomIO's default text callback
-(``room_io/types.py``) then fails twice: ``session.interrupt()`` raises on the protected speech,
-and ``session.generate_reply(user_input=...)`` raises because scheduling is paused ("cannot
-schedule new speech, the speech scheduling is draining/paused"); the typed words are lost.
+activity has started. RoomIO's default text callback (``room_io/types.py``) then fails twice:
+``session.interrupt()`` raises on the protected speech, and
+``session.generate_reply(user_input=...)`` raises because scheduling is paused ("cannot schedule
+new speech, the speech scheduling is draining/paused"); the typed words are lost.
 
-A leaving agent's keeper that keeps text input (``MiddlewareContext.hold_input_through_handoff``)
-installs :class:`HandoffGates` until the next agent's keeper takes over (or the session ends):
+While a middleware keeps text input (``MiddlewareContext.hold_input_through_handoff``), the
+session's runtime installs :class:`HandoffGates` from the leaving agent's ``on_exit`` until the
+next agent starts (or the session ends):
 
 * until livekit has switched to the next agent (its ``agent_handoff`` conversation item), a
   non-forced ``session.interrupt()`` that livekit refuses for the protected speech defers to it,
-  as the leaving agent's ``decide_interrupt`` did, instead of raising;
+  instead of raising;
 * a ``session.generate_reply(user_input=...)`` livekit refuses (it raises ``RuntimeError``) gives
-  the input's text to the keeper, which hands it to the next agent with the caller's spoken
-  words, and then raises livekit's error unchanged: the caller of ``generate_reply`` sees what
+  the input's text to the keeper, which answers it once the next agent runs, and then raises
+  livekit's error unchanged: the caller of ``generate_reply`` sees what
   livekit does.
 
 Every other call goes to livekit unchanged. The shadows are installed through
@@ -54,26 +55,16 @@ class HandoffGates:
     def __init__(self, session: AgentSession[Any], keep: RefusedInputCallback) -> None:
         self._session = session
         self._keep = keep
-        self._interceptor = Interceptor()
         self._draining = True
-        self._released = False
 
-    def install(self) -> Callable[[], None]:
-        """Shadow ``interrupt`` and ``generate_reply``; returns the release."""
-        self._interceptor.install("AgentSession.interrupt", self._session, self._interrupt_shadow)
-        self._interceptor.install(
+    def install(self, interceptor: Interceptor) -> None:
+        """Shadow ``interrupt`` and ``generate_reply`` (``interceptor.restore_all()`` undoes it)."""
+        interceptor.install("AgentSession.interrupt", self._session, self._interrupt_shadow)
+        interceptor.install(
             "AgentSession.generate_reply", self._session, self._generate_reply_shadow
         )
         self._session.on("conversation_item_added", self._on_item)
-        return self.release
-
-    def release(self) -> None:
-        """Put livekit's methods back (once)."""
-        if self._released:
-            return
-        self._released = True
-        self._session.off("conversation_item_added", self._on_item)
-        self._interceptor.restore_all()
+        interceptor.on_restore(lambda: self._session.off("conversation_item_added", self._on_item))
 
     def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
         if ev.item.type == "agent_handoff":

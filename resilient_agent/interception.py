@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .log import get_logger
 
-__all__ = ["INTERCEPTIONS", "Interception", "Interceptor"]
+__all__ = ["INTERCEPTIONS", "Gate", "Interception", "Interceptor"]
 
 logger = get_logger("interception")
 
@@ -158,11 +158,27 @@ class _Installed:
     saved: Any
 
 
+class Gate(Protocol):
+    """The one shape of every gate: it installs its shadows into its owner's interceptor.
+
+    The owner undoes every gate it installed with ``interceptor.restore_all()``; a gate that
+    follows something besides the shadowed methods (a session event) registers its teardown
+    with :meth:`Interceptor.on_restore`, so there is one way to remove any gate.
+    """
+
+    def install(self, interceptor: Interceptor) -> None:
+        """Shadow the methods this gate decides for."""
+
+
 class Interceptor:
     """Installs shadows on livekit instances and restores them, last installed first."""
 
     def __init__(self) -> None:
-        self._installed: list[_Installed] = []
+        self._installed: list[_Installed | Callable[[], None]] = []
+
+    def on_restore(self, teardown: Callable[[], None]) -> None:
+        """Run ``teardown`` when :meth:`restore_all` reaches it (in LIFO order with shadows)."""
+        self._installed.append(teardown)
 
     def install(
         self,
@@ -189,12 +205,16 @@ class Interceptor:
     @property
     def installed(self) -> tuple[str, ...]:
         """The keys of the shadows in place, in install order."""
-        return tuple(i.spec.key for i in self._installed)
+        return tuple(i.spec.key for i in self._installed if isinstance(i, _Installed))
 
     def restore_all(self) -> None:
         """Restore every shadow, last installed first; one that is no longer ours is left."""
         while self._installed:
-            self._restore(self._installed.pop())
+            item = self._installed.pop()
+            if isinstance(item, _Installed):
+                self._restore(item)
+            else:
+                item()
 
     def _restore(self, item: _Installed) -> None:
         attribute = item.spec.attribute

@@ -33,11 +33,13 @@ from livekit.agents.voice.io import AudioInput
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .audio_observer import AudioObserver, FrameCallback
+from .boundary import PASS_THROUGH
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
 from .close_hold import CloseHold
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .handoff_gates import HandoffGates
+from .interception import Interceptor
 from .listeners import event_listener
 from .live import SessionInstances
 from .log import get_logger
@@ -46,7 +48,7 @@ from .requests import InferenceRequest, SpeechDecision, SpeechInfo, ToolCall, Us
 from .speech_record import SpeechRecord
 from .state import ConversationState, MiddlewareContext, Named, name_of
 from .supervision import AgentSupervision, LlmNode, UserTurnHook
-from .tool_calls import ToolCalls
+from .tool_calls import ToolCalls, friendly_tool_error
 from .tool_names import fix_for
 from .tools import current_tool
 
@@ -79,6 +81,11 @@ class ChainOwner(Protocol):
 
     events: utils.EventEmitter[ResilientEventTypes]
     tool_close_bound_s: float
+
+    @property
+    def tool_error_message(self) -> str | None:
+        """What the LLM is told of an unexpected tool exception (None: livekit's wording)."""
+        ...
 
     @property
     def middleware_instances(self) -> SessionInstances:
@@ -145,10 +152,11 @@ class SessionRuntime:
         self.supervision = AgentSupervision(self)
         self.run: ChainRun | None = None
         """The active chain's run (None before the first one is set up, and after the stop)."""
-        self._close_hold = CloseHold(session, self)
+        # the session-wide gates (the close hold), and those of the handoff under way
+        self._gates = Interceptor()
+        self._handoff_interceptor = Interceptor()
         self._audio_observer: AudioObserver | None = None
         self._input_keepers: list[Callable[[str], None]] = []
-        self._handoff_gates: HandoffGates | None = None
         handlers: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "agent_state_changed": self._on_agent_state,
@@ -178,7 +186,7 @@ class SessionRuntime:
             self.report_error(CORE, "log_fields", exc, "logged_with_call_id_only")
         for event in _SESSION_EVENTS:
             self.session.on(event, self._listeners[event])
-        self._close_hold.install()
+        CloseHold(self.session, self).install(self._gates)
 
     async def activate(self, owner: ChainOwner, chain: MiddlewareChain | None = None) -> ChainRun:
         """Make ``owner``'s chain the session's: the active one closes (a handoff) first.
@@ -263,8 +271,7 @@ class SessionRuntime:
         elif self._input_keepers:
             # fresh gates for each handoff: they stop deferring interrupts at its switch
             self._release_handoff_gates()
-            self._handoff_gates = HandoffGates(self.session, self._keep_refused_input)
-            self._handoff_gates.install()
+            HandoffGates(self.session, self._keep_refused_input).install(self._handoff_interceptor)
 
     async def user_turn(
         self, app_hook: UserTurnHook, turn_ctx: ChatContext, new_message: ChatMessage
@@ -300,11 +307,23 @@ class SessionRuntime:
         return run.chain.wrap_llm_request(self.ctx, request, run_app_node)
 
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:
-        """Run one tool call of the active agent through the active chain."""
+        """Run one tool call of the active agent through the active chain.
+
+        An unexpected exception reaches the LLM as the chain's owner words it
+        (``ResilientAgent(tool_error_message=...)``), whichever agent's tool raised it.
+        """
         run = self.run
-        if run is None or self._stopped:
-            return await run_body(call)
-        return await self.tools.run(run, call, run_body)
+        try:
+            if run is None or self._stopped:
+                return await run_body(call)
+            return await self.tools.run(run, call, run_body)
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:
+            message = self.owner.tool_error_message
+            if message is None:
+                raise  # livekit logs it at ERROR and tells the LLM an internal error occurred
+            raise friendly_tool_error(call.name, exc, message) from exc
 
     # -- typed input through a handoff ---------------------------------------------------------
     def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
@@ -329,9 +348,7 @@ class SessionRuntime:
         )
 
     def _release_handoff_gates(self) -> None:
-        gates, self._handoff_gates = self._handoff_gates, None
-        if gates is not None:
-            gates.release()
+        self._handoff_interceptor.restore_all()
 
     # -- the caller's audio --------------------------------------------------------------------
     def _observe_audio(self, callback: FrameCallback) -> bool:
@@ -493,7 +510,7 @@ class SessionRuntime:
             self._stopped = True
             if self._stopped_event is not None:
                 self._stopped_event.set()
-            self._close_hold.release()
+            self._gates.restore_all()
 
     async def _stop(self) -> None:
         fallback = self._close_fallback

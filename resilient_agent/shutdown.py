@@ -99,11 +99,13 @@ class ShutdownGate:
     def install(self, interceptor: Interceptor) -> None:
         """Shadow ``session.shutdown``, ``session.aclose`` and ``job_ctx.shutdown``.
 
-        The session's events reach the gate through the bridge's listeners
+        The session's events reach the gate through the runtime's listeners
         (:meth:`speech_created`, :meth:`session_closed`): livekit inspects the signature of
-        every listener at every emit, so each listener of its own would cost per event.
+        every listener at every emit, so each listener of its own would cost per event. The
+        owner's ``interceptor.restore_all()`` removes the gate.
         """
         session = self._session
+        interceptor.on_restore(self._uninstalled)
 
         def shadow_shutdown(original: Callable[..., None]) -> Callable[..., None]:
             def shutdown(*, drain: bool = True) -> None:
@@ -143,7 +145,7 @@ class ShutdownGate:
 
         interceptor.install("JobContext.shutdown", job, shadow_job_shutdown)
 
-    def uninstall(self) -> None:
+    def _uninstalled(self) -> None:
         """Stop following the session (the interceptor restores the methods)."""
         self._installed = False
 
@@ -155,7 +157,7 @@ class ShutdownGate:
             self._closed.set()
 
     def speech_created(self, info: SpeechInfo) -> None:
-        """The bridge noted a new speech: follow it until it is done (a farewell candidate)."""
+        """The runtime noted a new speech: follow it until it is done (a farewell candidate)."""
         if not self._installed:
             return
         self._live[info.id] = info

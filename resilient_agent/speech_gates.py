@@ -41,8 +41,8 @@ from .requests import (
 from .state import MiddlewareContext
 
 __all__ = [
-    "install_interrupt_gate",
-    "install_protection_gate",
+    "InterruptGate",
+    "ProtectionGate",
     "interrupt_deferring_to",
     "interrupt_queued_speeches",
     "protected_current_speech",
@@ -59,25 +59,36 @@ def protected_current_speech(session: AgentSession[Any]) -> SpeechHandle | None:
     return current
 
 
-def install_interrupt_gate(
-    interceptor: Interceptor, chain: MiddlewareChain, ctx: MiddlewareContext
-) -> None:
-    """Shadow ``session.interrupt`` so a refusal for a protected speech asks the chain."""
-    session = ctx.session
+class InterruptGate:
+    """Shadows ``session.interrupt`` so a refusal for a protected speech asks the chain.
 
-    def shadow(original: Callable[..., asyncio.Future[None]]) -> Callable[..., Any]:
-        def interrupt(*, force: bool = False) -> asyncio.Future[None]:
-            protected = None if force else protected_current_speech(session)
-            if protected is None:
-                return original(force=force)
-            answer = chain.decide("decide_interrupt", ctx, InterruptRequest(speech=protected))
-            if not isinstance(answer, InterruptDecision) or answer.action != "defer":
-                return original(force=force)
-            return interrupt_deferring_to(protected, session, original, force=force)
+    Args:
+        chain: Asked through ``decide_interrupt``.
+        ctx: The session's context.
+    """
 
-        return interrupt
+    def __init__(self, chain: MiddlewareChain, ctx: MiddlewareContext) -> None:
+        self._chain = chain
+        self._ctx = ctx
 
-    interceptor.install("AgentSession.interrupt", session, shadow)
+    def install(self, interceptor: Interceptor) -> None:
+        """Shadow ``session.interrupt`` on the session instance."""
+        chain, ctx = self._chain, self._ctx
+        session = ctx.session
+
+        def shadow(original: Callable[..., asyncio.Future[None]]) -> Callable[..., Any]:
+            def interrupt(*, force: bool = False) -> asyncio.Future[None]:
+                protected = None if force else protected_current_speech(session)
+                if protected is None:
+                    return original(force=force)
+                answer = chain.decide("decide_interrupt", ctx, InterruptRequest(speech=protected))
+                if not isinstance(answer, InterruptDecision) or answer.action != "defer":
+                    return original(force=force)
+                return interrupt_deferring_to(protected, session, original, force=force)
+
+            return interrupt
+
+        interceptor.install("AgentSession.interrupt", session, shadow)
 
 
 def interrupt_deferring_to(
@@ -156,17 +167,36 @@ def _when_done(speeches: list[SpeechHandle]) -> asyncio.Future[None]:
     return done
 
 
-def install_protection_gate(
-    interceptor: Interceptor,
-    chain: MiddlewareChain,
-    ctx: MiddlewareContext,
-    run_context: RunContext[Any],
-    tool: str,
-) -> None:
-    """Shadow this call's ``run_context.disallow_interruptions`` (the context is per call)."""
-    session = ctx.session
+class ProtectionGate:
+    """Shadows one call's ``run_context.disallow_interruptions`` (the context is per call).
 
-    def shadow(original: Callable[[], None]) -> Callable[[], None]:
+    Args:
+        chain: Asked through ``decide_protection`` and ``decide_resume``.
+        ctx: The session's context.
+        run_context: The tool call's context.
+        tool: The tool's name.
+    """
+
+    def __init__(
+        self,
+        chain: MiddlewareChain,
+        ctx: MiddlewareContext,
+        run_context: RunContext[Any],
+        tool: str,
+    ) -> None:
+        self._chain = chain
+        self._ctx = ctx
+        self._run_context = run_context
+        self._tool = tool
+
+    def install(self, interceptor: Interceptor) -> None:
+        """Shadow ``disallow_interruptions`` on this call's ``RunContext``."""
+        interceptor.install("RunContext.disallow_interruptions", self._run_context, self._shadow)
+
+    def _shadow(self, original: Callable[[], None]) -> Callable[[], None]:
+        chain, ctx, run_context, tool = self._chain, self._ctx, self._run_context, self._tool
+        session = ctx.session
+
         def disallow_interruptions() -> None:
             handle = run_context.speech_handle
             request = ProtectionRequest(tool=tool, speech=handle)
@@ -188,5 +218,3 @@ def install_protection_gate(
                 chain.decide("decide_resume", ctx, ResumeRequest(tool=tool, speech=handle))
 
         return disallow_interruptions
-
-    interceptor.install("RunContext.disallow_interruptions", run_context, shadow)

@@ -21,7 +21,7 @@ from .chain_run import ChainRun
 from .interception import Interceptor
 from .log import get_logger
 from .requests import ToolCall, ToolOutcome
-from .speech_gates import install_protection_gate
+from .speech_gates import ProtectionGate
 from .state import ConversationState
 
 __all__ = ["ToolCalls", "friendly_tool_error"]
@@ -57,7 +57,7 @@ class ToolCalls:
         if call.run_context is not None and (
             chain.handles("decide_protection") or chain.handles("decide_resume")
         ):
-            install_protection_gate(per_call, chain, run.ctx, call.run_context, call.name)
+            ProtectionGate(chain, run.ctx, call.run_context, call.name).install(per_call)
         try:
             result = await chain.wrap_tool_call(run.ctx, call, run_body)
             return result

@@ -14,6 +14,7 @@ from resilient_agent.middleware.handover import CARRY_KEY, CarriedWords, Fragmen
 
 from resilient_agent import ResilientAgent
 from resilient_agent.handoff_gates import HandoffGates
+from resilient_agent.interception import Interceptor
 from resilient_agent.lab import agents
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import CallWorld, Scenario, Typed, run_scenario
@@ -111,8 +112,9 @@ class _Session:
 
 def _gated(session: _Session) -> tuple[list[str], Callable[[], None]]:
     kept: list[str] = []
-    release = HandoffGates(session, kept.append).install()  # type: ignore[arg-type]
-    return kept, release
+    interceptor = Interceptor()
+    HandoffGates(session, kept.append).install(interceptor)  # type: ignore[arg-type]
+    return kept, interceptor.restore_all
 
 
 def test_an_interrupt_defers_to_the_draining_protected_speech_then_is_livekits_again() -> None:

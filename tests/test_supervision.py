@@ -205,3 +205,32 @@ def test_the_middleware_guide_carries_state_through_a_handoff() -> None:
         return entering.mood, fresh.mood
 
     assert asyncio.run(handoff()) == ("annoyed", "neutral")
+
+
+def _modalities_answered(name: str, monkeypatch: Any) -> list[str]:
+    from livekit.agents import AgentSession
+
+    from resilient_agent.lab.catalog import scenarios
+
+    asked: list[str] = []
+    original = AgentSession.generate_reply
+
+    def spy(self: AgentSession[Any], **kwargs: Any) -> Any:
+        if kwargs.get("user_input"):
+            asked.append(kwargs.get("input_modality", "text"))
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(AgentSession, "generate_reply", spy)
+    scenario = next(s for s in scenarios() if s.name == name)
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    return asked
+
+
+def test_words_the_library_answers_keep_the_modality_they_came_in_with(monkeypatch: Any) -> None:
+    # spoken words recovered over the transfer message, with a typed message among them: voice
+    spoken = _modalities_answered("lost_words/typed_while_caller_speaks_in_handoff", monkeypatch)
+    assert spoken and spoken[-1] == "audio"
+    # only a typed message, refused during the handoff: answered as text, as RoomIO asked
+    typed = _modalities_answered("lost_words/typed_during_handoff", monkeypatch)
+    assert typed and set(typed) == {"text"}

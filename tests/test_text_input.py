@@ -22,7 +22,7 @@ from resilient_agent import (
 from resilient_agent.chain import MiddlewareChain
 from resilient_agent.interception import Interceptor
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.speech_gates import install_interrupt_gate
+from resilient_agent.speech_gates import InterruptGate
 from resilient_agent.state import ConversationState
 from resilient_agent.testing import CallWorld, Scenario, Typed, heard_sentences, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
@@ -368,7 +368,7 @@ def _gate(session: _Session) -> tuple[Interceptor, _Defer]:
         emit=lambda _ev: None,
     )
     interceptor = Interceptor()
-    install_interrupt_gate(interceptor, MiddlewareChain([deferring]), ctx)
+    InterruptGate(MiddlewareChain([deferring]), ctx).install(interceptor)
     return interceptor, deferring
 
 
