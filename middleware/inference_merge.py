@@ -72,6 +72,12 @@ class InferenceMerger:
         last = items[-1] if items else None
         follows_user = isinstance(last, llm.ChatMessage) and last.role == "user"
         if not follows_user:
+            if last is not None and last.type != "function_call_output" and self._spoken():
+                # a reply asked for without user input (a task's on_enter, say) is typed input
+                # to livekit (generate_reply's input_modality defaults to "text"): spoken words
+                # merged into it would lose their modality, and a modality-aware task (livekit's
+                # GetEmailTask) would save them unconfirmed. They are answered as speech instead
+                return
             # one message, stamped now, at the end of the inference's context
             await self._merge(ctx, request, created_at=None)
         elif input_reply and isinstance(last, llm.ChatMessage):
@@ -82,6 +88,9 @@ class InferenceMerger:
                 created_at=last.created_at - _BEFORE_INPUT_S,
                 input_text=last.text_content,
             )
+
+    def _spoken(self) -> bool:
+        return any(f.modality == "audio" for f in self._words.undelivered())
 
     async def _merge(
         self,

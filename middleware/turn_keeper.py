@@ -34,7 +34,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from livekit.agents import StopResponse, stt
+from livekit.agents import AgentTask, StopResponse, stt
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
@@ -286,9 +286,15 @@ class TurnKeeper(Middleware):
             self._words.deliver_said(normalized(item.text_content or ""))
         elif item.type == "agent_handoff" and self.merge:
             # messages the leaving agent took in and never answered, which the next agent's
-            # own context does not hold: they are answered like any undelivered words
-            carried = unanswered_messages(
-                ctx.previous_agent, ctx.agent.chat_ctx, self._words.undelivered()
+            # own context does not hold: they are answered like any undelivered words. Not
+            # around an awaited task: the agent that awaits it is inside a tool call (its
+            # context does not show the call yet) and resumes with the task's turns merged in
+            carried = (
+                []
+                if isinstance(ctx.previous_agent, AgentTask) or isinstance(ctx.agent, AgentTask)
+                else unanswered_messages(
+                    ctx.previous_agent, ctx.agent.chat_ctx, self._words.undelivered()
+                )
             )
             if carried:
                 logger.info("unanswered_user_messages_carried_over", messages=len(carried))
