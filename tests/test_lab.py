@@ -78,6 +78,7 @@ EXPECTED_BREAKS = {
     "workflows/address_over_hold_before_address_task": "never reached the LLM",
     "workflows/email_over_hold_before_task_group": "never reached the LLM",
     "workflows/words_over_line_in_app_task": "never reached the LLM",
+    "workflows/caller_talks_during_app_task_tool": "never reached the LLM",
     "workflows/words_over_line_after_email_task": "never reached the LLM",
     "workflows/words_over_line_after_task_group": "never reached the LLM",
     "workflows/task_prompt_over_speaking_caller": "protected speech began at 3.70s",

@@ -23,6 +23,10 @@ __all__ = [
     "FILE_LINE",
     "SAVING_LINE",
     "SURVEY_PROMPT",
+    "AccountTask",
+    "BookingDesk",
+    "EndCallDesk",
+    "SurveyTask",
     "Workflow",
     "account_task_agent",
     "after_workflow_agent",
@@ -127,6 +131,7 @@ class AccountTask(AgentTask[str]):
         self._work_seconds = work_seconds
 
     async def on_enter(self) -> None:
+        """Ask for the account number, as livekit's own tasks ask their question."""
         self.session.generate_reply(instructions="Ask the caller for their account number.")
 
     @function_tool
@@ -167,6 +172,7 @@ class SurveyTask(AgentTask[str]):
         super().__init__(instructions="Ask the caller to rate their last visit.")
 
     async def on_enter(self) -> None:
+        """Say the survey's prompt, protected."""
         self.session.say(SURVEY_PROMPT, allow_interruptions=False)
 
     @function_tool

@@ -31,6 +31,7 @@ PENDING_SUPERVISION: frozenset[str] = frozenset(
         "workflows/address_over_hold_before_address_task",
         "workflows/email_over_hold_before_task_group",
         "workflows/email_over_protected_task_question",
+        "workflows/caller_talks_during_app_task_tool",
         "workflows/plain_target_farewell_interrupted",
         "workflows/plain_target_tool_gap",
     }
@@ -127,6 +128,7 @@ def workflow_scenarios() -> list[Scenario]:
     return [
         *_words_over_hold_before_task(),
         _words_over_line_in_app_task(),
+        _caller_talks_during_app_task_tool(),
         *_words_over_line_after_task(),
         _task_prompt_over_speaking_caller(),
         _plain_target_farewell_interrupted(),
@@ -140,6 +142,7 @@ def workflow_controls() -> list[Scenario]:
     return [
         *_details_controls(),
         _app_task_control(),
+        _app_task_long_tool_control(),
         _after_task_control(),
         _task_prompt_control(),
         _plain_target_farewell_heard(),
@@ -355,6 +358,53 @@ def _app_task_control() -> Scenario:
         llm=_ACCOUNT_RULES,
         tools_complete=_ACCOUNT_TOOLS,
         duration=26.0,
+        control=True,
+    )
+
+
+# the look-up's line plays 8.7-12.5 s, then 9 s of work: the account is verified at 22.2 s
+_SLOW_NUMBER = Utterance(6.0, 7.5, "it is four four seven one", reply_within=16.0)
+
+
+def _caller_talks_during_app_task_tool() -> Scenario:
+    return Scenario(
+        name="workflows/caller_talks_during_app_task_tool",
+        family="workflows",
+        description=(
+            "The app's own plain AgentTask runs a look-up tool with 9 s of work after its "
+            "protected line; the caller asks something while it works, and the interruption "
+            "waits for the tool."
+        ),
+        agent=flows.account_task_agent(work_seconds=9.0),
+        utterances=(
+            _ASK_VERIFY,
+            _SLOW_NUMBER,
+            Utterance(14.0, 16.0, "it may be under my maiden name"),
+        ),
+        llm=_ACCOUNT_RULES,
+        tools_complete=_ACCOUNT_TOOLS,
+        duration=32.0,
+        sweep=Sweep(utterance=2, start=13.0, stop=19.0, step=0.5),
+    )
+
+
+def _app_task_long_tool_control() -> Scenario:
+    return Scenario(
+        name="workflows/control_app_task_long_tool",
+        family="workflows",
+        description=(
+            "The app's own plain AgentTask runs a look-up tool with 9 s of work after its "
+            "protected line; the caller waits for the account to be verified."
+        ),
+        agent=flows.account_task_agent(work_seconds=9.0),
+        utterances=(
+            _ASK_VERIFY,
+            _SLOW_NUMBER,
+            Utterance(25.0, 27.0, "it may be under my maiden name"),
+        ),
+        llm=_ACCOUNT_RULES,
+        tools_complete=_ACCOUNT_TOOLS,
+        duration=34.0,
         control=True,
     )
 
