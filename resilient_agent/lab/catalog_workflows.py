@@ -37,12 +37,12 @@ PENDING_SUPERVISION: frozenset[str] = frozenset(
     }
 )
 """Races today's ``ResilientAgent`` is known to fail: the middleware protects its own agent only,
-so a plain handoff target goes unprotected, and words recovered over protected speech are
-answered as typed text (``input_modality="text"``), which ``GetEmailTask`` and
-``GetAddressTask`` save unconfirmed. The core's session-wide supervision fixes them; empty this
-set as it lands (``tests/test_lab.py`` fails on a name here that passes, so none stays stale).
-The lab does not count their failures on a ``ResilientAgent`` against its exit code, and marks
-them ``XFAIL``."""
+so the tools of a plain task, and the tools, speech and hang-up of a plain handoff target, go
+unprotected; and words recovered over protected speech are answered as typed text
+(``input_modality="text"``), which ``GetEmailTask`` and ``GetAddressTask`` save unconfirmed.
+The core's session-wide supervision fixes them; empty this set as it lands (``tests/test_lab.py``
+fails on a name here that passes, so none stays stale). The lab does not count their failures on
+a ``ResilientAgent`` against its exit code, and marks them ``XFAIL``."""
 
 _ANSWER_S = 1.5 * 1.2
 _TOOL_ANSWER_S = 1.5 * 1.7
@@ -66,8 +66,8 @@ _SAVED = "Thanks, your details are saved."
 _ASK_DETAILS = Utterance(1.0, 2.5, "please update my contact details", expect_reply=False)
 _EMAIL = "my email is jane at example dot com"
 _ADDRESS = "I live at twelve baker street london"
-_EMAIL_CONFIRMED = "yes that email is correct"
-_ADDRESS_CONFIRMED = "yes that address is correct"
+_EMAIL_CONFIRMED = "yes the email is right"
+_ADDRESS_CONFIRMED = "yes the address is right"
 # TaskGroup summarizes its tasks' turns into one message before the app's tool returns, so the
 # answer to the last confirmation no longer carries its words: tools_complete judges it
 _GROUP_DONE = Utterance(0.0, 1.2, _ADDRESS_CONFIRMED, expect_reply=False)
@@ -102,10 +102,8 @@ _DETAILS_RULES: tuple[LLMRule, ...] = (
     LLMRule(when_instructed="Ask the user for their address", text=_ADDRESS_QUESTION),
     LLMRule(after_tool="update_email_address", text=_EMAIL_READ_BACK),
     LLMRule(after_tool="update_address", text=_ADDRESS_READ_BACK),
-    LLMRule(
-        when_user_says="email is correct", tool_calls=(ToolCallScript("confirm_email_address"),)
-    ),
-    LLMRule(when_user_says="address is correct", tool_calls=(ToolCallScript("confirm_address"),)),
+    LLMRule(when_user_says="email is right", tool_calls=(ToolCallScript("confirm_email_address"),)),
+    LLMRule(when_user_says="address is right", tool_calls=(ToolCallScript("confirm_address"),)),
     LLMRule(when_user_says="details", tool_calls=(ToolCallScript("collect_details"),)),
     LLMRule(after_tool="collect_details", text=_SAVED),
 )
@@ -154,8 +152,9 @@ def workflow_controls() -> list[Scenario]:
 # -- 1. words over the app's protected hold line, then livekit's task ---------------------------
 
 
-# The caller gives their email or address over the hold line, from 3.8 s at the earliest (the
-# sweep's first onset) to 6.0 s; it is read back once the line and the task's question played.
+# The caller gives their email or address over the hold line (3.7-7.1 s): 4.2-6.4 s as written,
+# from 3.8 s across the sweep. It is read back once the line and the task's question played: the
+# bound holds from the sweep's earliest end (6.0 s) on.
 _OVER_HOLD_SWEEP = Sweep(utterance=1, start=3.8, stop=5.0, step=0.2)
 _EARLIEST_END = _OVER_HOLD_SWEEP.start + 2.2
 
@@ -294,17 +293,17 @@ def _details_controls() -> list[Scenario]:
 # -- 2. words over a protected line inside the app's own plain AgentTask ------------------------
 
 _ACCOUNT_RULES = (
-    LLMRule(when_user_says="verify", tool_calls=(ToolCallScript("verify_account"),)),
+    LLMRule(when_user_says="check", tool_calls=(ToolCallScript("verify_account"),)),
     LLMRule(when_instructed="account number", text=flows.ACCOUNT_PROMPT),
     LLMRule(
         when_user_says="seven",
         tool_calls=(ToolCallScript("look_up_account", {"number": "4471"}),),
     ),
     LLMRule(after_tool="verify_account", text="Your account is verified."),
-    LLMRule(when_user_says="maiden", text="Noted, the account is under your maiden name."),
+    LLMRule(when_user_says="old name", text="Noted, the account may be under your old name."),
 )
 _ACCOUNT_TOOLS = ("look_up_account", "verify_account")
-_ASK_VERIFY = Utterance(1.0, 2.5, "I need to verify my account", expect_reply=False)
+_ASK_VERIFY = Utterance(1.0, 2.5, "please check my account", expect_reply=False)
 # the number is answered once the account was looked up: turn end and LLM (1.05 s), the
 # protected line, 1.5 s of work, and the verified answer
 _NUMBER = Utterance(
@@ -334,7 +333,7 @@ def _words_over_line_in_app_task() -> Scenario:
             Utterance(
                 9.8,
                 11.8,
-                "it may be under my maiden name",
+                "it may be under my old name",
                 reply_within=_ACCOUNT_LINE_END - 11.0 + _ANSWER_S,
             ),
         ),
@@ -354,7 +353,7 @@ def _app_task_control() -> Scenario:
             "protected line; the caller speaks only once the account is verified."
         ),
         agent=flows.account_task_agent(work_seconds=1.5),
-        utterances=(_ASK_VERIFY, _NUMBER, Utterance(17.0, 19.0, "it may be under my maiden name")),
+        utterances=(_ASK_VERIFY, _NUMBER, Utterance(17.0, 19.0, "it may be under my old name")),
         llm=_ACCOUNT_RULES,
         tools_complete=_ACCOUNT_TOOLS,
         duration=26.0,
@@ -379,7 +378,7 @@ def _caller_talks_during_app_task_tool() -> Scenario:
         utterances=(
             _ASK_VERIFY,
             _SLOW_NUMBER,
-            Utterance(14.0, 16.0, "it may be under my maiden name"),
+            Utterance(14.0, 16.0, "it may be under my old name"),
         ),
         llm=_ACCOUNT_RULES,
         tools_complete=_ACCOUNT_TOOLS,
@@ -400,7 +399,7 @@ def _app_task_long_tool_control() -> Scenario:
         utterances=(
             _ASK_VERIFY,
             _SLOW_NUMBER,
-            Utterance(25.0, 27.0, "it may be under my maiden name"),
+            Utterance(25.0, 27.0, "it may be under my old name"),
         ),
         llm=_ACCOUNT_RULES,
         tools_complete=_ACCOUNT_TOOLS,
@@ -498,14 +497,14 @@ _SURVEY_RULES = (
     LLMRule(when_user_says="survey", tool_calls=(ToolCallScript("start_survey"),)),
     LLMRule(when_user_says="four", tool_calls=(ToolCallScript("record_rating", {"rating": "4"}),)),
     LLMRule(after_tool="start_survey", text="Thank you for rating us."),
-    LLMRule(when_user_says="quick", text="Yes, it is only one question."),
+    LLMRule(when_user_says="questions", text="Just the one question."),
 )
 _ASK_SURVEY = Utterance(1.0, 2.5, "sure I can do the survey", expect_reply=False)
 _SURVEY_TOOLS = ("record_rating", "start_survey")
 
 
 def _task_prompt_over_speaking_caller() -> Scenario:
-    # the prompt would start at 3.7 s, 0.5 s into the caller's 3.2-5.0 s condition
+    # the prompt would start at 3.7 s, 0.5 s into the caller's 3.2-5.0 s question
     return Scenario(
         name="workflows/task_prompt_over_speaking_caller",
         family="workflows",
@@ -519,7 +518,7 @@ def _task_prompt_over_speaking_caller() -> Scenario:
             Utterance(
                 3.2,
                 5.0,
-                "as long as it is quick",
+                "how many questions are there",
                 reply_within=_VAD_END_S + _s(flows.SURVEY_PROMPT) + _ANSWER_S,
             ),
             Utterance(13.5, 14.5, "I would say four"),
