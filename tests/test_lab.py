@@ -10,7 +10,7 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent.cli import main
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import PENDING, scenarios
 from resilient_agent.lab.report import exit_code
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 
@@ -74,6 +74,17 @@ EXPECTED_BREAKS = {
     "stall/reply_waits_for_noise": "answered after",
     "provider/stt_dies_mid_call": "never reached the LLM",
     "provider/llm_always_times_out": "never answered audibly",
+    "workflows/email_over_hold_before_email_task": "never reached the LLM",
+    "workflows/address_over_hold_before_address_task": "never reached the LLM",
+    "workflows/email_over_hold_before_task_group": "never reached the LLM",
+    "workflows/words_over_line_in_app_task": "never reached the LLM",
+    "workflows/caller_talks_during_app_task_tool": "never reached the LLM",
+    "workflows/words_over_line_after_email_task": "never reached the LLM",
+    "workflows/words_over_line_after_task_group": "never reached the LLM",
+    "workflows/task_prompt_over_speaking_caller": "protected speech began at 3.70s",
+    "workflows/plain_target_farewell_interrupted": "call hung up although the farewell was not",
+    "workflows/plain_target_tool_gap": "never reached the LLM",
+    "workflows/email_over_protected_task_question": "never reached the LLM",
 }
 
 
@@ -243,11 +254,31 @@ def test_cli_rejects_bad_agent_and_empty_selection(capsys: pytest.CaptureFixture
     assert "matches no scenario" in capsys.readouterr().err
 
 
-# Races ResilientAgent's first-party middleware does not handle yet (none today).
-NOT_YET_HANDLED: set[str] = set()
+# Races today's ResilientAgent is known to fail: the catalog's PENDING (catalog_workflows'
+# PENDING_SUPERVISION, the targets the middleware cannot protect until the core supervises the
+# whole session). Strict: a race that starts passing fails here until it leaves that set.
+NOT_YET_HANDLED: frozenset[str] = PENDING
 
 
-@pytest.mark.parametrize("name", sorted(set(EXPECTED_BREAKS) - NOT_YET_HANDLED))
+def test_pending_races_are_races_of_the_catalog() -> None:
+    assert set(EXPECTED_BREAKS) >= NOT_YET_HANDLED
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="pending the core's session-wide supervision (PENDING_SUPERVISION)",
+            ),
+        )
+        if name in NOT_YET_HANDLED
+        else name
+        for name in sorted(EXPECTED_BREAKS)
+    ],
+)
 def test_resilient_agent_passes_the_race_with_the_app_code_unchanged(name: str) -> None:
     from resilient_agent import ResilientAgent
 

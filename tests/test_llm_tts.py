@@ -73,6 +73,44 @@ def test_rule_matches_user_word_case_insensitively() -> None:
     ]
 
 
+def test_a_placeholder_for_a_running_tool_is_not_its_output() -> None:
+    # what livekit injects for a tool still running (an AgentTask awaited inside it): the
+    # context then ends in the task's instructions, not in the tool's result
+    ctx = user_ctx("please update my details")
+    running = {"__lk_running_placeholder__": True}
+    ctx.items.append(FunctionCall(call_id="c", name="collect", arguments="{}", extra=running))
+    ctx.items.append(
+        FunctionCallOutput(
+            call_id="c",
+            name="collect",
+            output="The tool call is still in progress.",
+            is_error=False,
+        )
+    )
+    ctx.add_message(role="system", content="Ask the user for their email address.")
+    ask = LLMRule(text="What is your email?", when_instructed="ask the user for their EMAIL")
+    done = LLMRule(text="Saved.", after_tool="collect")
+    rule, last_user, last_tool = ScriptedLLM([done, ask]).answer_for(ctx)
+    assert (rule, last_user, last_tool) == (ask, "please update my details", None)
+    # without the flag it is a real output, answered as one
+    ctx.items[1] = FunctionCall(call_id="c", name="collect", arguments="{}")
+    rule, _, last_tool = ScriptedLLM([done, ask]).answer_for(ctx)
+    assert (rule, last_tool) == (done, "collect")
+
+
+def test_instructions_match_only_after_the_last_turn() -> None:
+    ask = LLMRule(text="What is your email?", when_instructed="email")
+    ctx = ChatContext.empty()
+    ctx.add_message(role="system", content="You capture an email address.")
+    ctx.add_message(role="user", content="hello")
+    # the agent's own instructions come before the caller's turn: not what this request asks
+    rule, _, _ = ScriptedLLM([ask, CATCH_ALL]).answer_for(ctx)
+    assert rule is CATCH_ALL
+    ctx.add_message(role="system", content="Ask for their email address.")
+    rule, _, _ = ScriptedLLM([ask, CATCH_ALL]).answer_for(ctx)
+    assert rule is ask
+
+
 def test_first_matching_rule_wins() -> None:
     scripted = ScriptedLLM([CATCH_ALL, ORDER])
     rule, _, _ = scripted.answer_for(user_ctx("my order"))

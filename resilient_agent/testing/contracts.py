@@ -15,7 +15,10 @@
 * a protected speech never starts over the caller: of a speech that disallowed interruptions
   when its audio began, or when it resumed after a pause, at most
   ``Scenario.talk_over_tolerance`` seconds play while an utterance that was already under way
-  goes on.
+  goes on;
+* the function tools of ``Scenario.tools_complete`` each run to completion, in that order: what
+  the caller said reached the code that acts on it (an email read back and confirmed, not saved
+  unconfirmed).
 """
 
 from __future__ import annotations
@@ -270,8 +273,9 @@ def _word_verdicts(evidence: CallEvidence, said: CallerInput) -> tuple[WordVerdi
     ]
     verdicts = []
     for word in _expected_words(evidence, said):
-        key = word.lower().strip(".,?!")
-        reached = next((at for at, words in seen if key in words), None)
+        # tokenised as the contexts are: a typed "jane@example.com" is three tokens there
+        key = _words(word) or {word.lower()}
+        reached = next((at for at, words in seen if key <= words), None)
         verdicts.append(WordVerdict(word, None if reached is None else round(reached, 3)))
     return tuple(verdicts)
 
@@ -424,6 +428,34 @@ def protected_speech_waits_for_caller(evidence: CallEvidence) -> list[str]:
     ]
 
 
+def tools_complete_in_order(evidence: CallEvidence) -> list[str]:
+    """Each tool of ``Scenario.tools_complete`` ran to completion, each after the one before.
+
+    A run counts when livekit reported it ``done`` (not an error, not cancelled); the n-th
+    tool's first such end at or after the (n-1)-th's is the one taken, so other tools, and
+    other runs of the same tools, may come between.
+    """
+    expected = evidence.world.scenario.tools_complete
+    if not expected:
+        return []
+    done = sorted(
+        (run.ended_at, run.name)
+        for run in evidence.world.recorder.tool_runs
+        if run.status == "done" and run.ended_at is not None
+    )
+    after = float("-inf")
+    previous: str | None = None
+    for name in expected:
+        ended = next((at for at, ran in done if ran == name and at >= after), None)
+        if ended is None:
+            order = " -> ".join(expected)
+            if previous is not None and any(ran == name for _, ran in done):
+                return [f"tool {name} completed only before {previous} (expected {order})"]
+            return [f"tool {name} never completed (expected {order})"]
+        after, previous = ended, name
+    return []
+
+
 def farewell_heard(evidence: CallEvidence) -> tuple[bool, bool]:
     """Whether the farewell played to the end, and whether the call should then end.
 
@@ -532,6 +564,7 @@ CONTRACTS: tuple[Contract, ...] = (
     no_forced_cancel,
     session_closes,
     protected_speech_waits_for_caller,
+    tools_complete_in_order,
     hang_up_follows_farewell,
     hang_up_completes,
     caller_leaving_closes_at_once,

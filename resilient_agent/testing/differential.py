@@ -53,6 +53,9 @@ CallTrace = dict[str, list[tuple[Any, ...]]]
 # microseconds. Times closer than a millisecond are the same instant.
 _DIGITS = 6
 _SPEECH_ID = re.compile(r"speech_[A-Za-z0-9]+")
+# the scripted LLM's tool call ids (``utils.shortuuid("call_")``), which a context summarized
+# as text (TaskGroup's summary of its tasks) carries into a user message
+_CALL_ID = re.compile(r"call_[A-Za-z0-9]{12}")
 
 
 def _t(value: float | None) -> float | None:
@@ -69,6 +72,11 @@ def call_trace(world: CallWorld) -> CallTrace:
 
     def text(message: str) -> str:
         return _SPEECH_ID.sub(lambda m: name(m.group(0)) or "", message)
+
+    calls: dict[str, str] = {}
+
+    def call_ids(message: str) -> str:
+        return _CALL_ID.sub(lambda m: calls.setdefault(m.group(0), f"call#{len(calls)}"), message)
 
     return {
         "user_state": [(_t(at), state) for at, state in rec.user_states],
@@ -101,7 +109,14 @@ def call_trace(world: CallWorld) -> CallTrace:
             (_t(at), tool, output, is_error) for at, tool, output, is_error in rec.tool_outputs
         ],
         "llm_requests": [
-            (_t(r.at - world.t0), r.user_texts, r.last_tool, r.reply, r.tool_calls, r.hung)
+            (
+                _t(r.at - world.t0),
+                tuple(call_ids(t) for t in r.user_texts),
+                r.last_tool,
+                r.reply,
+                r.tool_calls,
+                r.hung,
+            )
             for r in world.llm.requests
         ],
         "session_events": [(_t(at), kind, text(info)) for at, kind, info in rec.session_events],

@@ -1,8 +1,12 @@
 """A scripted LLM: replies and tool calls chosen from the context it is given.
 
 Rules are matched against the last item of the chat context: a user message (by the words it
-contains), or a tool output (by tool name). Answers are a pure function of the context, so
-livekit's preemptive generation, which may ask twice for the same turn, gets the same answer.
+contains), or a tool output (by tool name); or against the instructions a request was made with
+(``generate_reply(instructions=...)``, or an agent's own given after a handoff): the system
+messages that follow that last item. livekit's placeholder for a tool that is still running
+(``The tool call is still in progress.``) is not that tool's output and is skipped. Answers
+are a pure function of the context, so livekit's preemptive generation, which may ask twice for
+the same turn, gets the same answer.
 Every request is recorded with the user text it saw, so a test can ask whether given words
 reached the LLM.
 """
@@ -50,6 +54,10 @@ class LLMRule:
         tool_calls: Tools it calls after the text.
         when_user_says: Match a user message containing this word (case-insensitive).
         after_tool: Match the turn that follows this tool's output.
+        when_instructed: Match a request whose context ends in instructions containing this
+            text (case-insensitive): system messages after its last user message or tool
+            output, as ``generate_reply(instructions=...)`` leaves them (an ``AgentTask``'s
+            ``on_enter`` asking its question).
         ttft: Seconds to the first token.
         duration: Seconds until the whole answer (tool calls included) is out.
         hangs_before: Requests this rule answers before this many seconds of call time never
@@ -63,6 +71,7 @@ class LLMRule:
     tool_calls: tuple[ToolCallScript, ...] = ()
     when_user_says: str | None = None
     after_tool: str | None = None
+    when_instructed: str | None = None
     ttft: float = 0.3
     duration: float = 0.5
     hangs_before: float | None = None
@@ -76,8 +85,18 @@ class LLMRule:
         """Whether a request made at ``call_time`` seconds times out."""
         return self.times_out_before is not None and call_time < self.times_out_before
 
-    def matches(self, last_user_text: str | None, last_tool: str | None) -> bool:
-        """Whether this rule answers a context ending as described."""
+    def matches(
+        self, last_user_text: str | None, last_tool: str | None, instructions: str = ""
+    ) -> bool:
+        """Whether this rule answers a context ending as described.
+
+        Args:
+            last_user_text: The last user message, if the context ends in one.
+            last_tool: The tool whose output ends the context, if any.
+            instructions: The system messages after that last item, joined.
+        """
+        if self.when_instructed is not None:
+            return self.when_instructed.lower() in instructions.lower()
         if self.after_tool is not None:
             return last_tool == self.after_tool
         if last_tool is not None:
@@ -112,6 +131,23 @@ class LLMRequest:
     timed_out: bool = False
 
 
+# livekit flags the function call of the pair it injects for a tool still running (its output
+# says "The tool call is still in progress."): the pair is not the tool's result
+_RUNNING_PLACEHOLDER_KEY = "__lk_running_placeholder__"
+
+
+def _running_placeholders(chat_ctx: ChatContext) -> set[str]:
+    """Ids of the outputs livekit injected for tools still running (not their results)."""
+    flagged = {
+        i.call_id
+        for i in chat_ctx.items
+        if i.type == "function_call" and i.extra.get(_RUNNING_PLACEHOLDER_KEY)
+    }
+    return {
+        i.id for i in chat_ctx.items if i.type == "function_call_output" and i.call_id in flagged
+    }
+
+
 class ScriptedLLM(llm.LLM[Never]):
     """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``)."""
 
@@ -142,21 +178,29 @@ class ScriptedLLM(llm.LLM[Never]):
         """The rule answering ``chat_ctx``, with the last user text and last tool name."""
         last_user_text: str | None = None
         last_tool: str | None = None
+        running = _running_placeholders(chat_ctx)
         # livekit's deferred tool reply ends the context in a system message asking to voice
         # the tool's result: that reply follows the tool's output
         items = [
-            i
-            for i in chat_ctx.items
-            if i.type == "function_call_output" or (i.type == "message" and i.role != "system")
+            (index, i)
+            for index, i in enumerate(chat_ctx.items)
+            if (i.type == "function_call_output" and i.id not in running)
+            or (i.type == "message" and i.role != "system")
         ]
+        after = 0
         if items:
-            last = items[-1]
+            after, last = items[-1]
             if last.type == "function_call_output":
                 last_tool = last.name
             elif last.type == "message" and last.role == "user":
                 last_user_text = last.text_content
+        instructions = "\n".join(
+            i.text_content or ""
+            for i in chat_ctx.items[after:]
+            if i.type == "message" and i.role == "system"
+        )
         for rule in self.rules:
-            if rule.matches(last_user_text, last_tool):
+            if rule.matches(last_user_text, last_tool, instructions):
                 return rule, last_user_text, last_tool
         if last_tool is not None:
             return LLMRule(text="Done.", ttft=self.fallback_ttft), None, last_tool

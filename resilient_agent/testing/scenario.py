@@ -243,6 +243,11 @@ class Scenario:
             None: scripted speech.
         caller_frame_s: Duration of each frame of the caller's audio: the lab's 10 ms, or a
             whole number of them (RoomIO sends 50 ms frames by default).
+        tools_complete: Function tools that must each run to completion (livekit reports
+            them ``done``), in this order of their ends, others allowed between: the evidence
+            that what the caller said reached the code acting on it, e.g.
+            ``("update_email_address", "confirm_email_address")`` for an email that was read
+            back and confirmed rather than saved unconfirmed.
     """
 
     name: str
@@ -272,6 +277,7 @@ class Scenario:
     caller_leaves_at: float | None = None
     real_speech: RealSpeech | None = None
     caller_frame_s: float = FRAME_SECONDS
+    tools_complete: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
