@@ -11,11 +11,10 @@ Every race scenario of the catalog (and every onset of its ``--sweep`` window) r
 * the excess over the floor, and the ratio of the reply to the no-race reply, both counted from
   that later moment.
 
-The races the catalog marks pending (``PENDING``: known to fail on today's ``ResilientAgent``)
-are left out. Utterances answered by the result of a tool they asked for themselves (a booking)
-are left out: their latency is the tool's work, not a race. Run
-``python -m benchmarks.bench_latency`` (``--quick`` skips the sweeps); it prints each race's
-figures, then the median / p90 / max excess and ratio, and the slowest answer to a faulty VAD.
+Utterances answered by the result of a tool they asked for themselves (a booking) are left out:
+their latency is the tool's work, not a race. Run ``python -m benchmarks.bench_latency``
+(``--quick`` skips the sweeps); it prints each race's figures, then the median / p90 / max excess
+and ratio, and the slowest answer to a faulty VAD.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab.catalog import PENDING, scenarios
+from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import CallWorld, Scenario, run_scenario
 from resilient_agent.testing.clock import SAME_INSTANT_S
 from resilient_agent.testing.scenario import CallerInput
@@ -118,8 +117,7 @@ def _answered_by_own_tool(scenario: Scenario, said: CallerInput) -> bool:
 def _variants(sweep: bool) -> list[tuple[str, Scenario]]:
     found = []
     for scenario in scenarios():
-        # a race today's ResilientAgent is known to fail has no recovery to measure yet
-        if scenario.control or scenario.name in PENDING:
+        if scenario.control:
             continue
         found.append((scenario.name, scenario))
         if sweep and scenario.sweep is not None:

@@ -117,7 +117,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from .lab.catalog import PENDING, scenarios
+    from .lab.catalog import scenarios
     from .lab.report import exit_code, format_line, print_header, print_summary
     from .lab.run import run_lab, select
 
@@ -154,9 +154,7 @@ def _lab(args: argparse.Namespace) -> int:
         skipped.append(scenario.name)
         print(f"SKIP  {scenario.name:<52} {agent.label:<16} {why}", flush=True)
 
-    results = run_lab(
-        chosen, agents, sweep=args.sweep, on_result=show, on_skip=skip, pending=PENDING
-    )
+    results = run_lab(chosen, agents, sweep=args.sweep, on_result=show, on_skip=skip)
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
     print_summary(results, agents, sys.stdout)

@@ -10,7 +10,7 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent.cli import main
-from resilient_agent.lab.catalog import PENDING, scenarios
+from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.report import exit_code
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 
@@ -254,31 +254,11 @@ def test_cli_rejects_bad_agent_and_empty_selection(capsys: pytest.CaptureFixture
     assert "matches no scenario" in capsys.readouterr().err
 
 
-# Races today's ResilientAgent is known to fail: the catalog's PENDING (catalog_workflows'
-# PENDING_SUPERVISION, the targets the middleware cannot protect until the core supervises the
-# whole session). Strict: a race that starts passing fails here until it leaves that set.
-NOT_YET_HANDLED: frozenset[str] = PENDING
+# Races ResilientAgent's first-party middleware does not handle yet (none today).
+NOT_YET_HANDLED: set[str] = set()
 
 
-def test_pending_races_are_races_of_the_catalog() -> None:
-    assert set(EXPECTED_BREAKS) >= NOT_YET_HANDLED
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="pending the core's session-wide supervision (PENDING_SUPERVISION)",
-            ),
-        )
-        if name in NOT_YET_HANDLED
-        else name
-        for name in sorted(EXPECTED_BREAKS)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(set(EXPECTED_BREAKS) - NOT_YET_HANDLED))
 def test_resilient_agent_passes_the_race_with_the_app_code_unchanged(name: str) -> None:
     from resilient_agent import ResilientAgent
 

@@ -31,11 +31,11 @@ from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
 from .catalog_typed import typed_over_queued_reply_scenarios
 from .catalog_wait import long_talker_scenarios
-from .catalog_workflows import PENDING_SUPERVISION, workflow_controls, workflow_scenarios
+from .catalog_workflows import workflow_controls, workflow_scenarios
 from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
 from .provider_faults import provider_fault_scenarios
 
-__all__ = ["CATALOG", "PENDING", "scenarios"]
+__all__ = ["CATALOG", "scenarios"]
 
 # A stuck VAD can only be recovered after evidence builds up: the watchdog's 2 s quiet threshold
 # plus 1.5 times the no-race reply latency (1.2 s) bounds the answer.
@@ -590,11 +590,6 @@ CATALOG: tuple[Scenario, ...] = (
     *fuzz_found_controls(),
     *workflow_controls(),
 )
-
-PENDING: frozenset[str] = PENDING_SUPERVISION
-"""Races of the catalog today's ``ResilientAgent`` is known to fail (see
-:data:`~resilient_agent.lab.catalog_workflows.PENDING_SUPERVISION`): the lab marks them
-``XFAIL`` on an agent built on it and leaves them out of its exit code."""
 
 
 def scenarios() -> tuple[Scenario, ...]:

@@ -23,26 +23,7 @@ from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
 from . import agents
 from . import agents_workflows as flows
 
-__all__ = ["PENDING_SUPERVISION", "workflow_controls", "workflow_scenarios"]
-
-PENDING_SUPERVISION: frozenset[str] = frozenset(
-    {
-        "workflows/email_over_hold_before_email_task",
-        "workflows/address_over_hold_before_address_task",
-        "workflows/email_over_hold_before_task_group",
-        "workflows/email_over_protected_task_question",
-        "workflows/caller_talks_during_app_task_tool",
-        "workflows/plain_target_farewell_interrupted",
-        "workflows/plain_target_tool_gap",
-    }
-)
-"""Races today's ``ResilientAgent`` is known to fail: the middleware protects its own agent only,
-so the tools of a plain task, and the tools, speech and hang-up of a plain handoff target, go
-unprotected; and words recovered over protected speech are answered as typed text
-(``input_modality="text"``), which ``GetEmailTask`` and ``GetAddressTask`` save unconfirmed.
-The core's session-wide supervision fixes them; empty this set as it lands (``tests/test_lab.py``
-fails on a name here that passes, so none stays stale). The lab does not count their failures on
-a ``ResilientAgent`` against its exit code, and marks them ``XFAIL``."""
+__all__ = ["workflow_controls", "workflow_scenarios"]
 
 _ANSWER_S = 1.5 * 1.2
 _TOOL_ANSWER_S = 1.5 * 1.7
@@ -69,7 +50,8 @@ _ADDRESS = "I live at twelve baker street london"
 _EMAIL_CONFIRMED = "yes the email is right"
 _ADDRESS_CONFIRMED = "yes the address is right"
 # TaskGroup summarizes its tasks' turns into one message before the app's tool returns, so the
-# answer to the last confirmation no longer carries its words: tools_complete judges it
+# answer to the last confirmation no longer carries its words: tools_complete judges it. It comes
+# 5.5 s after the address, once its 3.3 s read-back (5.0 s after the address) has played out.
 _GROUP_DONE = Utterance(0.0, 1.2, _ADDRESS_CONFIRMED, expect_reply=False)
 
 # Rules match in order: a task's opening request is answered by its question unless the caller
@@ -219,7 +201,7 @@ def _words_over_hold_before_task() -> list[Scenario]:
                 _over_hold(_EMAIL, _EMAIL_QUESTION),
                 Utterance(13.8, 15.0, _EMAIL_CONFIRMED),
                 Utterance(18.5, 20.5, _ADDRESS),
-                _GROUP_DONE.shifted(25.0),
+                _GROUP_DONE.shifted(26.0),
             ),
             llm=_DETAILS_RULES,
             tools_complete=_GROUP_TOOLS,
@@ -280,7 +262,7 @@ def _details_controls() -> list[Scenario]:
                 Utterance(10.0, 12.2, _EMAIL, reply_within=_TOOL_ANSWER_S),
                 Utterance(16.5, 17.7, _EMAIL_CONFIRMED),
                 Utterance(21.0, 23.0, _ADDRESS, reply_within=_TOOL_ANSWER_S),
-                _GROUP_DONE.shifted(27.5),
+                _GROUP_DONE.shifted(28.5),
             ),
             llm=_DETAILS_RULES,
             tools_complete=_GROUP_TOOLS,

@@ -37,25 +37,13 @@ def print_header(agents: Sequence[AgentUnderTest], out: TextIO) -> None:
         print(f"{', '.join(under_test)} is under test: every row should pass.", file=out)
 
 
-def _verdict(result: LabResult) -> str:
-    """PASS or FAIL; XFAIL or XPASS for a race known to fail on today's ResilientAgent."""
-    passed = result.outcome.passed
-    if result.pending:
-        return "XPASS" if passed else "XFAIL"
-    return "PASS" if passed else "FAIL"
-
-
 def format_line(result: LabResult) -> str:
-    """One line per call: verdict, scenario, agent and the figures behind the verdict.
-
-    A pending race (see :attr:`LabResult.pending`) reads ``XFAIL`` when it fails, as known, and
-    ``XPASS`` when it passes (it can leave the catalog's pending list).
-    """
+    """One line per call: verdict, scenario, agent and the figures behind the verdict."""
     o = result.outcome
-    verdict = _verdict(result)
+    verdict = "PASS" if o.passed else "FAIL"
     onset = f" @{result.onset:.2f}s" if result.onset is not None else ""
     line = (
-        f"{verdict:<5} {result.scenario.name + onset:<52} {result.agent.label:<16} "
+        f"{verdict}  {result.scenario.name + onset:<52} {result.agent.label:<16} "
         f"latency={_figure(o.reply_latency_s):>6} lost_words={o.lost_words:<2} "
         f"user_state={o.end_user_state:<9} unfinished={o.unfinished_handles} "
         f"timeouts={o.interruption_timeouts} hung_up={'yes' if o.hung_up else 'no'}"
@@ -85,16 +73,13 @@ def reference_as_expected(results: Sequence[LabResult]) -> bool:
 def exit_code(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]) -> int:
     """0 when every contract holds for the agents under test.
 
-    A pending race (known to fail on today's ``ResilientAgent``, see
-    :attr:`LabResult.pending`) does not count. With only reference agents (no
-    ``ResilientAgent`` yet), 0 means the lab works: every race reproduces and every control
-    passes.
+    With only reference agents (no ``ResilientAgent`` yet), 0 means the lab works: every race
+    reproduces and every control passes.
     """
     under_test = [a for a in agents if not a.reference]
     if under_test:
         paths = {a.path for a in under_test}
-        judged = [r for r in results if r.agent.path in paths and not r.pending]
-        return 0 if all(r.outcome.passed for r in judged) else 1
+        return 0 if all(r.outcome.passed for r in results if r.agent.path in paths) else 1
     return 0 if reference_as_expected(results) else 1
 
 
@@ -119,8 +104,7 @@ def print_summary(
             if len(runs) == 1:
                 run = runs[0]
                 latency = _figure(run.outcome.reply_latency_s)
-                verdict = _verdict(run)
-                cells.append(f"{verdict if verdict == 'FAIL' else verdict.lower()} {latency:>7}")
+                cells.append(f"{'pass' if run.outcome.passed else 'FAIL'} {latency:>7}")
             else:
                 cells.append(f"{passed}/{len(runs)} pass")
         control = any(r.scenario.control for r in results if r.scenario.name == name)
@@ -132,25 +116,10 @@ def print_summary(
         runs = [r for r in results if r.agent.path == agent.path]
         failed = sum(not r.outcome.passed for r in runs)
         role = "reference" if agent.reference else "under test"
-        known = sum(r.pending and not r.outcome.passed for r in runs)
-        xfail = f" ({known} of them XFAIL: pending the core's session-wide supervision)"
         print(
-            f"{agent.label} ({agent.path}, {role}): {len(runs) - failed} passed, {failed} failed"
-            + (xfail if known else ""),
+            f"{agent.label} ({agent.path}, {role}): {len(runs) - failed} passed, {failed} failed",
             file=out,
         )
-        # every run of it passed (each onset of a sweep)
-        unexpected = sorted(
-            name
-            for name in {r.scenario.name for r in runs if r.pending}
-            if all(r.outcome.passed for r in runs if r.scenario.name == name)
-        )
-        if unexpected:
-            print(
-                f"  XPASS (known to fail, passed: take them off PENDING_SUPERVISION): "
-                f"{', '.join(unexpected)}",
-                file=out,
-            )
     wall = sum(r.wall_seconds for r in results)
     virtual = sum(r.virtual_seconds for r in results)
     ratio = virtual / wall if wall else 0.0

@@ -67,9 +67,6 @@ class LabResult:
         stt: The STT the call ran with, ``provider:model``.
         transcripts: Real speech only: per utterance, what was said, heard live, given to the
             LLM, and the reference transcription (see ``testing.transcripts``).
-        pending: A race today's ``ResilientAgent`` is known to fail, run on an agent under
-            test built on it (the catalog's ``PENDING``): shown as ``XFAIL``, and its failure
-            does not decide the exit code.
     """
 
     scenario: Scenario
@@ -82,7 +79,6 @@ class LabResult:
     written_onset: float | None = None
     stt: str = "resilient_agent.testing:scripted-marker-stt"
     transcripts: tuple[dict[str, Any], ...] = ()
-    pending: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The JSON record ``--json`` writes."""
@@ -104,8 +100,6 @@ class LabResult:
             "speech": "scripted" if self.scenario.real_speech is None else "real",
             "stt": self.stt,
         }
-        if self.pending:
-            record["pending"] = True
         if self.transcripts:
             record["transcripts"] = list(self.transcripts)
         if self.onset is not None:
@@ -187,27 +181,17 @@ def run_lab(
     sweep: bool = False,
     on_result: Callable[[LabResult], None] | None = None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
-    pending: frozenset[str] = frozenset(),
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent.
 
     A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
-    ``on_skip`` hears why. A scenario named in ``pending`` (races today's ``ResilientAgent`` is
-    known to fail) gives results marked ``pending`` on each agent under test built on
-    ``ResilientAgent``.
+    ``on_skip`` hears why.
     """
     results: list[LabResult] = []
     # livekit and our middleware log every race they run into; the lab reports them itself
     with _quiet("livekit.agents"), _quiet("resilient_agent"):
-        _run_all(catalog, agents, sweep, on_result, on_skip, results, pending)
+        _run_all(catalog, agents, sweep, on_result, on_skip, results)
     return results
-
-
-def _pending_on(agent: AgentUnderTest) -> bool:
-    """Whether the catalog's known gaps of ``ResilientAgent`` apply to ``agent``."""
-    from ..agent import ResilientAgent
-
-    return not agent.reference and issubclass(agent.cls, ResilientAgent)
 
 
 @contextlib.contextmanager
@@ -231,7 +215,6 @@ def _run_all(
     on_result: Callable[[LabResult], None] | None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
-    pending: frozenset[str],
 ) -> None:
     for scenario in catalog:
         runnable = []
@@ -272,7 +255,6 @@ def _run_all(
                     transcripts=tuple(t.as_json() for t in utterance_transcripts(world))
                     if variant.real_speech is not None
                     else (),
-                    pending=scenario.name in pending and _pending_on(agent),
                 )
                 results.append(result)
                 if on_result is not None:
