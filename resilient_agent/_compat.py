@@ -242,5 +242,19 @@ RELIED_ON: tuple[Reliance, ...] = (
         "livekit changed how EndCallTool ends the call",
         "test_end_call_tool_hangs_up_from_its_speech_done_callback",
     ),
+    Reliance(
+        "AudioInput.__aiter__ returns the input itself, so the session's `async for` over "
+        "session.input.audio calls the input's class's __anext__ for every frame",
+        "resilient_agent.session_audio (observing the caller's audio in place)",
+        "livekit no longer reads an audio input through its class's own __anext__",
+        "test_an_audio_input_is_read_through_its_own_class",
+    ),
+    Reliance(
+        "the AgentInput.audio setter calls on_detached() on the input it replaces, before it "
+        "stores the new one",
+        "resilient_agent.session_audio (following a replaced input)",
+        "livekit no longer detaches the audio input it replaces",
+        "test_replacing_the_audio_input_detaches_the_old_one",
+    ),
 )
 """Every livekit method the library intercepts and every livekit behaviour it relies on."""

@@ -1,18 +1,12 @@
-"""One tap on the caller's audio, shared by every middleware that needs to see it.
+"""The wrapping observer: the fallback for an audio input whose class cannot be swapped.
 
-Middleware that watch the caller's audio (the turn keeper's buffer, the watchdog's level meter)
-register a synchronous callback through ``MiddlewareContext.observe_audio``. Only then does the
-bridge put a single :class:`AudioObserver` in front of the session's audio input, chained with
-``AudioInput(source=)`` exactly as livekit's own recorder chains it when a session records, so
-each frame pays for one extra hop, not one per middleware; with no such middleware nothing is
-wrapped and no frame is touched.
-
-livekit's public observation points cannot replace it: ``Agent.stt_node`` receives silence in
-place of the caller's audio while a protected speech plays (which is when the middleware must
-hear the caller), and the VAD is the app's object. What stays visible to the app (see
-docs/middleware.md): ``session.input.audio`` is the observer, its ``source`` is the app's input,
-attributes the observer does not have are read from the app's input, and when the app replaces
-the input later the new one is observed the same way.
+:class:`~resilient_agent.session_audio.SessionAudio` observes the session's audio input in
+place (the input stays the app's object). An input it cannot observe that way (a class that
+refuses ``__class__`` assignment or subclassing, an ``__aiter__`` that returns another iterator)
+gets an :class:`AudioObserver` chained in front of it instead, with ``AudioInput(source=)``
+exactly as livekit's own recorder chains it when a session records: ``session.input.audio`` is
+then the observer, its ``source`` is the app's input, and attributes the observer does not have
+are read from the app's input.
 """
 
 from __future__ import annotations
@@ -47,8 +41,9 @@ class AudioObserver(AudioInput):
         self.callbacks: list[FrameCallback] = []
         self._on_swapped = on_swapped
         self._time: Callable[[], float] | None = None
-        # bound once: this runs for every 10-20 ms frame of the call
-        self._next_frame = source.__anext__
+        # bound once: this runs for every 10-50 ms frame of the call; through __aiter__, as
+        # livekit's own `async for` reads an input
+        self._next_frame = aiter(source).__anext__
 
     @override
     async def __anext__(self) -> rtc.AudioFrame:

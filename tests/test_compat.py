@@ -386,6 +386,53 @@ def test_audio_output_pause_and_resume_are_public() -> None:
         )
 
 
+def test_an_audio_input_is_read_through_its_own_class() -> None:
+    class Source(AudioInput):
+        async def __anext__(self) -> rtc.AudioFrame:
+            return _frame()
+
+    class Observed(Source):
+        __slots__ = ()
+
+        async def __anext__(self) -> rtc.AudioFrame:
+            seen.append("observed")
+            return await Source.__anext__(self)
+
+    seen: list[str] = []
+    change = _change("test_an_audio_input_is_read_through_its_own_class")
+
+    async def check() -> None:
+        source = Source(label="source")
+        assert source.__aiter__() is source, f"{change}: __aiter__ no longer returns the input"
+        source.__class__ = Observed
+        async for _frame_read in source:
+            break
+        assert seen == ["observed"], change
+
+    asyncio.run(check())
+
+
+def test_replacing_the_audio_input_detaches_the_old_one() -> None:
+    events: list[str] = []
+
+    class Source(AudioInput):
+        def on_detached(self) -> None:
+            stored = session.input.audio
+            events.append(f"{self.label} detached, the session's input: {stored and stored.label}")
+
+    change = _change("test_replacing_the_audio_input_detaches_the_old_one")
+
+    async def check() -> None:
+        nonlocal session
+        session = AgentSession[None]()
+        session.input.audio = Source(label="old")
+        session.input.audio = Source(label="new")
+
+    session: Any = None
+    asyncio.run(check())
+    assert events == ["old detached, the session's input: old"], f"{change}: {events}"
+
+
 def test_audio_input_chains_a_source() -> None:
     class Source(AudioInput):
         async def __anext__(self) -> rtc.AudioFrame:
@@ -397,7 +444,7 @@ def test_audio_input_chains_a_source() -> None:
         seen: list[float] = []
         observer.callbacks.append(lambda _frame, at: seen.append(at))
         assert observer.source is source, (
-            "AudioInput(source=...) no longer keeps its source: the chain's audio observer "
+            "AudioInput(source=...) no longer keeps its source: the fallback audio observer "
             "sits in front of the session's input that way, as livekit's recorder does"
         )
         frame = await observer.__anext__()
