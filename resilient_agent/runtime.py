@@ -11,7 +11,8 @@ returns) and supervises whichever agent or task is active:
   that handed control to it (see :mod:`.supervision`), unless :func:`~.supervision.unsupervised`.
 
 The runtime owns what belongs to the session rather than to an agent: one context and
-conversation state, one observation of the caller's audio, the tool calls in flight, the record
+conversation state, one observation of the caller's audio (:mod:`.session_audio`: the session's
+input stays the app's own object), the tool calls in flight, the record
 of speeches, the call report, and the hold that makes ``session.aclose()`` wait for the chain's
 stop. livekit calls event listeners synchronously inside its own tasks: the runtime updates the
 state and runs decide hooks right there, and queues notify hooks for the active chain
@@ -29,10 +30,8 @@ from typing import Any, Protocol
 from livekit.agents import Agent, AgentSession, get_job_context, utils
 from livekit.agents.llm import ChatContext, ChatMessage
 from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.io import AudioInput
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from .audio_observer import AudioObserver, FrameCallback
 from .boundary import PASS_THROUGH
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
@@ -45,6 +44,7 @@ from .live import SessionInstances
 from .log import get_logger
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, SpeechDecision, SpeechInfo, ToolCall, UserTurn
+from .session_audio import SessionAudio
 from .speech_record import SpeechRecord
 from .state import ConversationState, MiddlewareContext, Named, name_of
 from .supervision import AgentSupervision, LlmNode, UserTurnHook
@@ -138,13 +138,14 @@ class SessionRuntime:
         self.state = ConversationState(
             user_state=session.user_state, agent_state=session.agent_state
         )
+        self._audio = SessionAudio(session)
         self.ctx = MiddlewareContext(
             session=session,
             agent=owner,  # type: ignore[arg-type]
             state=self.state,
             emit=self.emit,
-            observe_audio=self._observe_audio,
-            stop_observing_audio=self._stop_observing_audio,
+            observe_audio=self._audio.observe,
+            stop_observing_audio=self._audio.stop_observing,
             hold_input_through_handoff=self._hold_input_through_handoff,
         )
         self.speeches = SpeechRecord()
@@ -155,7 +156,6 @@ class SessionRuntime:
         # the session-wide gates (the close hold), and those of the handoff under way
         self._gates = Interceptor()
         self._handoff_interceptor = Interceptor()
-        self._audio_observer: AudioObserver | None = None
         self._input_keepers: list[Callable[[str], None]] = []
         handlers: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
@@ -350,41 +350,6 @@ class SessionRuntime:
     def _release_handoff_gates(self) -> None:
         self._handoff_interceptor.restore_all()
 
-    # -- the caller's audio --------------------------------------------------------------------
-    def _observe_audio(self, callback: FrameCallback) -> bool:
-        if self._audio_observer is None:
-            source = self.session.input.audio
-            if source is None:
-                return False
-            self._audio_observer = AudioObserver(source, on_swapped=self._follow_audio_swap)
-            self.session.input.audio = self._audio_observer
-        self._audio_observer.callbacks.append(callback)
-        return True
-
-    def _stop_observing_audio(self, callback: FrameCallback) -> None:
-        observer = self._audio_observer
-        if observer is not None and callback in observer.callbacks:
-            # a new list: the observer may be going through the old one right now
-            observer.callbacks = [c for c in observer.callbacks if c != callback]
-
-    def _follow_audio_swap(self) -> None:
-        """The app (or livekit) replaced our observer: observe the new input the same way."""
-        observer = self._audio_observer
-        current = self.session.input.audio
-        if self._stop_begun or observer is None or current is None or current is observer:
-            return
-        if _chain_holds(current, observer) or isinstance(current, AudioObserver):
-            return  # the new input reads through the observer: it still sees every frame
-        follower = AudioObserver(current, on_swapped=self._follow_audio_swap)
-        follower.callbacks = observer.callbacks
-        self._audio_observer = follower
-        self.session.input.audio = follower
-
-    def _stop_audio(self) -> None:
-        observer, self._audio_observer = self._audio_observer, None
-        if observer is not None and self.session.input.audio is observer:
-            self.session.input.audio = observer.source
-
     # -- livekit events (synchronous, inside livekit's tasks) ---------------------------------
     def _submit(self, hook: str, *args: Any, urgent: bool = False) -> None:
         run = self.run
@@ -518,7 +483,7 @@ class SessionRuntime:
             fallback.cancel()
         self._release_handoff_gates()
         self.supervision.release()
-        self._stop_audio()
+        self._audio.close()
         for event in _SESSION_EVENTS:
             with contextlib.suppress(Exception):
                 self.session.off(event, self._listeners[event])
@@ -545,16 +510,6 @@ class SessionRuntime:
         if self._stopped_event is None:
             self._stopped_event = asyncio.Event()
         await self._stopped_event.wait()
-
-
-def _chain_holds(audio: AudioInput, wanted: AudioInput) -> bool:
-    """Whether ``wanted`` is ``audio`` or one of its ``source`` s."""
-    seen: AudioInput | None = audio
-    while seen is not None:
-        if seen is wanted:
-            return True
-        seen = seen.source
-    return False
 
 
 def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> None:

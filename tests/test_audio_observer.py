@@ -1,4 +1,5 @@
-"""The audio observer: frames stamped with the loop's own time, callbacks that come and go."""
+"""The audio observers (in place, and the wrapping fallback): frames stamped with the loop's
+own time, callbacks that come and go."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from resilient_agent.middleware.audio_level import AudioLevelMeter
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
 from resilient_agent.audio_observer import AudioObserver
+from resilient_agent.session_audio import shown_callbacks
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
 
 
@@ -76,11 +78,11 @@ class _ComingAndGoing(Middleware):
     async def _want_meter_a_while(self, ctx: MiddlewareContext) -> None:
         meter = self.meter
         assert meter is not None
-        observer = ctx.session.input.audio
-        assert isinstance(observer, AudioObserver)
+        audio = ctx.session.input.audio
+        assert audio is not None and not isinstance(audio, AudioObserver)
 
         def shown() -> None:
-            self.meter_shown_frames.append(meter.on_frame in observer.callbacks)
+            self.meter_shown_frames.append(meter.on_frame in shown_callbacks(audio))
 
         await asyncio.sleep(1.2)
         shown()

@@ -162,12 +162,8 @@ def test_a_tool_that_raises_gives_the_llm_what_agent_gives_it() -> None:
     assert result.actual["livekit_logs"] == result.expected["livekit_logs"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#15 item 3: a documented divergence (docs/middleware.md): while a middleware observes "
-    "audio, session.input.audio is a transparent observer around the app's input",
-)
 def test_session_input_audio_stays_the_apps_object() -> None:
+    """While the middleware observe the caller's audio, the session's input is the app's."""
     scenario = dataclasses.replace(_CONTROLS[-1])
     result = run_differential(scenario, Agent, ResilientAgent)
     assert result.expected["input_audio_kept"]
