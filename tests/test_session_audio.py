@@ -573,11 +573,6 @@ def test_in_a_call_the_session_keeps_the_apps_input_and_the_middleware_hear_it()
     assert type(mine) is ScriptedAudioInput, "the session is over: the class is its own again"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a documented divergence (docs/drop-in.md): after a handoff the leaving turn keeper's "
-    "feed is chained in front of the app's input for the rest of the session",
-)
 def test_after_a_handoff_the_session_keeps_the_apps_input() -> None:
     (scenario,) = [s for s in scenarios() if s.name == "lost_words/typed_during_handoff"]
     world, _ = run_scenario(scenario, ResilientAgent)
