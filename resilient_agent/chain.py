@@ -9,8 +9,7 @@ from collections.abc import Set as AbstractSet
 from functools import cached_property
 from typing import Any
 
-from .boundary import guarded_wrap
-from .dispatch import run_notify
+from .boundary import Budget, budget_of, guarded_wrap
 from .errors import MiddlewareError
 from .hooks import (
     API_VERSION,
@@ -210,9 +209,13 @@ class MiddlewareChain:
         return self._handlers.get(hook, ())
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
-        """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
+        """Run every ``hook`` handler, one after another; a failure or a hang is reported, skipped.
+
+        Each runs as in a session, under its budget, but all in this task: a session runs each
+        middleware's notify hooks in a task of its own (:class:`.dispatch.NotifyQueue`).
+        """
         for mw in self._handlers.get(hook, ()):
-            await run_notify(mw, hook, getattr(mw, hook), ctx, args, self.report_error)
+            await Budget.run_notify(budget_of(mw), mw, hook, ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None.

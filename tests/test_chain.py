@@ -169,6 +169,25 @@ def test_a_failing_notify_hook_is_reported_and_the_chain_goes_on() -> None:
     assert log == ["start:after"]
 
 
+def test_a_hung_notify_hook_is_cut_at_its_budget_and_the_chain_goes_on() -> None:
+    log: list[str] = []
+    errors: list[tuple[str, str]] = []
+
+    class Hangs(Middleware):
+        hook_budget_s = 0.05
+
+        async def on_session_start(self, ctx: Any) -> None:
+            await asyncio.sleep(60.0)
+
+    chain = MiddlewareChain(
+        [Hangs(), Recorder("after", log)],
+        on_error=lambda mw, hook, exc, action: errors.append((f"{mw.display_name}.{hook}", action)),
+    )
+    run(chain.notify("on_session_start", CTX))
+    assert errors == [("Hangs.on_session_start", "cancelled")]
+    assert log == ["start:after"]
+
+
 def test_only_overridden_hooks_are_dispatched() -> None:
     chain = MiddlewareChain([Recorder("a", [])])
     assert chain.handles("wrap_tool_call") and chain.handles("on_session_start")
