@@ -176,9 +176,8 @@ class MiddlewareChain:
         handlers: dict[str, tuple[Middleware, ...]] = {}
         # hooks with the same handlers share one tuple (by identity: a middleware may be unhashable)
         shared: dict[tuple[int, ...], tuple[Middleware, ...]] = {}
-        for hook, spec in HOOKS.items():
-            order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
-            found = tuple(mw for mw in order if _overridden(mw, hook))
+        for hook in HOOKS:
+            found = tuple(mw for mw in self.middleware if _overridden(mw, hook))
             if found:
                 handlers[hook] = shared.setdefault(tuple(map(id, found)), found)
         return handlers
