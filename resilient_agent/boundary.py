@@ -5,6 +5,9 @@ Every awaited hook runs under a time budget (:data:`DEFAULT_HOOK_BUDGET_S`, or t
 while ``call_next`` runs (a slow tool body is not the middleware's fault). A budget cancels the
 hook's own await, in the task it runs in, without an extra task per call.
 
+A notify hook that raises or runs past its budget is reported and skipped
+(:meth:`Budget.run_notify`).
+
 A wrap hook that fails is replaced by what the chain would have done without it:
 
 * it raised (or hung, or answered ``None`` where a value is required, or returned without
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from types import CoroutineType
 from typing import Any
 
 from livekit.agents import StopResponse
@@ -59,6 +63,7 @@ class Budget:
 
     Use as a context manager around the hook's await; an expiry surfaces as
     ``asyncio.CancelledError`` with :attr:`expired` set, which the owner then :meth:`absorb` s.
+    :meth:`run_notify` does all of that for a notify hook.
     """
 
     def __init__(self, seconds: float) -> None:
@@ -93,6 +98,60 @@ class Budget:
         """Take back the cancellation this budget caused, so the task goes on normally."""
         if self._task is not None and sys.version_info >= (3, 11):
             self._task.uncancel()
+
+    def overrun(self, hook: str) -> HookTimeoutError:
+        """:meth:`absorb` the expiry, and tell what ran past the budget."""
+        self.absorb()
+        return HookTimeoutError(f"{hook} ran past {self.seconds} s")
+
+    @classmethod
+    async def run_notify(
+        cls,
+        seconds: float,
+        mw: Named,
+        hook: str,
+        ctx: MiddlewareContext,
+        args: tuple[Any, ...],
+        report: Reporter,
+    ) -> None:
+        """Run one notify hook under a budget of ``seconds``; a failure is reported, never raised.
+
+        The hook's first step runs here, as an await would run it, and most hooks end in it: the
+        budget and its timer start only once the hook waits for something, so those cost no
+        timer at all. An awaitable of another kind than a coroutine is timed from the start.
+        """
+        budget: Budget | None = None
+        try:
+            hook_call = getattr(mw, hook)(ctx, *args)
+            if type(hook_call) is CoroutineType:
+                try:
+                    waits_on = hook_call.send(None)
+                except StopIteration:
+                    return
+                budget = cls(seconds)._counting()  # the hook waits: its budget counts from now
+                await _Resumed(hook_call, waits_on)
+            else:
+                budget = cls(seconds)._counting()
+                await hook_call
+        except asyncio.CancelledError:
+            if budget is None or not budget.expired:
+                raise
+            report(mw, hook, budget.overrun(hook), "cancelled")
+        except Exception as exc:
+            report(mw, hook, exc, "continued_without_it")
+        else:
+            if budget is not None and budget.expired:
+                # it swallowed the cancellation, still ran past its budget
+                report(mw, hook, budget.overrun(hook), "cancelled")
+        finally:
+            if budget is not None:
+                budget._disarm()
+
+    def _counting(self) -> Budget:
+        # the hook has already yielded to the loop, so the timer is set at once (no call_soon
+        # hop as in _arm: that saves a timer only for hooks that never wait)
+        self._handle = self._loop.call_later(self.seconds, self._expire)
+        return self
 
     def _arm(self) -> None:
         if self._task is not None:
@@ -173,8 +232,7 @@ async def guarded_wrap(
     except asyncio.CancelledError:
         if not budget.expired:
             raise
-        budget.absorb()
-        return await instead(HookTimeoutError(f"{hook} ran past {budget.seconds} s"))
+        return await instead(budget.overrun(hook))
     except PASS_THROUGH:
         raise
     except Exception as exc:
@@ -183,8 +241,7 @@ async def guarded_wrap(
         return await instead(exc)
     if budget.expired:
         # the hook swallowed the cancellation: it still ran past its budget
-        budget.absorb()
-        return await instead(HookTimeoutError(f"{hook} ran past {budget.seconds} s"))
+        return await instead(budget.overrun(hook))
     missing = _missing_answer(hook, result, inner)
     if missing is not None:
         return await instead(NoAnswerError(missing))
@@ -203,3 +260,36 @@ def _missing_answer(hook: str, result: Any, inner: _Inner) -> str | None:
     if inner.result is not None:
         return "returned None instead of call_next's result"
     return None
+
+
+class _Resumed:
+    """Awaits the rest of a hook coroutine whose first step already ran (and waits on ``first``).
+
+    What ``await`` does with a coroutine, from its second step on: each value it yields goes up
+    to the task, and what the task sends or throws in (a wake-up, a cancellation) goes down.
+    """
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waits_on = self._coro, self._first
+        while True:
+            try:
+                sent = yield waits_on
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waits_on = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waits_on = coro.send(sent)
+                except StopIteration as done:
+                    return done.value

@@ -9,8 +9,7 @@ from collections.abc import Set as AbstractSet
 from functools import cached_property
 from typing import Any
 
-from .boundary import guarded_wrap
-from .dispatch import run_notify
+from .boundary import Budget, budget_of, guarded_wrap
 from .errors import MiddlewareError
 from .hooks import (
     API_VERSION,
@@ -177,9 +176,8 @@ class MiddlewareChain:
         handlers: dict[str, tuple[Middleware, ...]] = {}
         # hooks with the same handlers share one tuple (by identity: a middleware may be unhashable)
         shared: dict[tuple[int, ...], tuple[Middleware, ...]] = {}
-        for hook, spec in HOOKS.items():
-            order = reversed(self.middleware) if spec.reverse else iter(self.middleware)
-            found = tuple(mw for mw in order if _overridden(mw, hook))
+        for hook in HOOKS:
+            found = tuple(mw for mw in self.middleware if _overridden(mw, hook))
             if found:
                 handlers[hook] = shared.setdefault(tuple(map(id, found)), found)
         return handlers
@@ -210,9 +208,13 @@ class MiddlewareChain:
         return self._handlers.get(hook, ())
 
     async def notify(self, hook: str, ctx: MiddlewareContext, *args: Any) -> None:
-        """Run every ``hook`` handler in order; a failure or a hang is reported and skipped."""
+        """Run every ``hook`` handler, one after another; a failure or a hang is reported, skipped.
+
+        Each runs as in a session, under its budget, but all in this task: a session runs each
+        middleware's notify hooks in a task of its own (:class:`.dispatch.NotifyQueue`).
+        """
         for mw in self._handlers.get(hook, ()):
-            await run_notify(mw, hook, getattr(mw, hook), ctx, args, self.report_error)
+            await Budget.run_notify(budget_of(mw), mw, hook, ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None.

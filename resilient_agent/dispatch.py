@@ -2,7 +2,7 @@
 
 Each middleware sees the events it listens to in livekit's order, with "the caller started
 speaking" overtaking bookkeeping; middleware no longer wait for each other. Every hook call runs
-under the middleware's time budget (see :mod:`.boundary`); a hook past it is cancelled and
+under the middleware's time budget (:meth:`.Budget.run_notify`); a hook past it is cancelled and
 reported, and the middleware goes on with its next event.
 
 A middleware's task exists only while it has hooks to run, and its budget timer only while a
@@ -14,44 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import sys
-from collections.abc import Callable, Coroutine, Generator, Sequence
-from types import CoroutineType
+from collections.abc import Callable
 from typing import Any
 
-from .boundary import Budget, HookTimeoutError, budget_of
+from .boundary import Budget, budget_of
 from .hooks import Middleware
 from .state import MiddlewareContext, Named
 
-__all__ = ["NotifyQueue", "run_notify"]
+__all__ = ["NotifyQueue"]
 
 Reporter = Callable[[Named | str, str, BaseException, str], None]
-
-
-async def run_notify(
-    mw: Middleware,
-    hook: str,
-    handler: Callable[..., Any],
-    ctx: MiddlewareContext,
-    args: Sequence[Any],
-    report: Reporter,
-) -> None:
-    """Run one notify hook under its budget; a failure is reported, never raised."""
-    budget = Budget(budget_of(mw))
-    try:
-        with budget:
-            await handler(ctx, *args)
-    except asyncio.CancelledError:
-        if not budget.expired:
-            raise
-        budget.absorb()
-        report(mw, hook, HookTimeoutError(f"{hook} ran past {budget.seconds} s"), "cancelled")
-    except Exception as exc:
-        report(mw, hook, exc, "continued_without_it")
-    else:
-        if budget.expired:
-            budget.absorb()
-            report(mw, hook, HookTimeoutError(f"{hook} ran past {budget.seconds} s"), "cancelled")
 
 
 class NotifyQueue:
@@ -74,9 +46,6 @@ class NotifyQueue:
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
         self._urgent = 0
         self._open = False
-        self._call = 0
-        self._expired_call = 0
-        self._deadline: asyncio.TimerHandle | None = None
         self.running: str | None = None
         """The hook running now, if any."""
         self.task: asyncio.Task[None] | None = None
@@ -113,96 +82,15 @@ class NotifyQueue:
         self.task = self._context.run(self._loop.create_task, self._run(), name=self._name)
 
     async def _run(self) -> None:
+        seconds, mw, ctx, report = self._budget_s, self.mw, self._ctx, self._report
         try:
             while self._pending:
                 hook, args = self._pending.pop(0)
                 if self._urgent:
                     self._urgent -= 1
-                await self._run_hook(hook, args)
+                self.running = hook
+                await Budget.run_notify(seconds, mw, hook, ctx, args, report)
+                self.running = None
         finally:
             self.task = None
             self.running = None
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-    async def _run_hook(self, hook: str, args: tuple[Any, ...]) -> None:
-        """Run one hook; a failure or a hang past the budget is reported, never raised."""
-        self._call += 1
-        call = self._call
-        self.running = hook
-        try:
-            hook_call = getattr(self.mw, hook)(self._ctx, *args)
-            if type(hook_call) is CoroutineType:
-                # its first step runs here, as an await would run it; most hooks end in it
-                try:
-                    waits_on = hook_call.send(None)
-                except StopIteration:
-                    pass
-                else:
-                    self._arm(call)  # the hook waits for something: its budget counts from now
-                    await _Resumed(hook_call, waits_on)
-            else:
-                self._arm(call)  # an awaitable of another kind: watched from the start
-                await hook_call
-        except asyncio.CancelledError:
-            if self._expired_call != call:
-                raise
-            self._timed_out(hook)
-        except Exception as exc:
-            self._report(self.mw, hook, exc, "continued_without_it")
-        else:
-            if self._expired_call == call:
-                self._timed_out(hook)  # it swallowed the cancellation, still ran past its budget
-        finally:
-            self.running = None
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-    def _arm(self, call: int) -> None:
-        self._deadline = self._loop.call_later(self._budget_s, self._expire, call)
-
-    def _expire(self, call: int) -> None:
-        if call == self._call and self.running is not None and self.task is not None:
-            self._expired_call = call
-            self.task.cancel()
-
-    def _timed_out(self, hook: str) -> None:
-        if self.task is not None and sys.version_info >= (3, 11):
-            self.task.uncancel()  # the cancellation was the budget's: the task goes on
-        hung = HookTimeoutError(f"{hook} ran past {self._budget_s} s")
-        self._report(self.mw, hook, hung, "cancelled")
-
-
-class _Resumed:
-    """Awaits the rest of a hook coroutine whose first step already ran (and waits on ``first``).
-
-    What ``await`` does with a coroutine, from its second step on: each value it yields goes up
-    to the task, and what the task sends or throws in (a wake-up, a cancellation) goes down.
-    """
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waits_on = self._coro, self._first
-        while True:
-            try:
-                sent = yield waits_on
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    waits_on = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waits_on = coro.send(sent)
-                except StopIteration as done:
-                    return done.value

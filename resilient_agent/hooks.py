@@ -2,8 +2,10 @@
 
 Three kinds of hooks:
 
-* **notify** (``on_*``, ``async``): told what happened, in list order (exit and end hooks in
-  reverse); a failure is logged and reported, and the chain goes on.
+* **notify** (``on_*``, ``async``): told what happened; a failure is logged and reported, and the
+  chain goes on. Each middleware sees the events in livekit's order ("the caller started
+  speaking" overtakes bookkeeping), in a task of its own: one that is slow holds up only itself,
+  and there is no order across middleware.
 * **decide** (``decide_*``, plain functions): asked synchronously, inside livekit's own call, what
   to do; the first answer that is not None wins. They must not block.
 * **wrap** (``wrap_*``, ``async``): an onion around an action; the first middleware is outermost
@@ -142,7 +144,7 @@ class Middleware:
         """Livekit created a speech (after ``decide_speech`` ran)."""
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
-        """A speech finished, played out or interrupted (reverse order)."""
+        """A speech finished, played out or interrupted."""
 
     async def on_tool_start(self, ctx: MiddlewareContext, call: ToolCall) -> None:
         """A function tool is about to run."""
@@ -150,7 +152,7 @@ class Middleware:
     async def on_tool_exit(
         self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
     ) -> None:
-        """A function tool returned or raised (reverse order)."""
+        """A function tool returned or raised."""
 
     async def on_false_interruption(
         self, ctx: MiddlewareContext, ev: lk_events.AgentFalseInterruptionEvent
@@ -158,7 +160,7 @@ class Middleware:
         """Livekit judged an interruption false."""
 
     async def on_session_end(self, ctx: MiddlewareContext, ev: lk_events.CloseEvent) -> None:
-        """The session closed (reverse order)."""
+        """The session closed."""
 
     # -- decide --------------------------------------------------------------------------------
     def decide_speech(self, ctx: MiddlewareContext, speech: SpeechInfo) -> SpeechDecision | None:
@@ -216,12 +218,10 @@ class HookSpec:
     Attributes:
         name: The method name.
         kind: notify, decide or wrap.
-        reverse: Dispatched in reverse list order.
     """
 
     name: str
     kind: HookKind
-    reverse: bool = False
 
 
 HOOKS: dict[str, HookSpec] = {
@@ -233,11 +233,11 @@ HOOKS: dict[str, HookSpec] = {
         HookSpec("on_user_transcript", "notify"),
         HookSpec("on_conversation_item", "notify"),
         HookSpec("on_speech_created", "notify"),
-        HookSpec("on_speech_done", "notify", reverse=True),
+        HookSpec("on_speech_done", "notify"),
         HookSpec("on_tool_start", "notify"),
-        HookSpec("on_tool_exit", "notify", reverse=True),
+        HookSpec("on_tool_exit", "notify"),
         HookSpec("on_false_interruption", "notify"),
-        HookSpec("on_session_end", "notify", reverse=True),
+        HookSpec("on_session_end", "notify"),
         HookSpec("decide_speech", "decide"),
         HookSpec("decide_shutdown", "decide"),
         HookSpec("decide_interrupt", "decide"),
