@@ -70,7 +70,8 @@ class Budget:
         self.seconds = seconds
         self.expired = False
         self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
+        self.task = asyncio.current_task()
+        """The task cancelled when the budget runs out: the one it was made in, unless set."""
         self._handle: asyncio.Handle | None = None
         self._armed_at = 0.0
         self._paused = 0
@@ -96,65 +97,61 @@ class Budget:
 
     def absorb(self) -> None:
         """Take back the cancellation this budget caused, so the task goes on normally."""
-        if self._task is not None and sys.version_info >= (3, 11):
-            self._task.uncancel()
+        if self.task is not None and sys.version_info >= (3, 11):
+            self.task.uncancel()
 
     def overrun(self, hook: str) -> HookTimeoutError:
         """:meth:`absorb` the expiry, and tell what ran past the budget."""
         self.absorb()
         return HookTimeoutError(f"{hook} ran past {self.seconds} s")
 
-    @classmethod
     async def run_notify(
-        cls,
-        seconds: float,
-        mw: Named,
-        hook: str,
-        ctx: MiddlewareContext,
-        args: tuple[Any, ...],
-        report: Reporter,
+        self, mw: Named, hook: str, ctx: MiddlewareContext, args: tuple[Any, ...], report: Reporter
     ) -> None:
-        """Run one notify hook under a budget of ``seconds``; a failure is reported, never raised.
+        """Run one notify hook under this budget; a failure is reported, never raised.
 
         The hook's first step runs here, as an await would run it, and most hooks end in it: the
-        budget and its timer start only once the hook waits for something, so those cost no
-        timer at all. An awaitable of another kind than a coroutine is timed from the start.
+        budget counts, and its timer is set, only once the hook waits for something. An awaitable
+        of another kind than a coroutine is timed from the start. One budget can serve one hook
+        after another; :attr:`task` must be the task that awaits this.
         """
-        budget: Budget | None = None
+        waiting: Awaitable[Any]
         try:
             hook_call = getattr(mw, hook)(ctx, *args)
             if type(hook_call) is CoroutineType:
                 try:
-                    waits_on = hook_call.send(None)
+                    waiting = _Resumed(hook_call, hook_call.send(None))
                 except StopIteration:
-                    return
-                budget = cls(seconds)._counting()  # the hook waits: its budget counts from now
-                await _Resumed(hook_call, waits_on)
+                    return  # the hook ended in its first step, without waiting for anything
             else:
-                budget = cls(seconds)._counting()
-                await hook_call
+                waiting = hook_call
+        except Exception as exc:
+            report(mw, hook, exc, "continued_without_it")
+            return
+        self._count_from_now()
+        try:
+            await waiting
         except asyncio.CancelledError:
-            if budget is None or not budget.expired:
+            if not self.expired:
                 raise
-            report(mw, hook, budget.overrun(hook), "cancelled")
+            report(mw, hook, self.overrun(hook), "cancelled")
         except Exception as exc:
             report(mw, hook, exc, "continued_without_it")
         else:
-            if budget is not None and budget.expired:
+            if self.expired:
                 # it swallowed the cancellation, still ran past its budget
-                report(mw, hook, budget.overrun(hook), "cancelled")
+                report(mw, hook, self.overrun(hook), "cancelled")
         finally:
-            if budget is not None:
-                budget._disarm()
+            self._disarm()
 
-    def _counting(self) -> Budget:
+    def _count_from_now(self) -> None:
         # the hook has already yielded to the loop, so the timer is set at once (no call_soon
-        # hop as in _arm: that saves a timer only for hooks that never wait)
+        # hop as in _arm: that spares a timer only to hooks that never wait)
+        self.expired = False
         self._handle = self._loop.call_later(self.seconds, self._expire)
-        return self
 
     def _arm(self) -> None:
-        if self._task is not None:
+        if self.task is not None:
             # most hooks return without ever waiting: the timer is set only once the hook has
             # yielded to the loop, so those leave no cancelled timer behind in the loop's heap
             # (where every timer of the call would be compared against it until it is due)
@@ -172,8 +169,8 @@ class Budget:
     def _expire(self) -> None:
         self._handle = None
         self.expired = True
-        if self._task is not None:
-            self._task.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
 
 def budget_of(mw: object) -> float:

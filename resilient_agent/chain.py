@@ -214,7 +214,7 @@ class MiddlewareChain:
         middleware's notify hooks in a task of its own (:class:`.dispatch.NotifyQueue`).
         """
         for mw in self._handlers.get(hook, ()):
-            await Budget.run_notify(budget_of(mw), mw, hook, ctx, args, self.report_error)
+            await Budget(budget_of(mw)).run_notify(mw, hook, ctx, args, self.report_error)
 
     def decide(self, hook: str, ctx: MiddlewareContext, *args: Any) -> Any:
         """The first answer that is not None, or None.

@@ -40,7 +40,9 @@ class NotifyQueue:
         self._report = report
         self._loop = asyncio.get_running_loop()
         self._context = contextvars.copy_context()
-        self._budget_s = budget_of(mw)
+        # one budget for all its hooks, pointed at each task that runs them: a hook that never
+        # waits costs it nothing
+        self._budget = Budget(budget_of(mw))
         self._name = f"resilient_agent.dispatch.{mw.display_name}"
         # urgent calls first (in their own order), then the others
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
@@ -80,17 +82,17 @@ class NotifyQueue:
 
     def _start(self) -> None:
         self.task = self._context.run(self._loop.create_task, self._run(), name=self._name)
+        self._budget.task = self.task
 
     async def _run(self) -> None:
-        seconds, mw, ctx, report = self._budget_s, self.mw, self._ctx, self._report
         try:
             while self._pending:
                 hook, args = self._pending.pop(0)
                 if self._urgent:
                     self._urgent -= 1
                 self.running = hook
-                await Budget.run_notify(seconds, mw, hook, ctx, args, report)
+                await self._budget.run_notify(self.mw, hook, self._ctx, args, self._report)
                 self.running = None
         finally:
-            self.task = None
+            self.task = self._budget.task = None  # the budget holds no finished task either
             self.running = None

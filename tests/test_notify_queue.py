@@ -65,6 +65,17 @@ def _run(mw: Recorder, script: Any) -> list[tuple[Any, ...]]:
     return reports
 
 
+def _agent_states(*whats: str) -> Any:
+    """A script: open the queue, then queue ``on_agent_state`` with each of ``whats``."""
+
+    async def script(queue: NotifyQueue) -> None:
+        queue.open()
+        for what in whats:
+            queue.put("on_agent_state", (what,), urgent=False)
+
+    return script
+
+
 def test_urgent_calls_overtake_queued_ones_and_keep_their_own_order() -> None:
     mw = Recorder()
 
@@ -96,14 +107,7 @@ def test_nothing_runs_before_the_middleware_is_set_up() -> None:
 
 def test_a_hang_after_a_hook_that_waited_is_still_cut_at_its_budget() -> None:
     mw = Recorder(hang={"stuck"})
-
-    async def script(queue: NotifyQueue) -> None:
-        queue.open()
-        queue.put("on_agent_state", ("wait first",), urgent=False)
-        queue.put("on_agent_state", ("stuck",), urgent=False)
-        queue.put("on_agent_state", ("after",), urgent=False)
-
-    reports = _run(mw, script)
+    reports = _run(mw, _agent_states("wait first", "stuck", "after"))
     started = dict(mw.seen)
     assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
     assert reports[0][3] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
@@ -111,15 +115,18 @@ def test_a_hang_after_a_hook_that_waited_is_still_cut_at_its_budget() -> None:
     assert started["after"] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
 
 
+def test_each_hook_gets_a_whole_budget_of_its_own_after_one_ran_past_it() -> None:
+    mw = Recorder(hang={"stuck", "stuck again"})
+    reports = _run(mw, _agent_states("stuck", "wait after", "stuck again"))
+    started = dict(mw.seen)
+    assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")] * 2
+    assert "wait after done" in started
+    assert reports[1][3] == pytest.approx(started["stuck again"] + 1.0, abs=0.01)
+
+
 def test_a_hook_that_swallows_the_cancellation_is_still_reported() -> None:
     mw = Recorder(hang={"stuck"}, swallow=True)
-
-    async def script(queue: NotifyQueue) -> None:
-        queue.open()
-        queue.put("on_agent_state", ("stuck",), urgent=False)
-        queue.put("on_agent_state", ("after",), urgent=False)
-
-    reports = _run(mw, script)
+    reports = _run(mw, _agent_states("stuck", "after"))
     assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
     assert [w for w, _ in mw.seen] == ["stuck", "stuck done", "after", "after done"]
 
