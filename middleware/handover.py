@@ -12,7 +12,7 @@ its ``setup`` and answers them.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from livekit.agents import Agent, llm
@@ -62,7 +62,6 @@ class CarriedWords:
     fragments: list[Fragment]
     tap: WithheldAudioTap | None
     open_window_start: float | None
-    heard_at: list[float] = field(default_factory=list)
 
     def dropped(self) -> None:
         """No next keeper took them (the next agent has no TurnKeeper): log what is lost."""

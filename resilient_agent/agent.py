@@ -16,7 +16,6 @@ from livekit.agents.llm import (
 )
 
 from . import end_call
-from .boundary import PASS_THROUGH
 from .chain_run import ChainRun
 from .events import MiddlewareErrorEvent, ResilientEventTypes
 from .hooks import Middleware
@@ -28,7 +27,7 @@ from .report import CallReport
 from .requests import ToolCall
 from .runtime import CORE, SessionRuntime
 from .spec import MiddlewareSpec, middleware_entries
-from .tool_calls import friendly_tool_error
+from .tool_calls import worded_tool_errors
 from .tool_names import known_tool_names, unknown_tools
 from .tools import class_tools, wrap_tool, wrap_toolset
 from .versions import warn_if_untested_livekit
@@ -284,11 +283,4 @@ class ResilientAgent(Agent):
     async def _run_tool(self, call: ToolCall, run_body: Any) -> Any:
         if self._runtime is not None:
             return await self._runtime.run_tool(call, run_body)
-        try:
-            return await run_body(call)
-        except PASS_THROUGH:
-            raise
-        except Exception as exc:
-            if self._tool_error_message is None:
-                raise  # livekit logs it at ERROR and tells the LLM an internal error occurred
-            raise friendly_tool_error(call.name, exc, self._tool_error_message) from exc
+        return await worded_tool_errors(call, lambda: run_body(call), self._tool_error_message)

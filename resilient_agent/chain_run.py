@@ -153,8 +153,7 @@ class ChainRun:
         except asyncio.CancelledError:
             if not budget.expired:
                 raise
-            budget.absorb()
-            raise HookTimeoutError(f"{step} ran past {budget.seconds} s") from None
+            raise budget.overrun(step) from None
 
     def remove_gates(self) -> None:
         """Put livekit's methods back (the chain no longer decides for the session)."""

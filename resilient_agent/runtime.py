@@ -32,7 +32,6 @@ from livekit.agents.llm import ChatContext, ChatMessage
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from .boundary import PASS_THROUGH
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
 from .close_hold import CloseHold
@@ -48,7 +47,7 @@ from .session_audio import SessionAudio
 from .speech_record import SpeechRecord
 from .state import ConversationState, MiddlewareContext, Named, name_of
 from .supervision import AgentSupervision, LlmNode, UserTurnHook
-from .tool_calls import ToolCalls, friendly_tool_error
+from .tool_calls import ToolCalls, worded_tool_errors
 from .tool_names import fix_for
 from .tools import current_tool
 
@@ -313,17 +312,13 @@ class SessionRuntime:
         (``ResilientAgent(tool_error_message=...)``), whichever agent's tool raised it.
         """
         run = self.run
-        try:
+
+        async def run_call() -> Any:
             if run is None or self._stopped:
                 return await run_body(call)
             return await self.tools.run(run, call, run_body)
-        except PASS_THROUGH:
-            raise
-        except Exception as exc:
-            message = self.owner.tool_error_message
-            if message is None:
-                raise  # livekit logs it at ERROR and tells the LLM an internal error occurred
-            raise friendly_tool_error(call.name, exc, message) from exc
+
+        return await worded_tool_errors(call, run_call, self.owner.tool_error_message)
 
     # -- typed input through a handoff ---------------------------------------------------------
     def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:

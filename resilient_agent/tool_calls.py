@@ -16,7 +16,7 @@ from typing import Any
 from livekit.agents import AgentSession
 from livekit.agents.llm import ToolError
 
-from .boundary import HookTimeoutError
+from .boundary import PASS_THROUGH, HookTimeoutError
 from .chain_run import ChainRun
 from .interception import Interceptor
 from .log import get_logger
@@ -24,7 +24,7 @@ from .requests import ToolCall, ToolOutcome
 from .speech_gates import ProtectionGate
 from .state import ConversationState
 
-__all__ = ["ToolCalls", "friendly_tool_error"]
+__all__ = ["ToolCalls", "worded_tool_errors"]
 
 logger = get_logger("tool_calls")
 
@@ -96,7 +96,21 @@ class ToolCalls:
         return current is None or current.interrupted
 
 
-def friendly_tool_error(name: str, exc: Exception, message: str) -> ToolError:
-    """The app's ``tool_error_message`` for an unexpected tool exception, logged at ERROR."""
-    logger.error("tool_failed", tool=name, exc_info=exc)
-    return ToolError(message.format(tool=name))
+async def worded_tool_errors(
+    call: ToolCall, run: Callable[[], Awaitable[Any]], message: str | None
+) -> Any:
+    """Await ``run``; an unexpected exception reaches the LLM worded as ``message`` says.
+
+    None leaves it to livekit, as with ``Agent``: livekit logs it at ERROR and tells the LLM
+    only that an internal error occurred. A sentence (``{tool}`` is the tool's name) is given
+    to the LLM instead, and the exception is logged at ERROR (``tool_failed``).
+    """
+    try:
+        return await run()
+    except PASS_THROUGH:
+        raise
+    except Exception as exc:
+        if message is None:
+            raise
+        logger.error("tool_failed", tool=call.name, exc_info=exc)
+        raise ToolError(message.format(tool=call.name)) from exc
