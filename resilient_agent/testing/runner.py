@@ -93,6 +93,9 @@ class CallWorld:
     virtual_seconds: float = 0.0
 
 
+_TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
+
+
 def _session_options(scenario: Scenario) -> dict[str, Any]:
     turn_handling = TurnHandlingOptions(
         turn_detection="vad",
@@ -110,8 +113,9 @@ def _session_options(scenario: Scenario) -> dict[str, Any]:
             turn_handling["interruption"] = InterruptionOptions(
                 **{**turn_handling["interruption"], **value}
             )
-        elif key == "preemptive_generation":
-            turn_handling["preemptive_generation"] = value
+        elif key in _TURN_HANDLING_KEYS:
+            # livekit 1.8 takes these inside ``turn_handling`` only
+            turn_handling[key] = value  # type: ignore[literal-required]
         else:
             options[key] = value
     return options

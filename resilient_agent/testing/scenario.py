@@ -221,7 +221,9 @@ class Scenario:
         aec_warmup: AEC warm-up seconds (livekit's default is 3.0; None disables it).
         noise: Background noise on the caller's line: loud audio the STT hears no words in.
         lost_playout_report: The audio sink never reports the playout of a cleared segment.
-        session_options: Extra ``AgentSession`` keyword arguments.
+        session_options: Extra ``AgentSession`` keyword arguments; ``TurnHandlingOptions`` keys
+            (``user_turn_limit``, ``preemptive_generation``, ...) go into its ``turn_handling``,
+            and ``interruption`` is merged over the lab's interruption options.
         reply_bound: Seconds from the end of an utterance to the start of its answer.
         control: A control: it must pass on a plain ``Agent`` as well.
         sweep: The race window ``--sweep`` explores.
