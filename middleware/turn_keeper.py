@@ -415,9 +415,6 @@ class TurnKeeper(Middleware):
         recognizer = session_recognizer(ctx.agent, ctx.session)
         if recognizer is None:
             return
-        if kind == _WITHHELD:
-            # a middleware that asks for a recovery (SttRecovery) reports its own race
-            ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
         task = asyncio.get_running_loop().create_task(
             self._recover(ctx, recognizer, started, ended, frames, livekit_may_answer, kind)
         )
@@ -460,6 +457,11 @@ class TurnKeeper(Middleware):
         if delivered:
             text = remove_heard(text, delivered)
         if text.strip():
+            if kind == _WITHHELD:
+                # reported on evidence: audio withheld while the VAD's speech window closed
+                # (a protected speech starting in its trailing silence) may hold no words.
+                # A middleware that asks for a recovery (SttRecovery) reports its own race.
+                ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
             self._words.add(Fragment(text.strip(), ended, recovered=True))
             words = len(text.split())
             ctx.race_handled(

@@ -310,8 +310,11 @@ class WaitForCaller(Middleware):
     ) -> None:
         if handle.done() or handle.interrupted or handle.allow_interruptions:
             return
+        info = ctx.state.speeches.get(handle.id)
+        if info is not None and info.cut_in:
+            # the app cuts in over the caller on purpose (livekit's user_turn_limit): not a race
+            return
         if tool is None:
-            info = ctx.state.speeches.get(handle.id)
             tool = info.tool if info is not None else None
         options = self._options_for(tool)
         details: dict[str, Any] = {"speech_id": handle.id, "tool": tool, "on": on}

@@ -13,6 +13,7 @@ from . import versions  # noqa: F401
 # isort: on
 from .agent import ResilientAgent, default_middleware
 from .boundary import DEFAULT_HOOK_BUDGET_S
+from .cut_in import cut_in
 from .end_call import end_call_tool
 from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
 from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
@@ -86,6 +87,7 @@ __all__ = [
     "UserTurnNext",
     "available_plugins",
     "current_tool",
+    "cut_in",
     "default_middleware",
     "end_call_tool",
     "event_listener",

@@ -190,6 +190,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[Agent.llm_node]",
     ),
     Reliance(
+        "Agent.on_user_turn_exceeded(ev), called by attribute when user_turn_limit is reached",
+        "resilient_agent.cut_in",
+        "livekit changed Agent.on_user_turn_exceeded's signature",
+        "test_intercepted_methods_keep_their_signatures[Agent.on_user_turn_exceeded]",
+    ),
+    Reliance(
         "a non-forced interrupt() raises RuntimeError on a protected speech",
         "resilient_agent.speech_gates (decide_interrupt)",
         "livekit no longer raises when interrupt() meets a protected speech",

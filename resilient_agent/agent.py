@@ -17,6 +17,7 @@ from livekit.agents.llm import (
 
 from . import end_call
 from .chain_run import ChainRun
+from .cut_in import run_as_cut_in
 from .events import MiddlewareErrorEvent, ResilientEventTypes
 from .hooks import Middleware
 from .live import MiddlewareView, SessionInstances
@@ -137,6 +138,8 @@ class ResilientAgent(Agent):
         self._app_on_exit = self.on_exit
         self._app_on_user_turn_completed = self.on_user_turn_completed
         self._app_llm_node = self.llm_node
+        cut_in_hook = run_as_cut_in(self.on_user_turn_exceeded)
+        self.on_user_turn_exceeded = cut_in_hook  # type: ignore[method-assign,assignment]
         self.llm_node = self._llm_node  # type: ignore[method-assign]
         self.on_enter = self._enter  # type: ignore[method-assign]
         self.on_exit = self._exit  # type: ignore[method-assign]

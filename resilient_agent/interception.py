@@ -138,6 +138,16 @@ INTERCEPTIONS: dict[str, Interception] = {
             "hands back)",
         ),
         Interception(
+            "Agent",
+            "on_user_turn_exceeded",
+            "resilient_agent.cut_in",
+            "on_speech_created",
+            "livekit's user_turn_limit cuts in over a caller who talks too long, on purpose: "
+            "the speeches this hook creates are marked cut-ins (SpeechInfo.cut_in), which the "
+            "chain never holds for the caller; livekit calls the hook by attribute and marks "
+            "the speech nowhere",
+        ),
+        Interception(
             "RunContext",
             "disallow_interruptions",
             "resilient_agent.speech_gates",

@@ -78,6 +78,9 @@ class SpeechInfo:
         user_initiated: As livekit reports it.
         tool: The function tool whose body created it, if any.
         created_at: ``time.time()`` when livekit created it.
+        cut_in: The app means it to play over a speaking caller: created by
+            ``on_user_turn_exceeded`` (livekit's ``user_turn_limit``) or inside
+            :func:`resilient_agent.cut_in`. Middleware leave its timing to livekit.
     """
 
     handle: SpeechHandle
@@ -85,6 +88,7 @@ class SpeechInfo:
     user_initiated: bool
     tool: str | None = None
     created_at: float = 0.0
+    cut_in: bool = False
 
     @property
     def id(self) -> str:

@@ -35,6 +35,7 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
 from .close_hold import CloseHold
+from .cut_in import cutting_in
 from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
 from .handoff_gates import HandoffGates
 from .interception import Interceptor
@@ -400,6 +401,7 @@ class SessionRuntime:
             user_initiated=ev.user_initiated,
             tool=current_tool(),
             created_at=time.time(),
+            cut_in=cutting_in(),
         )
         self.speeches.created(info)
         run = self.run

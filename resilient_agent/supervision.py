@@ -2,10 +2,11 @@
 
 Calls pass through code nobody can rebase: livekit's workflow tasks (``GetEmailTask``,
 ``TaskGroup``, ...), ``AgentTask`` s written on plain ``Agent``, third-party agents returned from a
-handoff tool. When the session's runtime sees one become active, it shadows four of the agent's
+handoff tool. When the session's runtime sees one become active, it shadows five of the agent's
 hooks on the instance (livekit calls each by attribute) so that its turns, inferences and own
-function tools go through the chain that handed control to it, and its entry and exit tell the
-runtime where a handoff stands. The shadows are put back when the session ends.
+function tools go through the chain that handed control to it, its entry and exit tell the
+runtime where a handoff stands, and the cut-ins of its ``on_user_turn_exceeded`` are known as
+such (:mod:`resilient_agent.cut_in`). The shadows are put back when the session ends.
 
 :func:`unsupervised` opts an agent out: its hooks and tools are left as they are.
 """
@@ -18,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from livekit.agents import Agent
 from livekit.agents.llm import ChatContext, ChatMessage, FunctionTool, RawFunctionTool
 
+from .cut_in import run_as_cut_in
 from .interception import Interceptor
 from .requests import ToolCall
 from .tools import AnyFunctionTool, wrap_tool
@@ -124,6 +126,7 @@ class AgentSupervision:
         self._interceptor.install("Agent.on_exit", agent, shadow_exit)
         self._interceptor.install("Agent.on_user_turn_completed", agent, shadow_turn)
         self._interceptor.install("Agent.llm_node", agent, shadow_node)
+        self._interceptor.install("Agent.on_user_turn_exceeded", agent, run_as_cut_in)
         return True
 
     def release(self) -> None:

@@ -55,6 +55,7 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
         Agent,
         [("turn_ctx", inspect.Parameter.empty), ("new_message", inspect.Parameter.empty)],
     ),
+    "Agent.on_user_turn_exceeded": (Agent, [("ev", inspect.Parameter.empty)]),
     "Agent.llm_node": (
         Agent,
         [

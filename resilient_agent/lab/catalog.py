@@ -29,6 +29,7 @@ from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .catalog_turn_handling import turn_handling_controls, turn_handling_scenarios
 from .catalog_typed import typed_over_queued_reply_scenarios
 from .catalog_wait import long_talker_scenarios
 from .catalog_workflows import workflow_controls, workflow_scenarios
@@ -586,9 +587,11 @@ CATALOG: tuple[Scenario, ...] = (
     *_stalls(),
     *provider_fault_scenarios(),
     *workflow_scenarios(),
+    *turn_handling_scenarios(),
     *_controls(),
     *fuzz_found_controls(),
     *workflow_controls(),
+    *turn_handling_controls(),
 )
 
 
