@@ -96,7 +96,8 @@ def test_foreground() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="ToolGuard keeps the update's speech protected until the tool returns "
-    "(playouts[0] allow_interruptions True on Agent, False on ResilientAgent): the lead's part of #32",
+    "(playouts[0] allow_interruptions True on Agent, False on ResilientAgent): "
+    "the lead's part of #32",
 )
 def test_update_control() -> None:
     result = _call(

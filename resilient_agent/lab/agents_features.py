@@ -220,7 +220,7 @@ def node_override_agent(calls: list[str], *, hand_off: bool) -> AgentFactory:
             @function_tool
             async def transfer_to_specialist(self, ctx: RunContext[None]) -> Agent:
                 """Transfer the caller to the specialist."""
-                return specialist(instructions=INSTRUCTIONS)  # type: ignore[no-any-return]
+                return specialist(instructions=INSTRUCTIONS)
 
         return FrontDesk()
 
