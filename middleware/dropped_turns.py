@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
 
+from .handover import Fragment
 from .pending_words import PendingWords
-from .session_facts import handoff_under_way, livekit_turn_delay
+from .session_facts import handoff_under_way, livekit_min_interruption_words, livekit_turn_delay
 from .withheld_audio import stt_is_withheld
 
 if TYPE_CHECKING:
@@ -144,6 +145,10 @@ class DroppedTurnAnswerer:
         """When the pending words may be answered, as livekit's turn would have answered them."""
         if not self._words.undelivered() or self._keeper.recovering:
             return _BLOCKED
+        if _backchannel(ctx, self._words.undelivered()):
+            # livekit did not take words under its min_words as an interruption: it keeps them
+            # in its transcript for the caller's next turn, by design
+            return _BLOCKED
         if ctx.state.user_state == "speaking" or handoff_under_way(ctx):
             # a handoff: livekit refuses replies until the next agent's activity runs
             return _BLOCKED
@@ -235,3 +240,13 @@ class DroppedTurnAnswerer:
             "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
             counts={"dropped_turns_answered": 1},
         )
+
+
+def _backchannel(ctx: MiddlewareContext, pending: list[Fragment]) -> bool:
+    """Spoken words over an interruptible agent speech, fewer than livekit's ``min_words``."""
+    min_words = livekit_min_interruption_words(ctx.session)
+    return (
+        min_words > 0
+        and all(f.over_agent_speech and f.modality == "audio" and not f.recovered for f in pending)
+        and sum(len(f.text.split()) for f in pending) < min_words
+    )

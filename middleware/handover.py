@@ -45,6 +45,8 @@ class Fragment:
         modality: How they came in: spoken (``"audio"``) or typed (``"text"``); the library
             answers them with the same modality, so modality-aware tasks (livekit's
             ``GetEmailTask`` reads back and confirms spoken input) behave as for live input.
+        over_agent_speech: Said while an interruptible agent speech played: under livekit's
+            ``min_words`` it is a backchannel livekit keeps for the caller's next turn.
     """
 
     text: str
@@ -53,6 +55,7 @@ class Fragment:
     superseded: bool = False
     recovered: bool = False
     modality: InputModality = "audio"
+    over_agent_speech: bool = False
 
 
 @dataclass

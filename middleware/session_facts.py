@@ -8,7 +8,12 @@ from livekit.agents import Agent, AgentSession, stt, utils
 
 from resilient_agent import MiddlewareContext
 
-__all__ = ["handoff_under_way", "livekit_turn_delay", "session_recognizer"]
+__all__ = [
+    "handoff_under_way",
+    "livekit_min_interruption_words",
+    "livekit_turn_delay",
+    "session_recognizer",
+]
 
 
 def session_recognizer(agent: Agent, session: AgentSession[Any]) -> stt.STT[Any] | None:
@@ -18,6 +23,12 @@ def session_recognizer(agent: Agent, session: AgentSession[Any]) -> stt.STT[Any]
         return agent_stt
     session_stt = session.stt
     return session_stt if isinstance(session_stt, stt.STT) else None
+
+
+def livekit_min_interruption_words(session: AgentSession[Any]) -> int:
+    """Livekit's ``interruption.min_words``: fewer words over an agent speech do not interrupt."""
+    interruption = session.options.turn_handling.get("interruption", {})
+    return int(interruption.get("min_words", 0) or 0)
 
 
 def livekit_turn_delay(session: AgentSession[Any]) -> float:

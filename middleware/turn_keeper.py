@@ -273,7 +273,14 @@ class TurnKeeper(Middleware):
         if self._tap is not None:
             self._tap.note_transcript(final=ev.is_final, now=_now())
         if ev.is_final and ev.transcript.strip():
-            self._words.add(Fragment(ev.transcript.strip(), _now()))
+            current = ctx.session.current_speech
+            over = (
+                current is not None
+                and current.allow_interruptions
+                and not current.interrupted
+                and not current.done()
+            )
+            self._words.add(Fragment(ev.transcript.strip(), _now(), over_agent_speech=over))
             self._answerer.note_activity(_now())
             self._answerer.wake()
 
@@ -450,29 +457,45 @@ class TurnKeeper(Middleware):
             and not f.recovered
             and set(normalized(f.text).split()) <= recovered
         ]
+        heard = {word for f in in_window for word in normalized(f.text).split()}
+        # when the STT heard every word after all (little of the window was withheld), the
+        # caller's words go on as livekit has them: there was nothing to recover
+        if not recovered <= heard:
+            self._keep_recovered(ctx, text, in_window, (started, ended), kind)
+        if livekit_may_answer:
+            self._answerer.note_activity(_now())
+
+    def _keep_recovered(
+        self,
+        ctx: MiddlewareContext,
+        text: str,
+        in_window: list[Fragment],
+        window: tuple[float, float],
+        kind: str,
+    ) -> None:
+        started, ended = window
         delivered = " ".join(f.text for f in in_window if f.delivered)
         for fragment in in_window:
             if not fragment.delivered:
                 fragment.superseded = True
         if delivered:
             text = remove_heard(text, delivered)
-        if text.strip():
-            if kind == _WITHHELD:
-                # reported on evidence: audio withheld while the VAD's speech window closed
-                # (a protected speech starting in its trailing silence) may hold no words.
-                # A middleware that asks for a recovery (SttRecovery) reports its own race.
-                ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
-            self._words.add(Fragment(text.strip(), ended, recovered=True))
-            words = len(text.split())
-            ctx.race_handled(
-                self,
-                kind,
-                "recovered_words",
-                details={"words": words},
-                counts={"words_recovered": words},
-            )
-        if livekit_may_answer:
-            self._answerer.note_activity(_now())
+        if not text.strip():
+            return
+        if kind == _WITHHELD:
+            # reported on evidence: audio withheld while the VAD's speech window closed (a
+            # protected speech starting in its trailing silence) may hold no words. A
+            # middleware that asks for a recovery (SttRecovery) reports its own race.
+            ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
+        self._words.add(Fragment(text.strip(), ended, recovered=True))
+        words = len(text.split())
+        ctx.race_handled(
+            self,
+            kind,
+            "recovered_words",
+            details={"words": words},
+            counts={"words_recovered": words},
+        )
 
     # -- what is pending ------------------------------------------------------------------------
     @property
