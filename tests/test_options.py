@@ -8,8 +8,10 @@ refused there with a message naming the option, the value given and the fix; the
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +22,6 @@ from resilient_agent.middleware.tool_guard import ToolGuard
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 from resilient_agent.middleware.wait_for_caller import WaitForCaller
 from resilient_agent.middleware.watchdog import Watchdog
-from resilient_agent_example_plugin import SpeakingGuard
 from structlog.testing import capture_logs
 
 from resilient_agent import (
@@ -34,6 +35,11 @@ from resilient_agent import (
     end_call_tool,
 )
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+
+# the example plugin is a distribution of its own (.ci/run installs it for the plugin tests); this
+# test needs only its class, so a fresh `pip install -e '.[dev]'` finds it in the checkout
+sys.path.append(str(Path(__file__).parents[1] / "examples/resilient-agent-example-plugin/src"))
+from resilient_agent_example_plugin import SpeakingGuard
 
 Build = Callable[[], object]
 
