@@ -85,6 +85,9 @@ EXPECTED_BREAKS = {
     "workflows/plain_target_farewell_interrupted": "call hung up although the farewell was not",
     "workflows/plain_target_tool_gap": "never reached the LLM",
     "workflows/email_over_protected_task_question": "never reached the LLM",
+    "turn_limit/words_over_cut_in": "never reached the LLM",
+    "turn_limit/words_over_cut_in_on_plain_agent": "never reached the LLM",
+    "turn_limit/words_over_app_cut_in": "never reached the LLM",
 }
 
 

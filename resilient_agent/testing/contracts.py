@@ -554,7 +554,18 @@ def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
     return []
 
 
+def every_inference_is_well_formed(evidence: CallEvidence) -> list[str]:
+    """No request reaches the LLM with a context a provider would reject (the fake rejects it)."""
+    world = evidence.world
+    return [
+        f"the LLM got a malformed context at {request.at - world.t0:.2f}s ({request.malformed})"
+        for request in world.llm.requests
+        if request.malformed is not None
+    ]
+
+
 CONTRACTS: tuple[Contract, ...] = (
+    every_inference_is_well_formed,
     every_word_reaches_the_llm,
     transcripts_match_reference,
     every_input_answered_in_time,

@@ -119,6 +119,10 @@ def call_trace(world: CallWorld) -> CallTrace:
             )
             for r in world.llm.requests
         ],
+        # what a real provider would have rejected (the strict fake did): empty on a sound call
+        "malformed_contexts": [
+            (_t(r.at - world.t0), r.malformed) for r in world.llm.requests if r.malformed
+        ],
         "session_events": [(_t(at), kind, text(info)) for at, kind, info in rec.session_events],
         "livekit_logs": [(_t(at), level, text(msg)) for at, level, msg in world.logs.records],
         "input_audio_kept": [(_t(at), kept) for at, kept in rec.input_audio_kept],
@@ -198,7 +202,14 @@ def run_differential(
     """Run ``scenario`` on both base classes, each on a fresh virtual-time loop, and compare."""
     expected = call_trace(run_virtual(run_scenario_async(scenario, reference)))
     actual = call_trace(run_virtual(run_scenario_async(scenario, candidate)))
-    return DifferentialResult(scenario, expected, actual, compare_traces(expected, actual))
+    differences = compare_traces(expected, actual)
+    # a malformed context fails the call on both bases alike: no divergence, still a defect
+    for base, trace in ((reference, expected), (candidate, actual)):
+        differences.extend(
+            f"malformed_contexts on {base.__name__}: {at}s {why}"
+            for at, why in trace["malformed_contexts"]
+        )
+    return DifferentialResult(scenario, expected, actual, differences)
 
 
 _CHARGING = "Charging your card now."

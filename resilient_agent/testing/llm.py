@@ -7,6 +7,9 @@ messages that follow that last item. livekit's placeholder for a tool that is st
 (``The tool call is still in progress.``) is not that tool's output and is skipped. Answers
 are a pure function of the context, so livekit's preemptive generation, which may ask twice for
 the same turn, gets the same answer.
+Like the real providers, it rejects a malformed context (a function call without its output, or
+an output without its call) with a non-retryable 400, and records why
+(:attr:`LLMRequest.malformed`); the lab's contracts fail such a call.
 Every request is recorded with the user text it saw, so a test can ask whether given words
 reached the LLM.
 """
@@ -19,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from livekit.agents import APITimeoutError, llm, utils
+from livekit.agents import APIStatusError, APITimeoutError, llm, utils
 from livekit.agents.llm import ChatContext, Tool
 from livekit.agents.types import (
     DEFAULT_API_CONNECT_OPTIONS,
@@ -29,7 +32,7 @@ from livekit.agents.types import (
 )
 from typing_extensions import Never, override
 
-__all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript"]
+__all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript", "malformed_context"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ class LLMRequest:
         tool_calls: Names of the tools it called.
         hung: The request hung (its rule's ``hangs_before``) and answered nothing.
         timed_out: The request timed out (its rule's ``times_out_before``).
+        malformed: Why a provider would have rejected its context (see
+            :func:`malformed_context`); a strict LLM rejected it.
     """
 
     at: float
@@ -129,6 +134,23 @@ class LLMRequest:
     tool_calls: tuple[str, ...]
     hung: bool = False
     timed_out: bool = False
+    malformed: str | None = None
+
+
+def malformed_context(chat_ctx: ChatContext) -> str | None:
+    """Why a provider would reject ``chat_ctx``, or None when it is well formed.
+
+    OpenAI's Responses API, Gemini and Anthropic refuse a context with a function call that has
+    no output, or an output without its call, and every later turn of the call then fails too
+    (livekit/agents#5092).
+    """
+    calls = {i.call_id for i in chat_ctx.items if i.type == "function_call"}
+    outputs = {i.call_id for i in chat_ctx.items if i.type == "function_call_output"}
+    if missing := sorted(calls - outputs):
+        return f"function call without its output: {', '.join(missing)}"
+    if orphans := sorted(outputs - calls):
+        return f"function output without its call: {', '.join(orphans)}"
+    return None
 
 
 # livekit flags the function call of the pair it injects for a tool still running (its output
@@ -226,6 +248,7 @@ class ScriptedLLM(llm.LLM[Never]):
         )
         hangs = rule.hangs_at(self._clock())
         times_out = rule.times_out_at(self._clock())
+        malformed = malformed_context(chat_ctx)
         self.requests.append(
             LLMRequest(
                 at=asyncio.get_running_loop().time(),
@@ -236,6 +259,7 @@ class ScriptedLLM(llm.LLM[Never]):
                 tool_calls=tuple(c.name for c in calls),
                 hung=hangs,
                 timed_out=times_out,
+                malformed=malformed,
             )
         )
         return ScriptedLLMStream(
@@ -247,6 +271,7 @@ class ScriptedLLM(llm.LLM[Never]):
             calls=calls,
             hangs=hangs,
             times_out=times_out,
+            malformed=malformed,
         )
 
 
@@ -264,14 +289,23 @@ class ScriptedLLMStream(llm.LLMStream):
         calls: tuple[ToolCallScript, ...],
         hangs: bool = False,
         times_out: bool = False,
+        malformed: str | None = None,
     ) -> None:
         super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        self._malformed = malformed
         self._rule = rule
         self._calls = calls
         self._hangs = hangs
         self._times_out = times_out
 
     async def _run(self) -> None:
+        if self._malformed is not None:
+            # what OpenAI's Responses API, Gemini and Anthropic answer (livekit/agents#5092)
+            raise APIStatusError(
+                f"scripted LLM: invalid request: {self._malformed}",
+                status_code=400,
+                retryable=False,
+            )
         if self._hangs:
             await asyncio.Future()  # until livekit cancels the request
         if self._times_out:
