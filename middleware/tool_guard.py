@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from livekit.agents import RunContext
 from livekit.agents.llm import ToolError
+from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
     Middleware,
@@ -52,6 +53,7 @@ from resilient_agent import (
     SpeechInfo,
     ToolCall,
     ToolCallNext,
+    event_listener,
     get_logger,
     release_tool_call,
 )
@@ -187,9 +189,28 @@ class ToolGuard(Middleware):
             self._release_when_interrupted(ctx, call.name, run_context),
             name="resilient_agent.tool_guard.release",
         )
+
+        def on_update(ev: lk_events.ToolExecutionUpdatedEvent) -> None:
+            # the tool handed control back (its first ctx.update()): what plays from now on
+            # is as interruptible as on Agent
+            update = ev.update
+            if update.type != "tool_call_updated" or update.call_id != call.call_id:
+                return
+            protector.cancel()
+            app_protected = (
+                self._protected_by_tool is not None and handle in self._protected_by_tool
+            )
+            if app_protected or handle.done() or handle.interrupted or handle.allow_interruptions:
+                return
+            with contextlib.suppress(RuntimeError):
+                handle.allow_interruptions = app_setting
+
+        listener = event_listener(on_update)
+        ctx.session.on("tool_execution_updated", listener)
         try:
             return await call_next(call)
         finally:
+            ctx.session.off("tool_execution_updated", listener)
             releaser.cancel()
             protector.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -93,12 +93,6 @@ def test_foreground() -> None:
     assert result.differences == [], result.report()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ToolGuard keeps the update's speech protected until the tool returns "
-    "(playouts[0] allow_interruptions True on Agent, False on ResilientAgent): "
-    "the lead's part of #32",
-)
 def test_update_control() -> None:
     result = _call(
         "run_context_update",
@@ -107,6 +101,21 @@ def test_update_control() -> None:
         tool="search_tables",
     )
     assert any(agents_features.UPDATE_LINE in str(o) for o in result.expected["tool_outputs"])
+    assert result.differences == [], result.report()
+
+
+def test_a_progress_report_yields_to_the_caller_as_on_agent() -> None:
+    """Once a tool handed control back with ``update()``, its report is Agent's to interrupt."""
+    result = _call(
+        "run_context_update_interrupted",
+        agents_features.update_agent(work_seconds=4.0),
+        says="search the tables",
+        tool="search_tables",
+        second=Utterance(4.3, 5.3, "actually make it two people"),
+        duration=14.0,
+    )
+    interrupted = [segment for segment in result.expected["heard"] if segment[3]]
+    assert interrupted, "on Agent the caller cuts the report"
     assert result.differences == [], result.report()
 
 
