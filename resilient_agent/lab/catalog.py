@@ -587,10 +587,11 @@ CATALOG: tuple[Scenario, ...] = (
     *_stalls(),
     *provider_fault_scenarios(),
     *workflow_scenarios(),
-    *turn_handling_scenarios(),
     *_controls(),
     *fuzz_found_controls(),
     *workflow_controls(),
+    # last: real speech shares one recognizer, whose adaptation follows the catalog order
+    *turn_handling_scenarios(),
     *turn_handling_controls(),
 )
 
