@@ -11,6 +11,7 @@ STT and dropped. The same holds for a protected announcement the app plays insid
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from livekit.agents import Agent
 
@@ -89,36 +90,32 @@ def announcing_agent(*, at_s: float, marked: bool = True) -> AgentFactory:
 
 def turn_handling_scenarios() -> list[Scenario]:
     """Words said over a deliberate cut-in: dropped on ``Agent``, answered on ``ResilientAgent``."""
-    return [
-        Scenario(
-            name="turn_limit/words_over_cut_in",
-            family="turn_limit",
-            description=(
-                f"After {MAX_WORDS} words livekit's user_turn_limit cuts in over the caller "
-                "(5.5 s), uninterruptible, as the app configured; the caller goes on talking "
-                "over it, and those words must still be answered once it played."
-            ),
-            agent=agents.plain_agent,
-            utterances=(*_LONG_START, _OVER_CUT_IN),
-            llm=(_CUT_IN,),
-            session_options=_TURN_LIMIT,
-            duration=16.0,
-            # the cut-in talks over the caller on purpose
-            talk_over_tolerance=None,
+    over_cut_in = Scenario(
+        name="turn_limit/words_over_cut_in",
+        family="turn_limit",
+        description=(
+            f"After {MAX_WORDS} words livekit's user_turn_limit cuts in over the caller "
+            "(5.5 s), uninterruptible, as the app configured; the caller goes on talking "
+            "over it, and those words must still be answered once it played."
         ),
-        Scenario(
+        agent=agents.plain_agent,
+        utterances=(*_LONG_START, _OVER_CUT_IN),
+        llm=(_CUT_IN,),
+        session_options=_TURN_LIMIT,
+        duration=16.0,
+        # the cut-in talks over the caller on purpose
+        talk_over_tolerance=None,
+    )
+    return [
+        over_cut_in,
+        dataclasses.replace(
+            over_cut_in,
             name="turn_limit/words_over_cut_in_on_plain_agent",
-            family="turn_limit",
             description=(
                 "The same cut-in on livekit's plain Agent the call was handed to at once: "
                 "the words said over it must still be answered."
             ),
             agent=handed_to_plain_agent,
-            utterances=(*_LONG_START, _OVER_CUT_IN),
-            llm=(_CUT_IN,),
-            session_options=_TURN_LIMIT,
-            duration=16.0,
-            talk_over_tolerance=None,
         ),
         Scenario(
             name="turn_limit/words_over_app_cut_in",
