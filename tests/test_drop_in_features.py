@@ -171,6 +171,27 @@ def test_interruption_min_words() -> None:
     assert result.differences == [], result.report()
 
 
+@pytest.mark.parametrize(("min_duration", "paused"), [(0.3, True), (1.0, False)])
+def test_interruption_min_duration(min_duration: float, paused: bool) -> None:
+    """0.8 s of noise over the answer (no words: a transcript interrupts whatever its length)."""
+    noise = NoiseWindow(4.5, 5.3, rms=2000.0)
+    result = _call(
+        "interruption_min_duration",
+        agents.plain_agent,
+        says=_LONG_REPLY,
+        options={"interruption": {"min_duration": min_duration}},
+        noise=(noise,),
+        duration=14.0,
+    )
+    # engaged: the answer pauses once the noise has lasted min_duration, and never if it is longer
+    # than the noise; either way it is heard whole
+    started, ended, _, interrupted = result.expected["heard"][0]
+    pauses = [at for at, state in result.expected["agent_state"] if started < at < ended]
+    assert pauses[:1] == ([pytest.approx(noise.start + min_duration, abs=0.02)] if paused else [])
+    assert not interrupted
+    assert result.differences == [], result.report()
+
+
 def test_interruption_disabled_keeps_the_words_said_over_the_answer() -> None:
     """The documented divergence: livekit discards them (the answer is protected), we answer."""
     result = _call(
