@@ -7,7 +7,7 @@ exercised it fails) and that both traces are identical.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from livekit.agents import Agent
@@ -16,6 +16,7 @@ from livekit.agents.llm.async_toolset import AsyncToolset
 from resilient_agent import ResilientAgent
 from resilient_agent.lab import agents, agents_features
 from resilient_agent.testing import LLMRule, NoiseWindow, Scenario, ToolCallScript, Utterance
+from resilient_agent.testing.clock import SAME_INSTANT_S
 from resilient_agent.testing.differential import CallTrace, DifferentialResult, run_differential
 from resilient_agent.testing.scenario import AgentFactory
 
@@ -212,6 +213,41 @@ def test_interruption_disabled_keeps_the_words_said_over_the_answer() -> None:
 
     assert "okay" not in users(result.expected)
     assert "okay" in users(result.actual)
+
+
+def _state_times(trace: CallTrace, state: str) -> list[float]:
+    return [at for at, new_state in trace["agent_state"] if new_state == state]
+
+
+@pytest.mark.parametrize("sound", ["thinking", "ambient"])
+def test_background_audio_player(sound: Literal["thinking", "ambient"]) -> None:
+    """The player publishes its track on an offline room and plays along the session's states.
+
+    How much of the sound the mixer takes depends on the real-time pacing of livekit's native
+    audio source (virtual time does not reach it): only when it starts and stops is compared.
+    """
+    calls: list[agents_features.BackgroundAudioCall] = []
+    result = _call("background_audio", agents_features.background_audio_agent(calls, sound=sound))
+    assert len(calls) == 2, "one player per base"
+    (thinking_at,) = _state_times(result.expected, "thinking")
+    speaking_at = _state_times(result.expected, "speaking")[0]
+    for call, trace in zip(calls, (result.expected, result.actual), strict=True):
+        participant = call.room.local_participant
+        assert [track.name for track, _ in participant.published] == ["background_audio"]
+        assert call.player.publication is not None
+        assert participant.unpublished == [call.player.publication.sid], "closed on exit"
+        pulled = call.sound.pulled_at
+        assert pulled, f"the {sound} sound played"
+        if sound == "thinking":
+            # engaged: the mixer's next round (10 ms) after the agent started thinking, and
+            # nothing once it speaks
+            assert thinking_at <= pulled[0] <= thinking_at + 0.011
+            assert pulled[-1] <= speaking_at + SAME_INSTANT_S
+            assert _state_times(trace, "thinking") == pytest.approx([thinking_at], abs=1e-3)
+        else:
+            # from the start of the call, before the caller says anything
+            assert pulled[0] <= 0.011
+    assert result.differences == [], result.report()
 
 
 def test_interrupt_force() -> None:

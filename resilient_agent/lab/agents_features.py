@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from livekit import rtc
 from livekit.agents import Agent, ModelSettings, RunContext, function_tool, llm
 from livekit.agents.llm import ChatContext, ChatMessage
+from livekit.agents.voice.background_audio import BackgroundAudioPlayer
 
+from resilient_agent.testing.room import OfflineRoom, TracedSound
 from resilient_agent.testing.scenario import AgentFactory
 
 from .agents import INSTRUCTIONS
@@ -23,6 +26,8 @@ __all__ = [
     "FOREGROUND_LINE",
     "QUIET_WELCOME",
     "UPDATE_LINE",
+    "BackgroundAudioCall",
+    "background_audio_agent",
     "context_updating_agent",
     "filler_runtime_agent",
     "forced_interrupt_agent",
@@ -223,5 +228,59 @@ def node_override_agent(calls: list[str], *, hand_off: bool) -> AgentFactory:
                 return specialist(instructions=INSTRUCTIONS)
 
         return FrontDesk()
+
+    return build
+
+
+@dataclass(frozen=True)
+class BackgroundAudioCall:
+    """One call's ``BackgroundAudioPlayer``: the room it published to and the sound it played.
+
+    Attributes:
+        room: The offline room the player's track was published to.
+        player: The player.
+        sound: Its thinking or ambient sound; ``sound.pulled_at`` says when it played.
+    """
+
+    room: OfflineRoom
+    player: BackgroundAudioPlayer
+    sound: TracedSound
+
+
+def background_audio_agent(
+    calls: list[BackgroundAudioCall], *, sound: Literal["thinking", "ambient"]
+) -> AgentFactory:
+    """Starts a ``BackgroundAudioPlayer`` on its session on entering, closes it on exit.
+
+    Args:
+        calls: Receives each call's player, room and sound (the test's evidence it played).
+        sound: Whether the player's sound is its thinking sound (played while the agent is
+            ``thinking``) or its ambient sound (played throughout).
+    """
+
+    def build(base: type[Agent]) -> Agent:
+        # the agent is built when the call starts: its clock starts here
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        traced = TracedSound(clock=lambda: loop.time() - t0)
+        player = (
+            BackgroundAudioPlayer(thinking_sound=traced)
+            if sound == "thinking"
+            else BackgroundAudioPlayer(ambient_sound=traced)
+        )
+        room = OfflineRoom()
+        calls.append(BackgroundAudioCall(room, player, traced))
+
+        class BackgroundAudioAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions=INSTRUCTIONS)
+
+            async def on_enter(self) -> None:
+                await player.start(room=room, agent_session=self.session)
+
+            async def on_exit(self) -> None:
+                await player.aclose()
+
+        return BackgroundAudioAgent()
 
     return build
