@@ -54,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run only this Agent subclass (under test), e.g. myapp:MyAgent or "
         "livekit.agents:Agent",
     )
+    lab.add_argument(
+        "--mock",
+        metavar="PATH",
+        type=Path,
+        help="with --agent: a Python file whose MOCKS dict (tool name: callable, as livekit's "
+        "mock_tools takes it) replaces your tools with side effects, and whose ARGUMENTS dict "
+        "(tool name: arguments) says what the LLM calls your tools with",
+    )
     lab.add_argument("--only", metavar="REGEX", help="run only scenarios whose name matches")
     lab.add_argument(
         "--sweep", action="store_true", help="move the caller's onset across each race window"
@@ -110,6 +118,8 @@ def _check_args(args: argparse.Namespace) -> None:
             raise _UsageError(f"--only {args.only!r} is not a regular expression: {exc}") from exc
     if args.jobs < 1:
         raise _UsageError(f"--jobs {args.jobs}: give 1 or more processes")
+    if args.mock is not None and args.agent is None:
+        raise _UsageError("--mock only applies with --agent module:Class (your tools' mocks)")
     for option in ("json", "report", "timeline"):
         path: Path | None = getattr(args, option)
         if path is not None and not path.parent.is_dir():
@@ -122,7 +132,9 @@ def _lab(args: argparse.Namespace) -> int:
     from .lab.run import run_lab, select
 
     _check_args(args)
-    chosen = select(scenarios(), args.only)
+    agents = _agents(args.agent)
+    own = _own_tool_scenarios(agents[0], args.mock) if args.agent is not None else []
+    chosen = select([*scenarios(), *own], args.only)
     if args.list:
         for scenario in chosen:
             kind = "control" if scenario.control else scenario.family
@@ -133,31 +145,34 @@ def _lab(args: argparse.Namespace) -> int:
     if args.speech == "real":
         from .lab.real_speech import RealSpeechUnavailable, with_real_speech
 
+        scripted_only = [s for s in chosen if s in own]
         try:
-            chosen = with_real_speech(chosen, sys.stdout)
+            chosen = with_real_speech([s for s in chosen if s not in own], sys.stdout)
         except RealSpeechUnavailable as exc:
             raise _UsageError(str(exc)) from exc
-    agents = _agents(args.agent)
+        if scripted_only:
+            print(f"{len(scripted_only)} scenario(s) on your own tools run with scripted speech")
+            chosen = [*chosen, *scripted_only]
     if args.fuzz is not None:
         from .lab.fuzz import run_fuzz_command
 
         return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout, jobs=args.jobs)
     started = time.perf_counter()
     print_header(agents, sys.stdout)
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
 
     def show(result: LabResult) -> None:
         if not args.quiet:
             print(format_line(result), flush=True)
 
     def skip(scenario: Scenario, agent: AgentUnderTest, why: str) -> None:
-        skipped.append(scenario.name)
+        skipped.append((scenario.name, agent.path))
         print(f"SKIP  {scenario.name:<52} {agent.label:<16} {why}", flush=True)
 
     results = run_lab(chosen, agents, sweep=args.sweep, on_result=show, on_skip=skip)
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
-    print_summary(results, agents, sys.stdout)
+    print_summary(results, agents, sys.stdout, skipped)
     if skipped:
         print(f"{len(skipped)} scenario(s) skipped: their app code cannot be built on this class")
     print(f"wall time: {time.perf_counter() - started:.1f}s")
@@ -186,6 +201,28 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
     if base.note is not None:
         print(base.note)
     return [AgentUnderTest(path, cls, catalog_cls=base.cls)]
+
+
+def _own_tool_scenarios(agent: AgentUnderTest, mock_path: Path | None) -> list[Scenario]:
+    """The races on the app's own tools, after a probe call of each (one line per tool)."""
+    from .lab.app_tool_scenarios import app_tool_scenarios, build_app_agent, describe, probe_tool
+    from .lab.app_tools import MockFileError, ToolMocks, app_tools, load_mocks
+    from .lab.run import quiet_logs
+
+    cls = agent.catalog_cls or agent.cls
+    try:
+        mocks = load_mocks(mock_path) if mock_path is not None else ToolMocks()
+        tools = app_tools(build_app_agent(cls), mocks)
+    except MockFileError as exc:
+        raise _UsageError(str(exc)) from exc
+    if not tools:
+        print(f"{agent.label} has no function tools of its own: only the catalog runs")
+        return []
+    with quiet_logs():
+        windows = [probe_tool(cls, tool, mocks) for tool in tools]
+    for line in describe(windows):
+        print(line)
+    return app_tool_scenarios(windows, mocks)
 
 
 def _write_outputs(

@@ -12,6 +12,7 @@ cannot be built on the class is skipped with a line saying why.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,37 +62,105 @@ def catalog_base(cls: type[Agent]) -> CatalogBase:
             f"{cls.__name__}() needs {', '.join(required)}: the lab builds the agent itself for "
             "every scenario, so give every constructor parameter a default"
         )
-    takes_instructions = any(
-        p.kind is inspect.Parameter.VAR_KEYWORD or (p.name == "instructions" and p.kind in _PLAIN)
-        for p in params
-    )
-    if takes_instructions:
+    missing = [
+        name
+        for name in ("instructions", "tools")
+        if not any(
+            p.kind is inspect.Parameter.VAR_KEYWORD or (p.name == name and p.kind in _PLAIN)
+            for p in params
+        )
+    ]
+    if not missing:
         return CatalogBase(cls)
     return CatalogBase(
-        _adapter(cls),
+        _adapter(cls, needs_instructions="instructions" not in missing),
         note=(
-            f"{cls.__name__}() takes no instructions: each scenario's app code (its tools, "
-            f"greeting, hooks) runs as a subclass of {cls.__name__}, built with "
+            f"{cls.__name__}() takes no {' and no '.join(missing)}: each scenario's app code "
+            f"(its tools, greeting, hooks) runs as a subclass of {cls.__name__}, built with "
             f"{cls.__name__}()'s own instructions, tools and middleware"
         ),
     )
 
 
-def _adapter(cls: type[Agent]) -> type[Agent]:
-    # checked by catalog_base: every parameter has a default
+def _adapter(cls: type[Agent], *, needs_instructions: bool) -> type[Agent]:
+    # checked by catalog_base: every parameter but instructions has a default
     app_init: Any = cls.__init__
+    instructions_required = needs_instructions and (
+        inspect.signature(cls.__init__).parameters["instructions"].default
+        is inspect.Parameter.empty
+    )
 
-    def __init__(self: Agent, *args: Any, instructions: str | None = None, **kwargs: Any) -> None:
-        # the catalog passes only its instructions, which the scripted LLM never reads; anything
-        # else would be app code the adapter cannot honour
+    def __init__(
+        self: Agent,
+        *args: Any,
+        instructions: str | None = None,
+        tools: list[llm.Tool | llm.Toolset] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # the catalog passes its instructions, which the scripted LLM never reads, and its
+        # tools; anything else would be app code the adapter cannot honour
         if args or kwargs:
             raise TypeError(
                 f"the catalog passed {sorted(kwargs) or 'positional arguments'} that "
                 f"{cls.__name__}() cannot take"
             )
-        app_init(self)
+        if instructions_required:
+            app_init(self, instructions=instructions or "")
+        else:
+            app_init(self)
+        _replace_clashing_tools(self, cls, list(tools or ()))
 
     return type(cls.__name__, (cls,), {"__init__": __init__, "__module__": cls.__module__})
+
+
+def _method_tools(classes: Iterable[type]) -> set[str]:
+    return {
+        name
+        for klass in classes
+        for name, value in vars(klass).items()
+        if isinstance(value, (llm.FunctionTool, llm.RawFunctionTool))
+    }
+
+
+def _names(tool: llm.Tool | llm.Toolset) -> set[str]:
+    return set(llm.ToolContext([tool]).function_tools)
+
+
+def _replace_clashing_tools(
+    agent: Agent, app: type[Agent], given: list[llm.Tool | llm.Toolset]
+) -> None:
+    """The scenario's tools (passed, or methods of its subclass) replace the app's of that name.
+
+    A toolset of the app's (livekit's ``EndCallTool``) goes as a whole when one of its tools is
+    replaced: the scenario's own end-call tool then ends its call, and the app's own end-call
+    tool is raced by the app-tool scenarios (``app_tool/<name>/...``) instead.
+    """
+    mro = type(agent).__mro__
+    methods = _method_tools(mro)
+    given_names = set(llm.ToolContext(given).function_tools)
+    replaced = _method_tools(k for k in mro if k is not app and issubclass(k, app)) | given_names
+    if not replaced:
+        return
+    kept = []
+    for tool in agent.tools:
+        names = _names(tool)
+        # a method tool is already the scenario's where the scenario overrides it
+        is_method = isinstance(tool, (llm.FunctionTool, llm.RawFunctionTool)) and names <= methods
+        if (is_method and not names & given_names) or not names & replaced:
+            kept.append(tool)
+    _update_tools_before_start(agent, [*kept, *given])
+
+
+def _update_tools_before_start(agent: Agent, tools: list[llm.Tool | llm.Toolset]) -> None:
+    # Agent.update_tools only assigns while the agent has no activity (livekit 1.8): the
+    # coroutine finishes at its first step, so a constructor can drive it
+    step = agent.update_tools(tools)
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()
+    raise RuntimeError(f"{type(agent).__name__}.update_tools awaited before the agent started")
 
 
 def scenario_mismatch(scenario: Scenario, base: type[Agent]) -> str | None:

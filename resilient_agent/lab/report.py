@@ -34,7 +34,22 @@ def print_header(agents: Sequence[AgentUnderTest], out: TextIO) -> None:
             file=out,
         )
     else:
-        print(f"{', '.join(under_test)} is under test: every row should pass.", file=out)
+        plain = [a.label for a in agents if not a.reference and not _resilient(a)]
+        if plain:
+            print(
+                f"{', '.join(under_test)} is under test, and is not a ResilientAgent: the races "
+                "fail on it as on a plain livekit.agents.Agent, so expect FAIL rows and exit "
+                "code 1 (every control should pass).",
+                file=out,
+            )
+        else:
+            print(f"{', '.join(under_test)} is under test: every row should pass.", file=out)
+
+
+def _resilient(agent: AgentUnderTest) -> bool:
+    from ..agent import ResilientAgent
+
+    return issubclass(agent.cls, ResilientAgent)
 
 
 def format_line(result: LabResult) -> str:
@@ -84,13 +99,24 @@ def exit_code(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]) ->
 
 
 def print_summary(
-    results: Sequence[LabResult], agents: Sequence[AgentUnderTest], out: TextIO
+    results: Sequence[LabResult],
+    agents: Sequence[AgentUnderTest],
+    out: TextIO,
+    skipped: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """The table a newcomer reads: one row per scenario, one column per agent."""
+    """The table a newcomer reads: one row per scenario, one column per agent.
+
+    Args:
+        results: Every call.
+        agents: The agents, one column each.
+        out: Where to print.
+        skipped: ``(scenario name, agent path)`` of every scenario that could not run on an
+            agent: its cell says ``SKIP``, so no row vanishes from the table.
+    """
     names: list[str] = []
-    for result in results:
-        if result.scenario.name not in names:
-            names.append(result.scenario.name)
+    for name in [r.scenario.name for r in results] + [name for name, _ in skipped]:
+        if name not in names:
+            names.append(name)
     width = max([len("scenario")] + [len(n) for n in names]) + 2
     header = f"{'scenario':<{width}}" + "".join(f"{a.label:>18}" for a in agents)
     print("", file=out)
@@ -101,7 +127,9 @@ def print_summary(
         for agent in agents:
             runs = [r for r in results if r.scenario.name == name and r.agent.path == agent.path]
             passed = sum(r.outcome.passed for r in runs)
-            if len(runs) == 1:
+            if (name, agent.path) in skipped:
+                cells.append("SKIP")
+            elif len(runs) == 1:
                 run = runs[0]
                 latency = _figure(run.outcome.reply_latency_s)
                 cells.append(f"{'pass' if run.outcome.passed else 'FAIL'} {latency:>7}")
@@ -111,13 +139,17 @@ def print_summary(
         marker = "  (control)" if control else ""
         print(f"{name:<{width}}" + "".join(f"{c:>18}" for c in cells) + marker, file=out)
     print("-" * len(header), file=out)
+    _print_own_tools(results, agents, out)
     _print_sweeps(results, agents, out)
     for agent in agents:
         runs = [r for r in results if r.agent.path == agent.path]
         failed = sum(not r.outcome.passed for r in runs)
         role = "reference" if agent.reference else "under test"
+        skips = sum(path == agent.path for _, path in skipped)
+        not_run = f", {skips} skipped" if skips else ""
         print(
-            f"{agent.label} ({agent.path}, {role}): {len(runs) - failed} passed, {failed} failed",
+            f"{agent.label} ({agent.path}, {role}): {len(runs) - failed} passed, {failed} failed"
+            f"{not_run}",
             file=out,
         )
     wall = sum(r.wall_seconds for r in results)
@@ -128,6 +160,34 @@ def print_summary(
         f"({ratio:.0f}x real time)",
         file=out,
     )
+
+
+def _print_own_tools(
+    results: Sequence[LabResult], agents: Sequence[AgentUnderTest], out: TextIO
+) -> None:
+    """One row per tool of the app's own (``app_tool/<tool>/<window>``): every window of it."""
+    from .app_tool_scenarios import FAMILY
+
+    own = [r for r in results if r.scenario.family == FAMILY]
+    if not own:
+        return
+    print("your tools: the caller spoke in each window of each tool", file=out)
+    tools = list(dict.fromkeys(r.scenario.name.split("/")[1] for r in own))
+    for tool in tools:
+        for agent in agents:
+            runs = [
+                r
+                for r in own
+                if r.scenario.name.split("/")[1] == tool and r.agent.path == agent.path
+            ]
+            failed = [r.scenario.name.split("/")[2] for r in runs if not r.outcome.passed]
+            verdict = f"FAIL in {', '.join(failed)}" if failed else "pass"
+            passed = len(runs) - len(failed)
+            print(
+                f"  {tool:<32} {agent.label:<16} {passed}/{len(runs)} windows pass  {verdict}",
+                file=out,
+            )
+    print("", file=out)
 
 
 def _print_sweeps(

@@ -100,6 +100,13 @@ class LabResult:
             "speech": "scripted" if self.scenario.real_speech is None else "real",
             "stt": self.stt,
         }
+        # the tools that ran, in the order they started: evidence that a scenario on the app's
+        # own tools exercised them
+        record["tools_run"] = (
+            [t.name for t in sorted(self.timeline.tools, key=lambda t: t.start)]
+            if self.timeline is not None
+            else []
+        )
         if self.transcripts:
             record["transcripts"] = list(self.transcripts)
         if self.onset is not None:
@@ -188,10 +195,16 @@ def run_lab(
     ``on_skip`` hears why.
     """
     results: list[LabResult] = []
-    # livekit and our middleware log every race they run into; the lab reports them itself
-    with _quiet("livekit.agents"), _quiet("resilient_agent"):
+    with quiet_logs():
         _run_all(catalog, agents, sweep, on_result, on_skip, results)
     return results
+
+
+@contextlib.contextmanager
+def quiet_logs() -> Iterator[None]:
+    """Livekit and our middleware log every race they run into; the lab reports them itself."""
+    with _quiet("livekit.agents"), _quiet("resilient_agent"):
+        yield
 
 
 @contextlib.contextmanager

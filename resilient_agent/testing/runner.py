@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from livekit.agents import Agent, AgentSession, inference
+from livekit.agents import Agent, AgentSession, inference, mock_tools
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
@@ -166,7 +166,13 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     closed = asyncio.Event()
     session.on("close", lambda _ev: closed.set())
     try:
-        with recorded_job_context(job):
+        # livekit looks its mocks up by the agent's exact class, in the tool's context
+        mocks = (
+            mock_tools(type(agent), dict(scenario.tool_mocks))
+            if scenario.tool_mocks
+            else contextlib.nullcontext()
+        )
+        with recorded_job_context(job), mocks:
             await session.start(agent, record=False)
             typing = loop.create_task(_type_messages(session, scenario.typed, t0))
             if scenario.caller_leaves_at is not None:

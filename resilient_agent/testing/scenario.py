@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -250,6 +250,9 @@ class Scenario:
             that what the caller said reached the code acting on it, e.g.
             ``("update_email_address", "confirm_email_address")`` for an email that was read
             back and confirmed rather than saved unconfirmed.
+        tool_mocks: Tool name to a callable run instead of that tool of the agent's class for
+            the call, as livekit's ``mock_tools`` takes them: a tool with side effects
+            (a booking, a payment) runs as a mock while its speech and timing stay the app's.
     """
 
     name: str
@@ -280,6 +283,7 @@ class Scenario:
     real_speech: RealSpeech | None = None
     caller_frame_s: float = FRAME_SECONDS
     tools_complete: tuple[str, ...] = ()
+    tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
