@@ -187,10 +187,11 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
 
     if path is None:
         return default_agents()
-    if os.getcwd() not in sys.path:
-        # a console script does not put the current directory on the path, and an app's module
-        # is usually right there
-        sys.path.insert(0, os.getcwd())
+    # a console script does not put the current directory on the path, and an app's module is
+    # usually right there, or in its src/ (LiveKit's starter layout, run from the app's root)
+    for folder in reversed([os.getcwd(), os.path.join(os.getcwd(), "src")]):
+        if os.path.isdir(folder) and folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         cls = load_agent_class(path)
         base = catalog_base(cls)
@@ -205,21 +206,18 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
 
 def _own_tool_scenarios(agent: AgentUnderTest, mock_path: Path | None) -> list[Scenario]:
     """The races on the app's own tools, after a probe call of each (one line per tool)."""
-    from .lab.app_tool_scenarios import app_tool_scenarios, build_app_agent, describe, probe_tool
-    from .lab.app_tools import MockFileError, ToolMocks, app_tools, load_mocks
-    from .lab.run import quiet_logs
+    from .lab.app_tool_scenarios import app_tool_scenarios, describe, tool_windows
+    from .lab.app_tools import MockFileError, ToolMocks, load_mocks
 
     cls = agent.catalog_cls or agent.cls
     try:
         mocks = load_mocks(mock_path) if mock_path is not None else ToolMocks()
-        tools = app_tools(build_app_agent(cls), mocks)
+        windows = tool_windows(cls, mocks)
     except MockFileError as exc:
         raise _UsageError(str(exc)) from exc
-    if not tools:
+    if not windows:
         print(f"{agent.label} has no function tools of its own: only the catalog runs")
         return []
-    with quiet_logs():
-        windows = [probe_tool(cls, tool, mocks) for tool in tools]
     for line in describe(windows):
         print(line)
     return app_tool_scenarios(windows, mocks)

@@ -1,3 +1,8 @@
-"""The race lab: the catalog of voice-agent races and the ``resilient-agent lab`` command."""
+"""The race lab: the catalog, its runner and reports, and the races on an app's own tools."""
 
 from __future__ import annotations
+
+from .app_tool_scenarios import race_own_tools
+from .app_tools import ToolMocks
+
+__all__ = ["ToolMocks", "race_own_tools"]

@@ -20,10 +20,18 @@ from typing import Any
 from livekit.agents import Agent
 
 from ..testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
-from .app_tools import AppTool, ToolMocks
+from .app_tools import AppTool, ToolMocks, app_tools
+from .run import AgentUnderTest, LabResult, quiet_logs, run_lab
 from .timeline import CallTimeline, extract_timeline
 
-__all__ = ["ToolWindows", "app_tool_scenarios", "build_app_agent", "probe_tool"]
+__all__ = [
+    "ToolWindows",
+    "app_tool_scenarios",
+    "build_app_agent",
+    "probe_tool",
+    "race_own_tools",
+    "tool_windows",
+]
 
 FAMILY = "app_tool"
 _ASK = Utterance(1.0, 2.4, "yes please go ahead with that")
@@ -128,6 +136,36 @@ def probe_tool(cls: type[Agent], tool: AppTool, mocks: ToolMocks) -> ToolWindows
     world, outcome = run_scenario(probe, cls)
     timeline = extract_timeline(world, outcome, agent=cls.__name__, agent_label=cls.__name__)
     return _windows(tool, timeline)
+
+
+def tool_windows(cls: type[Agent], mocks: ToolMocks | None = None) -> list[ToolWindows]:
+    """Every function tool of ``cls``, probed: where each one's windows are.
+
+    Raises:
+        MockFileError: ``mocks`` names a tool ``cls`` does not have, or gives arguments its
+            schema rejects.
+    """
+    given = mocks or ToolMocks()
+    with quiet_logs():
+        return [probe_tool(cls, tool, given) for tool in app_tools(build_app_agent(cls), given)]
+
+
+def race_own_tools(cls: type[Agent], mocks: ToolMocks | None = None) -> list[LabResult]:
+    """Run what ``resilient-agent lab --agent`` runs on an app's own tools, for a test.
+
+    Every window of every tool of ``cls`` gets a call in which the caller asks a question
+    there; each result's ``outcome.reasons`` says what broke::
+
+        results = race_own_tools(Assistant)
+        assert results and all(r.outcome.passed for r in results)
+
+    Args:
+        cls: The app's agent class, built with no arguments (or only ``instructions``).
+        mocks: Mocks for the tools with side effects, and arguments per tool.
+    """
+    given = mocks or ToolMocks()
+    scenarios = app_tool_scenarios(tool_windows(cls, given), given)
+    return run_lab(scenarios, [AgentUnderTest(f"{cls.__module__}:{cls.__qualname__}", cls)])
 
 
 def _windows(tool: AppTool, timeline: CallTimeline) -> ToolWindows:
