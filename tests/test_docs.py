@@ -129,3 +129,74 @@ def test_every_documented_command_is_run_as_written() -> None:
     )
     # no stale exceptions
     assert set(NOT_RUN_IN_CI) <= set(commands)
+
+
+def _readme_part(start: str, end: re.Pattern[str]) -> str:
+    """The README's text from the line starting with ``start`` to the next line matching ``end``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = text.index(f"\n{start}") + 1
+    stop = end.search(text, first + len(start))
+    return text[first : stop.start() if stop else len(text)]
+
+
+_HEADING = re.compile(r"^#{1,3} ", re.M)
+_BLANK_LINE = re.compile(r"^$", re.M)
+
+_FAMILY_CELL = re.compile(r"^`(\w+)`( \(controls\))?$")
+_COUNT_CELL = re.compile(r"^(\d+) of (\d+) (fail|pass)\b")
+
+
+def test_the_readme_family_table_counts_the_catalog() -> None:
+    """The README's "What it shows today" table has one row per family of the catalog.
+
+    A row ``tool_gap`` counts that family's races, ``workflows (controls)`` a family's controls,
+    and ``control`` the controls family. Each row's counts must equal the catalog's, so adding,
+    removing or moving a scenario fails here until the README is updated. The verdicts the counts
+    claim are enforced by tests/test_lab.py: every race (``test_every_race_is_specified``: the
+    races are exactly ``EXPECTED_BREAKS``) fails on plain ``Agent``
+    (``test_race_reproduces_on_plain_agent``) and passes on ``ResilientAgent``
+    (``test_resilient_agent_passes_the_race_with_the_app_code_unchanged``, with
+    ``NOT_YET_HANDLED`` empty), and every control passes on plain ``Agent``
+    (``test_control_passes_on_plain_agent``) and identically on ``ResilientAgent``
+    (tests/test_resilient_agent.py, ``test_controls_behave_identically_on_resilient_agent``).
+    """
+    from collections import Counter
+
+    from resilient_agent.lab.catalog import scenarios
+
+    catalog = Counter((s.family, s.control) for s in scenarios())
+    rows: dict[tuple[str, bool], tuple[str, str]] = {}
+    for line in _readme_part("### What it shows today", _HEADING).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        match = _FAMILY_CELL.match(cells[0])
+        if not match:
+            continue
+        family, controls = match.group(1), bool(match.group(2)) or match.group(1) == "control"
+        assert (family, controls) not in rows, f"two rows for {cells[0]}"
+        rows[(family, controls)] = (cells[2], cells[3])
+    assert set(rows) == set(catalog), (
+        f"README rows {sorted(rows)} vs the catalog's families {sorted(catalog)}"
+    )
+    for key, (plain, resilient) in rows.items():
+        count = catalog[key]
+        plain_verdict = "pass" if key[1] else "fail"
+        for cell, verdict in ((plain, plain_verdict), (resilient, "pass")):
+            match = _COUNT_CELL.match(cell)
+            assert match, f"{key}: {cell!r} does not start with 'N of N {verdict}'"
+            assert match.groups() == (str(count), str(count), verdict), (
+                f"{key}: the README says {cell!r}, the catalog has {count} ({verdict} expected)"
+            )
+    lab_tests = (ROOT / "tests" / "test_lab.py").read_text(encoding="utf-8")
+    assert "NOT_YET_HANDLED: set[str] = set()" in lab_tests, (
+        "a race ResilientAgent does not handle yet: the README's 'N of N pass' is no longer true"
+    )
+
+
+def test_the_readme_call_count_is_the_catalogs() -> None:
+    """The race lab's paragraph states the lab's scenario and call counts: each scenario is run
+    on plain ``Agent`` and on ``ResilientAgent``, so the lab prints 2 x scenarios calls."""
+    from resilient_agent.lab.catalog import scenarios
+
+    paragraph = _readme_part("`resilient-agent lab` (also", _BLANK_LINE)
+    assert set(re.findall(r"(\d+) scenarios", paragraph)) == {str(len(scenarios()))}
+    assert set(re.findall(r"(\d+) calls", paragraph)) == {str(2 * len(scenarios()))}
