@@ -2,26 +2,40 @@
 
 Private names change between minor releases. Each accessor here degrades to None instead of
 raising, and ``tests/test_compat.py`` fails loudly when livekit moves one, so an upgrade is
-caught by CI, not by a caller.
+caught by CI, not by a caller. The offline room's builders (``resilient_agent.testing.room``, a
+test double only) are the exception: a room double cannot half-work, so they raise
+:class:`LivekitMoved` naming what moved.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+if TYPE_CHECKING:
+    from livekit import rtc
+    from livekit.rtc._proto import participant_pb2, track_pb2
+
 __all__ = [
     "RELIED_ON",
+    "LivekitMoved",
     "Reliance",
     "close_as_caller_left",
+    "link_publication_track",
+    "local_track_publications",
     "queued_speeches",
+    "room_event_queue",
     "session_closing",
+    "set_room_local_participant",
+    "set_room_name",
     "speech_interrupted_future",
     "tool_call_releasable",
     "speech_scheduled_future",
+    "unowned_participant",
+    "unowned_track_publication",
 ]
 
 
@@ -108,6 +122,150 @@ def close_as_caller_left(session: Any) -> bool:
         return False
     close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)
     return True
+
+
+# -- the offline room: an rtc.Room that never connects (resilient_agent.testing.room) ----------
+
+
+class LivekitMoved(RuntimeError):
+    """livekit moved a private name the offline room is built on; the message says which."""
+
+
+# the invalid handle (``livekit.rtc._ffi_client.INVALID_HANDLE``): nothing native is owned, so
+# nothing is ever dropped when the participant or publication built on it is collected
+_UNOWNED_HANDLE = 0
+_PROTO = "livekit.rtc._proto"
+_ROOM_QUEUE = "_room_queue"
+_ROOM_INFO = "_info"
+_ROOM_LOCAL_PARTICIPANT = "_local_participant"
+_PUBLICATION_TRACK = "_track"
+_TRACK_PUBLICATIONS = "_track_publications"
+
+
+def _proto(module: str, *messages: str) -> Any:
+    import importlib
+
+    name = f"{_PROTO}.{module}"
+    try:
+        found = importlib.import_module(name)
+    except ImportError as error:
+        raise LivekitMoved(f"{name} is gone") from error
+    for message in messages:
+        if not hasattr(found, message):
+            raise LivekitMoved(f"{name} has no {message}")
+    return found
+
+
+def _private(owner: object, livekit_class: str, name: str) -> Any:
+    if not hasattr(owner, name):
+        raise LivekitMoved(f"rtc.{livekit_class} has no {name}")
+    return getattr(owner, name)
+
+
+def unowned_participant(identity: str) -> participant_pb2.OwnedParticipant:
+    """The proto ``rtc.LocalParticipant(...)`` is built from, owning no native participant.
+
+    A connected room gets it from the server (``OwnedParticipant`` on the invalid handle 0, with
+    ``ParticipantInfo(sid="PA_<identity>", identity=identity)``).
+
+    Args:
+        identity: The participant's identity.
+
+    Raises:
+        LivekitMoved: livekit moved the proto module or one of its message types.
+    """
+    handles = _proto("handle_pb2", "FfiOwnedHandle")
+    participants = _proto("participant_pb2", "OwnedParticipant", "ParticipantInfo")
+    info = participants.ParticipantInfo(sid=f"PA_{identity}", identity=identity)
+    handle = handles.FfiOwnedHandle(id=_UNOWNED_HANDLE)
+    owned: participant_pb2.OwnedParticipant = participants.OwnedParticipant(
+        handle=handle, info=info
+    )
+    return owned
+
+
+def unowned_track_publication(
+    *, sid: str, name: str, kind: int, source: int
+) -> track_pb2.OwnedTrackPublication:
+    """The proto ``rtc.LocalTrackPublication(...)`` is built from, owning no native publication.
+
+    ``OwnedTrackPublication`` on the invalid handle 0, with ``TrackPublicationInfo``.
+
+    Args:
+        sid: The publication's sid.
+        name: The track's name.
+        kind: The track's kind (``rtc.TrackKind``).
+        source: The track's source (``rtc.TrackSource``).
+
+    Raises:
+        LivekitMoved: livekit moved the proto module or one of its message types.
+    """
+    handles = _proto("handle_pb2", "FfiOwnedHandle")
+    tracks = _proto("track_pb2", "OwnedTrackPublication", "TrackPublicationInfo")
+    info = tracks.TrackPublicationInfo(sid=sid, name=name, kind=kind, source=source)
+    handle = handles.FfiOwnedHandle(id=_UNOWNED_HANDLE)
+    owned: track_pb2.OwnedTrackPublication = tracks.OwnedTrackPublication(handle=handle, info=info)
+    return owned
+
+
+def room_event_queue(room: rtc.Room) -> Any:
+    """The queue ``room`` forwards its native events through (``Room._room_queue``).
+
+    ``rtc.LocalParticipant(room_queue, owned_info)`` takes it: the participant waits on it for
+    the server's answers.
+
+    Raises:
+        LivekitMoved: livekit moved ``Room._room_queue``.
+    """
+    return _private(room, "Room", _ROOM_QUEUE)
+
+
+def set_room_name(room: rtc.Room, name: str) -> None:
+    """Name ``room`` as the server would on connect (``Room._info.name``, read by ``room.name``).
+
+    Raises:
+        LivekitMoved: livekit moved ``Room._info``.
+    """
+    _private(room, "Room", _ROOM_INFO).name = name
+
+
+def set_room_local_participant(room: rtc.Room, participant: rtc.LocalParticipant) -> None:
+    """Make ``participant`` ``room``'s own, as connecting does (``Room._local_participant``).
+
+    Raises:
+        LivekitMoved: livekit moved ``Room._local_participant``.
+    """
+    _private(room, "Room", _ROOM_LOCAL_PARTICIPANT)
+    setattr(room, _ROOM_LOCAL_PARTICIPANT, participant)
+
+
+def link_publication_track(publication: rtc.TrackPublication, track: rtc.Track) -> None:
+    """Link ``publication`` to ``track``, as ``LocalParticipant.publish_track`` does.
+
+    ``TrackPublication._track``, read by ``publication.track``.
+
+    Raises:
+        LivekitMoved: livekit moved ``TrackPublication._track``.
+    """
+    _private(publication, "TrackPublication", _PUBLICATION_TRACK)
+    setattr(publication, _PUBLICATION_TRACK, track)
+
+
+def local_track_publications(
+    participant: rtc.LocalParticipant,
+) -> dict[str, rtc.LocalTrackPublication]:
+    """The publications map of ``participant`` (``LocalParticipant._track_publications``).
+
+    The dict ``publish_track`` / ``unpublish_track`` add to and remove from, by sid;
+    ``participant.track_publications`` is a read-only view of it.
+
+    Raises:
+        LivekitMoved: livekit moved ``LocalParticipant._track_publications``.
+    """
+    publications = _private(participant, "LocalParticipant", _TRACK_PUBLICATIONS)
+    if not isinstance(publications, dict):
+        raise LivekitMoved(f"rtc.LocalParticipant.{_TRACK_PUBLICATIONS} is not a dict")
+    return publications
 
 
 @dataclass(frozen=True)
@@ -261,6 +419,46 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent.session_audio (following a replaced input)",
         "livekit no longer detaches the audio input it replaces",
         "test_replacing_the_audio_input_detaches_the_old_one",
+    ),
+    Reliance(
+        "livekit.rtc._proto's handle_pb2.FfiOwnedHandle, participant_pb2.OwnedParticipant / "
+        "ParticipantInfo and track_pb2.OwnedTrackPublication / TrackPublicationInfo build a "
+        "participant and a publication on the invalid handle 0",
+        "resilient_agent.testing.room (OfflineLocalParticipant)",
+        "livekit moved the livekit.rtc._proto messages a participant or publication is built from",
+        "test_offline_room_internals_are_where_compat_expects_them[rtc._proto]",
+    ),
+    Reliance(
+        "Room._room_queue is the queue rtc.LocalParticipant(room_queue, owned_info) takes",
+        "resilient_agent.testing.room (OfflineLocalParticipant)",
+        "livekit moved Room._room_queue",
+        "test_offline_room_internals_are_where_compat_expects_them[Room._room_queue]",
+    ),
+    Reliance(
+        "Room._info.name is what room.name reads",
+        "resilient_agent.testing.room (OfflineRoom)",
+        "livekit moved Room._info",
+        "test_offline_room_internals_are_where_compat_expects_them[Room._info]",
+    ),
+    Reliance(
+        "Room._local_participant is the room's own participant, set on connect",
+        "resilient_agent.testing.room (OfflineRoom)",
+        "livekit moved Room._local_participant",
+        "test_offline_room_internals_are_where_compat_expects_them[Room._local_participant]",
+    ),
+    Reliance(
+        "TrackPublication._track is what publication.track reads, set by publish_track",
+        "resilient_agent.testing.room (OfflineLocalParticipant.publish_track)",
+        "livekit moved TrackPublication._track",
+        "test_offline_room_internals_are_where_compat_expects_them[TrackPublication._track]",
+    ),
+    Reliance(
+        "LocalParticipant._track_publications is the dict, by sid, publish_track and "
+        "unpublish_track keep and participant.track_publications shows",
+        "resilient_agent.testing.room (OfflineLocalParticipant)",
+        "livekit moved LocalParticipant._track_publications",
+        "test_offline_room_internals_are_where_compat_expects_them"
+        "[LocalParticipant._track_publications]",
     ),
 )
 """Every livekit method the library intercepts and every livekit behaviour it relies on."""

@@ -646,3 +646,117 @@ def test_queued_speeches_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compat, "_SPEECH_QUEUE", "_speech_queue")  # livekit renamed it
     with pytest.raises(AssertionError, match=re.escape("moved AgentActivity._speech_q")):
         check_queued_speeches()
+
+
+# -- the offline room: the livekit.rtc internals resilient_agent.testing.room builds on ---------
+
+_OFFLINE_ROOM = "test_offline_room_internals_are_where_compat_expects_them"
+
+# each relied-on internal: the _compat constant naming it, and a name livekit could move it to
+_OFFLINE_ROOM_NAMES: dict[str, tuple[str, str]] = {
+    "rtc._proto": ("_PROTO", "livekit.rtc._protocol"),
+    "Room._room_queue": ("_ROOM_QUEUE", "_event_queue"),
+    "Room._info": ("_ROOM_INFO", "_room_info"),
+    "Room._local_participant": ("_ROOM_LOCAL_PARTICIPANT", "_participant"),
+    "TrackPublication._track": ("_PUBLICATION_TRACK", "_local_track"),
+    "LocalParticipant._track_publications": ("_TRACK_PUBLICATIONS", "_publications"),
+}
+
+
+def check_offline_room_internal(key: str) -> None:
+    from resilient_agent._compat import (
+        LivekitMoved,
+        link_publication_track,
+        local_track_publications,
+        room_event_queue,
+        set_room_local_participant,
+        set_room_name,
+        unowned_participant,
+        unowned_track_publication,
+    )
+
+    message = _change(f"{_OFFLINE_ROOM}[{key}]")
+
+    def participant_of(room: rtc.Room) -> rtc.LocalParticipant:
+        return rtc.LocalParticipant(room_event_queue(room), unowned_participant("agent"))
+
+    def publication(sid: str) -> rtc.LocalTrackPublication:
+        return rtc.LocalTrackPublication(
+            unowned_track_publication(
+                sid=sid,
+                name="tripwire",
+                kind=rtc.TrackKind.KIND_AUDIO,
+                source=rtc.TrackSource.SOURCE_MICROPHONE,
+            )
+        )
+
+    async def check() -> None:
+        room = rtc.Room()  # binds the running loop, as OfflineRoom does
+        if key == "rtc._proto":
+            owned = unowned_participant("agent")
+            assert owned.handle.id == 0, f"{message}: the participant owns handle {owned.handle}"
+            assert (owned.info.sid, owned.info.identity) == ("PA_agent", "agent"), message
+            published = publication("TR_tripwire").sid
+            assert published == "TR_tripwire", f"{message}: the publication's sid is {published}"
+        elif key == "Room._room_queue":
+            queue = room_event_queue(room)
+            for method in ("subscribe", "unsubscribe", "put_nowait"):
+                assert callable(getattr(queue, method, None)), f"{message}: no {method}()"
+            assert participant_of(room).identity == "agent", message
+        elif key == "Room._info":
+            set_room_name(room, "tripwire-room")
+            assert room.name == "tripwire-room", f"{message}: room.name is {room.name!r}"
+        elif key == "Room._local_participant":
+            participant = participant_of(room)
+            set_room_local_participant(room, participant)
+            assert room.local_participant is participant, message
+        elif key == "TrackPublication._track":
+            source = rtc.AudioSource(48_000, 1)
+            track = rtc.LocalAudioTrack.create_audio_track("tripwire", source)
+            linked = publication("TR_tripwire")
+            link_publication_track(linked, track)
+            assert linked.track is track, f"{message}: publication.track is {linked.track}"
+            await source.aclose()
+        elif key == "LocalParticipant._track_publications":
+            participant = participant_of(room)
+            published = publication("TR_tripwire")
+            local_track_publications(participant)["TR_tripwire"] = published
+            shown = dict(participant.track_publications)
+            assert shown == {"TR_tripwire": published}, f"{message}: track_publications {shown}"
+            local_track_publications(participant).pop("TR_tripwire")
+            assert not participant.track_publications, message
+        else:
+            raise AssertionError(f"no check for {key}")
+
+    try:
+        asyncio.run(check())
+    except LivekitMoved as moved:
+        raise AssertionError(f"{message}: {moved}") from moved
+
+
+def test_every_offline_room_internal_is_pinned() -> None:
+    pinned = {r.tripwire for r in RELIED_ON if r.tripwire.startswith(_OFFLINE_ROOM)}
+    assert pinned == {f"{_OFFLINE_ROOM}[{key}]" for key in _OFFLINE_ROOM_NAMES}
+
+
+@pytest.mark.parametrize("key", list(_OFFLINE_ROOM_NAMES))
+def test_offline_room_internals_are_where_compat_expects_them(key: str) -> None:
+    check_offline_room_internal(key)
+
+
+@pytest.mark.parametrize("key", list(_OFFLINE_ROOM_NAMES))
+def test_offline_room_internal_moved_trips(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._compat as compat
+
+    constant, moved_to = _OFFLINE_ROOM_NAMES[key]
+    monkeypatch.setattr(compat, constant, moved_to)  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape(_change(f"{_OFFLINE_ROOM}[{key}]"))):
+        check_offline_room_internal(key)
+
+
+def test_offline_room_proto_message_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    from livekit.rtc._proto import participant_pb2
+
+    monkeypatch.delattr(participant_pb2, "OwnedParticipant")  # livekit renamed the message
+    with pytest.raises(AssertionError, match=re.escape("participant_pb2 has no OwnedParticipant")):
+        check_offline_room_internal("rtc._proto")

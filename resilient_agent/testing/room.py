@@ -20,8 +20,17 @@ from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 from livekit import rtc
-from livekit.rtc._proto import handle_pb2, participant_pb2, track_pb2
 from typing_extensions import override
+
+from .._compat import (
+    link_publication_track,
+    local_track_publications,
+    room_event_queue,
+    set_room_local_participant,
+    set_room_name,
+    unowned_participant,
+    unowned_track_publication,
+)
 
 __all__ = ["OfflineLocalParticipant", "OfflineRoom", "TracedSound"]
 
@@ -41,12 +50,8 @@ class OfflineLocalParticipant(rtc.LocalParticipant):
     """
 
     def __init__(self, room: OfflineRoom, identity: str) -> None:
-        info = participant_pb2.ParticipantInfo(sid=f"PA_{identity}", identity=identity)
-        # handle 0 is livekit's invalid handle: nothing native is owned or ever dropped
-        super().__init__(
-            room._room_queue,
-            participant_pb2.OwnedParticipant(handle=handle_pb2.FfiOwnedHandle(id=0), info=info),
-        )
+        # on livekit's invalid handle: nothing native is owned or ever dropped
+        super().__init__(room_event_queue(room), unowned_participant(identity))
         self.published: list[tuple[rtc.LocalTrack, rtc.TrackPublishOptions]] = []
         self.unpublished: list[str] = []
 
@@ -62,14 +67,13 @@ class OfflineLocalParticipant(rtc.LocalParticipant):
         """
         options = options if options is not None else rtc.TrackPublishOptions()
         sid = f"TR_offline{len(self.published)}"
-        info = track_pb2.TrackPublicationInfo(
-            sid=sid, name=track.name, kind=track.kind, source=options.source
-        )
         publication = rtc.LocalTrackPublication(
-            track_pb2.OwnedTrackPublication(handle=handle_pb2.FfiOwnedHandle(id=0), info=info)
+            unowned_track_publication(
+                sid=sid, name=track.name, kind=track.kind, source=options.source
+            )
         )
-        publication._track = track  # as LocalParticipant.publish_track links them
-        self._track_publications[sid] = publication
+        link_publication_track(publication, track)  # as LocalParticipant.publish_track does
+        local_track_publications(self)[sid] = publication
         self.published.append((track, options))
         return publication
 
@@ -80,7 +84,7 @@ class OfflineLocalParticipant(rtc.LocalParticipant):
         Args:
             track_sid: The sid its publication got.
         """
-        self._track_publications.pop(track_sid, None)
+        local_track_publications(self).pop(track_sid, None)
         self.unpublished.append(track_sid)
 
 
@@ -92,9 +96,9 @@ class OfflineRoom(rtc.Room):
 
     def __init__(self, *, name: str = "offline-room", identity: str = "agent") -> None:
         super().__init__()
-        self._info.name = name
+        set_room_name(self, name)
         self._offline_participant = OfflineLocalParticipant(self, identity)
-        self._local_participant = self._offline_participant
+        set_room_local_participant(self, self._offline_participant)
 
     @property
     @override
