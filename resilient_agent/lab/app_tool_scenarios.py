@@ -28,7 +28,10 @@ __all__ = [
     "ToolWindows",
     "app_tool_scenarios",
     "build_app_agent",
+    "own_tool_scenario",
     "probe_tool",
+    "question_scenario",
+    "question_span",
     "race_own_tools",
     "tool_windows",
 ]
@@ -224,6 +227,53 @@ _WINDOW_WORDS = {
 }
 
 
+def question_scenario(
+    window: ToolWindows,
+    mocks: ToolMocks,
+    *,
+    name: str,
+    description: str,
+    onset: float,
+    question_s: float = _QUESTION_S,
+) -> Scenario:
+    """The caller asks for ``window``'s tool, then asks a question at ``onset``.
+
+    Raises:
+        ValueError: The question would start while the caller is still asking.
+    """
+    if onset < _ASK.end + 0.1:
+        raise ValueError(f"onset={onset}: the caller is still asking until {_ASK.end}s")
+    tool = window.tool
+    bound = max(3.0, _TURN_END_S + window.held_s + _REPLY_S)
+    question = Utterance(onset, onset + question_s, _QUESTION, reply_within=bound)
+    ask = Utterance(
+        _ASK.start,
+        _ASK.end,
+        _ASK.text,
+        expect_reply=not window.ends_call,
+        reply_within=window.probe_end - _ASK.end + bound,
+    )
+    return _scenario(
+        tool,
+        mocks,
+        name=name,
+        description=description,
+        utterances=(ask, question),
+        duration=max(window.probe_end, question.end) + 12.0,
+        farewell=window.farewell,
+    )
+
+
+def question_span(window: ToolWindows) -> tuple[float, float]:
+    """The earliest and latest onsets of a question on ``window``'s tool that the agent can take.
+
+    From just after the caller's request to the end of the probe's activity; for a tool that
+    ends the call, to just after its goodbye (later, the call is over).
+    """
+    latest = window.onsets.get("after_goodbye", window.probe_end + 0.5)
+    return _ASK.end + 0.1, latest
+
+
 def app_tool_scenarios(windows: Sequence[ToolWindows], mocks: ToolMocks) -> list[Scenario]:
     """A scenario per window of every tool that ran in its probe."""
     found = []
@@ -231,22 +281,12 @@ def app_tool_scenarios(windows: Sequence[ToolWindows], mocks: ToolMocks) -> list
         if not window.ran:
             continue
         tool = window.tool
-        bound = max(3.0, _TURN_END_S + window.held_s + _REPLY_S)
-        ask_bound = window.probe_end - _ASK.end + bound
         for name, onset in window.onsets.items():
-            question = Utterance(onset, onset + _QUESTION_S, _QUESTION, reply_within=bound)
-            if question.start < _ASK.end + 0.1:
+            if onset < question_span(window)[0]:
                 continue  # the caller would still be asking
-            ask = Utterance(
-                _ASK.start,
-                _ASK.end,
-                _ASK.text,
-                expect_reply=not window.ends_call,
-                reply_within=ask_bound,
-            )
             found.append(
-                _scenario(
-                    tool,
+                question_scenario(
+                    window,
                     mocks,
                     name=f"{FAMILY}/{tool.name}/{name}",
                     description=(
@@ -254,12 +294,58 @@ def app_tool_scenarios(windows: Sequence[ToolWindows], mocks: ToolMocks) -> list
                         + _WINDOW_WORDS[name].format(tool=tool.name)
                         + "."
                     ),
-                    utterances=(ask, question),
-                    duration=max(window.probe_end, question.end) + 12.0,
-                    farewell=window.farewell,
+                    onset=onset,
                 )
             )
     return found
+
+
+def own_tool_scenario(
+    agent: str,
+    tool: str,
+    *,
+    onset: float,
+    question_s: float = _QUESTION_S,
+    mock: str | None = None,
+) -> tuple[Scenario, type[Agent]]:
+    """One call on an app's own tool, as the fuzzer prints it to paste and run.
+
+    ``agent`` is imported as ``--agent`` imports it, the tool is probed, and the caller asks a
+    question at ``onset``::
+
+        scenario, cls = own_tool_scenario("shop:Shop", "hold_parcel", onset=4.37)
+        world, outcome = run_scenario(scenario, cls)
+
+    Args:
+        agent: ``module:Class``, importable from the current directory.
+        tool: The tool's name.
+        onset: Call seconds the question starts.
+        question_s: How long the question lasts.
+        mock: The ``--mock`` file, if the app's tools need one.
+
+    Returns:
+        The scenario and the class to run it on.
+    """
+    from pathlib import Path
+
+    from .app_agent import catalog_base
+    from .app_tools import load_mocks
+    from .run import load_agent_class
+
+    cls = catalog_base(load_agent_class(agent)).cls
+    mocks = load_mocks(Path(mock)) if mock is not None else ToolMocks()
+    window = next((w for w in tool_windows(cls, mocks) if w.tool.name == tool), None)
+    if window is None or not window.ran:
+        raise ValueError(f"{agent} has no tool {tool!r} its probe call could run")
+    scenario = question_scenario(
+        window,
+        mocks,
+        name=f"{FAMILY}/{tool}/at_{onset:g}s",
+        description=f"Your tool {tool}: the caller asks a question at {onset:g}s.",
+        onset=onset,
+        question_s=question_s,
+    )
+    return scenario, cls
 
 
 def describe(windows: Sequence[ToolWindows]) -> list[str]:
