@@ -72,3 +72,15 @@ def test_header_says_reference_rows_are_expected_to_fail(
     first = capsys.readouterr().out.splitlines()[0]
     assert "reference" in first and "FAIL is expected" in first
     assert "ResilientAgent rows are under test" in first
+
+
+def test_a_reply_to_part_of_an_utterance_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # the plain agent drops the words said after its protected speech ends: the reply that plays
+    # in full answers only the words said before
+    argv = ["lab", "--agent", "livekit.agents:Agent", "--only", "straddling_protected_end$"]
+    assert main(argv) == 1
+    printed = capsys.readouterr().out
+    assert (
+        "utterance 1 (4.3-6.8s): never answered audibly to the end: the reply that played in "
+        "full (at 8.0s) answered only 'change my booking please' of it (4 of 7 words)"
+    ) in printed
