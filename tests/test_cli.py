@@ -37,6 +37,17 @@ def _error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["lab", "--agent", "livekit.agents:__version__"], "is a str object"),
         (["lab", "--json", "/no/such/dir/lab.json"], "--json '/no/such/dir/lab.json'"),
         (["lab", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        # options that would do nothing in the mode chosen
+        (["lab", "--seed", "3"], "--seed only applies with --fuzz N"),
+        (["lab", "--jobs", "2"], "--jobs only applies with --fuzz N"),
+        (["lab", "--fuzz", "0"], "--fuzz 0: give 1 or more calls"),
+        (["lab", "--fuzz", "2", "--sweep"], "--sweep does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--only", "vad/"], "--only does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--report", "lab.html"], "--report does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--timeline", "t.json"], "--timeline does not apply with --fuzz"),
+        (["lab", "--fuzz", "2", "--speech", "real"], "--speech real does not apply with --fuzz"),
+        (["lab", "--list", "--fuzz", "2"], "--list only lists the scenarios: drop --fuzz"),
+        (["lab", "--list", "--json", "lab.json"], "--list only lists the scenarios: drop --json"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )
@@ -72,6 +83,21 @@ def test_header_says_reference_rows_are_expected_to_fail(
     first = capsys.readouterr().out.splitlines()[0]
     assert "reference" in first and "FAIL is expected" in first
     assert "ResilientAgent rows are under test" in first
+
+
+def test_fuzz_seed_defaults_to_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    from resilient_agent.lab import fuzz
+
+    seeds: list[int] = []
+
+    def fake(count: int, seed: int, *args: object, **kwargs: object) -> int:
+        seeds.append(seed)
+        return 0
+
+    monkeypatch.setattr(fuzz, "run_fuzz_command", fake)
+    assert main(["lab", "--fuzz", "1"]) == 0
+    assert main(["lab", "--fuzz", "1", "--seed", "7"]) == 0
+    assert seeds == [0, 7]
 
 
 def test_a_reply_to_part_of_an_utterance_is_named(capsys: pytest.CaptureFixture[str]) -> None:
