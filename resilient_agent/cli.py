@@ -176,7 +176,9 @@ def _lab(args: argparse.Namespace) -> int:
         from .lab.fuzz import run_fuzz_command
 
         seed = 0 if args.seed is None else args.seed
-        return run_fuzz_command(args.fuzz, seed, agents, args.json, sys.stdout, jobs=args.jobs)
+        return run_fuzz_command(
+            args.fuzz, seed, agents, args.json, sys.stdout, jobs=args.jobs, quiet=args.quiet
+        )
     started = time.perf_counter()
     print_header(agents, sys.stdout)
     skipped: list[str] = []

@@ -139,6 +139,20 @@ def test_cli_fuzz_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixtu
     ]
 
 
+def test_cli_fuzz_labels_the_reference_failures_as_expected(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # seed 1's first call breaks contracts on the plain Agent (the reference), not on ResilientAgent
+    assert main(["lab", "--fuzz", "1", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Agent rows are the reference" in lines[0] and "decide the exit code" in lines[0]
+    verdicts = [line for line in lines if line.startswith(("FAIL", "NOTE"))]
+    assert verdicts and all(line.startswith("FAIL (reference, expected)") for line in verdicts)
+    (summary,) = [line for line in lines if line.startswith("Agent (livekit.agents:Agent")]
+    assert "1 failed (100.0%; a reference: failures expected, not counted" in summary
+    assert "exit code 0: 0 failed call(s) on the agent(s) under test (ResilientAgent)" in lines
+
+
 def test_reference_failures_are_listed_not_shrunk() -> None:
     reports = run_fuzz(1, 0, [dataclasses.replace(BASELINE)], shrink_failures=True)
     assert all(call.shrunk is None for call in reports[0].failures)
