@@ -349,11 +349,18 @@ def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
         print(f"        - {reason}", file=out)
     if call.shrunk is not None:
         recipe, reasons = call.shrunk
-        print("      shrunk to:", file=out)
-        for line in recipe.source().splitlines():
-            print(f"        {line}", file=out)
-        for reason in reasons:
-            print(f"        # {reason}", file=out)
+        # the app code subclasses the class itself, unless the lab adapts an app's own class
+        run_on = agent.path if agent.catalog_cls in (None, agent.cls) else None
+        print("      shrunk to (ready to paste: imports, the scenario, and a run):", file=out)
+        lines = recipe.snippet(run_on).splitlines()
+        if run_on is None:
+            lines.append(
+                f"# the lab ran it on its adapter of {agent.path}, whose constructor takes no "
+                "instructions= (see docs/lab.md)"
+            )
+        lines += [f"# {reason}" for reason in reasons]
+        for line in lines:
+            print(f"        {line}" if line else "", file=out)
 
 
 def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
