@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="run N seeded random calls instead of the catalog; failures are shrunk",
     )
-    lab.add_argument("--seed", metavar="S", type=int, default=0, help="the --fuzz seed")
+    lab.add_argument("--seed", metavar="S", type=int, help="the --fuzz seed (default 0)")
     lab.add_argument(
         "--jobs",
         metavar="J",
@@ -120,10 +120,44 @@ def _check_args(args: argparse.Namespace) -> None:
         raise _UsageError(f"--jobs {args.jobs}: give 1 or more processes")
     if args.mock is not None and args.agent is None:
         raise _UsageError("--mock only applies with --agent module:Class (your tools' mocks)")
+    if args.fuzz is not None and args.fuzz < 1:
+        raise _UsageError(f"--fuzz {args.fuzz}: give 1 or more calls")
+    useless = _useless_options(args)
+    if useless:
+        raise _UsageError(useless[0])
     for option in ("json", "report", "timeline"):
         path: Path | None = getattr(args, option)
         if path is not None and not path.parent.is_dir():
             raise _UsageError(f"--{option} {str(path)!r}: no directory {str(path.parent)!r}")
+
+
+def _useless_options(args: argparse.Namespace) -> list[str]:
+    """Options that would do nothing in the mode chosen: one line each, with what to do."""
+    found = []
+    fuzz = args.fuzz is not None
+    if not fuzz:
+        if args.seed is not None:
+            found.append("--seed only applies with --fuzz N: add --fuzz N or drop --seed")
+        if args.jobs != 1:
+            found.append("--jobs only applies with --fuzz N: add --fuzz N or drop --jobs")
+    if args.list:
+        for option in ("fuzz", "sweep", "json", "report", "timeline"):
+            if getattr(args, option) not in (None, False):
+                found.append(f"--list only lists the scenarios: drop --{option} or --list")
+    elif fuzz:
+        catalog_only = (
+            ("--sweep", args.sweep, "fuzzed calls have no race window to sweep"),
+            ("--only", args.only is not None, "fuzzed calls are not chosen from the catalog"),
+            ("--report", args.report is not None, "the fuzzer writes only --json"),
+            ("--timeline", args.timeline is not None, "the fuzzer writes only --json"),
+            ("--speech real", args.speech == "real", "fuzzed calls use scripted speech"),
+        )
+        found += [
+            f"{option} does not apply with --fuzz N ({why}): drop one of them"
+            for option, given, why in catalog_only
+            if given
+        ]
+    return found
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -156,7 +190,10 @@ def _lab(args: argparse.Namespace) -> int:
     if args.fuzz is not None:
         from .lab.fuzz import run_fuzz_command
 
-        return run_fuzz_command(args.fuzz, args.seed, agents, args.json, sys.stdout, jobs=args.jobs)
+        seed = 0 if args.seed is None else args.seed
+        return run_fuzz_command(
+            args.fuzz, seed, agents, args.json, sys.stdout, jobs=args.jobs, quiet=args.quiet
+        )
     started = time.perf_counter()
     print_header(agents, sys.stdout)
     skipped: list[tuple[str, str]] = []

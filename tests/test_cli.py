@@ -37,6 +37,17 @@ def _error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["lab", "--agent", "livekit.agents:__version__"], "is a str object"),
         (["lab", "--json", "/no/such/dir/lab.json"], "--json '/no/such/dir/lab.json'"),
         (["lab", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        # options that would do nothing in the mode chosen
+        (["lab", "--seed", "3"], "--seed only applies with --fuzz N"),
+        (["lab", "--jobs", "2"], "--jobs only applies with --fuzz N"),
+        (["lab", "--fuzz", "0"], "--fuzz 0: give 1 or more calls"),
+        (["lab", "--fuzz", "2", "--sweep"], "--sweep does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--only", "vad/"], "--only does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--report", "lab.html"], "--report does not apply with --fuzz N"),
+        (["lab", "--fuzz", "2", "--timeline", "t.json"], "--timeline does not apply with --fuzz"),
+        (["lab", "--fuzz", "2", "--speech", "real"], "--speech real does not apply with --fuzz"),
+        (["lab", "--list", "--fuzz", "2"], "--list only lists the scenarios: drop --fuzz"),
+        (["lab", "--list", "--json", "lab.json"], "--list only lists the scenarios: drop --json"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )
@@ -72,3 +83,30 @@ def test_header_says_reference_rows_are_expected_to_fail(
     first = capsys.readouterr().out.splitlines()[0]
     assert "reference" in first and "FAIL is expected" in first
     assert "ResilientAgent rows are under test" in first
+
+
+def test_fuzz_seed_defaults_to_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    from resilient_agent.lab import fuzz
+
+    seeds: list[int] = []
+
+    def fake(count: int, seed: int, *args: object, **kwargs: object) -> int:
+        seeds.append(seed)
+        return 0
+
+    monkeypatch.setattr(fuzz, "run_fuzz_command", fake)
+    assert main(["lab", "--fuzz", "1"]) == 0
+    assert main(["lab", "--fuzz", "1", "--seed", "7"]) == 0
+    assert seeds == [0, 7]
+
+
+def test_a_reply_to_part_of_an_utterance_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # the plain agent drops the words said after its protected speech ends: the reply that plays
+    # in full answers only the words said before
+    argv = ["lab", "--agent", "livekit.agents:Agent", "--only", "straddling_protected_end$"]
+    assert main(argv) == 1
+    printed = capsys.readouterr().out
+    assert (
+        "utterance 1 (4.3-6.8s): never answered audibly to the end: the reply that played in "
+        "full (at 8.0s) answered only 'change my booking please' of it (4 of 7 words)"
+    ) in printed

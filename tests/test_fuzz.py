@@ -20,7 +20,7 @@ from resilient_agent.lab.fuzz import (
     write_fuzz_json,
 )
 from resilient_agent.lab.fuzz_recipe import APPS, CallRecipe, generate
-from resilient_agent.lab.run import AgentUnderTest
+from resilient_agent.lab.run import AgentUnderTest, run_lab
 from resilient_agent.testing import (
     CallOutcome,
     LLMRule,
@@ -137,6 +137,53 @@ def test_cli_fuzz_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixtu
         "livekit.agents:Agent",
         "resilient_agent:ResilientAgent",
     ]
+
+
+def test_every_printed_snippet_imports_what_it_uses() -> None:
+    for index in range(200):
+        recipe = generate(9, index)
+        namespace: dict[str, object] = {}
+        exec(recipe.snippet(), namespace)  # a fresh namespace: nothing but the snippet's imports
+        pasted, built = namespace["scenario"], recipe.scenario()
+        for attribute in ("name", "utterances", "llm", "typed", "vad_fault", "duration"):
+            assert getattr(pasted, attribute) == getattr(built, attribute)
+
+
+def test_cli_fuzz_labels_the_reference_failures_as_expected(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # seed 1's first call breaks contracts on the plain Agent (the reference), not on ResilientAgent
+    assert main(["lab", "--fuzz", "1", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Agent rows are the reference" in lines[0] and "decide the exit code" in lines[0]
+    verdicts = [line for line in lines if line.startswith(("FAIL", "NOTE"))]
+    assert verdicts and all(line.startswith("FAIL (reference, expected)") for line in verdicts)
+    (summary,) = [line for line in lines if line.startswith("Agent (livekit.agents:Agent")]
+    assert "1 failed (100.0%; a reference: failures expected, not counted" in summary
+    assert "exit code 0: 0 failed call(s) on the agent(s) under test (ResilientAgent)" in lines
+
+
+def test_a_printed_shrunk_scenario_runs_as_pasted(capsys: pytest.CaptureFixture[str]) -> None:
+    # the plain Agent under test: seed 1's first call fails and shrinks in a few trials
+    assert main(["lab", "--agent", "livekit.agents:Agent", "--fuzz", "1", "--seed", "1"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    (fail,) = [line for line in lines if line.startswith("FAIL")]
+    contracts = set(fail.split(maxsplit=3)[3].split(", "))
+    start = next(i for i, line in enumerate(lines) if "shrunk to" in line) + 1
+    block = []
+    for line in lines[start:]:
+        if line and not line.startswith(" " * 8):
+            break
+        block.append(line[8:])
+    snippet = "\n".join(block)
+    namespace: dict[str, object] = {}
+    with pytest.raises(AssertionError) as failed:  # it runs the call and asserts it passed
+        exec(snippet, namespace)
+    assert "never reached the LLM" in str(failed.value)
+    scenario = namespace["scenario"]
+    assert isinstance(scenario, Scenario)
+    (result,) = run_lab([scenario], [AgentUnderTest("livekit.agents:Agent", Agent)])
+    assert set(contracts_broken(result.outcome)) & contracts
 
 
 def test_reference_failures_are_listed_not_shrunk() -> None:

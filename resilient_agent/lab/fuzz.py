@@ -3,8 +3,10 @@
 ``resilient-agent lab --fuzz N --seed S`` runs the calls ``generate(S, 0) ... generate(S, N-1)``
 (see :mod:`.fuzz_recipe`) on each agent. Every failing call of an agent under test is shrunk to a
 minimal call that still breaks the same contract (fewer utterances, no typed text or VAD fault,
-rounder times, shorter tool work) and printed as a ready-to-paste ``Scenario``. Everything runs
-on virtual time, so a run is a pure function of the seed: its JSON is byte-identical every time.
+rounder times, shorter tool work) and printed as a complete snippet to paste (its imports, the
+``Scenario`` and a run of it). A reference agent's failures are printed as expected and do not
+decide the exit code. Everything runs on virtual time, so a run is a pure function of the seed:
+its JSON is byte-identical every time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, TextIO
 
 from ..testing import CallOutcome
 from .fuzz_recipe import CallRecipe, generate
+from .report import print_header
 from .run import AgentUnderTest, run_lab
 
 __all__ = [
@@ -324,11 +327,21 @@ def _with_rounder_time(recipe: CallRecipe, index: int, attribute: str) -> Iterat
 # -- reporting ---------------------------------------------------------------------------------
 
 
+_REFERENCE_FAIL = "FAIL (reference, expected)"
+"""How a reference agent's failed call is shown: the reference exists to show each race."""
+
+
 def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
-    """One line per failed call, with its shrunk scenario when there is one."""
+    """One block per failed call, with its shrunk scenario when there is one.
+
+    A reference agent's failures are labelled as expected: they do not decide the exit code.
+    """
     if not call.contracts:
         return
-    verdict = "NOTE" if call.contracts == (AT_WAIT_BOUND,) else "FAIL"
+    if call.contracts == (AT_WAIT_BOUND,):
+        verdict = "NOTE (reference)" if agent.reference else "NOTE"
+    else:
+        verdict = _REFERENCE_FAIL if agent.reference else "FAIL"
     print(
         f"{verdict}  {call.recipe.name:<18} {agent.label:<16} {', '.join(call.contracts)}", file=out
     )
@@ -336,24 +349,34 @@ def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
         print(f"        - {reason}", file=out)
     if call.shrunk is not None:
         recipe, reasons = call.shrunk
-        print("      shrunk to:", file=out)
-        for line in recipe.source().splitlines():
-            print(f"        {line}", file=out)
-        for reason in reasons:
-            print(f"        # {reason}", file=out)
+        # the app code subclasses the class itself, unless the lab adapts an app's own class
+        run_on = agent.path if agent.catalog_cls in (None, agent.cls) else None
+        print("      shrunk to (ready to paste: imports, the scenario, and a run):", file=out)
+        lines = recipe.snippet(run_on).splitlines()
+        if run_on is None:
+            lines.append(
+                f"# the lab ran it on its adapter of {agent.path}, whose constructor takes no "
+                "instructions= (see docs/lab.md)"
+            )
+        lines += [f"# {reason}" for reason in reasons]
+        for line in lines:
+            print(f"        {line}" if line else "", file=out)
 
 
 def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
-    """Calls, failures by contract and time, per agent."""
+    """Calls, failures by contract and time, per agent; then what decides the exit code."""
     print("", file=out)
     for report in reports:
         role = "reference" if report.agent.reference else "under test"
         failed = len(report.failures)
         share = 100.0 * failed / report.calls if report.calls else 0.0
+        expected = ""
+        if report.agent.reference:
+            expected = "; a reference: failures expected, not counted in the exit code"
         print(
             f"{report.agent.label} ({report.agent.path}, {role}): {report.calls} calls, "
-            f"{failed} failed ({share:.1f}%), {report.virtual_seconds:.0f}s of call time in "
-            f"{report.wall_seconds:.1f}s",
+            f"{failed} failed ({share:.1f}%{expected}), {report.virtual_seconds:.0f}s of call "
+            f"time in {report.wall_seconds:.1f}s",
             file=out,
         )
         counts = report.by_contract()
@@ -366,6 +389,15 @@ def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
                 "played over a caller who kept talking past WaitForCaller's bound)",
                 file=out,
             )
+    under_test = [r for r in reports if not r.agent.reference]
+    if under_test:
+        failed = sum(len(r.failures) for r in under_test)
+        labels = ", ".join(r.agent.label for r in under_test)
+        print(
+            f"exit code {fuzz_exit_code(reports)}: {failed} failed call(s) on the agent(s) under "
+            f"test ({labels})",
+            file=out,
+        )
 
 
 def fuzz_exit_code(reports: Sequence[FuzzReport]) -> int:
@@ -388,16 +420,21 @@ def run_fuzz_command(
     out: TextIO,
     *,
     jobs: int = 1,
+    quiet: bool = False,
 ) -> int:
-    """What ``resilient-agent lab --fuzz N --seed S [--jobs J]`` does; returns the exit code."""
+    """What ``resilient-agent lab --fuzz N --seed S [--jobs J]`` does; returns the exit code.
+
+    The header says which agents are the reference; ``quiet`` prints only the summary.
+    """
     started = time.perf_counter()
-    reports = run_fuzz(
-        count,
-        seed,
-        agents,
-        on_call=lambda agent, call: print_fuzz_line(agent, call, out),
-        jobs=jobs,
-    )
+    print_header(agents, out)
+
+    def show(agent: AgentUnderTest, call: FuzzCall) -> None:
+        if not quiet:
+            print_fuzz_line(agent, call, out)
+            out.flush()
+
+    reports = run_fuzz(count, seed, agents, on_call=show, jobs=jobs)
     print_fuzz_summary(reports, out)
     print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
     if json_path is not None:

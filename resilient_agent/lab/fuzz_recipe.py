@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -115,10 +116,9 @@ class CallRecipe:
         )
 
     def source(self) -> str:
-        """The scenario as ready-to-paste Python.
+        """The scenario as a Python expression.
 
-        It needs ``from resilient_agent.testing import *`` and
-        ``from resilient_agent.lab import agents``.
+        It needs the names :meth:`snippet` imports; :meth:`snippet` is the version to paste.
         """
         lines = [
             "Scenario(",
@@ -146,10 +146,35 @@ class CallRecipe:
         ]
         return "\n".join(lines)
 
+    def snippet(self, agent_path: str | None = None) -> str:
+        """The scenario as complete, ready-to-paste Python: its imports, then ``scenario = ...``.
+
+        With ``agent_path`` (``module:Class``, a class the scenario's app code can subclass as it
+        is), the snippet goes on to run the scenario on that class and assert it passed: pasted
+        into a test, it fails with the broken contracts until the race is fixed.
+        """
+        expression = self.source()
+        used = sorted(set(_TESTING_NAMES.findall(expression)))
+        lines = ["from resilient_agent.lab import agents"]
+        run: list[str] = []
+        if agent_path is not None:
+            module, _, cls = agent_path.partition(":")
+            used.append("run_scenario")
+            lines.insert(0, f"from {module} import {cls}")
+            run = [
+                f"world, outcome = run_scenario(scenario, {cls})",
+                "assert outcome.passed, outcome.reasons",
+            ]
+        lines.append(f"from resilient_agent.testing import {', '.join(used)}")
+        return "\n".join([*sorted(lines), "", f"scenario = {expression}", *run])
+
     def fitted(self) -> CallRecipe:
         """The same call, its length fitted to what the caller does (used after shrinking)."""
         return dataclasses.replace(self, duration=_duration(self))
 
+
+# The names of resilient_agent.testing a printed scenario calls.
+_TESTING_NAMES = re.compile(r"\b(Scenario|Utterance|Typed|LLMRule|ToolCallScript|VADFault)\(")
 
 _Input = TypeVar("_Input", Utterance, Typed)
 

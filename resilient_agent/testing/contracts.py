@@ -323,6 +323,30 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
     return round(min(answers), 3) if answers else None
 
 
+def _partial_answer(evidence: CallEvidence, said: CallerInput) -> tuple[float, list[str]] | None:
+    """The first reply heard in full that was built from only part of ``said``, if any.
+
+    A request made after ``said`` began whose context carried some of its words but not all
+    (a partial transcript), and whose sentences all played to the end: when it began to play,
+    and the words of ``said`` it carried, in order. At least one carried word must be said by
+    no other input, so that the context holds part of ``said`` and not just words it shares
+    with another utterance.
+    """
+    expected = _expected_words(evidence, said)
+    elsewhere = {w for _, other in evidence.inputs if other is not said for w in _words(other.text)}
+    for index, (at, request) in enumerate(evidence.requests):
+        if at < said.start:
+            continue
+        words = {w for t in request.user_texts for w in _words(t)}
+        carried = [w for w in expected if (_words(w) or {w.lower()}) <= words]
+        if len(carried) == len(expected) or not any(_words(w) - elsewhere for w in carried):
+            continue
+        spoken = evidence.owned.get(index, [])
+        if spoken and all(s.complete for s in spoken):
+            return min(s.started_at for s in spoken if s.started_at is not None), carried
+    return None
+
+
 def _mentions(said: CallerInput, words: set[str], evidence: CallEvidence) -> bool:
     """Whether a context with ``words`` carries ``said`` (real speech: within the tolerance)."""
     scenario = evidence.world.scenario
@@ -360,7 +384,16 @@ def every_input_answered_in_time(evidence: CallEvidence) -> list[str]:
             continue
         latency = verdict.reply_latency_s
         if latency is None:
-            reasons.append(f"{verdict.label}: never answered audibly to the end")
+            reason = f"{verdict.label}: never answered audibly to the end"
+            partial = _partial_answer(evidence, said)
+            if partial is not None:
+                at, carried = partial
+                reason += (
+                    f": the reply that played in full (at {at:.1f}s) answered only "
+                    f"{' '.join(carried)!r} of it ({len(carried)} of "
+                    f"{len(_expected_words(evidence, said))} words)"
+                )
+            reasons.append(reason)
             continue
         bound = said.reply_within
         if bound is None:
