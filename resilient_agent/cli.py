@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
+    from .lab.fuzz_own_tools import OwnTools
     from .lab.run import AgentUnderTest, LabResult
     from .testing.scenario import Scenario
 
@@ -161,13 +162,15 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
 
 
 def _lab(args: argparse.Namespace) -> int:
+    from .lab.app_tool_scenarios import app_tool_scenarios
     from .lab.catalog import scenarios
     from .lab.report import exit_code, format_line, print_header, print_summary
     from .lab.run import run_lab, select
 
     _check_args(args)
     agents = _agents(args.agent)
-    own = _own_tool_scenarios(agents[0], args.mock) if args.agent is not None else []
+    own_tools = _own_tools(agents[0], args.mock) if args.agent is not None else None
+    own = [] if own_tools is None else app_tool_scenarios(own_tools.windows, own_tools.mocks)
     chosen = select([*scenarios(), *own], args.only)
     if args.list:
         for scenario in chosen:
@@ -192,7 +195,14 @@ def _lab(args: argparse.Namespace) -> int:
 
         seed = 0 if args.seed is None else args.seed
         return run_fuzz_command(
-            args.fuzz, seed, agents, args.json, sys.stdout, jobs=args.jobs, quiet=args.quiet
+            args.fuzz,
+            seed,
+            agents,
+            args.json,
+            sys.stdout,
+            jobs=args.jobs,
+            quiet=args.quiet,
+            own=own_tools,
         )
     started = time.perf_counter()
     print_header(agents, sys.stdout)
@@ -241,10 +251,11 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
     return [AgentUnderTest(path, cls, catalog_cls=base.cls)]
 
 
-def _own_tool_scenarios(agent: AgentUnderTest, mock_path: Path | None) -> list[Scenario]:
-    """The races on the app's own tools, after a probe call of each (one line per tool)."""
-    from .lab.app_tool_scenarios import app_tool_scenarios, describe, tool_windows
+def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None:
+    """The app's own tools, each probed (one line per tool); None when it has none."""
+    from .lab.app_tool_scenarios import describe, tool_windows
     from .lab.app_tools import MockFileError, ToolMocks, load_mocks
+    from .lab.fuzz_own_tools import OwnTools
 
     cls = agent.catalog_cls or agent.cls
     try:
@@ -254,10 +265,10 @@ def _own_tool_scenarios(agent: AgentUnderTest, mock_path: Path | None) -> list[S
         raise _UsageError(str(exc)) from exc
     if not windows:
         print(f"{agent.label} has no function tools of its own: only the catalog runs")
-        return []
+        return None
     for line in describe(windows):
         print(line)
-    return app_tool_scenarios(windows, mocks)
+    return OwnTools(agent.path, windows, mocks, None if mock_path is None else str(mock_path))
 
 
 def _write_outputs(

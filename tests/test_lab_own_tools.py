@@ -13,11 +13,14 @@ from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm.utils import function_arguments_to_pydantic_model
 
 from resilient_agent.cli import main
+from resilient_agent.lab.app_agent import catalog_base
 from resilient_agent.lab.app_tool_scenarios import (
     ToolWindows,
     app_tool_scenarios,
     build_app_agent,
     probe_tool,
+    question_span,
+    tool_windows,
 )
 from resilient_agent.lab.app_tools import (
     MockFileError,
@@ -27,6 +30,8 @@ from resilient_agent.lab.app_tools import (
     function_tools,
     load_mocks,
 )
+from resilient_agent.lab.fuzz import fuzz_exit_code, run_fuzz
+from resilient_agent.lab.fuzz_own_tools import OwnToolCall, OwnTools, draw_own_tool_call
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 
 SHOP = Path(__file__).resolve().parents[1] / "examples" / "own-tools"
@@ -242,3 +247,50 @@ def test_the_json_of_every_call_lists_the_tools_that_ran(tmp_path: Path) -> None
 def test_a_tool_the_probe_never_reaches_gets_no_scenario() -> None:
     never = ToolWindows(app_tools(Kitchen())[0], False, None, {}, False, None, 0.0, 5.0)
     assert app_tool_scenarios([never], ToolMocks()) == []
+
+
+def _own(cls: type[Agent], path: str) -> OwnTools:
+    mocks = load_mocks(SHOP / "mocks.py")
+    return OwnTools(path, tool_windows(catalog_base(cls).cls, mocks), mocks, "mocks.py")
+
+
+def test_fuzzed_calls_fall_on_the_apps_tools_inside_their_spans() -> None:
+    own = _own(shop.Shop, "shop:Shop")
+    drawn = [draw_own_tool_call(7, index, own) for index in range(200)]
+    calls = [c for c in drawn if c is not None]
+
+    assert 60 < len(calls) < 140  # about half
+    assert {c.window.tool.name for c in calls} == {"end_call", "check_order_status", "hold_parcel"}
+    for call in calls:
+        earliest, latest = question_span(call.window)
+        assert earliest <= call.onset <= latest
+    # a pure function of (seed, index)
+    assert [draw_own_tool_call(7, i, own) for i in range(200)] == drawn
+
+
+def test_a_fuzzed_call_on_an_own_tool_pastes_and_runs_as_printed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    own = _own(shop.PlainShop, "shop:PlainShop")
+    hold = next(w for w in own.windows if w.tool.name == "hold_parcel")
+    # the caller asks over the protected hold message: a race on plain Agent
+    call = OwnToolCall("app_tool/hold_parcel/fuzz-x", hold, hold.onsets["speech"], 1.5, own)
+    monkeypatch.chdir(SHOP)
+    namespace: dict[str, Any] = {}
+    exec(call.source(), namespace)  # prints outcome.reasons
+
+    outcome = namespace["outcome"]
+    assert not outcome.passed
+    assert any("never reached the LLM" in reason for reason in outcome.reasons)
+
+
+def test_fuzz_on_an_app_runs_its_tools_and_exits_0_on_the_resilient_version() -> None:
+    own = _own(shop.Shop, "shop:Shop")
+    agent = AgentUnderTest("shop:Shop", shop.Shop, catalog_cls=catalog_base(shop.Shop).cls)
+    seen: list[str] = []
+
+    reports = run_fuzz(10, 0, [agent], own=own, on_call=lambda _a, c: seen.append(c.recipe.name))
+
+    assert fuzz_exit_code(reports) == 0 and reports[0].calls == 10
+    assert any(name.startswith("app_tool/") for name in seen)
+    assert any(name.startswith("fuzz/") for name in seen)

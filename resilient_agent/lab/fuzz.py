@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..testing import CallOutcome
+from .fuzz_own_tools import OwnToolCall, OwnTools, draw_own_tool_call
 from .fuzz_recipe import CallRecipe, generate
 from .report import print_header
 from .run import AgentUnderTest, run_lab
@@ -93,7 +94,7 @@ class FuzzCall:
     """
 
     index: int
-    recipe: CallRecipe
+    recipe: CallRecipe | OwnToolCall
     contracts: tuple[str, ...]
     reasons: tuple[str, ...]
     shrunk: tuple[CallRecipe, tuple[str, ...]] | None = None
@@ -149,8 +150,16 @@ class FuzzReport:
         }
 
 
-def _judge(recipe: CallRecipe, agent: AgentUnderTest) -> tuple[CallOutcome, float, float]:
-    result = run_lab([recipe.scenario()], [agent])[0]
+def _judge(
+    recipe: CallRecipe | OwnToolCall, agent: AgentUnderTest
+) -> tuple[CallOutcome, float, float]:
+    scenario = recipe.scenario()
+    results = run_lab([scenario], [agent])
+    if not results:
+        # the adapter replaces clashing tools, so every generated app builds on a class the lab
+        # accepted; should one not, the run stops here with the scenario named
+        raise RuntimeError(f"{scenario.name} could not be built on {agent.label}")
+    result = results[0]
     return result.outcome, result.wall_seconds, result.virtual_seconds
 
 
@@ -171,17 +180,44 @@ def _judge_index(job: tuple[int, int, AgentUnderTest]) -> _Verdict:
     return _Verdict(index, contracts_broken(outcome), tuple(outcome.reasons), wall, virtual)
 
 
-def _verdicts(count: int, seed: int, agent: AgentUnderTest, jobs: int) -> Iterator[_Verdict]:
-    """Every call's verdict, in index order; ``jobs`` processes judge them side by side."""
-    work = ((seed, index, agent) for index in range(count))
-    if jobs <= 1 or count <= 1:
-        yield from map(_judge_index, work)
+def _verdicts(
+    count: int,
+    seed: int,
+    agent: AgentUnderTest,
+    jobs: int,
+    own_calls: dict[int, OwnToolCall],
+) -> Iterator[_Verdict]:
+    """Every call's verdict, in index order; ``jobs`` processes judge them side by side.
+
+    The calls on the app's own tools are judged in this process: their mocks are the app's
+    callables, which a worker process cannot be sent.
+    """
+    work = [(seed, index, agent) for index in range(count) if index not in own_calls]
+    generated: Iterator[_Verdict]
+    if jobs <= 1 or len(work) <= 1:
+        generated = map(_judge_index, work)
+        yield from _in_order(count, generated, own_calls, agent)
         return
     # spawned, not forked: livekit's threads must not be copied mid-flight; a call is a pure
     # function of (seed, index), so the verdicts are the same however many processes judge them
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        yield from pool.map(_judge_index, work, chunksize=4)
+        generated = pool.map(_judge_index, work, chunksize=4)
+        yield from _in_order(count, generated, own_calls, agent)
+
+
+def _in_order(
+    count: int,
+    generated: Iterator[_Verdict],
+    own_calls: dict[int, OwnToolCall],
+    agent: AgentUnderTest,
+) -> Iterator[_Verdict]:
+    for index in range(count):
+        if index in own_calls:
+            outcome, wall, virtual = _judge(own_calls[index], agent)
+            yield _Verdict(index, contracts_broken(outcome), tuple(outcome.reasons), wall, virtual)
+        else:
+            yield next(generated)
 
 
 def run_fuzz(
@@ -192,20 +228,27 @@ def run_fuzz(
     on_call: Callable[[AgentUnderTest, FuzzCall], None] | None = None,
     shrink_failures: bool = True,
     jobs: int = 1,
+    own: OwnTools | None = None,
 ) -> list[FuzzReport]:
     """Run ``count`` fuzzed calls of ``seed`` on every agent.
 
     The failures of agents under test are shrunk (not those of reference agents, which are
     expected to fail). With ``jobs`` above 1, that many worker processes judge the calls (the
     agents' classes must be importable by their ``module:Class`` path); the report is the same.
+    With ``own`` (the app's tools, probed), about half the calls fall on those tools
+    (:mod:`.fuzz_own_tools`); they are printed as they are, two utterances being already small.
     """
+    own_calls: dict[int, OwnToolCall] = {}
+    if own is not None:
+        drawn = ((index, draw_own_tool_call(seed, index, own)) for index in range(count))
+        own_calls = {index: call for index, call in drawn if call is not None}
     reports = []
     for agent in agents:
         report = FuzzReport(agent)
         shrunk_per_contract: Counter[str] = Counter()
-        for verdict in _verdicts(count, seed, agent, jobs):
+        for verdict in _verdicts(count, seed, agent, jobs, own_calls):
             index, broken = verdict.index, verdict.contracts
-            recipe = generate(seed, index)
+            recipe: CallRecipe | OwnToolCall = own_calls.get(index) or generate(seed, index)
             report.calls += 1
             report.wall_seconds += verdict.wall_seconds
             report.virtual_seconds += verdict.virtual_seconds
@@ -213,11 +256,12 @@ def run_fuzz(
             if broken == (AT_WAIT_BOUND,):
                 report.at_wait_bound.append(index)
             elif broken:
-                wanted = shrink_failures and not agent.reference
+                wanted = shrink_failures and not agent.reference and isinstance(recipe, CallRecipe)
                 # a speech played at WaitForCaller's bound is a policy: never what to shrink to
                 failed = set(broken) - {AT_WAIT_BOUND}
                 if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed):
                     shrunk_per_contract.update(failed)
+                    assert isinstance(recipe, CallRecipe)
                     call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
                 report.failures.append(call)
             if on_call is not None:
@@ -347,6 +391,10 @@ def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
     )
     for reason in call.reasons:
         print(f"        - {reason}", file=out)
+    if isinstance(call.recipe, OwnToolCall) and not agent.reference:
+        print("      to run it again (ready to paste, from the app's directory):", file=out)
+        for line in call.recipe.source().splitlines():
+            print(f"        {line}" if line else "", file=out)
     if call.shrunk is not None:
         recipe, reasons = call.shrunk
         # the app code subclasses the class itself, unless the lab adapts an app's own class
@@ -421,6 +469,7 @@ def run_fuzz_command(
     *,
     jobs: int = 1,
     quiet: bool = False,
+    own: OwnTools | None = None,
 ) -> int:
     """What ``resilient-agent lab --fuzz N --seed S [--jobs J]`` does; returns the exit code.
 
@@ -434,7 +483,7 @@ def run_fuzz_command(
             print_fuzz_line(agent, call, out)
             out.flush()
 
-    reports = run_fuzz(count, seed, agents, on_call=show, jobs=jobs)
+    reports = run_fuzz(count, seed, agents, on_call=show, jobs=jobs, own=own)
     print_fuzz_summary(reports, out)
     print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
     if json_path is not None:

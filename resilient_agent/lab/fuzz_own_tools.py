@@ -18,11 +18,28 @@ from ..testing import Scenario
 from .app_tool_scenarios import FAMILY, ToolWindows, question_scenario, question_span
 from .app_tools import ToolMocks
 
-__all__ = ["OWN_TOOL_SHARE", "OwnToolCall", "draw_own_tool_call"]
+__all__ = ["OWN_TOOL_SHARE", "OwnToolCall", "OwnTools", "draw_own_tool_call"]
 
 OWN_TOOL_SHARE = 0.5
 """The share of fuzzed calls drawn on the app's own tools when the class has any."""
 _QUESTION_S = (0.6, 2.5)
+
+
+@dataclass(frozen=True)
+class OwnTools:
+    """The app's tools as the fuzzer draws on them.
+
+    Attributes:
+        agent: ``module:Class`` of the app's class, as given to ``--agent``.
+        windows: Every tool, probed.
+        mocks: The ``--mock`` file's mocks and arguments.
+        mock_path: That file, as given, for the snippets.
+    """
+
+    agent: str
+    windows: Sequence[ToolWindows]
+    mocks: ToolMocks
+    mock_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -34,18 +51,20 @@ class OwnToolCall:
         window: The tool, as its probe found it.
         onset: Call seconds the caller's question starts.
         question_s: How long the question lasts.
+        own: The app's tools it was drawn from.
     """
 
     name: str
     window: ToolWindows
     onset: float
     question_s: float
+    own: OwnTools
 
-    def scenario(self, mocks: ToolMocks) -> Scenario:
+    def scenario(self) -> Scenario:
         """The scenario the lab runs."""
         return question_scenario(
             self.window,
-            mocks,
+            self.own.mocks,
             name=self.name,
             description=(
                 f"A fuzzed call on your tool {self.window.tool.name}: the caller asks a "
@@ -55,8 +74,9 @@ class OwnToolCall:
             question_s=self.question_s,
         )
 
-    def source(self, agent: str, mock: str | None) -> str:
+    def source(self) -> str:
         """A snippet that rebuilds this call and runs it, from the app's directory."""
+        agent, mock = self.own.agent, self.own.mock_path
         mock_argument = f", mock={mock!r}" if mock is not None else ""
         return "\n".join(
             [
@@ -73,15 +93,13 @@ class OwnToolCall:
         )
 
 
-def draw_own_tool_call(
-    seed: int, index: int, windows: Sequence[ToolWindows]
-) -> OwnToolCall | None:
+def draw_own_tool_call(seed: int, index: int, own: OwnTools) -> OwnToolCall | None:
     """The ``index``-th call of the run seeded ``seed`` if it falls on an own tool, else None.
 
     Calls fall on the app's own tools with probability :data:`OWN_TOOL_SHARE` when any tool's
     probe ran it; the rest are the generator's own apps.
     """
-    raced = [w for w in windows if w.ran]
+    raced = [w for w in own.windows if w.ran]
     rng = random.Random(f"resilient-agent-fuzz-own-tools:{seed}:{index}")
     if not raced or rng.random() >= OWN_TOOL_SHARE:
         return None
@@ -89,6 +107,5 @@ def draw_own_tool_call(
     earliest, latest = question_span(window)
     onset = round(rng.uniform(earliest, max(earliest, latest)), 2)
     question_s = round(rng.uniform(*_QUESTION_S), 2)
-    return OwnToolCall(
-        f"{FAMILY}/{window.tool.name}/fuzz-{seed}-{index}", window, onset, question_s
-    )
+    name = f"{FAMILY}/{window.tool.name}/fuzz-{seed}-{index}"
+    return OwnToolCall(name, window, onset, question_s, own)
