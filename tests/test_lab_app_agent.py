@@ -35,6 +35,15 @@ def _readme_myapp() -> str:
     return found.group(1)
 
 
+def _readme_own_tools_sample() -> list[str]:
+    """The output lines the README shows for the walkthrough's app ("..." elides some)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("The lab then races **your own tools**") :]
+    found = re.search(r"```\n(.*?)```", section, re.S)
+    assert found is not None
+    return [line for line in found.group(1).splitlines() if line != "..."]
+
+
 def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
     (tmp_path / "myapp.py").write_text(_readme_myapp())
     program, *arguments = shlex.split(COMMAND)
@@ -57,6 +66,9 @@ def test_lab_runs_an_apps_own_agent_from_its_directory(tmp_path: Path) -> None:
     # and the app's own tools are raced in each of their windows
     assert "tool book_table(time='example'): windows gap" in done.stdout
     assert "tool end_call(), ends the call: windows gap" in done.stdout
+    # the README's sample of that output is what the command prints
+    for line in _readme_own_tools_sample():
+        assert line in done.stdout.splitlines(), line
     own = [line for line in verdicts if "app_tool/" in line]
     assert {line.split()[1] for line in own} >= {
         "app_tool/book_table/speech",
