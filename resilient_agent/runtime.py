@@ -51,6 +51,7 @@ from .supervision import AgentSupervision, LlmNode, UserTurnHook
 from .tool_calls import ToolCalls, worded_tool_errors
 from .tool_names import fix_for
 from .tools import current_tool
+from .tracing import record_race, record_report
 
 __all__ = ["ChainOwner", "SessionRuntime"]
 
@@ -236,6 +237,7 @@ class SessionRuntime:
     def emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
         """The one place our events are counted and logged, then emitted on the owner."""
         self.reporter.record(event)
+        record_race(event)  # on livekit's current span, and counted (when OTel is set up)
         # one structured record per race, action and failure, beside the event on our emitter
         fields = event.model_dump(exclude={"type", "created_at"})
         if isinstance(event, MiddlewareErrorEvent):
@@ -430,6 +432,8 @@ class SessionRuntime:
         run = self.run
         if run is not None and run.shutdown_gate is not None:
             run.shutdown_gate.session_closed()
+        # livekit ends agent_session right after this event, before the stop's call_summary
+        record_report(self.report())
 
     # -- the stop ------------------------------------------------------------------------------
     @property

@@ -1,0 +1,229 @@
+"""Races in OpenTelemetry: span events on livekit's spans, a counter, the report on the session.
+
+livekit-agents traces a session through ``livekit.agents.telemetry`` (``agent_session``,
+``agent_turn``, ``user_turn``, ``function_tool``, ...). Every race the chain reports is added
+here, as it is emitted (:meth:`.SessionRuntime.emit`), to the span livekit has current:
+
+* a span event ``resilient_agent.race_detected`` / ``resilient_agent.race_handled`` with the
+  attributes ``resilient_agent.race.kind``, ``.action`` (handled only), ``.middleware`` and
+  one per detail (``resilient_agent.race.speech_id``, ...; a nested dict's keys are joined with
+  dots, values that are not str/bool/int/float or a sequence of one of them are skipped). A
+  race reported from a task whose span livekit already ended (a hook queued in ``on_enter``)
+  lands on ``agent_session`` instead;
+* one count on the counter ``resilient_agent.races`` (meter ``resilient_agent``) with the
+  attributes ``event``, ``kind``, ``middleware`` and ``action`` (handled only).
+
+At livekit's ``close`` event the call report so far goes on ``agent_session`` as
+``resilient_agent.report.*`` attributes (:func:`record_report`): the span ends right after,
+before the chain's own stop builds the final ``call_summary``.
+
+Details carry ids and timings, never transcripts. A detail named like content (``text``,
+``transcript``, ...) whose value is text is left out unless content tracing is on
+(:func:`set_trace_content`, or ``RESILIENT_AGENT_TRACE_CONTENT=1``) *and* livekit's own switch
+is (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); it then goes under
+``resilient_agent.race.pii.<name>``, which livekit's PII filter strips from exporters given
+``set_tracer_provider(..., allow_pii=False)``.
+
+Only ``opentelemetry-api`` is used. With no tracer provider (the default) the current span is
+not recording, which is the first thing checked; with no meter provider the counter is the
+API's no-op one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.util.types import AttributeValue
+
+from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
+from .log import get_logger
+from .report import CallReport
+
+try:  # livekit-agents releases without it: races outliving their span are not traced
+    from livekit.agents.telemetry.session_context import session_root_context
+except ImportError:  # pragma: no cover - depends on the livekit-agents release
+    session_root_context = None  # type: ignore[assignment]
+
+__all__ = [
+    "CONTENT_ENV",
+    "METER_NAME",
+    "RACE_COUNTER",
+    "content_enabled",
+    "record_race",
+    "record_report",
+    "set_trace_content",
+]
+
+CONTENT_ENV = "RESILIENT_AGENT_TRACE_CONTENT"
+"""Set to ``1`` to trace content-named details (see :func:`set_trace_content`)."""
+
+METER_NAME = "resilient_agent"
+RACE_COUNTER = "resilient_agent.races"
+
+_PREFIX = "resilient_agent.race."
+_REPORT_PREFIX = "resilient_agent.report."
+_UNSET_VALUES = frozenset({"", "0", "false", "no", "off"})
+_CONTENT_KEYS = frozenset(
+    {
+        "text",
+        "transcript",
+        "words",
+        "utterance",
+        "said",
+        "heard",
+        "message",
+        "content",
+        "prompt",
+        "instructions",
+        "arguments",
+        "output",
+    }
+)
+_SCALARS = (str, bool, int, float)
+
+logger = get_logger("tracing")
+
+_trace_content = os.environ.get(CONTENT_ENV, "").strip().lower() not in _UNSET_VALUES
+_counter: tuple[metrics.MeterProvider, metrics.Counter] | None = None
+
+
+def set_trace_content(enabled: bool) -> None:
+    """Trace content-named details (the caller's words) too; off by default.
+
+    livekit's own switch (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, or
+    ``livekit.agents.telemetry.gen_ai.set_capture_content``) must be on as well.
+    """
+    global _trace_content
+    _trace_content = enabled
+
+
+def content_enabled() -> bool:
+    """Whether content-named details go on spans: ours and livekit's switch are both on."""
+    if not _trace_content:
+        return False
+    try:
+        from livekit.agents.telemetry import gen_ai
+    except ImportError:  # pragma: no cover - depends on the livekit-agents release
+        return True
+    return gen_ai.capture_content_enabled()
+
+
+def record_race(event: ResilientEvent) -> None:
+    """Trace and count ``event`` if it is a race; other events are left alone."""
+    if not isinstance(event, (RaceDetectedEvent, RaceHandledEvent)):
+        return
+    try:
+        _add_span_event(event)
+        _count(event)
+    except Exception as exc:  # tracing never breaks the call
+        logger.debug("race_not_traced", kind=event.kind, error=repr(exc))
+
+
+def record_report(report: CallReport) -> None:
+    """Put ``report`` on livekit's ``agent_session`` span, if it is still recording."""
+    try:
+        span = _session_span()
+        if span is not None:
+            span.set_attributes(_report_attributes(report))
+    except Exception as exc:  # tracing never breaks the call
+        logger.debug("report_not_traced", error=repr(exc))
+
+
+def _add_span_event(event: RaceDetectedEvent | RaceHandledEvent) -> None:
+    span = trace.get_current_span()
+    if not span.is_recording():
+        if not span.get_span_context().is_valid:
+            return  # tracing is off, or no trace here: nothing to attach to
+        # the race outlived its span (a hook queued while livekit's on_enter ran, say)
+        fallback = _session_span()
+        if fallback is None:
+            return
+        span = fallback
+    span.add_event(f"resilient_agent.{event.type}", _race_attributes(event))
+
+
+def _session_span() -> trace.Span | None:
+    if session_root_context is None:
+        return None
+    context = session_root_context()
+    if context is None:
+        return None
+    span = trace.get_current_span(context)
+    return span if span.is_recording() else None
+
+
+def _race_attributes(event: RaceDetectedEvent | RaceHandledEvent) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        f"{_PREFIX}kind": event.kind,
+        f"{_PREFIX}middleware": event.middleware,
+    }
+    if isinstance(event, RaceHandledEvent):
+        attributes[f"{_PREFIX}action"] = event.action
+    details: dict[str, AttributeValue] = {}
+    _flatten(details, "", event.details, content_enabled())
+    for key, value in details.items():
+        attributes.setdefault(f"{_PREFIX}{key}", value)
+    return attributes
+
+
+def _flatten(
+    into: dict[str, AttributeValue], prefix: str, details: Mapping[Any, Any], content: bool
+) -> None:
+    for raw_key, value in details.items():
+        key = f"{prefix}{raw_key}"
+        if isinstance(value, Mapping):
+            _flatten(into, f"{key}.", value, content)
+            continue
+        legal = _legal(value)
+        if legal is None:
+            continue
+        if str(raw_key).lower() in _CONTENT_KEYS and _is_text(legal):
+            if content:
+                into[f"pii.{key}"] = legal
+            continue
+        into[key] = legal
+
+
+def _legal(value: Any) -> AttributeValue | None:
+    """``value`` as an OTel attribute value, or None when it cannot be one."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray)):
+        items = list(value)
+        kinds = {type(item) for item in items}
+        if len(kinds) <= 1 and all(isinstance(item, _SCALARS) for item in items):
+            return tuple(items)
+    return None
+
+
+def _is_text(value: AttributeValue) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, tuple) and any(isinstance(v, str) for v in value)
+    )
+
+
+def _count(event: RaceDetectedEvent | RaceHandledEvent) -> None:
+    global _counter
+    provider = metrics.get_meter_provider()
+    if _counter is None or _counter[0] is not provider:
+        counter = metrics.get_meter(METER_NAME).create_counter(
+            RACE_COUNTER, unit="{race}", description="Races the chain detected and handled"
+        )
+        _counter = (provider, counter)
+    attributes = {"event": event.type, "kind": event.kind, "middleware": event.middleware}
+    if isinstance(event, RaceHandledEvent):
+        attributes["action"] = event.action
+    _counter[1].add(1, attributes)
+
+
+def _report_attributes(report: CallReport) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {f"{_REPORT_PREFIX}call_id": report.call_id}
+    for group in ("races", "actions", "counters"):
+        for name, count in getattr(report, group).items():
+            attributes[f"{_REPORT_PREFIX}{group}.{name}"] = count
+    for listed in ("shutdown_decisions", "middleware_errors", "unknown_tools"):
+        attributes[f"{_REPORT_PREFIX}{listed}"] = tuple(getattr(report, listed))
+    return attributes
