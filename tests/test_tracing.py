@@ -97,9 +97,17 @@ def _race_span_events(spans: tuple[ReadableSpan, ...]) -> list[tuple[str, str, A
     return found
 
 
+# livekit releases without telemetry.session_context (1.8.0) give no public way to the session
+# span: a race reported after the span it happened in ended is then not traced (docs/observability)
+_SESSION_SPAN_REACHABLE = tracing.session_root_context is not None
+_ON_ENDED_SPANS = {"speech_withheld_from_stt", "dropped_user_turn"}
+
+
 def test_every_race_is_a_span_event_on_livekits_spans(traced: TracedCall) -> None:
     races = traced.outcome.race_events
     assert races, "the scenario reports races"
+    if not _SESSION_SPAN_REACHABLE:
+        races = [r for r in races if r["kind"] not in _ON_ENDED_SPANS]
     on_spans = _race_span_events(traced.spans)
     assert len(on_spans) == len(races)
     unmatched = list(on_spans)
@@ -122,13 +130,18 @@ def test_every_race_is_a_span_event_on_livekits_spans(traced: TracedCall) -> Non
     landed = collections.Counter(
         (name, attrs["resilient_agent.race.kind"]) for name, _, attrs in on_spans
     )
-    assert landed == {
-        ("agent_turn", "protected_speech_over_speaking_caller"): 2,
-        ("agent_session", "speech_withheld_from_stt"): 2,
-        ("agent_session", "dropped_user_turn"): 2,
-    }
+    expected = {("agent_turn", "protected_speech_over_speaking_caller"): 2}
+    if _SESSION_SPAN_REACHABLE:
+        expected |= {
+            ("agent_session", "speech_withheld_from_stt"): 2,
+            ("agent_session", "dropped_user_turn"): 2,
+        }
+    assert landed == expected
 
 
+@pytest.mark.skipif(
+    not _SESSION_SPAN_REACHABLE, reason="this livekit-agents has no telemetry.session_context"
+)
 def test_the_call_report_is_on_the_session_span(traced: TracedCall) -> None:
     (session,) = [s for s in traced.spans if s.name == "agent_session"]
     report = traced.agent.call_report
