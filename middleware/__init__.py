@@ -27,6 +27,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     """The default middleware as specs: every session gets its own instances."""
     from resilient_agent import MiddlewareSpec
 
+    from .context_integrity import ContextIntegrity
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .stt_recovery import SttRecovery
@@ -43,4 +44,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),
         MiddlewareSpec(Watchdog),
+        # innermost wrap_llm_request (position "last", after the Watchdog): it checks the
+        # context as the LLM gets it, after the TurnKeeper's merged words
+        MiddlewareSpec(ContextIntegrity),
     ]

@@ -57,6 +57,7 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
         "SttRecovery",
         "LlmFallback",
         "Watchdog",
+        "ContextIntegrity",
     ]
     assert set(first_party) <= set(classes(names["agent"].middleware))  # type: ignore[attr-defined]
     assert "NoToolsWhileCallerSpeaks" in classes(names["add"])

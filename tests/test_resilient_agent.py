@@ -100,6 +100,7 @@ def test_drop_in_construction_and_default_chain() -> None:
         "SttRecovery",
         "LlmFallback",
         "Watchdog",
+        "ContextIntegrity",
     ]
     assert {t.id for t in agent.tools} == {"standalone"}
 

@@ -4,6 +4,7 @@ OpenAI's Responses API, Gemini and Anthropic refuse a chat context with a functi
 no output (or an output without its call), and every later turn of the call then fails too
 (livekit/agents#5092). The scripted LLM answers such a request with a non-retryable 400, and the
 lab's contracts name it, so a merge, a release or a recovery that broke a context would show.
+``ResilientAgent``'s ContextIntegrity repairs such a context before the LLM gets it.
 """
 
 from __future__ import annotations
@@ -85,13 +86,28 @@ _BROKEN = Scenario(
 )
 
 
-@pytest.mark.parametrize("base", [Agent, ResilientAgent], ids=["Agent", "ResilientAgent"])
-def test_a_call_whose_context_breaks_fails_by_name(base: type[Agent]) -> None:
-    _, outcome = run_scenario(_BROKEN, base)
+def test_a_call_whose_context_breaks_fails_by_name_on_agent() -> None:
+    _, outcome = run_scenario(_BROKEN, Agent)
     assert not outcome.passed
     assert any("malformed context" in reason for reason in outcome.reasons), outcome.reasons
+
+
+def test_resilient_agent_repairs_the_broken_context_and_reports_it() -> None:
+    world, outcome = run_scenario(_BROKEN, ResilientAgent)
+    assert not any("malformed context" in reason for reason in outcome.reasons), outcome.reasons
+    assert world.llm.requests and all(r.malformed is None for r in world.llm.requests)
+    repairs = [
+        (r["event"], r["action"], r["calls_without_output"])
+        for r in world.race_events
+        if r["kind"] == "malformed_context"
+    ]
+    assert repairs[:2] == [
+        ("race_detected", None, ["call_x"]),
+        ("race_handled", "repaired", ["call_x"]),
+    ]
 
 
 def test_the_differential_harness_names_a_malformed_context() -> None:
     result = run_differential(_BROKEN, Agent, ResilientAgent)
     assert any(d.startswith("malformed_contexts on Agent") for d in result.differences)
+    assert not any(d.startswith("malformed_contexts on ResilientAgent") for d in result.differences)

@@ -203,7 +203,8 @@ def run_differential(
     expected = call_trace(run_virtual(run_scenario_async(scenario, reference)))
     actual = call_trace(run_virtual(run_scenario_async(scenario, candidate)))
     differences = compare_traces(expected, actual)
-    # a malformed context fails the call on both bases alike: no divergence, still a defect
+    # a malformed context is a defect on either base, diverging or not (on ResilientAgent the
+    # ContextIntegrity middleware repairs one before the LLM gets it)
     for base, trace in ((reference, expected), (candidate, actual)):
         differences.extend(
             f"malformed_contexts on {base.__name__}: {at}s {why}"

@@ -9,7 +9,8 @@ are a pure function of the context, so livekit's preemptive generation, which ma
 the same turn, gets the same answer.
 Like the real providers, it rejects a malformed context (a function call without its output, or
 an output without its call) with a non-retryable 400, and records why
-(:attr:`LLMRequest.malformed`); the lab's contracts fail such a call.
+(:attr:`LLMRequest.malformed`); the lab's contracts fail such a call. The rule is the one the
+``ContextIntegrity`` middleware repairs by (:mod:`resilient_agent.middleware.tool_pairs`).
 Every request is recorded with the user text it saw, so a test can ask whether given words
 reached the LLM.
 """
@@ -30,6 +31,7 @@ from livekit.agents.types import (
     APIConnectOptions,
     NotGivenOr,
 )
+from resilient_agent.middleware.tool_pairs import malformed_context
 from typing_extensions import Never, override
 
 __all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript", "malformed_context"]
@@ -135,22 +137,6 @@ class LLMRequest:
     hung: bool = False
     timed_out: bool = False
     malformed: str | None = None
-
-
-def malformed_context(chat_ctx: ChatContext) -> str | None:
-    """Why a provider would reject ``chat_ctx``, or None when it is well formed.
-
-    OpenAI's Responses API, Gemini and Anthropic refuse a context with a function call that has
-    no output, or an output without its call, and every later turn of the call then fails too
-    (livekit/agents#5092).
-    """
-    calls = {i.call_id for i in chat_ctx.items if i.type == "function_call"}
-    outputs = {i.call_id for i in chat_ctx.items if i.type == "function_call_output"}
-    if missing := sorted(calls - outputs):
-        return f"function call without its output: {', '.join(missing)}"
-    if orphans := sorted(outputs - calls):
-        return f"function output without its call: {', '.join(orphans)}"
-    return None
 
 
 # livekit flags the function call of the pair it injects for a tool still running (its output

@@ -1,0 +1,112 @@
+"""An inference's context repaired before the LLM when a function call and its output are unpaired.
+
+OpenAI's Responses API, Gemini and Anthropic reject a chat context holding a function call
+without its output, or an output without its call, and every later turn of the call then fails
+the same way: the caller hears nothing for the rest of the call. :class:`ContextIntegrity`
+checks the context of every inference, as the LLM is about to get it (after every other
+middleware's edits), with the rule the lab's strict LLM fake applies
+(:func:`~resilient_agent.middleware.tool_pairs.unpaired_tool_items`):
+
+* a function call without its output gets one saying its result is unavailable, made as livekit
+  makes the placeholder output of a tool still running (same name and call id, created with the
+  call, inserted by creation time);
+* an output without its call is dropped.
+
+Both are reported (``race_detected``, then ``race_handled`` with the action ``repaired``, naming
+the call ids), and the repaired copy goes on to the LLM. Only the inference is repaired: the
+agent's context and ``session.history`` stay as livekit keeps them. A well-formed context goes on
+untouched, as the very same request, so the call runs as on livekit alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from livekit.agents import llm
+
+from resilient_agent import InferenceNext, InferenceRequest, Middleware, MiddlewareContext
+
+from .tool_pairs import UnpairedToolItems, unpaired_tool_items
+
+__all__ = ["UNAVAILABLE_RESULT", "ContextIntegrity"]
+
+MALFORMED_CONTEXT = "malformed_context"
+"""The race kind a repaired context is reported under."""
+
+UNAVAILABLE_RESULT = "The tool call's result is unavailable."
+"""The output given to a function call that has none (livekit words its own placeholder output
+for a tool still running ``The tool call is still in progress.``)."""
+
+# the id of the output made for a call, after livekit's ``{call.id}_running_output``: stable
+# across inferences, so each repair of the same call makes the same item
+_UNAVAILABLE_OUTPUT_ID = "{call_item_id}_unavailable_output"
+
+
+class ContextIntegrity(Middleware):
+    """Repairs an inference's context a provider would reject (on by default).
+
+    ``position = "last"``, and last in the defaults: it is the innermost ``wrap_llm_request`` of
+    the chain (the first middleware is outermost), so it sees the context as the app's
+    ``llm_node`` gets it, after every other middleware's edits (the TurnKeeper's merged words
+    among them), wherever an app adds its own ``normal`` or ``first`` middleware.
+
+    Attributes:
+        repaired_contexts: Inferences repaired so far.
+    """
+
+    name = "ContextIntegrity"
+    position = "last"
+
+    def __init__(self) -> None:
+        self.repaired_contexts = 0
+
+    async def wrap_llm_request(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
+        """Pass a well-formed context on untouched; repair and report a malformed one."""
+        unpaired = unpaired_tool_items(request.chat_ctx)
+        if not unpaired:
+            return await call_next(request)
+        details = {
+            "calls_without_output": list(unpaired.calls_without_output),
+            "outputs_without_call": list(unpaired.outputs_without_call),
+        }
+        ctx.race_detected(self, MALFORMED_CONTEXT, details=details)
+        repaired = _repaired(request.chat_ctx, unpaired)
+        self.repaired_contexts += 1
+        ctx.race_handled(
+            self,
+            MALFORMED_CONTEXT,
+            "repaired",
+            details=details,
+            counts={"repaired_contexts": 1},
+        )
+        return await call_next(request.override(chat_ctx=repaired))
+
+
+def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.ChatContext:
+    """A copy of ``chat_ctx`` with an output for each call without one, and no orphan output."""
+    orphans = set(unpaired.outputs_without_call)
+    repaired = llm.ChatContext(
+        [
+            item
+            for item in chat_ctx.items
+            if not (item.type == "function_call_output" and item.call_id in orphans)
+        ]
+    )
+    missing = set(unpaired.calls_without_output)
+    for call in list(repaired.items):
+        if call.type != "function_call" or call.call_id not in missing:
+            continue
+        missing.discard(call.call_id)  # a call id given twice gets one output
+        repaired.insert(
+            llm.FunctionCallOutput(
+                id=_UNAVAILABLE_OUTPUT_ID.format(call_item_id=call.id),
+                call_id=call.call_id,
+                name=call.name,
+                output=UNAVAILABLE_RESULT,
+                is_error=False,
+                created_at=call.created_at,
+            )
+        )
+    return repaired
