@@ -23,7 +23,14 @@ from resilient_agent.report import CallReporter
 from resilient_agent.testing import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRST_PARTY = ("TurnKeeper", "ToolGuard", "WaitForCaller", "Watchdog", "InterruptDeferral")
+FIRST_PARTY = (
+    "TurnKeeper",
+    "ToolGuard",
+    "WaitForCaller",
+    "Watchdog",
+    "InterruptDeferral",
+    "ContextIntegrity",
+)
 
 
 def catalog(name: str) -> Any:
