@@ -377,6 +377,7 @@ def _all_documented_values() -> list[Build]:
 
 
 @pytest.mark.parametrize("build", _all_documented_values())
+@pytest.mark.usefixtures("example_plugin")  # plugins=["speaking_guard"] is among the values
 def test_every_documented_value_is_accepted(build: Build) -> None:
     build()
 

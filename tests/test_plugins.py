@@ -7,7 +7,6 @@ entry_points.txt) and a module written into ``tmp_path``, which goes first on ``
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -472,31 +471,10 @@ def test_load_plugins_returns_fresh_validated_instances(guards: Site) -> None:
 # -- the example plugin in examples/resilient-agent-example-plugin -----------------------------
 
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "resilient-agent-example-plugin"
-
-
-def _declared(pyproject: str, key: str) -> str:
-    """A ``key = "value"`` line of the example plugin's pyproject.toml (3.10 has no tomllib)."""
-    found = re.search(rf'^{re.escape(key)} = "([^"]+)"$', pyproject, re.M)
-    assert found is not None, f"examples/.../pyproject.toml declares no {key}"
-    return found.group(1)
-
-
-def test_the_example_plugin_loads_by_name(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    # installed (pip install ./examples/...) it is found as it is; otherwise its sources and the
-    # entry point its pyproject.toml declares go on a throwaway site, as pip would write them
-    try:
-        example = importlib.metadata.distribution("resilient-agent-example-plugin")
-    except importlib.metadata.PackageNotFoundError:
-        pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
-        site.install(
-            _declared(pyproject, "name"),
-            {"speaking_guard": _declared(pyproject, "speaking_guard")},
-            version=_declared(pyproject, "version"),
-        )
-        monkeypatch.syspath_prepend(str(EXAMPLE / "src"))
-        example = importlib.metadata.distribution("resilient-agent-example-plugin")
-
+def test_the_example_plugin_loads_by_name(
+    site: Site, example_plugin: importlib.metadata.Distribution
+) -> None:
+    example = example_plugin
     built = agent(["speaking_guard"], middleware=[Local()])
 
     guard = built.middleware[0]  # position = "first"
