@@ -162,6 +162,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
 
 
 def _lab(args: argparse.Namespace) -> int:
+    from .lab.app_tool_scenarios import FAMILY as OWN_TOOLS_FAMILY
     from .lab.app_tool_scenarios import app_tool_scenarios
     from .lab.catalog import scenarios
     from .lab.report import exit_code, format_line, print_header, print_summary
@@ -182,9 +183,11 @@ def _lab(args: argparse.Namespace) -> int:
     if args.speech == "real":
         from .lab.real_speech import RealSpeechUnavailable, with_real_speech
 
-        scripted_only = [s for s in chosen if s in own]
+        scripted_only = [s for s in chosen if s.family == OWN_TOOLS_FAMILY]
         try:
-            chosen = with_real_speech([s for s in chosen if s not in own], sys.stdout)
+            chosen = with_real_speech(
+                [s for s in chosen if s.family != OWN_TOOLS_FAMILY], sys.stdout
+            )
         except RealSpeechUnavailable as exc:
             raise _UsageError(str(exc)) from exc
         if scripted_only:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from livekit.agents import Agent
 
 from ..testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
-from .app_tools import AppTool, ToolMocks, app_tools
-from .run import AgentUnderTest, LabResult, quiet_logs, run_lab
+from .app_agent import catalog_base
+from .app_tools import AppTool, ToolMocks, app_tools, load_mocks
+from .run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_lab
 from .timeline import CallTimeline, extract_timeline
 
 __all__ = [
@@ -326,12 +328,6 @@ def own_tool_scenario(
     Returns:
         The scenario and the class to run it on.
     """
-    from pathlib import Path
-
-    from .app_agent import catalog_base
-    from .app_tools import load_mocks
-    from .run import load_agent_class
-
     cls = catalog_base(load_agent_class(agent)).cls
     mocks = load_mocks(Path(mock)) if mock is not None else ToolMocks()
     window = next((w for w in tool_windows(cls, mocks) if w.tool.name == tool), None)

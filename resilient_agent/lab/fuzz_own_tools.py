@@ -22,7 +22,7 @@ __all__ = ["OWN_TOOL_SHARE", "OwnToolCall", "OwnTools", "draw_own_tool_call"]
 
 OWN_TOOL_SHARE = 0.5
 """The share of fuzzed calls drawn on the app's own tools when the class has any."""
-_QUESTION_S = (0.6, 2.5)
+_QUESTION_RANGE_S = (0.6, 2.5)
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,6 @@ def draw_own_tool_call(seed: int, index: int, own: OwnTools) -> OwnToolCall | No
     window = rng.choice(raced)
     earliest, latest = question_span(window)
     onset = round(rng.uniform(earliest, max(earliest, latest)), 2)
-    question_s = round(rng.uniform(*_QUESTION_S), 2)
+    question_s = round(rng.uniform(*_QUESTION_RANGE_S), 2)
     name = f"{FAMILY}/{window.tool.name}/fuzz-{seed}-{index}"
     return OwnToolCall(name, window, onset, question_s, own)
