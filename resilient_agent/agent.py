@@ -95,7 +95,9 @@ class ResilientAgent(Agent):
             during a call.
 
     Attributes:
-        events: Emits ``middleware_error``, ``race_detected`` and ``race_handled``.
+        events: Emits ``middleware_error``, ``race_detected`` and ``race_handled``: the
+            session's while this agent's chain runs, and the whole call's (agents handed to
+            included) on the agent the session started with.
     """
 
     tool_close_bound_s: float = 10.0

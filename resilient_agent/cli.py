@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="write every call's timeline (states, speech handles, tools, words) as JSON",
     )
+    lab.add_argument(
+        "--traces",
+        metavar="PATH",
+        type=Path,
+        help="trace every call through livekit's OpenTelemetry tracer and write its spans (and "
+        "the race events on them) as JSON lines",
+    )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
     lab.add_argument(
         "--fuzz",
@@ -126,7 +133,7 @@ def _check_args(args: argparse.Namespace) -> None:
     useless = _useless_options(args)
     if useless:
         raise _UsageError(useless[0])
-    for option in ("json", "report", "timeline"):
+    for option in ("json", "report", "timeline", "traces"):
         path: Path | None = getattr(args, option)
         if path is not None and not path.parent.is_dir():
             raise _UsageError(f"--{option} {str(path)!r}: no directory {str(path.parent)!r}")
@@ -142,7 +149,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
         if args.jobs != 1:
             found.append("--jobs only applies with --fuzz N: add --fuzz N or drop --jobs")
     if args.list:
-        for option in ("fuzz", "sweep", "json", "report", "timeline"):
+        for option in ("fuzz", "sweep", "json", "report", "timeline", "traces"):
             if getattr(args, option) not in (None, False):
                 found.append(f"--list only lists the scenarios: drop --{option} or --list")
     elif fuzz:
@@ -151,6 +158,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--only", args.only is not None, "fuzzed calls are not chosen from the catalog"),
             ("--report", args.report is not None, "the fuzzer writes only --json"),
             ("--timeline", args.timeline is not None, "the fuzzer writes only --json"),
+            ("--traces", args.traces is not None, "the fuzzer writes only --json"),
             ("--speech real", args.speech == "real", "fuzzed calls use scripted speech"),
         )
         found += [
@@ -219,7 +227,14 @@ def _lab(args: argparse.Namespace) -> int:
         skipped.append((scenario.name, agent.path))
         print(f"SKIP  {scenario.name:<52} {agent.label:<16} {why}", flush=True)
 
-    results = run_lab(chosen, agents, sweep=args.sweep, on_result=show, on_skip=skip)
+    results = run_lab(
+        chosen,
+        agents,
+        sweep=args.sweep,
+        on_result=show,
+        on_skip=skip,
+        traces=args.traces is not None,
+    )
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
     print_summary(results, agents, sys.stdout, skipped)
@@ -227,7 +242,8 @@ def _lab(args: argparse.Namespace) -> int:
         print(f"{len(skipped)} scenario(s) skipped: their app code cannot be built on this class")
     print(f"wall time: {time.perf_counter() - started:.1f}s")
     _write_outputs(args, results, agents)
-    return exit_code(results, agents)
+    untraced = _write_traces(args.traces, results) if args.traces is not None else 0
+    return exit_code(results, agents) or (1 if untraced else 0)
 
 
 def _agents(path: str | None) -> list[AgentUnderTest]:
@@ -292,6 +308,29 @@ def _write_outputs(
 
         write_report(results, agents, args.report)
         print(f"report written to {args.report}")
+
+
+def _write_traces(path: Path, results: Sequence[LabResult]) -> int:
+    """Write the spans, then check every race is on them; returns the races that are not."""
+    from .lab.traces import race_span_events, untraced_races, write_traces
+
+    count = write_traces(results, path)
+    races = sum(len(r.outcome.race_events) for r in results)
+    on_spans = sum(1 for r in results for _ in race_span_events(r.spans))
+    untraced = 0
+    for result in results:
+        for race in untraced_races(result.outcome.race_events, result.spans):
+            untraced += 1
+            print(
+                f"UNTRACED  {result.scenario.name:<52} {result.agent.label:<16} "
+                f"{race['event']} {race['kind']}"
+            )
+    print(
+        f"traces: {count} spans of {len(results)} calls written to {path}; {races} race "
+        f"events, {races - untraced} of them span events on livekit's spans"
+        + (f" ({on_spans} span events)" if on_spans != races else "")
+    )
+    return untraced
 
 
 def main(argv: Sequence[str] | None = None) -> int:

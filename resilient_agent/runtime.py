@@ -51,7 +51,7 @@ from .supervision import AgentSupervision, LlmNode, UserTurnHook
 from .tool_calls import ToolCalls, worded_tool_errors
 from .tool_names import fix_for
 from .tools import current_tool
-from .tracing import record_race, record_report
+from .tracing import RaceTelemetry, record_report
 
 __all__ = ["ChainOwner", "SessionRuntime"]
 
@@ -134,7 +134,10 @@ class SessionRuntime:
     def __init__(self, session: AgentSession[Any], owner: ChainOwner) -> None:
         self.session = session
         self.owner = owner
+        # the agent the call started with: its events carry the whole call, handoffs included
+        self.root = owner
         self.reporter = CallReporter(utils.shortuuid("call_"))
+        self.telemetry = RaceTelemetry()
         self.log = logger.bind(call_id=self.reporter.call_id)
         self.state = ConversationState(
             user_state=session.user_state, agent_state=session.agent_state
@@ -235,9 +238,13 @@ class SessionRuntime:
 
     # -- events and errors ---------------------------------------------------------------------
     def emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
-        """The one place our events are counted and logged, then emitted on the owner."""
+        """The one place our events are counted and logged, then emitted.
+
+        They go to the agent whose chain runs, and to the agent the call started with when that
+        is another one, so that one agent's ``events`` tell the whole call.
+        """
         self.reporter.record(event)
-        record_race(event)  # on livekit's current span, and counted (when OTel is set up)
+        self.telemetry.record(event)  # on livekit's current span, and measured
         # one structured record per race, action and failure, beside the event on our emitter
         fields = event.model_dump(exclude={"type", "created_at"})
         if isinstance(event, MiddlewareErrorEvent):
@@ -247,6 +254,8 @@ class SessionRuntime:
         else:
             self.log.info(event.type, **fields)
         self.owner.events.emit(event.type, event)
+        if self.root is not self.owner:
+            self.root.events.emit(event.type, event)
 
     def report_error(
         self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"

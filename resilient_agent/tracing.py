@@ -10,8 +10,18 @@ here, as it is emitted (:meth:`.SessionRuntime.emit`), to the span livekit has c
   dots, values that are not str/bool/int/float or a sequence of one of them are skipped). A
   race reported from a task whose span livekit already ended (a hook queued in ``on_enter``)
   lands on ``agent_session`` instead;
-* one count on the counter ``resilient_agent.races`` (meter ``resilient_agent``) with the
-  attributes ``event``, ``kind``, ``middleware`` and ``action`` (handled only).
+* metrics on the meter ``resilient_agent``, through whatever meter provider the app set (the
+  API's no-op one otherwise):
+
+  - ``resilient_agent.races``: one count per race detected and handled, with the attributes
+    ``event``, ``kind``, ``middleware`` and ``action`` (handled only);
+  - ``resilient_agent.race.recovery_latency`` (histogram, seconds): from a race's detection to
+    the first action on it by the same middleware, with ``kind``, ``middleware``, ``action``;
+  - one counter per figure the call report sums (``counts`` of the event:
+    ``resilient_agent.words_recovered``, ``resilient_agent.dropped_turns_answered``, ...), with
+    ``kind`` and ``middleware``;
+  - ``resilient_agent.hangups_vetoed``: a hang-up the gate refused (``shutdown_request`` /
+    ``kept_call``), with ``middleware``.
 
 At livekit's ``close`` event the call report so far goes on ``agent_session`` as
 ``resilient_agent.report.*`` attributes (:func:`record_report`): the span ends right after,
@@ -32,6 +42,8 @@ API's no-op one.
 from __future__ import annotations
 
 import os
+import re
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,8 +61,11 @@ except ImportError:  # pragma: no cover - depends on the livekit-agents release
 
 __all__ = [
     "CONTENT_ENV",
+    "HANGUPS_VETOED",
     "METER_NAME",
     "RACE_COUNTER",
+    "RECOVERY_LATENCY",
+    "RaceTelemetry",
     "content_enabled",
     "record_race",
     "record_report",
@@ -62,6 +77,8 @@ CONTENT_ENV = "RESILIENT_AGENT_TRACE_CONTENT"
 
 METER_NAME = "resilient_agent"
 RACE_COUNTER = "resilient_agent.races"
+RECOVERY_LATENCY = "resilient_agent.race.recovery_latency"
+HANGUPS_VETOED = "resilient_agent.hangups_vetoed"
 
 _PREFIX = "resilient_agent.race."
 _REPORT_PREFIX = "resilient_agent.report."
@@ -83,11 +100,46 @@ _CONTENT_KEYS = frozenset(
     }
 )
 _SCALARS = (str, bool, int, float)
+# what OpenTelemetry accepts as an instrument name; a count a middleware names otherwise is
+# left to the call report
+_INSTRUMENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/]{0,254}")
 
 logger = get_logger("tracing")
 
 _trace_content = os.environ.get(CONTENT_ENV, "").strip().lower() not in _UNSET_VALUES
-_counter: tuple[metrics.MeterProvider, metrics.Counter] | None = None
+
+
+class _Instruments:
+    """The meter's instruments, made once per meter provider (the app may set it late)."""
+
+    def __init__(self, provider: metrics.MeterProvider) -> None:
+        self.provider = provider
+        meter = provider.get_meter(METER_NAME)
+        self._meter = meter
+        self.races = meter.create_counter(
+            RACE_COUNTER, unit="{race}", description="Races the chain detected and handled"
+        )
+        self.recovery_latency = meter.create_histogram(
+            RECOVERY_LATENCY,
+            unit="s",
+            description="From a race's detection to the first action taken on it",
+        )
+        self.hangups_vetoed = meter.create_counter(
+            HANGUPS_VETOED, unit="{hangup}", description="Hang-ups the shutdown gate refused"
+        )
+        self._counts: dict[str, metrics.Counter] = {}
+
+    def count(self, name: str) -> metrics.Counter | None:
+        """The counter of one figure the call report sums, or None if it cannot be named."""
+        counter = self._counts.get(name)
+        full = f"{METER_NAME}.{name}"
+        if counter is None and _INSTRUMENT_NAME.fullmatch(full):
+            counter = self._meter.create_counter(full, description=f"Call report's {name}")
+            self._counts[name] = counter
+        return counter
+
+
+_instruments: _Instruments | None = None
 
 
 def set_trace_content(enabled: bool) -> None:
@@ -111,15 +163,55 @@ def content_enabled() -> bool:
     return gen_ai.capture_content_enabled()
 
 
+class RaceTelemetry:
+    """One session's races in OpenTelemetry: span events and metrics.
+
+    The session's runtime owns one, so a recovery latency pairs a detection with the action on
+    it within one call only.
+    """
+
+    def __init__(self) -> None:
+        self._detected: dict[tuple[str, str], deque[float]] = {}
+
+    def record(self, event: ResilientEvent) -> None:
+        """Trace and measure ``event`` if it is a race; other events are left alone."""
+        if not isinstance(event, (RaceDetectedEvent, RaceHandledEvent)):
+            return
+        try:
+            _add_span_event(event)
+            self._measure(event)
+        except Exception as exc:  # tracing never breaks the call
+            logger.debug("race_not_traced", kind=event.kind, error=repr(exc))
+
+    def _measure(self, event: RaceDetectedEvent | RaceHandledEvent) -> None:
+        instruments = _current_instruments()
+        attributes = {"event": event.type, "kind": event.kind, "middleware": event.middleware}
+        key = (event.middleware, event.kind)
+        if isinstance(event, RaceDetectedEvent):
+            instruments.races.add(1, attributes)
+            self._detected.setdefault(key, deque()).append(event.created_at)
+            return
+        instruments.races.add(1, {**attributes, "action": event.action})
+        race = {"kind": event.kind, "middleware": event.middleware}
+        opened = self._detected.get(key)
+        if opened:
+            latency = max(0.0, event.created_at - opened.popleft())
+            instruments.recovery_latency.record(latency, {**race, "action": event.action})
+        for name, amount in event.counts.items():
+            counter = instruments.count(name)
+            if counter is not None and amount > 0:
+                counter.add(amount, race)
+        if event.kind == "shutdown_request" and event.action == "kept_call":
+            instruments.hangups_vetoed.add(1, {"middleware": event.middleware})
+
+
 def record_race(event: ResilientEvent) -> None:
-    """Trace and count ``event`` if it is a race; other events are left alone."""
-    if not isinstance(event, (RaceDetectedEvent, RaceHandledEvent)):
-        return
-    try:
-        _add_span_event(event)
-        _count(event)
-    except Exception as exc:  # tracing never breaks the call
-        logger.debug("race_not_traced", kind=event.kind, error=repr(exc))
+    """Trace and count ``event`` on its own.
+
+    No recovery latency is measured: pairing a detection with its action needs the session's
+    :class:`RaceTelemetry`.
+    """
+    RaceTelemetry().record(event)
 
 
 def record_report(report: CallReport) -> None:
@@ -205,18 +297,12 @@ def _is_text(value: AttributeValue) -> bool:
     )
 
 
-def _count(event: RaceDetectedEvent | RaceHandledEvent) -> None:
-    global _counter
+def _current_instruments() -> _Instruments:
+    global _instruments
     provider = metrics.get_meter_provider()
-    if _counter is None or _counter[0] is not provider:
-        counter = metrics.get_meter(METER_NAME).create_counter(
-            RACE_COUNTER, unit="{race}", description="Races the chain detected and handled"
-        )
-        _counter = (provider, counter)
-    attributes = {"event": event.type, "kind": event.kind, "middleware": event.middleware}
-    if isinstance(event, RaceHandledEvent):
-        attributes["action"] = event.action
-    _counter[1].add(1, attributes)
+    if _instruments is None or _instruments.provider is not provider:
+        _instruments = _Instruments(provider)
+    return _instruments
 
 
 def _report_attributes(report: CallReport) -> dict[str, AttributeValue]:

@@ -264,3 +264,78 @@ def test_with_no_span_and_no_session_nothing_happens() -> None:
     assert not trace.get_current_span().is_recording()
     tracing.record_race(_WORDY)
     tracing.record_report(CallReport(call_id="call_x"))
+
+
+def _metric_points(traced: TracedCall, name: str) -> list[Any]:
+    (resource,) = traced.metrics.resource_metrics
+    (scope,) = [s for s in resource.scope_metrics if s.scope.name == tracing.METER_NAME]
+    (metric,) = [m for m in scope.metrics if m.name == name]
+    return list(metric.data.data_points)
+
+
+def test_recovery_latency_is_from_detection_to_action(traced: TracedCall) -> None:
+    races = traced.outcome.race_events
+    expected: dict[tuple[str, str], list[float]] = {}
+    for handled in (r for r in races if r["event"] == "race_handled"):
+        detected = next(
+            r for r in races if r["event"] == "race_detected" and r["kind"] == handled["kind"]
+        )
+        expected.setdefault((handled["kind"], handled["action"]), []).append(
+            handled["at_s"] - detected["at_s"]
+        )
+    points = _metric_points(traced, tracing.RECOVERY_LATENCY)
+    measured = {(p.attributes["kind"], p.attributes["action"]): p for p in points}
+    assert set(measured) == set(expected)
+    for key, latencies in expected.items():
+        assert measured[key].count == len(latencies)
+        assert measured[key].sum == pytest.approx(sum(latencies), abs=1e-3)
+    # the protected line waited for the caller: a recovery that took time, not a zero
+    assert measured[("protected_speech_over_speaking_caller", "caller_stopped")].sum > 1.0
+
+
+def test_the_reports_figures_are_counters(traced: TracedCall) -> None:
+    report = traced.agent.call_report
+    assert report.counters, "the scenario's races add to the report's counters"
+    for name, total in report.counters.items():
+        points = _metric_points(traced, f"{tracing.METER_NAME}.{name}")
+        assert sum(p.value for p in points) == total
+        assert all(p.attributes["kind"] and p.attributes["middleware"] for p in points)
+
+
+def test_a_vetoed_hang_up_and_a_latency_within_one_session_only() -> None:
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    previous = _set_meter_provider(meters)
+    try:
+        first, second = tracing.RaceTelemetry(), tracing.RaceTelemetry()
+        first.record(
+            RaceDetectedEvent(kind="shutdown_request", middleware="ShutdownGate", created_at=10.0)
+        )
+        # another session's action on the same kind pairs with nothing
+        second.record(
+            RaceHandledEvent(
+                kind="shutdown_request",
+                action="kept_call",
+                middleware="ShutdownGate",
+                created_at=11.0,
+            )
+        )
+        first.record(
+            RaceHandledEvent(
+                kind="shutdown_request",
+                action="kept_call",
+                middleware="ShutdownGate",
+                created_at=12.5,
+            )
+        )
+        data = reader.get_metrics_data()
+    finally:
+        _set_meter_provider(previous)
+        meters.shutdown()
+    (resource,) = data.resource_metrics
+    (scope,) = resource.scope_metrics
+    metrics = {m.name: list(m.data.data_points) for m in scope.metrics}
+    (vetoed,) = metrics[tracing.HANGUPS_VETOED]
+    assert vetoed.value == 2 and dict(vetoed.attributes) == {"middleware": "ShutdownGate"}
+    (latency,) = metrics[tracing.RECOVERY_LATENCY]
+    assert latency.count == 1 and latency.sum == pytest.approx(2.5)

@@ -12,7 +12,8 @@ run adds a chart per swept scenario: verdict and latency against the moved utter
 
 This module lays out the page (overview, summary table, legend, one section per scenario);
 :mod:`.report_svg` holds the drawing primitives, :mod:`.report_lanes` and :mod:`.report_speech`
-the timeline lanes, :mod:`.report_sweep` the sweep chart, and ``report.css`` the styles.
+the timeline lanes, :mod:`.report_sweep` the sweep chart, :mod:`.report_traces` a traced
+call's spans (``--traces``), and ``report.css`` the styles.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from . import report_svg as svg
 from .report_lanes import timelines_svg
 from .report_svg import esc, scenario_anchor
 from .report_sweep import sweep_chart
+from .report_traces import trace_details
 from .run import AgentUnderTest, LabResult
 
 __all__ = ["render_report", "scenario_anchor", "write_report"]
@@ -315,6 +317,7 @@ def _scenario_section(
         parts.append(f"<h3>Onset {closest:.2f} s</h3>")
     parts.append(_verdict_table(shown, order))
     parts.append(timelines_svg(shown, order, anchor=svg.scenario_anchor(name, shown[0].onset)))
+    parts += [trace_details(run) for run in shown if run.spans]
     drawn = {id(r) for r in shown}
     others = [r for r in swept if id(r) not in drawn]
     if others:
@@ -324,6 +327,7 @@ def _scenario_section(
             parts.append(f"<h3>Onset {onset:.2f} s</h3>")
             parts.append(_verdict_table(group, order))
             parts.append(timelines_svg(group, order, anchor=svg.scenario_anchor(name, onset)))
+            parts += [trace_details(run) for run in group if run.spans]
         parts.append("</details>")
     parts.append("</section>")
     return "\n".join(parts)

@@ -16,6 +16,7 @@ from ..testing import CallOutcome, Scenario, run_scenario
 from ..testing.transcripts import utterance_transcripts
 from .app_agent import scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
+from .traces import CallTraces
 
 __all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
 
@@ -67,6 +68,8 @@ class LabResult:
         stt: The STT the call ran with, ``provider:model``.
         transcripts: Real speech only: per utterance, what was said, heard live, given to the
             LLM, and the reference transcription (see ``testing.transcripts``).
+        spans: With ``--traces``: the call's OpenTelemetry spans as records (see
+            :mod:`~resilient_agent.lab.traces`), else empty.
     """
 
     scenario: Scenario
@@ -79,6 +82,7 @@ class LabResult:
     written_onset: float | None = None
     stt: str = "resilient_agent.testing:scripted-marker-stt"
     transcripts: tuple[dict[str, Any], ...] = ()
+    spans: tuple[dict[str, Any], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The JSON record ``--json`` writes."""
@@ -188,15 +192,18 @@ def run_lab(
     sweep: bool = False,
     on_result: Callable[[LabResult], None] | None = None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
+    traces: bool = False,
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent.
 
     A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
-    ``on_skip`` hears why.
+    ``on_skip`` hears why. With ``traces``, livekit traces every call and each result keeps
+    its spans (``LabResult.spans``).
     """
     results: list[LabResult] = []
-    with quiet_logs():
-        _run_all(catalog, agents, sweep, on_result, on_skip, results)
+    with quiet_logs(), contextlib.ExitStack() as stack:
+        spans = stack.enter_context(CallTraces()) if traces else None
+        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans)
     return results
 
 
@@ -228,6 +235,7 @@ def _run_all(
     on_result: Callable[[LabResult], None] | None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
+    traces: CallTraces | None,
 ) -> None:
     for scenario in catalog:
         runnable = []
@@ -268,6 +276,7 @@ def _run_all(
                     transcripts=tuple(t.as_json() for t in utterance_transcripts(world))
                     if variant.real_speech is not None
                     else (),
+                    spans=traces.take(world.t0) if traces is not None else (),
                 )
                 results.append(result)
                 if on_result is not None:

@@ -411,7 +411,8 @@ class PlayoutAudioOutput(AudioOutput):
             self._play_started = self._clock()
             segment.started_at = self._play_started
             self._run = (self._play_started, 0.0)
-            self.on_playback_started(created_at=self._play_started)
+            # livekit reads created_at as a wall-clock stamp (io.PlaybackStartedEvent)
+            self.on_playback_started(created_at=time.time())
 
     @override
     def flush(self) -> None:
@@ -495,7 +496,8 @@ class PlayoutAudioOutput(AudioOutput):
             self._play_started = self._clock()
             self._segment.started_at = self._play_started
             self._run = (self._play_started, 0.0)
-            self.on_playback_started(created_at=self._play_started)
+            # livekit reads created_at as a wall-clock stamp (io.PlaybackStartedEvent)
+            self.on_playback_started(created_at=time.time())
         if self._flushed:
             self._arm_finish()
 

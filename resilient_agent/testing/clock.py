@@ -5,6 +5,9 @@ there is nothing ready to run, so ``asyncio.sleep(5)`` costs no wall time. livek
 the wall clock directly (``time.time()`` in endpointing, ``time.perf_counter()`` in metrics,
 ``Field(default_factory=time.time)`` on chat items), so :func:`virtual_time` points those reads at
 the running loop's clock while it is active. Reads from any other thread or loop see real time.
+livekit stamps some spans with ``time.time()`` and the OpenTelemetry SDK stamps the rest (and
+every span event) with the ``time_ns`` it imported, so that binding is pointed at the same clock
+while the SDK is loaded: a traced call's spans all read on one clock.
 
 Work handed to an executor thread is waited for in real time while the virtual clock stands
 still: a thread's result arrives at the same virtual instant on every run, which keeps runs
@@ -16,13 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import selectors
+import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from typing_extensions import override
 
-__all__ = ["SAME_INSTANT_S", "VirtualTimeLoop", "run_virtual", "virtual_time"]
+__all__ = [
+    "SAME_INSTANT_S",
+    "VirtualTimeLoop",
+    "run_virtual",
+    "virtual_time",
+    "virtual_wall_time",
+]
 
 _T = TypeVar("_T")
 
@@ -43,6 +53,9 @@ _EXECUTOR_REAL_WAIT_S = 5.0
 _real_time = time.time
 _real_perf_counter = time.perf_counter
 _real_monotonic = time.monotonic
+_real_time_ns = time.time_ns
+# the OpenTelemetry SDK's own binding of time.time_ns (``from time import time_ns``)
+_OTEL_SDK_TRACE = "opentelemetry.sdk.trace"
 
 
 class _JumpingSelector(selectors.BaseSelector):
@@ -159,6 +172,16 @@ def _monotonic_now() -> float:
     return loop.read() if loop is not None else _real_monotonic()
 
 
+def _wall_now_ns() -> int:
+    loop = _running_virtual_loop()
+    return round((_EPOCH + loop.read()) * 1e9) if loop is not None else _real_time_ns()
+
+
+def virtual_wall_time(loop_time: float) -> float:
+    """What ``time.time()`` reads on a :class:`VirtualTimeLoop` whose clock shows ``loop_time``."""
+    return _EPOCH + loop_time
+
+
 _models_patched = False
 
 
@@ -202,10 +225,16 @@ def virtual_time() -> Iterator[None]:
     _patch_model_clocks()
     saved = (time.time, time.perf_counter, time.monotonic)
     time.time, time.perf_counter, time.monotonic = _wall_now, _perf_now, _monotonic_now
+    otel_sdk = sys.modules.get(_OTEL_SDK_TRACE)
+    saved_otel = getattr(otel_sdk, "time_ns", None)
+    if saved_otel is not None:
+        otel_sdk.time_ns = _wall_now_ns  # type: ignore[union-attr]
     try:
         yield
     finally:
         time.time, time.perf_counter, time.monotonic = saved
+        if saved_otel is not None:
+            otel_sdk.time_ns = saved_otel  # type: ignore[union-attr]
 
 
 def run_virtual(main: Coroutine[Any, Any, _T]) -> _T:
