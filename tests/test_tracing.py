@@ -34,7 +34,9 @@ def doc_setup() -> str:
     """The setup snippet of docs/observability.md, as written."""
     text = (ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
     (block,) = [
-        b for lang, b in _FENCE.findall(text) if lang == "python" and "set_tracer_provider" in b
+        b
+        for lang, b in _FENCE.findall(text)
+        if lang == "python" and "set_tracer_provider" in b and "InMemorySpanExporter" in b
     ]
     return block
 
@@ -339,3 +341,31 @@ def test_a_vetoed_hang_up_and_a_latency_within_one_session_only() -> None:
     assert vetoed.value == 2 and dict(vetoed.attributes) == {"middleware": "ShutdownGate"}
     (latency,) = metrics[tracing.RECOVERY_LATENCY]
     assert latency.count == 1 and latency.sum == pytest.approx(2.5)
+
+
+def test_the_backend_setup_runs_as_written() -> None:
+    text = (ROOT / "docs" / "observability.md").read_text(encoding="utf-8")
+    (block,) = [b for lang, b in _FENCE.findall(text) if lang == "python" and "trace_to" in b]
+    names: dict[str, Any] = {}
+    exec(block, names)
+    for exporter in (
+        names["langsmith_exporter"]("lsv2_key", "calls"),
+        names["langfuse_exporter"]("pk-lf-1", "sk-lf-1"),
+        names["otlp_exporter"]("http://collector:4318/v1/traces"),
+    ):
+        assert type(exporter).__name__ == "OTLPSpanExporter"
+        exporter.shutdown()
+    memory = InMemorySpanExporter()
+    # the block's batch processor, swapped for one that keeps the spans here
+    names["BatchSpanProcessor"] = lambda exporter: SimpleSpanProcessor(memory)
+    try:
+        provider = names["trace_to"](names["otlp_exporter"]("http://collector:4318/v1/traces"))
+        _world, outcome = run_scenario(_scenario(), ResilientAgent)
+    finally:
+        _restore_livekit_tracer()
+        provider.shutdown()
+    races = outcome.race_events
+    if not _SESSION_SPAN_REACHABLE:
+        races = [r for r in races if r["kind"] not in _ON_ENDED_SPANS]
+    assert races
+    assert len(_race_span_events(memory.get_finished_spans())) == len(races)
