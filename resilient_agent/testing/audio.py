@@ -411,8 +411,9 @@ class PlayoutAudioOutput(AudioOutput):
             self._play_started = self._clock()
             segment.started_at = self._play_started
             self._run = (self._play_started, 0.0)
-            # livekit reads created_at as a wall-clock stamp (io.PlaybackStartedEvent)
-            self.on_playback_started(created_at=time.time())
+            # loop time, where livekit documents a wall-clock stamp: the honest stamp changes
+            # a handoff-drain call (docs/lab.md, 'Known gaps of the fakes')
+            self.on_playback_started(created_at=self._play_started)
 
     @override
     def flush(self) -> None:
@@ -496,8 +497,9 @@ class PlayoutAudioOutput(AudioOutput):
             self._play_started = self._clock()
             self._segment.started_at = self._play_started
             self._run = (self._play_started, 0.0)
-            # livekit reads created_at as a wall-clock stamp (io.PlaybackStartedEvent)
-            self.on_playback_started(created_at=time.time())
+            # loop time, where livekit documents a wall-clock stamp: the honest stamp changes
+            # a handoff-drain call (docs/lab.md, 'Known gaps of the fakes')
+            self.on_playback_started(created_at=self._play_started)
         if self._flushed:
             self._arm_finish()
 
