@@ -127,15 +127,18 @@ class _Instruments:
         self.hangups_vetoed = meter.create_counter(
             HANGUPS_VETOED, unit="{hangup}", description="Hang-ups the shutdown gate refused"
         )
-        self._counts: dict[str, metrics.Counter] = {}
+        self._counts: dict[str, metrics.Counter | None] = {}
 
     def count(self, name: str) -> metrics.Counter | None:
         """The counter of one figure the call report sums, or None if it cannot be named."""
-        counter = self._counts.get(name)
+        if name in self._counts:
+            return self._counts[name]
         full = f"{METER_NAME}.{name}"
-        if counter is None and _INSTRUMENT_NAME.fullmatch(full):
+        counter = None
+        if _INSTRUMENT_NAME.fullmatch(full):
             counter = self._meter.create_counter(full, description=f"Call report's {name}")
-            self._counts[name] = counter
+        # an unnameable figure is remembered too, so it is checked once per provider
+        self._counts[name] = counter
         return counter
 
 

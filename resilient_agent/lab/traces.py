@@ -138,7 +138,7 @@ def write_traces(results: Sequence[LabResult], path: Path) -> int:
             if result.onset is not None:
                 call["onset_s"] = result.onset
             for span in result.spans:
-                out.write(json.dumps({**call, **span}, sort_keys=False) + "\n")
+                out.write(json.dumps({**call, **span}) + "\n")
                 count += 1
     return count
 
