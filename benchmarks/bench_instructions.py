@@ -74,7 +74,7 @@ def _child(agent: str, turns: int, frame_s: float, without: str | None, traced: 
         if without == NO_TELEMETRY:
             # the hook as the runtime holds it: its one telemetry call per event and per close
             setattr(tracing.RaceTelemetry, "record", lambda self, event: None)  # noqa: B010
-            setattr(runtime, "record_report", lambda report: None)  # noqa: B010
+            setattr(runtime, "record_report", lambda report, session: None)  # noqa: B010
         elif without is not None:
             kept = [s for s in default_middleware_specs() if without not in ("*", s.cls.__name__)]
 

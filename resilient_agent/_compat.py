@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents.voice.speech_handle import SpeechHandle
+from opentelemetry import context as otel_context
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -29,6 +30,7 @@ __all__ = [
     "queued_speeches",
     "room_event_queue",
     "session_closing",
+    "session_trace_context",
     "set_room_local_participant",
     "set_room_name",
     "speech_interrupted_future",
@@ -91,6 +93,21 @@ def session_closing(session: Any) -> bool:
     """
     is_closing = getattr(session, "_is_closing", None)
     return bool(is_closing()) if callable(is_closing) else False
+
+
+_ROOT_SPAN_CONTEXT = "_root_span_context"
+
+
+def session_trace_context(session: Any) -> otel_context.Context | None:
+    """The trace context whose current span is ``session``'s ``agent_session`` span.
+
+    ``AgentSession._root_span_context``, set while the session runs and cleared at its close.
+    livekit's public helper (``telemetry.session_context.session_root_context``, absent from
+    1.8.0) reads the same attribute, but of the job's primary session only; a race belongs to
+    the session it happened in. None if livekit moved it, or when the session is not running.
+    """
+    context = getattr(session, _ROOT_SPAN_CONTEXT, None)
+    return context if isinstance(context, otel_context.Context) else None
 
 
 _FIRST_UPDATE = "_first_update_fut"
@@ -377,6 +394,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent.shutdown",
         "livekit moved AgentSession._is_closing",
         "test_session_closing_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "AgentSession._root_span_context is the context of the running session's agent_session "
+        "span (cleared at its close)",
+        "resilient_agent.tracing (races that outlived their span, the call report)",
+        "livekit moved AgentSession._root_span_context",
+        "test_session_trace_context_is_where_compat_expects_it",
     ),
     Reliance(
         "RunContext._first_update_fut is the executor's pending answer to a running tool call: "

@@ -137,7 +137,7 @@ class SessionRuntime:
         # the agent the call started with: its events carry the whole call, handoffs included
         self.root = owner
         self.reporter = CallReporter(utils.shortuuid("call_"))
-        self.telemetry = RaceTelemetry()
+        self.telemetry = RaceTelemetry(session, self.report)
         self.log = logger.bind(call_id=self.reporter.call_id)
         self.state = ConversationState(
             user_state=session.user_state, agent_state=session.agent_state
@@ -442,7 +442,7 @@ class SessionRuntime:
         if run is not None and run.shutdown_gate is not None:
             run.shutdown_gate.session_closed()
         # livekit ends agent_session right after this event, before the stop's call_summary
-        record_report(self.report())
+        record_report(self.report(), self.session)
 
     # -- the stop ------------------------------------------------------------------------------
     @property

@@ -23,9 +23,10 @@ here, as it is emitted (:meth:`.SessionRuntime.emit`), to the span livekit has c
   - ``resilient_agent.hangups_vetoed``: a hang-up the gate refused (``shutdown_request`` /
     ``kept_call``), with ``middleware``.
 
-At livekit's ``close`` event the call report so far goes on ``agent_session`` as
-``resilient_agent.report.*`` attributes (:func:`record_report`): the span ends right after,
-before the chain's own stop builds the final ``call_summary``.
+The call report so far goes on ``agent_session`` as ``resilient_agent.report.*`` attributes
+(:func:`record_report`) after each traced race and at livekit's ``close`` event: livekit ends
+the span right after that event (1.8.0 just before it), before the chain's own stop builds the
+final ``call_summary``.
 
 Details carry ids and timings, never transcripts. A detail named like content (``text``,
 ``transcript``, ...) whose value is text is left out unless content tracing is on
@@ -44,20 +45,16 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.util.types import AttributeValue
 
+from ._compat import session_trace_context
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 from .log import get_logger
 from .report import CallReport
-
-try:  # livekit-agents releases without it: races outliving their span are not traced
-    from livekit.agents.telemetry.session_context import session_root_context
-except ImportError:  # pragma: no cover - depends on the livekit-agents release
-    session_root_context = None  # type: ignore[assignment]
 
 __all__ = [
     "CONTENT_ENV",
@@ -170,10 +167,23 @@ class RaceTelemetry:
     """One session's races in OpenTelemetry: span events and metrics.
 
     The session's runtime owns one, so a recovery latency pairs a detection with the action on
-    it within one call only.
+    it within one call only, and a race that outlived its span lands on that session's span.
+
+    Args:
+        session: The session traced (its ``agent_session`` span takes the races that outlived
+            theirs); None traces on the current span only.
+        report: The call's report so far, kept on the session span after each traced race (some
+            livekit releases end that span before their ``close`` event); None leaves it to
+            :func:`record_report`.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        session: object | None = None,
+        report: Callable[[], CallReport] | None = None,
+    ) -> None:
+        self._session = session
+        self._report = report
         self._detected: dict[tuple[str, str], deque[float]] = {}
 
     def record(self, event: ResilientEvent) -> None:
@@ -181,7 +191,8 @@ class RaceTelemetry:
         if not isinstance(event, (RaceDetectedEvent, RaceHandledEvent)):
             return
         try:
-            _add_span_event(event)
+            if _add_span_event(event, self._session) and self._report is not None:
+                record_report(self._report(), self._session)
             self._measure(event)
         except Exception as exc:  # tracing never breaks the call
             logger.debug("race_not_traced", kind=event.kind, error=repr(exc))
@@ -217,33 +228,36 @@ def record_race(event: ResilientEvent) -> None:
     RaceTelemetry().record(event)
 
 
-def record_report(report: CallReport) -> None:
-    """Put ``report`` on livekit's ``agent_session`` span, if it is still recording."""
+def record_report(report: CallReport, session: object) -> None:
+    """Put ``report`` on ``session``'s ``agent_session`` span, if it is still recording.
+
+    The latest report wins: each attribute is set again, so a later one replaces the earlier.
+    """
     try:
-        span = _session_span()
+        span = _session_span(session)
         if span is not None:
             span.set_attributes(_report_attributes(report))
     except Exception as exc:  # tracing never breaks the call
         logger.debug("report_not_traced", error=repr(exc))
 
 
-def _add_span_event(event: RaceDetectedEvent | RaceHandledEvent) -> None:
+def _add_span_event(event: RaceDetectedEvent | RaceHandledEvent, session: object | None) -> bool:
+    """Whether ``event`` went on a span."""
     span = trace.get_current_span()
     if not span.is_recording():
         if not span.get_span_context().is_valid:
-            return  # tracing is off, or no trace here: nothing to attach to
+            return False  # tracing is off, or no trace here: nothing to attach to
         # the race outlived its span (a hook queued while livekit's on_enter ran, say)
-        fallback = _session_span()
+        fallback = _session_span(session) if session is not None else None
         if fallback is None:
-            return
+            return False
         span = fallback
     span.add_event(f"resilient_agent.{event.type}", _race_attributes(event))
+    return True
 
 
-def _session_span() -> trace.Span | None:
-    if session_root_context is None:
-        return None
-    context = session_root_context()
+def _session_span(session: object) -> trace.Span | None:
+    context = session_trace_context(session)
     if context is None:
         return None
     span = trace.get_current_span(context)

@@ -648,6 +648,57 @@ def test_queued_speeches_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
         check_queued_speeches()
 
 
+def check_session_trace_context() -> None:
+    from livekit.agents import Agent as PlainAgent
+    from livekit.agents.telemetry import set_tracer_provider
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+    from resilient_agent._compat import session_trace_context
+    from resilient_agent.testing import Scenario, run_scenario
+
+    message = _change("test_session_trace_context_is_where_compat_expects_it")
+    seen: dict[str, Any] = {}
+
+    def build(base: type[PlainAgent]) -> PlainAgent:
+        class Probe(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            async def on_enter(self) -> None:
+                seen["session"] = self.session
+                context = session_trace_context(self.session)
+                seen["span"] = None if context is None else trace.get_current_span(context)
+
+        return Probe()
+
+    scenario = Scenario(name="t/trace", family="t", description="", agent=build, utterances=())
+    provider = TracerProvider()
+    set_tracer_provider(provider)
+    try:
+        run_scenario(dataclasses.replace(scenario, duration=2.0), PlainAgent)
+    finally:
+        # back on the global provider (the API's proxy): no OTel global is set by this test
+        set_tracer_provider(trace.get_tracer_provider())
+        provider.shutdown()
+    span = seen.get("span")
+    assert isinstance(span, ReadableSpan), f"{message}: found {span!r}"
+    assert span.name == "agent_session", f"{message}: the span found is {span.name}"
+    assert session_trace_context(seen["session"]) is None, f"{message}: not cleared at the close"
+
+
+def test_session_trace_context_is_where_compat_expects_it() -> None:
+    check_session_trace_context()
+
+
+def test_session_trace_context_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._compat as compat
+
+    monkeypatch.setattr(compat, "_ROOT_SPAN_CONTEXT", "_session_context")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved AgentSession._root_span_context")):
+        check_session_trace_context()
+
+
 # -- the offline room: the livekit.rtc internals resilient_agent.testing.room builds on ---------
 
 _OFFLINE_ROOM = "test_offline_room_internals_are_where_compat_expects_them"

@@ -99,17 +99,9 @@ def _race_span_events(spans: tuple[ReadableSpan, ...]) -> list[tuple[str, str, A
     return found
 
 
-# livekit releases without telemetry.session_context (1.8.0) give no public way to the session
-# span: a race reported after the span it happened in ended is then not traced (docs/observability)
-_SESSION_SPAN_REACHABLE = tracing.session_root_context is not None
-_ON_ENDED_SPANS = {"speech_withheld_from_stt", "dropped_user_turn"}
-
-
 def test_every_race_is_a_span_event_on_livekits_spans(traced: TracedCall) -> None:
     races = traced.outcome.race_events
     assert races, "the scenario reports races"
-    if not _SESSION_SPAN_REACHABLE:
-        races = [r for r in races if r["kind"] not in _ON_ENDED_SPANS]
     on_spans = _race_span_events(traced.spans)
     assert len(on_spans) == len(races)
     unmatched = list(on_spans)
@@ -132,18 +124,13 @@ def test_every_race_is_a_span_event_on_livekits_spans(traced: TracedCall) -> Non
     landed = collections.Counter(
         (name, attrs["resilient_agent.race.kind"]) for name, _, attrs in on_spans
     )
-    expected = {("agent_turn", "protected_speech_over_speaking_caller"): 2}
-    if _SESSION_SPAN_REACHABLE:
-        expected |= {
-            ("agent_session", "speech_withheld_from_stt"): 2,
-            ("agent_session", "dropped_user_turn"): 2,
-        }
-    assert landed == expected
+    assert landed == {
+        ("agent_turn", "protected_speech_over_speaking_caller"): 2,
+        ("agent_session", "speech_withheld_from_stt"): 2,
+        ("agent_session", "dropped_user_turn"): 2,
+    }
 
 
-@pytest.mark.skipif(
-    not _SESSION_SPAN_REACHABLE, reason="this livekit-agents has no telemetry.session_context"
-)
 def test_the_call_report_is_on_the_session_span(traced: TracedCall) -> None:
     (session,) = [s for s in traced.spans if s.name == "agent_session"]
     report = traced.agent.call_report
@@ -265,7 +252,7 @@ def test_content_needs_our_switch_and_livekits(monkeypatch: pytest.MonkeyPatch) 
 def test_with_no_span_and_no_session_nothing_happens() -> None:
     assert not trace.get_current_span().is_recording()
     tracing.record_race(_WORDY)
-    tracing.record_report(CallReport(call_id="call_x"))
+    tracing.record_report(CallReport(call_id="call_x"), object())
 
 
 def _metric_points(traced: TracedCall, name: str) -> list[Any]:
@@ -365,7 +352,5 @@ def test_the_backend_setup_runs_as_written() -> None:
         _restore_livekit_tracer()
         provider.shutdown()
     races = outcome.race_events
-    if not _SESSION_SPAN_REACHABLE:
-        races = [r for r in races if r["kind"] not in _ON_ENDED_SPANS]
     assert races
     assert len(_race_span_events(memory.get_finished_spans())) == len(races)
