@@ -35,6 +35,7 @@ from resilient_agent import (
     get_logger,
 )
 from resilient_agent.options import OptionChecker
+from resilient_agent.speaking import speak_line
 
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
@@ -168,7 +169,7 @@ class LlmFallback(Middleware):
             asyncio.get_running_loop().call_soon(self._say_fallback, ctx, now)
 
     def _say_fallback(self, ctx: MiddlewareContext, decided_at: float) -> None:
-        ctx.session.say(self.line)
+        speak_line(ctx.session, self.line, what="LlmFallback's line")
         self.fallbacks_said += 1
         first = self._first_failure_at if self._first_failure_at is not None else decided_at
         ctx.race_handled(

@@ -39,6 +39,7 @@ from .requests import (
     ToolOutcome,
     UserTurn,
 )
+from .speaking import LineCannotBeSpoken, speak_line
 from .spec import MiddlewareSpec
 from .speech_gates import interrupt_queued_speeches
 from .state import CloseReason, ConversationState, MiddlewareContext
@@ -58,6 +59,7 @@ __all__ = [
     "InferenceRequest",
     "InterruptDecision",
     "InterruptRequest",
+    "LineCannotBeSpoken",
     "ProtectionDecision",
     "ProtectionRequest",
     "ResumeDecision",
@@ -96,5 +98,6 @@ __all__ = [
     "interrupt_queued_speeches",
     "prewarm_plugins",
     "release_tool_call",
+    "speak_line",
     "unsupervised",
 ]

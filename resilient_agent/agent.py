@@ -27,6 +27,7 @@ from .plugins import load_plugins
 from .report import CallReport
 from .requests import ToolCall
 from .runtime import CORE, SessionRuntime
+from .speaking import LineCannotBeSpoken, speak_line, speaking_way
 from .spec import MiddlewareSpec, middleware_entries
 from .tool_calls import worded_tool_errors
 from .tool_names import known_tool_names, unknown_tools
@@ -204,6 +205,10 @@ class ResilientAgent(Agent):
                 runtime.emit(event)
         except Exception as exc:
             runtime.report_error(CORE, "unknown_tools", exc, "skipped_tool_name_check")
+        if speaking_way(self.session, self) is None:
+            # said as the agent enters, not when its farewell is due: nothing can voice a line
+            what = "a farewell or fallback line of resilient-agent"
+            runtime.report_error(CORE, "speaking", LineCannotBeSpoken(what), "lines_unspoken")
 
     def _runtime_failed(self, exc: Exception) -> None:
         runtime, self._runtime = self._runtime, None
@@ -259,9 +264,15 @@ class ResilientAgent(Agent):
         Returns:
             False if a hang-up was already pending.
 
+        The farewell is said as livekit's ``say()`` would say it, or, on a realtime model that
+        has no ``say()`` and no TTS beside it, by the model told to say it word for word
+        (:mod:`resilient_agent.speaking`).
+
         Raises:
             OptionError: An argument has the wrong type, or ``farewell`` is blank.
             RuntimeError: The agent is not in a session.
+            LineCannotBeSpoken: Nothing in the session can speak the farewell (no TTS, and a
+                model that makes no audio).
         """
         check = OptionChecker("hang_up_after_farewell")
         if farewell is not None:
@@ -275,7 +286,12 @@ class ResilientAgent(Agent):
             )
         speech = None
         if farewell is not None:
-            handle = self.session.say(farewell, allow_interruptions=allow_interruptions)
+            handle = speak_line(
+                self.session,
+                farewell,
+                allow_interruptions=allow_interruptions,
+                what="hang_up_after_farewell()'s farewell",
+            )
             speech = runtime.state.speeches.get(handle.id)
         gate = runtime.run.shutdown_gate if runtime.run is not None else None
         return end_call.hang_up_after_farewell(self.session, gate, speech, delete_room=delete_room)
