@@ -33,9 +33,9 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     get_logger,
+    speak_line,
 )
 from resilient_agent.options import OptionChecker
-from resilient_agent.speaking import speak_line
 
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
