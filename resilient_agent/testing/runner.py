@@ -23,6 +23,7 @@ from .contracts import CallOutcome, evaluate
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
+from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
@@ -50,10 +51,12 @@ class CallWorld:
         agent: The app's agent.
         audio_in: The caller's microphone.
         audio_out: The caller's speaker.
-        vad: The scripted VAD.
-        stt: The scripted STT, or the recognizer of a real-speech call.
-        llm: The scripted LLM.
-        tts: The scripted TTS (an espeak-ng voice in a real-speech call).
+        vad: The scripted VAD; None in a realtime call (its server detects turns).
+        stt: The scripted STT, or the recognizer of a real-speech call; in a realtime call, the
+            realtime model, which hears the caller itself (its ``finals``).
+        llm: The scripted LLM, or the realtime model.
+        tts: The scripted TTS (an espeak-ng voice in a real-speech call); in a realtime call,
+            the realtime model, whose audio is marked the same way (its ``sentences``).
         recorder: Session events.
         job: Hang-up requests.
         logs: livekit's warnings.
@@ -74,10 +77,10 @@ class CallWorld:
     agent: Agent
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
-    vad: ScriptedVAD | inference.VAD
-    stt: ScriptedSTT | LabRecognizer
-    llm: ScriptedLLM
-    tts: ScriptedTTS
+    vad: ScriptedVAD | inference.VAD | None
+    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel
+    llm: ScriptedLLM | ScriptedRealtimeModel
+    tts: ScriptedTTS | ScriptedRealtimeModel
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -98,7 +101,8 @@ _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interru
 
 def _session_options(scenario: Scenario) -> dict[str, Any]:
     turn_handling = TurnHandlingOptions(
-        turn_detection="vad",
+        # a realtime model's server detects turns; livekit would ignore "vad" without a VAD
+        turn_detection="vad" if scenario.model == "pipeline" else "realtime_llm",
         endpointing=EndpointingOptions(min_delay=0.5, max_delay=3.0),
         interruption=InterruptionOptions(min_duration=0.5, false_interruption_timeout=2.0),
         preemptive_generation={"enabled": False},
@@ -142,10 +146,19 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         on_resumed=recorder.on_resumed,
         reports_cleared_playout=not scenario.lost_playout_report,
     )
-    vad, stt, llm, tts = _providers(scenario, words, script, clock)
-    session: AgentSession[Any] = AgentSession(
-        vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario)
-    )
+    vad: ScriptedVAD | inference.VAD | None
+    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel
+    llm: ScriptedLLM | ScriptedRealtimeModel
+    tts: ScriptedTTS | ScriptedRealtimeModel
+    session: AgentSession[Any]
+    if scenario.model == "pipeline":
+        vad, stt, llm, tts = _providers(scenario, words, script, clock)
+        session = AgentSession(vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario))
+    else:
+        model = _realtime_model(scenario, words, script, clock)
+        vad, stt, llm, tts = None, model, model, model
+        # vad=None, not left out: left out, livekit builds its default Silero VAD
+        session = AgentSession(vad=None, llm=model, **_session_options(scenario))
     session.input.audio = audio_in
     session.output.audio = audio_out
     recorder.attach(session)
@@ -251,6 +264,22 @@ def _providers(
     llm = ScriptedLLM(scenario.llm, clock=clock)
     tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence) if real is None else real.voice()
     return vad, stt, llm, tts
+
+
+def _realtime_model(
+    scenario: Scenario,
+    words: dict[tuple[int, int], str],
+    script: Callable[[float], np.ndarray] | None,
+    clock: Callable[[], float],
+) -> ScriptedRealtimeModel:
+    """The speech-to-speech model of a realtime call, in the scenario's provider flavour."""
+    return ScriptedRealtimeModel(
+        scenario.llm,
+        flavour="openai" if scenario.model == "realtime_openai" else "gemini",
+        word_lookup=lambda u, w: words[(u, w)],
+        clock=clock,
+        script=script,
+    )
 
 
 def _unretrieved_exception(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

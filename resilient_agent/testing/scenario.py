@@ -26,6 +26,7 @@ from .vad import VADFault
 __all__ = [
     "AgentFactory",
     "CallerInput",
+    "ModelKind",
     "ProviderFaults",
     "Scenario",
     "Sweep",
@@ -38,6 +39,11 @@ __all__ = [
 VADKind = Literal["scripted", "silero"]
 """``scripted``: :class:`~resilient_agent.testing.vad.ScriptedVAD`; ``silero``: livekit's
 embedded ``inference.VAD`` (runs offline from the livekit-local-inference wheel)."""
+
+ModelKind = Literal["pipeline", "realtime_openai", "realtime_gemini"]
+"""``pipeline``: VAD, STT, LLM and TTS; ``realtime_openai`` / ``realtime_gemini``: a
+speech-to-speech :class:`~resilient_agent.testing.realtime.ScriptedRealtimeModel` in that
+provider's flavour, with no VAD, STT or TTS (the model detects turns, hears and speaks)."""
 
 
 def load_utterance_audio(audio: str) -> np.ndarray:
@@ -253,6 +259,8 @@ class Scenario:
         tool_mocks: Tool name to a callable run instead of that tool of the agent's class for
             the call, as livekit's ``mock_tools`` takes them: a tool with side effects
             (a booking, a payment) runs as a mock while its speech and timing stay the app's.
+        model: What answers the call (see :data:`ModelKind`): the pipeline, or a realtime model
+            that answers by the same ``llm`` rules and leaves turn detection to its server.
     """
 
     name: str
@@ -284,6 +292,7 @@ class Scenario:
     caller_frame_s: float = FRAME_SECONDS
     tools_complete: tuple[str, ...] = ()
     tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    model: ModelKind = "pipeline"
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
@@ -305,6 +314,22 @@ class Scenario:
                 f"{self.name}: caller_line={self.caller_line!r} needs vad='scripted' (Silero "
                 "hears the samples; only the scripted VAD can follow the script)"
             )
+        if self.model != "pipeline":
+            self._check_realtime()
+
+    def _check_realtime(self) -> None:
+        """A realtime call has no VAD, STT or TTS: nothing may script or fault them."""
+        pipeline_only = {
+            "vad='silero'": self.vad == "silero",
+            "vad_fault": self.vad_fault.mode != "healthy",
+            "real_speech": self.real_speech is not None,
+            "provider_faults.stt_dies_at": self.provider_faults.stt_dies_at is not None,
+            "provider_faults.tts_fails_sentence": self.provider_faults.tts_fails_sentence
+            is not None,
+        }
+        for what, used in pipeline_only.items():
+            if used:
+                raise ValueError(f"{self.name}: {what} needs model='pipeline'")
 
     @property
     def caller_inputs(self) -> tuple[CallerInput, ...]:

@@ -23,7 +23,25 @@ from .audio import (
     marker_frame_samples,
 )
 
-__all__ = ["ScriptedTTS"]
+__all__ = ["ScriptedTTS", "marked_sentence_audio", "spoken_seconds"]
+
+
+def spoken_seconds(text: str, *, seconds_per_char: float, min_seconds: float) -> float:
+    """How long scripted speech of ``text`` lasts: its characters' time, or ``min_seconds``."""
+    return max(min_seconds, len(text.strip()) * seconds_per_char)
+
+
+def marked_sentence_audio(sentence_id: int, seconds: float) -> np.ndarray:
+    """The int16 audio of one sentence lasting ``seconds``: every 10 ms frame carries its marker."""
+    frames = max(1, round(seconds / FRAME_SECONDS))
+    audio = np.concatenate(
+        [
+            marker_frame_samples(AudioMarker(KIND_AGENT, sentence_id, i, 0, frames))
+            for i in range(frames)
+        ]
+    )
+    assert len(audio) == frames * FRAME_SAMPLES
+    return audio
 
 
 class ScriptedTTS(tts.TTS[Never]):
@@ -69,19 +87,13 @@ class ScriptedTTS(tts.TTS[Never]):
 
     def duration_of(self, text: str) -> float:
         """How long the audio for ``text`` lasts."""
-        return max(self.min_seconds, len(text.strip()) * self.seconds_per_char)
+        return spoken_seconds(
+            text, seconds_per_char=self.seconds_per_char, min_seconds=self.min_seconds
+        )
 
     def sentence_audio(self, text: str, sentence_id: int) -> np.ndarray:
         """The int16 audio of one sentence: every 10 ms frame carries the sentence's marker."""
-        frames = max(1, round(self.duration_of(text) / FRAME_SECONDS))
-        audio = np.concatenate(
-            [
-                marker_frame_samples(AudioMarker(KIND_AGENT, sentence_id, i, 0, frames))
-                for i in range(frames)
-            ]
-        )
-        assert len(audio) == frames * FRAME_SAMPLES
-        return audio
+        return marked_sentence_audio(sentence_id, self.duration_of(text))
 
     @override
     def synthesize(
