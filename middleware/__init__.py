@@ -30,6 +30,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .context_integrity import ContextIntegrity
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
+    from .realtime_input import RealtimeInputHold
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
@@ -40,6 +41,8 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(ToolGuard),
         MiddlewareSpec(TurnKeeper),
         MiddlewareSpec(WaitForCaller),
+        # on a realtime model only (it leaves the chain at setup on a pipeline)
+        MiddlewareSpec(RealtimeInputHold),
         MiddlewareSpec(ConditionalHangup),
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),

@@ -19,6 +19,10 @@ Each stall is judged on signs of life, not on a timer alone:
   runs, and the reply to a long tool's result gets the whole period once the tool is done;
 * ``interrupted_speech_not_done``: a speech was interrupted ``interrupted_done_s`` ago and is not
   done; its ``cause`` says whether it waits for a running tool or for the audio output's report.
+
+The first two read ``user_state`` as a local VAD's word. On a realtime model whose server
+detects turns (:attr:`StallEvidence.server_turns`) it is the server's, which reports the caller
+speaking on its own schedule (Gemini Live, while its own reply plays): they are not judged there.
 """
 
 from __future__ import annotations
@@ -99,11 +103,16 @@ class StallEvidence:
     Args:
         thresholds: When missing progress counts as a stall.
         meter: The caller's audio level, when the session has audio input.
+
+    Attributes:
+        server_turns: A realtime model's server detects the caller's turns: the caller's
+            ``user_state`` is no evidence of a stuck turn or of a speech waiting for silence.
     """
 
     def __init__(self, thresholds: StallThresholds, meter: AudioLevelMeter | None) -> None:
         self.thresholds = thresholds
         self.meter = meter
+        self.server_turns = False
         self.speaking_since: float | None = None
         self.last_transcript_at = float("-inf")
         self.last_transcript_final = False
@@ -205,7 +214,8 @@ class StallEvidence:
         """
         meter = self.meter
         if (
-            state.user_state != "speaking"
+            self.server_turns
+            or state.user_state != "speaking"
             or self.speaking_since is None
             or meter is None
             or not meter.voice_heard
@@ -228,7 +238,8 @@ class StallEvidence:
         self, now: float, state: ConversationState, speech: SpeechHandle | None
     ) -> Stall | None:
         waiting = (
-            speech is not None
+            not self.server_turns
+            and speech is not None
             and speech.allow_interruptions
             and not speech.interrupted
             and not speech.done()

@@ -334,6 +334,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[AgentSession.generate_reply]",
     ),
     Reliance(
+        "RealtimeSession.push_audio(frame) -> None, called by livekit for every caller frame",
+        "resilient_agent.model_input",
+        "livekit changed RealtimeSession.push_audio's signature",
+        "test_intercepted_methods_keep_their_signatures[RealtimeSession.push_audio]",
+    ),
+    Reliance(
         "RunContext.disallow_interruptions() -> None",
         "resilient_agent.speech_gates",
         "livekit changed RunContext.disallow_interruptions's signature",

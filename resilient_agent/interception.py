@@ -36,8 +36,9 @@ class Interception:
     """One livekit attribute the library shadows.
 
     Attributes:
-        target: ``AgentSession``, ``JobContext``, ``RunContext`` or ``Agent`` (a plain agent
-            or workflow task the session's runtime supervises).
+        target: ``AgentSession``, ``JobContext``, ``RunContext``, ``Agent`` (a plain agent
+            or workflow task the session's runtime supervises) or ``RealtimeSession`` (the
+            active agent's realtime model session).
         attribute: The method's name.
         owner: The module whose shadow replaces it.
         hook: The chain hooks the shadow asks (comma-separated).
@@ -146,6 +147,16 @@ INTERCEPTIONS: dict[str, Interception] = {
             "the speeches this hook creates are marked cut-ins (SpeechInfo.cut_in), which the "
             "chain never holds for the caller; livekit calls the hook by attribute and marks "
             "the speech nowhere",
+        ),
+        Interception(
+            "RealtimeSession",
+            "push_audio",
+            "resilient_agent.model_input",
+            "on_speech_created, on_speech_done",
+            "livekit feeds a realtime model silence for the caller's audio while a protected "
+            "speech plays, which its server VAD hears as the end of the caller's turn; held "
+            "(for the length of that speech only), the model hears nothing until it is sent the "
+            "caller's kept audio",
         ),
         Interception(
             "RunContext",

@@ -42,6 +42,7 @@ from .interception import Interceptor
 from .listeners import event_listener
 from .live import SessionInstances
 from .log import get_logger
+from .model_input import ModelInput
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, SpeechDecision, SpeechInfo, ToolCall, UserTurn
 from .session_audio import SessionAudio
@@ -152,6 +153,7 @@ class SessionRuntime:
             stop_observing_audio=self._audio.stop_observing,
             hold_input_through_handoff=self._hold_input_through_handoff,
         )
+        self.ctx.model_input = ModelInput(lambda: self.ctx.agent)
         self.speeches = SpeechRecord()
         self.tools = ToolCalls(session, self.state)
         self.supervision = AgentSupervision(self)

@@ -12,6 +12,7 @@ from livekit.agents import AgentSession
 from .audio_observer import FrameCallback
 from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
+from .model_input import ModelInput
 from .requests import SpeechInfo, ToolCall
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class MiddlewareContext:
             the returned release is called, typed input survives livekit's handoff (see
             :mod:`resilient_agent.handoff_gates`) and the callback gets the text of each user
             input livekit refused to answer meanwhile.
+        model_input: The active agent's realtime model input, to hold and send later (see
+            :mod:`resilient_agent.model_input`); None outside a session's runtime.
         previous_agent: The agent or task that was active before :attr:`agent`, if any.
         carried: State a closing chain leaves its successor (:meth:`carry`, :meth:`take`).
         objects: Objects the session's middleware share (:meth:`shared`).
@@ -108,6 +111,7 @@ class MiddlewareContext:
     hold_input_through_handoff: Callable[[Callable[[str], None]], Callable[[], None]] = (
         lambda _keep: lambda: None
     )
+    model_input: ModelInput | None = None
     previous_agent: Agent | None = None
     carried: Carried = field(default_factory=Carried)
     objects: SessionObjects = field(default_factory=SessionObjects)

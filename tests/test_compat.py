@@ -34,7 +34,14 @@ from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from livekit.agents import Agent, AgentSession, JobContext, RunContext, function_tool  # noqa: E402
+from livekit.agents import (  # noqa: E402
+    Agent,
+    AgentSession,
+    JobContext,
+    RunContext,
+    function_tool,
+    llm,
+)
 from livekit.agents.beta.tools import EndCallTool  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
@@ -49,6 +56,7 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     # keyword-only, with user_input among them (the rest differ between 1.8 releases)
     "AgentSession.generate_reply": (AgentSession, []),
     "RunContext.disallow_interruptions": (RunContext, []),
+    "RealtimeSession.push_audio": (llm.RealtimeSession, [("frame", inspect.Parameter.empty)]),
     "Agent.on_enter": (Agent, []),
     "Agent.on_exit": (Agent, []),
     "Agent.on_user_turn_completed": (

@@ -1,0 +1,182 @@
+"""The caller's words over a protected speech reach a realtime model: held, then sent.
+
+On a speech-to-speech model (OpenAI Realtime, Gemini Live) livekit feeds the model silence in
+place of the caller's audio while a protected speech plays (a tool's
+``ctx.disallow_interruptions()``, a handle made uninterruptible). The model never hears what was
+said meanwhile, and a caller who began a sentence just before is answered on its first words:
+the server's VAD takes the silence for the end of the turn. Word recovery cannot help, as there
+is no STT to re-transcribe with.
+
+:class:`RealtimeInputHold` holds the model's input for exactly as long as livekit withholds the
+caller's audio from it (the same test livekit makes, on each frame as it passes): nothing reaches
+the model, so its VAD hears neither an end of turn nor a barge-in that would cut the protected
+line, and the caller's own audio is kept. When livekit stops withholding (the speech ended or
+was interrupted) the kept audio is sent to the model, then the live audio goes on: the model
+hears every word, late by the rest of the protected line, and answers them.
+
+The race is reported only on evidence: when the line was louder than the Watchdog's floor while
+held (``caller_audio_withheld_from_model``, handled as ``sent_to_model``). On a pipeline session
+(no realtime model) the middleware leaves the chain at setup.
+
+AEC warm-up, when livekit also withholds the caller's audio, is not held: that audio carries the
+agent's own echo, which the model would hear as a barge-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from livekit import rtc
+
+from resilient_agent import (
+    CloseReason,
+    Middleware,
+    MiddlewareContext,
+    MiddlewareNotUsed,
+    SpeechInfo,
+    get_logger,
+)
+from resilient_agent.options import OptionChecker
+
+from .audio_level import AudioLevelMeter
+from .withheld_audio import stt_is_withheld
+
+__all__ = ["RACE", "RealtimeInputHold"]
+
+RACE = "caller_audio_withheld_from_model"
+_FLOOR_RMS = 300.0  # the Watchdog's floor: below it the line carries no caller
+_READER = "RealtimeInputHold"
+
+logger = get_logger("middleware.realtime_input")
+
+
+class RealtimeInputHold(Middleware):
+    """Holds a realtime model's input while livekit withholds the caller, then sends it all.
+
+    Args:
+        max_hold_s: Seconds of caller audio kept at most in one hold; audio past it is not
+            kept (and that is logged), so a protected speech that never ends cannot grow the
+            buffer without bound.
+
+    Raises:
+        OptionError: ``max_hold_s`` is not a number of seconds in range.
+    """
+
+    name = "RealtimeInputHold"
+
+    def __init__(self, *, max_hold_s: float = 60.0) -> None:
+        check = OptionChecker(self.display_name)
+        self.max_hold_s = check.number("max_hold_s", max_hold_s, gt=0, le=600)
+        self._ctx: MiddlewareContext | None = None
+        self._meter: AudioLevelMeter | None = None
+        self._held_at: float | None = None
+        self._kept_s = 0.0
+        self._dropped_s = 0.0
+        self._reported = False
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        """Watch the caller's audio, on a session whose active agent runs a realtime model."""
+        model_input = ctx.model_input
+        if model_input is None or not model_input.available:
+            raise MiddlewareNotUsed
+        if not ctx.observe_audio(self._on_frame):
+            raise MiddlewareNotUsed
+        self._ctx = ctx
+        self._meter = AudioLevelMeter.of(ctx)
+        if self._meter is not None:
+            self._meter.track_floor(_FLOOR_RMS)
+
+    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
+        """Stop watching; a hold still on ends (its audio goes to no model when the call ends)."""
+        ctx.stop_observing_audio(self._on_frame)
+        if self._held_at is not None:
+            self._release(ctx, asyncio.get_running_loop().time(), send=reason != "session_end")
+        self._ctx = None
+
+    async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """The protected speech is over: a hold still on ends, even with no frame to show it."""
+        if self._held_at is not None and not stt_is_withheld(ctx.session):
+            self._release(ctx, asyncio.get_running_loop().time())
+
+    # -- the audio, frame by frame -------------------------------------------------------------
+    def _on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        # shown each frame just before livekit passes it on: livekit's own test, same frame
+        ctx = self._ctx
+        model_input = ctx.model_input if ctx is not None else None
+        if ctx is None or model_input is None:
+            return
+        if stt_is_withheld(ctx.session):
+            if self._held_at is None:
+                if not model_input.hold():
+                    return
+                self._start_hold(now)
+            self._keep(ctx, frame, now)
+            return
+        if self._held_at is not None:
+            self._release(ctx, now)
+
+    def _start_hold(self, now: float) -> None:
+        self._held_at = now
+        self._kept_s = self._dropped_s = 0.0
+        self._reported = False
+        if self._meter is not None:
+            self._meter.want(_READER, True)
+
+    def _keep(self, ctx: MiddlewareContext, frame: rtc.AudioFrame, now: float) -> None:
+        model_input = ctx.model_input
+        assert model_input is not None and self._held_at is not None
+        if self._kept_s + frame.duration > self.max_hold_s:
+            # a protected speech this long is the app's choice; the caller is not held forever
+            self._dropped_s += frame.duration
+            return
+        model_input.keep(frame)
+        self._kept_s += frame.duration
+        if not self._reported and self._caller_heard_since(self._held_at):
+            self._reported = True
+            ctx.race_detected(self, RACE, details=self._details(ctx))
+
+    def _release(self, ctx: MiddlewareContext, now: float, *, send: bool = True) -> None:
+        model_input = ctx.model_input
+        held_at, self._held_at = self._held_at, None
+        if self._meter is not None:
+            self._meter.want(_READER, False)
+        if model_input is None or held_at is None:
+            return
+        voiced = self._reported or self._caller_heard_since(held_at)
+        sent = model_input.release(send=send)
+        details: dict[str, Any] = {
+            "held_s": round(now - held_at, 3),
+            "sent_s": round(self._kept_s if sent else 0.0, 3),
+        }
+        if self._dropped_s:
+            details["dropped_s"] = round(self._dropped_s, 3)
+        if not voiced:
+            return
+        if not self._reported:
+            ctx.race_detected(self, RACE, details=self._details(ctx))
+        if not send or self._dropped_s:
+            logger.warning(
+                "caller_audio_dropped",
+                seconds=round(self._kept_s + self._dropped_s if not send else self._dropped_s, 3),
+                why=(
+                    "the call ended before the realtime model could hear it"
+                    if not send
+                    else f"a protected speech held the caller longer than max_hold_s "
+                    f"({self.max_hold_s:g} s): the audio past it was not kept"
+                ),
+            )
+        if send:
+            ctx.race_handled(self, RACE, "sent_to_model", details=details)
+
+    def _caller_heard_since(self, since: float) -> bool:
+        meter = self._meter
+        return meter is not None and meter.loud_at(_FLOOR_RMS) >= since
+
+    def _details(self, ctx: MiddlewareContext) -> dict[str, Any]:
+        speech = ctx.session.current_speech
+        info = ctx.state.speeches.get(speech.id) if speech is not None else None
+        return {
+            "speech_id": speech.id if speech is not None else None,
+            "tool": info.tool if info is not None else None,
+        }
