@@ -8,7 +8,9 @@ message or farewell would be lost.
 
 :class:`WaitForCaller` holds the speech's audio instead, with the public ``AudioOutput.pause()``:
 when livekit begins to play a protected speech while the caller is speaking, the output is paused
-and resumed when the caller stops (``user_state`` leaves ``speaking``) or after ``wait_s``. Past
+and resumed when the caller stops (``user_state`` leaves ``speaking``; on a realtime model whose
+server detects turns, whose events are no word on the caller, their line carries no voice for
+``VOICE_GAP_S``) or after ``wait_s``. Past
 the bound, a caller still *saying words* (the session's STT keeps hearing new ones: see
 :mod:`.caller_words`) is waited for on, up to ``max_wait_s``; a line that is only loud (noise, a
 stuck VAD) is not. Then ``past_bound`` decides: ``"speak"`` plays the speech anyway, ``"skip"``
@@ -254,7 +256,7 @@ class WaitForCaller(Middleware):
             handle is not self._playing
             or output is None
             or self._hold is not None
-            or ctx.state.user_state != "speaking"
+            or not ctx.state.caller_speaking
         ):
             return None
         self._hold_if_protected(ctx, output, handle, on="resume", tool=request.tool)
@@ -290,7 +292,7 @@ class WaitForCaller(Middleware):
         self._playing = handle
         if handle is None:
             return
-        if ctx.state.user_state != "speaking":
+        if not ctx.state.caller_speaking:
             if not handle.allow_interruptions:
                 self._protected_start = (handle, _now())
             return
@@ -379,7 +381,7 @@ class WaitForCaller(Middleware):
                 # stay paused until livekit has cleared the speech's audio, or a resume would
                 # play what is left of it
                 pass
-            elif ctx.state.user_state != "speaking":
+            elif not ctx.state.caller_speaking:
                 # the snapshot is the truth: queued user-state hooks may arrive out of order
                 self._release(hold, "caller_stopped")
                 return

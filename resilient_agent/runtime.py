@@ -32,6 +32,7 @@ from livekit.agents.llm import ChatContext, ChatMessage
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
+from .caller_voice import CallerVoice
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
 from .close_hold import CloseHold
@@ -144,6 +145,7 @@ class SessionRuntime:
             user_state=session.user_state, agent_state=session.agent_state
         )
         self._audio = SessionAudio(session)
+        self._caller_voice = CallerVoice(self.state)
         self.ctx = MiddlewareContext(
             session=session,
             agent=owner,  # type: ignore[arg-type]
@@ -236,6 +238,7 @@ class SessionRuntime:
                 new.submit(hook, *args, urgent=urgent)
             await new.set_up()
             self.ctx.carried.drop_untaken("the next agent's chain has no middleware that takes it")
+            self._follow_server_turns()
             return new
 
     # -- events and errors ---------------------------------------------------------------------
@@ -276,6 +279,17 @@ class SessionRuntime:
     def agent_entering(self, agent: Agent) -> None:
         """An agent's activity started: the handoff that led to it is over."""
         self._release_handoff_gates()
+        self._follow_server_turns()
+
+    def _follow_server_turns(self) -> None:
+        """Read the caller's voice from their audio while the active model detects turns."""
+        model_input = self.ctx.model_input
+        server_turns = model_input is not None and model_input.server_detects_turns
+        self.state.server_turns = server_turns
+        if server_turns:
+            self._audio.observe(self._caller_voice.on_frame)
+        else:
+            self._audio.stop_observing(self._caller_voice.on_frame)
 
     def agent_exiting(self, agent: Agent) -> None:
         """An agent's activity drains: the session closes, or a handoff begins."""

@@ -100,9 +100,10 @@ def speak_line(
     Args:
         session: The session.
         text: The line.
-        allow_interruptions: Whether the caller may interrupt it (under a realtime model's
-            server turn detection livekit allows interruptions whatever is asked, with a
-            warning).
+        allow_interruptions: Whether the caller may interrupt it. On a realtime model the
+            reply's handle is protected after it is made (livekit ignores the argument under
+            server turn detection); what the caller says over it reaches the model afterwards
+            with ``RealtimeInputHold``.
         what: What the line is, for the error.
 
     Raises:
@@ -112,9 +113,10 @@ def speak_line(
     if way == "say":
         return session.say(text, allow_interruptions=allow_interruptions)
     if way == "instructed_reply":
-        return session.generate_reply(
-            instructions=say_exactly(text),
-            tool_choice="none",
-            allow_interruptions=allow_interruptions,
-        )
+        reply = session.generate_reply(instructions=say_exactly(text), tool_choice="none")
+        if not allow_interruptions:
+            # livekit drops allow_interruptions=False under server turn detection (with a
+            # warning); a protected handle is what it honours there
+            reply.allow_interruptions = False
+        return reply
     raise LineCannotBeSpoken(what)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ CloseReason = Literal["handoff", "session_end"]
 """Why a chain closes: the next ``ResilientAgent`` of the session entered, or the session ended."""
 
 UserState = Literal["speaking", "listening", "away"]
+VOICE_GAP_S = 0.55
+"""With server turns, a caller whose line carried a voice this recently is still speaking: the
+silence a VAD waits for before it ends a turn (words have shorter pauses)."""
 AgentState = Literal["initializing", "idle", "listening", "thinking", "speaking"]
 
 
@@ -40,6 +44,12 @@ class ConversationState:
         speeches: Speeches created and not done yet, by handle id.
         pending_user_fragments: Final transcripts that have not become a user message yet.
         user_speech_starts: ``time.time()`` of the caller's recent starts of speech.
+        server_turns: The active agent's realtime model detects the caller's turns on its
+            server: ``user_state`` is the server's word (Gemini Live reports the caller speaking
+            while its own reply plays), so whether the caller spoke is read from the caller's
+            own audio instead (:attr:`caller_voiced_at`).
+        caller_voiced_at: ``time.time()`` when the caller's line last carried a voice, kept
+            while :attr:`server_turns` (see :mod:`resilient_agent.caller_voice`).
     """
 
     user_state: UserState = "listening"
@@ -48,9 +58,24 @@ class ConversationState:
     speeches: dict[str, SpeechInfo] = field(default_factory=dict)
     pending_user_fragments: list[str] = field(default_factory=list)
     user_speech_starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    server_turns: bool = False
+    caller_voiced_at: float = float("-inf")
+
+    @property
+    def caller_speaking(self) -> bool:
+        """Whether the caller is speaking now: ``user_state``, or their voice with server turns."""
+        if self.server_turns:
+            return time.time() - self.caller_voiced_at <= VOICE_GAP_S
+        return self.user_state == "speaking"
 
     def user_spoke_since(self, moment: float) -> bool:
-        """Whether the caller is speaking, or started to speak after ``moment``."""
+        """Whether the caller is speaking, or started to speak after ``moment`` (``time.time()``).
+
+        With :attr:`server_turns`, whether the caller's line carried a voice after ``moment``
+        or within the last ``VOICE_GAP_S`` (a caller speaking now).
+        """
+        if self.server_turns:
+            return self.caller_voiced_at >= moment or self.caller_speaking
         return self.user_state == "speaking" or any(t >= moment for t in self.user_speech_starts)
 
     @property

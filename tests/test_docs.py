@@ -53,6 +53,7 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
         "ToolGuard",
         "TurnKeeper",
         "WaitForCaller",
+        "RealtimeInputHold",
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",

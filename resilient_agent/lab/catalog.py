@@ -29,6 +29,7 @@ from .catalog_hangup import GOODBYE as _GOODBYE
 from .catalog_hangup import HANG_UP as _HANG_UP
 from .catalog_hangup import SAYS_BYE as _BYE
 from .catalog_hangup import end_call_scenarios
+from .catalog_realtime import realtime_controls, realtime_scenarios
 from .catalog_turn_handling import turn_handling_controls, turn_handling_scenarios
 from .catalog_typed import typed_over_queued_reply_scenarios
 from .catalog_wait import long_talker_scenarios
@@ -587,9 +588,11 @@ CATALOG: tuple[Scenario, ...] = (
     *_stalls(),
     *provider_fault_scenarios(),
     *workflow_scenarios(),
+    *realtime_scenarios(),
     *_controls(),
     *fuzz_found_controls(),
     *workflow_controls(),
+    *realtime_controls(),
     # last: real speech shares one recognizer, whose adaptation follows the catalog order
     *turn_handling_scenarios(),
     *turn_handling_controls(),

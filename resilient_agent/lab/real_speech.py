@@ -64,6 +64,8 @@ def _phrases() -> tuple[str, ...]:
 
 
 def _not_with_real_audio(scenario: Scenario) -> str | None:
+    if scenario.model != "pipeline":
+        return "a realtime model: no STT to recognize real speech with (the model hears markers)"
     if scenario.typed:
         return "a typed chat message, not speech"
     if scenario.vad_fault.mode != "healthy":

@@ -519,7 +519,10 @@ def hung_up(world: CallWorld) -> bool:
     left (livekit's close) was not ended by the app.
     """
     at = world.job.hung_up_at
-    by_app = at is not None and at <= world.ended_at
+    # strictly before: the lab's own close begins at ended_at, and on a session whose close need
+    # not wait for an STT (a realtime model) livekit's EndCallTool shuts the job down at that
+    # same instant of the virtual clock
+    by_app = at is not None and at < world.ended_at
     if at is not None and world.caller_left_at is not None and at >= world.caller_left_at:
         by_app = False
     return by_app or world.closed_by_app

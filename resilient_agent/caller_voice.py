@@ -1,0 +1,47 @@
+"""Whether the caller's line carries a voice, where ``user_state`` cannot tell.
+
+On a realtime model whose server detects turns, ``user_state`` follows the server's events:
+Gemini Live reports the caller speaking whenever its own reply begins, and no model hears the
+caller while livekit withholds their audio. :class:`CallerVoice` reads the caller's own audio
+instead, through the session's audio observation: every ``LOOK_EVERY_S`` it measures a frame and
+stamps :attr:`~resilient_agent.state.ConversationState.caller_voiced_at` when its level is above
+``FLOOR_RMS`` (the Watchdog's floor for a line that carries a caller). The runtime observes only
+while the active agent's model detects turns.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from livekit import rtc
+
+from .state import ConversationState
+
+__all__ = ["FLOOR_RMS", "LOOK_EVERY_S", "CallerVoice"]
+
+FLOOR_RMS = 300.0
+"""Below this int16 RMS (about -40 dBFS) the line carries no caller."""
+LOOK_EVERY_S = 0.05
+"""A caller's voice lasts far longer than this: one look per 50 ms is enough."""
+
+
+class CallerVoice:
+    """Stamps the conversation state when the caller's line carries a voice.
+
+    Args:
+        state: The session's conversation state.
+    """
+
+    def __init__(self, state: ConversationState) -> None:
+        self._state = state
+        self._looked_at = float("-inf")
+
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Measure ``frame`` if the last look is old enough (the audio observer's callback)."""
+        if now - self._looked_at < LOOK_EVERY_S:
+            return
+        self._looked_at = now
+        samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
+        if samples.size and float(np.dot(samples, samples)) > FLOOR_RMS * FLOOR_RMS * samples.size:
+            self._state.caller_voiced_at = time.time()

@@ -1,0 +1,29 @@
+"""The lab's apps on a realtime model: what a speech-to-speech app protects, and how."""
+
+from __future__ import annotations
+
+from livekit.agents import Agent
+
+from .agents import INSTRUCTIONS
+
+__all__ = ["GREETING", "protected_greeting_agent"]
+
+GREETING = "Welcome to the parcel service, I can track, redirect or hold a parcel for you."
+
+
+def protected_greeting_agent(base: type[Agent]) -> Agent:
+    """Greets on entering with a line it protects, the way a realtime app can.
+
+    Under server turn detection livekit drops ``allow_interruptions=False`` (with a warning),
+    so the app protects the handle itself.
+    """
+
+    class ProtectedGreeter(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        async def on_enter(self) -> None:
+            greeting = self.session.generate_reply(instructions=f'Say "{GREETING}"')
+            greeting.allow_interruptions = False
+
+    return ProtectedGreeter()
