@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent, end_call_tool
+from resilient_agent.cli import main
 from resilient_agent.lab.catalog_realtime import realtime_controls, realtime_scenarios
 from resilient_agent.testing import (
     LLMRule,
@@ -114,3 +116,21 @@ def test_a_question_over_the_goodbye_keeps_the_call(kind: str) -> None:
     assert outcome.passed, outcome.reasons
     assert world.job.hung_up_at is None
     assert any(s.text.startswith("A refund") and s.complete for s in heard_sentences(world))
+
+
+DOCUMENTED = "resilient-agent lab --quiet --only 'realtime'"
+
+
+def test_the_documented_realtime_lab_run(capsys: pytest.CaptureFixture[str]) -> None:
+    program, *arguments = shlex.split(DOCUMENTED)
+    assert program == "resilient-agent"
+    assert main(arguments) == 0
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith(("realtime/", "control/realtime_"))
+    }
+    for scenario in [*realtime_scenarios(), *realtime_controls()]:
+        on_agent, _, on_resilient, *_ = rows[scenario.name]
+        assert on_agent == ("pass" if scenario.control else "FAIL"), scenario.name
+        assert on_resilient == "pass", scenario.name

@@ -24,6 +24,7 @@ from .contracts import (
 )
 from .job import JobRecorder, recorded_job_context
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
+from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
 from .runner import CallWorld, run_scenario, run_scenario_async
 from .scenario import (
@@ -57,6 +58,7 @@ __all__ = [
     "Scenario",
     "ScriptedAudioInput",
     "ScriptedLLM",
+    "ScriptedRealtimeModel",
     "ScriptedSTT",
     "ScriptedTTS",
     "ScriptedVAD",
