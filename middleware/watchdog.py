@@ -282,10 +282,7 @@ class Watchdog(Middleware):
         try:
             self._follow_audio_output(ctx)
             self._evidence.thresholds = self._thresholds_for(ctx)
-            model_input = ctx.model_input
-            self._evidence.server_turns = (
-                model_input is not None and model_input.server_detects_turns
-            )
+            self._evidence.server_turns = ctx.state.server_turns
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = _now()
