@@ -294,3 +294,45 @@ def test_adaptive_interruption_falls_back_offline() -> None:
     )
     assert result.expected["heard"], "the call runs on the fallback"
     assert result.differences == [], result.report()
+
+
+_STORY = (
+    "Once upon a time there was a small shop at the end of a long street, and every morning "
+    "its owner opened the shutters at nine."
+)
+
+
+@pytest.mark.parametrize("kind", ["realtime_openai", "realtime_gemini"])
+def test_realtime_model(kind: str) -> None:
+    # a realtime model's own turn-taking, race-free: a tool call with its reply, and the server's
+    # deliberate barge-in when the caller speaks over an unprotected answer
+    scenario = Scenario(
+        name=f"drop_in_feature/{kind}",
+        family="race_free",
+        description="A race-free call on a realtime model, with a barge-in.",
+        agent=agents.booking_agent("plain", work_seconds=1.0),
+        utterances=(
+            Utterance(1.0, 2.8, "please book a table for eight"),
+            Utterance(8.0, 9.0, "tell me a story", expect_reply=False),
+            Utterance(11.5, 12.5, "stop please"),
+        ),
+        llm=(
+            LLMRule(
+                text="Let me book that.",
+                when_user_says="book",
+                tool_calls=(ToolCallScript("book_table", {"time": "eight"}),),
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+            LLMRule(text=_STORY, when_user_says="story", duration=8.0),
+            LLMRule(text="Of course, stopping.", when_user_says="stop"),
+        ),
+        duration=18.0,
+        control=True,
+        model=kind,  # type: ignore[arg-type]
+    )
+    result = run_differential(scenario, Agent, ResilientAgent)
+    heard = _heard_texts(result)
+    # engaged: the tool's reply was spoken and the story cut short by the caller
+    assert "Your table is booked." in heard and "Of course, stopping." in heard
+    assert any(interrupted for *_, interrupted in result.expected["heard"])
+    assert result.differences == [], result.report()
