@@ -88,10 +88,14 @@ class RealtimeInputHold(Middleware):
             self._meter.track_floor(_FLOOR_RMS)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop watching; a hold still on ends (its audio goes to no model when the call ends)."""
+        """Stop watching; a hold still on ends, its audio dropped (and that logged).
+
+        The model held is the leaving agent's (a handoff) or the ending call's: it closes with
+        this chain, and has no turn left to answer the audio with.
+        """
         ctx.stop_observing_audio(self._on_frame)
         if self._held_at is not None:
-            self._release(ctx, asyncio.get_running_loop().time(), send=reason != "session_end")
+            self._release(ctx, asyncio.get_running_loop().time(), send=False, why=reason)
         self._ctx = None
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
@@ -136,7 +140,9 @@ class RealtimeInputHold(Middleware):
             self._reported = True
             ctx.race_detected(self, RACE, details=self._details(ctx))
 
-    def _release(self, ctx: MiddlewareContext, now: float, *, send: bool = True) -> None:
+    def _release(
+        self, ctx: MiddlewareContext, now: float, *, send: bool = True, why: str = ""
+    ) -> None:
         model_input = ctx.model_input
         held_at, self._held_at = self._held_at, None
         if self._meter is not None:
@@ -160,7 +166,7 @@ class RealtimeInputHold(Middleware):
                 "caller_audio_dropped",
                 seconds=round(self._kept_s + self._dropped_s if not send else self._dropped_s, 3),
                 why=(
-                    "the call ended before the realtime model could hear it"
+                    f"the model held closed with its agent ({why}) before it could hear it"
                     if not send
                     else f"a protected speech held the caller longer than max_hold_s "
                     f"({self.max_hold_s:g} s): the audio past it was not kept"
