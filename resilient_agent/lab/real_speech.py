@@ -59,8 +59,12 @@ class LeftOut:
 
 
 def _phrases() -> tuple[str, ...]:
-    """The recognizer's domain: every sentence a caller says in the catalog."""
-    return tuple(sorted({u.text for s in CATALOG for u in s.utterances}))
+    """The recognizer's domain: every sentence a caller says in the catalog's pipeline calls.
+
+    A realtime call never runs with real speech (its model hears markers, not words), so its
+    sentences stay out of the recognizer's language model.
+    """
+    return tuple(sorted({u.text for s in CATALOG if s.model == "pipeline" for u in s.utterances}))
 
 
 def _not_with_real_audio(scenario: Scenario) -> str | None:
