@@ -14,8 +14,9 @@ line, and the caller's own audio is kept. When livekit stops withholding (the sp
 was interrupted) the kept audio is sent to the model, then the live audio goes on: the model
 hears every word, late by the rest of the protected line, and answers them.
 
-The race is reported only on evidence: when the line was louder than the Watchdog's floor while
-held (``caller_audio_withheld_from_model``, handled as ``sent_to_model``). On a pipeline session
+The race is reported only on evidence: when the caller's line carried a voice while held
+(``ConversationState.caller_voiced_at``, which the session's runtime keeps on a realtime model;
+``caller_audio_withheld_from_model``, handled as ``sent_to_model``). On a pipeline session
 (no realtime model) the middleware leaves the chain at setup.
 
 AEC warm-up, when livekit also withholds the caller's audio, is not held: that audio carries the
@@ -25,6 +26,7 @@ agent's own echo, which the model would hear as a barge-in.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from livekit import rtc
@@ -39,14 +41,11 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
-from .audio_level import AudioLevelMeter
 from .withheld_audio import stt_is_withheld
 
 __all__ = ["RACE", "RealtimeInputHold"]
 
 RACE = "caller_audio_withheld_from_model"
-_FLOOR_RMS = 300.0  # the Watchdog's floor: below it the line carries no caller
-_READER = "RealtimeInputHold"
 
 logger = get_logger("middleware.realtime_input")
 
@@ -69,8 +68,9 @@ class RealtimeInputHold(Middleware):
         check = OptionChecker(self.display_name)
         self.max_hold_s = check.number("max_hold_s", max_hold_s, gt=0, le=600)
         self._ctx: MiddlewareContext | None = None
-        self._meter: AudioLevelMeter | None = None
         self._held_at: float | None = None
+        # time.time() of the hold's start, the clock of ConversationState.caller_voiced_at
+        self._held_since = 0.0
         self._kept_s = 0.0
         self._dropped_s = 0.0
         self._reported = False
@@ -83,9 +83,6 @@ class RealtimeInputHold(Middleware):
         if not ctx.observe_audio(self._on_frame):
             raise MiddlewareNotUsed
         self._ctx = ctx
-        self._meter = AudioLevelMeter.of(ctx)
-        if self._meter is not None:
-            self._meter.track_floor(_FLOOR_RMS)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Stop watching; a hold still on ends, its audio dropped (and that logged).
@@ -122,10 +119,9 @@ class RealtimeInputHold(Middleware):
 
     def _start_hold(self, now: float) -> None:
         self._held_at = now
+        self._held_since = time.time()
         self._kept_s = self._dropped_s = 0.0
         self._reported = False
-        if self._meter is not None:
-            self._meter.want(_READER, True)
 
     def _keep(self, ctx: MiddlewareContext, frame: rtc.AudioFrame, now: float) -> None:
         model_input = ctx.model_input
@@ -136,7 +132,7 @@ class RealtimeInputHold(Middleware):
             return
         model_input.keep(frame)
         self._kept_s += frame.duration
-        if not self._reported and self._caller_heard_since(self._held_at):
+        if not self._reported and self._caller_heard(ctx):
             self._reported = True
             ctx.race_detected(self, RACE, details=self._details(ctx))
 
@@ -145,11 +141,9 @@ class RealtimeInputHold(Middleware):
     ) -> None:
         model_input = ctx.model_input
         held_at, self._held_at = self._held_at, None
-        if self._meter is not None:
-            self._meter.want(_READER, False)
         if model_input is None or held_at is None:
             return
-        voiced = self._reported or self._caller_heard_since(held_at)
+        voiced = self._reported or self._caller_heard(ctx)
         sent = model_input.release(send=send)
         details: dict[str, Any] = {
             "held_s": round(now - held_at, 3),
@@ -161,23 +155,22 @@ class RealtimeInputHold(Middleware):
             return
         if not self._reported:
             ctx.race_detected(self, RACE, details=self._details(ctx))
-        if not send or self._dropped_s:
-            logger.warning(
-                "caller_audio_dropped",
-                seconds=round(self._kept_s + self._dropped_s if not send else self._dropped_s, 3),
-                why=(
-                    f"the model held closed with its agent ({why}) before it could hear it"
-                    if not send
-                    else f"a protected speech held the caller longer than max_hold_s "
-                    f"({self.max_hold_s:g} s): the audio past it was not kept"
-                ),
+        if not send:
+            lost_s = self._kept_s + self._dropped_s
+            lost_why = f"the model held closed with its agent ({why}) before it could hear it"
+        else:
+            lost_s = self._dropped_s
+            lost_why = (
+                f"a protected speech held the caller longer than max_hold_s "
+                f"({self.max_hold_s:g} s): the audio past it was not kept"
             )
+        if lost_s:
+            logger.warning("caller_audio_dropped", seconds=round(lost_s, 3), why=lost_why)
         if send:
             ctx.race_handled(self, RACE, "sent_to_model", details=details)
 
-    def _caller_heard_since(self, since: float) -> bool:
-        meter = self._meter
-        return meter is not None and meter.loud_at(_FLOOR_RMS) >= since
+    def _caller_heard(self, ctx: MiddlewareContext) -> bool:
+        return ctx.state.caller_voiced_at >= self._held_since
 
     def _details(self, ctx: MiddlewareContext) -> dict[str, Any]:
         speech = ctx.session.current_speech

@@ -6,7 +6,7 @@ caller while livekit withholds their audio. :class:`CallerVoice` reads the calle
 instead, through the session's audio observation: every ``LOOK_EVERY_S`` it measures a frame and
 stamps :attr:`~resilient_agent.state.ConversationState.caller_voiced_at` when its level is above
 ``FLOOR_RMS`` (the Watchdog's floor for a line that carries a caller). The runtime observes only
-while the active agent's model detects turns.
+while the active agent runs a realtime model; ``RealtimeInputHold`` reads it too.
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ class SessionRuntime:
                 new.submit(hook, *args, urgent=urgent)
             await new.set_up()
             self.ctx.carried.drop_untaken("the next agent's chain has no middleware that takes it")
-            self._follow_server_turns()
+            self._follow_model()
             return new
 
     # -- events and errors ---------------------------------------------------------------------
@@ -279,14 +279,17 @@ class SessionRuntime:
     def agent_entering(self, agent: Agent) -> None:
         """An agent's activity started: the handoff that led to it is over."""
         self._release_handoff_gates()
-        self._follow_server_turns()
+        self._follow_model()
 
-    def _follow_server_turns(self) -> None:
-        """Read the caller's voice from their audio while the active model detects turns."""
+    def _follow_model(self) -> None:
+        """Read the caller's voice from their audio while the active agent runs a realtime model.
+
+        Its ``user_state`` is the server's word when the server detects turns, and the model
+        hears nothing of the caller while its input is held.
+        """
         model_input = self.ctx.model_input
-        server_turns = model_input is not None and model_input.server_detects_turns
-        self.state.server_turns = server_turns
-        if server_turns:
+        self.state.server_turns = model_input is not None and model_input.server_detects_turns
+        if model_input is not None and model_input.available:
             self._audio.observe(self._caller_voice.on_frame)
         else:
             self._audio.stop_observing(self._caller_voice.on_frame)

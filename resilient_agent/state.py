@@ -49,7 +49,7 @@ class ConversationState:
             while its own reply plays), so whether the caller spoke is read from the caller's
             own audio instead (:attr:`caller_voiced_at`).
         caller_voiced_at: ``time.time()`` when the caller's line last carried a voice, kept
-            while :attr:`server_turns` (see :mod:`resilient_agent.caller_voice`).
+            while the active agent runs a realtime model (see :mod:`resilient_agent.caller_voice`).
     """
 
     user_state: UserState = "listening"
