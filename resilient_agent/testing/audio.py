@@ -20,6 +20,8 @@ from livekit import rtc
 from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
 from typing_extensions import override
 
+from .schedule import deliver
+
 __all__ = [
     "FRAME_SAMPLES",
     "FRAME_SECONDS",
@@ -264,9 +266,7 @@ class ScriptedAudioInput(AudioInput):
         parts = min(self._parts, self._total_frames - first)
         # frames are produced in real time: frame n is ready once n+1 frames have elapsed
         due = self._started_at + (first + parts) * FRAME_SECONDS
-        delay = due - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await deliver("caller_audio", due - loop.time())
         if parts == 1:
             samples = self._line_samples(first)
         else:

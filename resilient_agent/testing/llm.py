@@ -34,6 +34,8 @@ from livekit.agents.types import (
 from resilient_agent.middleware.tool_pairs import malformed_context
 from typing_extensions import Never, override
 
+from .schedule import deliver
+
 __all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript", "malformed_context"]
 
 
@@ -300,7 +302,7 @@ class ScriptedLLMStream(llm.LLMStream):
             raise APITimeoutError("scripted LLM: no answer within the timeout")
         rule = self._rule
         request_id = utils.shortuuid("llm_")
-        await asyncio.sleep(rule.ttft)
+        await deliver("llm", rule.ttft, always_yield=True)
         words = rule.text.split(" ") if rule.text else []
         for i, word in enumerate(words):
             delta = word if i == 0 else " " + word
@@ -308,8 +310,7 @@ class ScriptedLLMStream(llm.LLMStream):
                 llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant", content=delta))
             )
         remaining = rule.duration - rule.ttft
-        if remaining > 0:
-            await asyncio.sleep(remaining)
+        await deliver("llm", remaining)
         if self._calls:
             self._event_ch.send_nowait(
                 llm.ChatChunk(

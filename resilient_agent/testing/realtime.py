@@ -69,6 +69,7 @@ from typing_extensions import Never, override
 
 from .audio import FRAME_SAMPLES, KIND_USER, SAMPLE_RATE, frame_markers, read_markers
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
+from .schedule import deliver
 from .stt import HeardWord
 from .tts import marked_sentence_audio, spoken_seconds
 
@@ -727,13 +728,11 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         wait = rule.ttft if delay is None else delay
         # a generation opened late (Gemini's at its first content) already spent the rest
         started = loop.time() - (rule.ttft - wait)
-        await asyncio.sleep(wait)
+        await deliver("realtime", wait, always_yield=True)
         record = generation.record
         if rule.text:
             await self._speak(generation, rule)
-        remaining = started + rule.duration - loop.time()
-        if remaining > 0:
-            await asyncio.sleep(remaining)
+        await deliver("realtime", started + rule.duration - loop.time())
         for call in calls:
             fnc = FunctionCall(
                 id=utils.shortuuid("item_"),
@@ -775,8 +774,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         step = max(0.0, rule.duration - rule.ttft) / len(chunks)
         sent_words = 0
         for index, chunk in enumerate(chunks):
-            if index and step > 0:
-                await asyncio.sleep(step)
+            if index:
+                await deliver("realtime", step)
             generation.audio_ch.send_nowait(
                 rtc.AudioFrame(
                     data=chunk.tobytes(),
@@ -799,7 +798,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
     async def _gemini_tool_reply(self) -> None:
         # a server-initiated generation opens when its first content arrives
         rule = self._model._brain.answer_for(self._decision_context(None))[0]
-        await asyncio.sleep(rule.ttft)
+        await deliver("realtime", rule.ttft, always_yield=True)
         if self._closed:
             return
         generation = self._open_generation(user_initiated=False)

@@ -35,6 +35,7 @@ from livekit.agents.utils.audio import AudioBuffer
 from typing_extensions import Never, override
 
 from .audio import KIND_USER, frame_markers, read_markers
+from .schedule import deliver
 
 __all__ = ["HeardWord", "ScriptedSTT"]
 
@@ -143,6 +144,7 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
         owner = self._owner
         segment = _Segment()
         async for item in self._input_ch:
+            await deliver("stt", 0.0)
             if not isinstance(item, rtc.AudioFrame):
                 self._finalize(segment)
                 segment = _Segment()

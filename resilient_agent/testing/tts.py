@@ -22,6 +22,7 @@ from .audio import (
     AudioMarker,
     marker_frame_samples,
 )
+from .schedule import deliver
 
 __all__ = ["ScriptedTTS", "marked_sentence_audio", "spoken_seconds"]
 
@@ -130,7 +131,7 @@ class ScriptedChunkedStream(tts.ChunkedStream):
             num_channels=1,
             mime_type="audio/pcm",
         )
-        await asyncio.sleep(owner.ttfb)
+        await deliver("tts", owner.ttfb, always_yield=True)
         if self._sentence_id == owner.fails_sentence:
             raise RuntimeError("scripted TTS: synthesis failed mid-speech")
         audio = owner.sentence_audio(self.input_text, self._sentence_id)

@@ -22,6 +22,7 @@ from livekit.agents import vad
 from typing_extensions import override
 
 from .audio import KIND_USER, SAMPLE_RATE, frame_markers
+from .schedule import deliver
 
 __all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
 
@@ -111,6 +112,7 @@ class ScriptedVADStream(vad.VADStream):
         swallow_next_end = False
         fault_frames = 0
         async for item in self._input_ch:
+            await deliver("vad", 0.0)
             if not isinstance(item, rtc.AudioFrame):
                 # a flush is a hard segment boundary: forget the running speech state silently
                 speaking, speech_run, silence_run, speech_total = False, 0.0, 0.0, 0.0
