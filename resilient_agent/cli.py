@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -94,13 +95,29 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="run N seeded random calls instead of the catalog; failures are shrunk",
     )
-    lab.add_argument("--seed", metavar="S", type=int, help="the --fuzz seed (default 0)")
+    lab.add_argument(
+        "--explore",
+        metavar="N",
+        type=int,
+        help="run each scenario under N seeded delivery schedules (sources made late by a few "
+        "milliseconds, reordered among what is ready at once); failures are shrunk",
+    )
+    lab.add_argument(
+        "--schedule",
+        metavar="TOKEN",
+        help="run the scenarios under one schedule, as --explore prints it (SEED or "
+        "SEED:source#index+...), to replay a failure exactly",
+    )
+    lab.add_argument(
+        "--seed", metavar="S", type=int, help="the --fuzz or --explore seed (default 0)"
+    )
     lab.add_argument(
         "--jobs",
         metavar="J",
         type=int,
         default=1,
-        help="judge --fuzz calls in J processes (same results; agents importable by path)",
+        help="judge --fuzz or --explore calls in J processes (same results; agents importable "
+        "by path)",
     )
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
     lab.add_argument(
@@ -130,6 +147,15 @@ def _check_args(args: argparse.Namespace) -> None:
         raise _UsageError("--mock only applies with --agent module:Class (your tools' mocks)")
     if args.fuzz is not None and args.fuzz < 1:
         raise _UsageError(f"--fuzz {args.fuzz}: give 1 or more calls")
+    if args.explore is not None and args.explore < 1:
+        raise _UsageError(f"--explore {args.explore}: give 1 or more schedules")
+    if args.schedule is not None:
+        from .testing.schedule import Schedule
+
+        try:
+            Schedule.parse(args.schedule)
+        except ValueError as exc:
+            raise _UsageError(f"--schedule: {exc}") from exc
     useless = _useless_options(args)
     if useless:
         raise _UsageError(useless[0])
@@ -143,13 +169,50 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
     """Options that would do nothing in the mode chosen: one line each, with what to do."""
     found = []
     fuzz = args.fuzz is not None
-    if not fuzz:
+    explore = args.explore is not None
+    if fuzz and explore:
+        found.append("--fuzz and --explore are two runs: give one of them")
+    if not fuzz and not explore:
         if args.seed is not None:
-            found.append("--seed only applies with --fuzz N: add --fuzz N or drop --seed")
+            found.append("--seed only applies with --fuzz N or --explore N: add one or drop --seed")
         if args.jobs != 1:
-            found.append("--jobs only applies with --fuzz N: add --fuzz N or drop --jobs")
+            found.append("--jobs only applies with --fuzz N or --explore N: add one or drop --jobs")
+    if args.schedule is not None:
+        scheduled = (
+            ("--fuzz", fuzz, "fuzzed calls keep the lab's own timing"),
+            ("--explore", explore, "the explorer draws its own schedules"),
+            ("--sweep", args.sweep, "a replay runs the scenario as written"),
+            ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
+        )
+        found += [
+            f"--schedule does not apply with {option} ({why}): drop one of them"
+            for option, given, why in scheduled
+            if given
+        ]
+    if explore:
+        explore_only_json = (
+            ("--sweep", args.sweep, "each schedule runs the scenario as written"),
+            ("--report", args.report is not None, "the explorer writes only --json"),
+            ("--timeline", args.timeline is not None, "the explorer writes only --json"),
+            ("--traces", args.traces is not None, "the explorer writes only --json"),
+            ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
+        )
+        found += [
+            f"{option} does not apply with --explore N ({why}): drop one of them"
+            for option, given, why in explore_only_json
+            if given
+        ]
     if args.list:
-        for option in ("fuzz", "sweep", "json", "report", "timeline", "traces"):
+        for option in (
+            "fuzz",
+            "explore",
+            "schedule",
+            "sweep",
+            "json",
+            "report",
+            "timeline",
+            "traces",
+        ):
             if getattr(args, option) not in (None, False):
                 found.append(f"--list only lists the scenarios: drop --{option} or --list")
     elif fuzz:
@@ -215,6 +278,19 @@ def _lab(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             own=own_tools,
         )
+    if args.explore is not None:
+        from .lab.explore import run_explore_command
+
+        return run_explore_command(
+            chosen,
+            agents,
+            args.explore,
+            0 if args.seed is None else args.seed,
+            args.json,
+            sys.stdout,
+            jobs=args.jobs,
+            quiet=args.quiet,
+        )
     started = time.perf_counter()
     print_header(agents, sys.stdout)
     skipped: list[tuple[str, str]] = []
@@ -227,14 +303,15 @@ def _lab(args: argparse.Namespace) -> int:
         skipped.append((scenario.name, agent.path))
         print(f"SKIP  {scenario.name:<52} {agent.label:<16} {why}", flush=True)
 
-    results = run_lab(
-        chosen,
-        agents,
-        sweep=args.sweep,
-        on_result=show,
-        on_skip=skip,
-        traces=args.traces is not None,
-    )
+    with _scheduled(args.schedule) as scheduled:
+        results = run_lab(
+            scheduled(chosen),
+            agents,
+            sweep=args.sweep,
+            on_result=show,
+            on_skip=skip,
+            traces=args.traces is not None,
+        )
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
     print_summary(results, agents, sys.stdout, skipped)
@@ -244,6 +321,23 @@ def _lab(args: argparse.Namespace) -> int:
     _write_outputs(args, results, agents)
     untraced = _write_traces(args.traces, results) if args.traces is not None else 0
     return exit_code(results, agents) or (1 if untraced else 0)
+
+
+@contextlib.contextmanager
+def _scheduled(
+    token: str | None,
+) -> Iterator[Callable[[Sequence[Scenario]], list[Scenario]]]:
+    """Run the block's calls under ``--schedule``'s schedule, judged as the explorer judges."""
+    if token is None:
+        yield list
+        return
+    from .lab.explore import with_jitter_slack
+    from .testing.schedule import Schedule, explored
+
+    schedule = Schedule.parse(token)
+    print(f"schedule {schedule.token()}")
+    with explored(schedule):
+        yield lambda chosen: [with_jitter_slack(s) for s in chosen]
 
 
 def _agents(path: str | None) -> list[AgentUnderTest]:

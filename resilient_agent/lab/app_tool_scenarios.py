@@ -57,8 +57,14 @@ _PROBE_S = 30.0
 
 def build_app_agent(cls: type[Agent]) -> Agent:
     """The app's agent as the app builds it; a class that needs ``instructions`` gets one."""
-    parameter = inspect.signature(cls.__init__).parameters.get("instructions")
-    if parameter is not None and parameter.default is inspect.Parameter.empty:
+    parameters = inspect.signature(cls.__init__).parameters
+    parameter = parameters.get("instructions")
+    # a class that passes its keyword arguments on (ResilientAgent itself) takes livekit's
+    # required instructions there, as the catalog builds it (catalog_base)
+    passes_on = parameter is None and any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+    if passes_on or (parameter is not None and parameter.default is inspect.Parameter.empty):
         return cls(instructions="You are the app under test.")
     # checked by catalog_base: every other parameter has a default
     build: Any = cls

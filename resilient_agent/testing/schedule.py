@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import random
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ __all__ = [
     "SOURCES",
     "Delivery",
     "DeliveryJitter",
+    "Exploration",
     "Schedule",
     "ScheduledDeliveries",
     "deliver",
@@ -174,22 +176,51 @@ class ScheduledDeliveries:
         return late
 
 
-_ACTIVE: contextvars.ContextVar[ScheduledDeliveries | None] = contextvars.ContextVar(
+@dataclass
+class Exploration:
+    """The calls run under one :class:`Schedule`; each call (each event loop) draws afresh.
+
+    Attributes:
+        schedule: The schedule every call follows.
+        calls: Each call's deliveries, in the order the calls started.
+    """
+
+    schedule: Schedule
+    calls: list[ScheduledDeliveries] = field(default_factory=list)
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScheduledDeliveries] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+    def deliveries(self, loop: asyncio.AbstractEventLoop) -> ScheduledDeliveries:
+        """The deliveries of the call running on ``loop``."""
+        found = self._by_loop.get(loop)
+        if found is None:
+            found = self._by_loop[loop] = ScheduledDeliveries(self.schedule)
+            self.calls.append(found)
+        return found
+
+    @property
+    def late(self) -> list[tuple[Delivery, float]]:
+        """Every delivery made late, over all the calls."""
+        return [late for call in self.calls for late in call.late]
+
+
+_ACTIVE: contextvars.ContextVar[Exploration | None] = contextvars.ContextVar(
     "resilient_agent_schedule", default=None
 )
 
 
 @contextlib.contextmanager
-def explored(schedule: Schedule | None) -> Iterator[ScheduledDeliveries | None]:
+def explored(schedule: Schedule | None) -> Iterator[Exploration | None]:
     """Run the calls started inside this block under ``schedule`` (None: the lab's own timing).
 
     Yields:
-        The record of the deliveries the block's call made late, or None without a schedule.
+        The record of the deliveries the block's calls made late, or None without a schedule.
     """
-    deliveries = ScheduledDeliveries(schedule) if schedule is not None else None
-    token = _ACTIVE.set(deliveries)
+    exploration = Exploration(schedule) if schedule is not None else None
+    token = _ACTIVE.set(exploration)
     try:
-        yield deliveries
+        yield exploration
     finally:
         _ACTIVE.reset(token)
 
@@ -205,8 +236,10 @@ async def deliver(source: str, delay: float, *, always_yield: bool = False) -> N
         always_yield: Give the loop a turn even when nothing is to be waited for, as the fake's
             ``asyncio.sleep(delay)`` did; by default a due delivery goes on at once.
     """
-    deliveries = _ACTIVE.get()
-    late = deliveries.lateness(source) if deliveries is not None else 0.0
+    exploration = _ACTIVE.get()
+    late = 0.0
+    if exploration is not None:
+        late = exploration.deliveries(asyncio.get_running_loop()).lateness(source)
     # late relative to when it would have arrived: an overdue delivery is late from now
     wait = max(delay, 0.0) + late
     if wait > 0 or always_yield:
