@@ -88,7 +88,8 @@ class TurnKeeper(Middleware):
         max_fragments: How many undelivered fragments are kept; older ones are logged and dropped.
         max_age_s: Fragments older than this are logged and dropped instead of answered.
         keep_audio_s: Seconds of caller audio kept for recovery.
-        recovery_timeout_s: How long a user turn waits for a recovery in progress.
+        recovery_timeout_s: How long a user turn, or an inference while words are pending,
+            waits for a recovery in progress.
         keep_text_input: Make a non-forced ``session.interrupt()`` defer to a protected current
             speech instead of raising, so text typed meanwhile is answered after it (RoomIO's
             default text input interrupts first); ``force=True`` still cuts the speech.
@@ -378,6 +379,10 @@ class TurnKeeper(Middleware):
         the words said before it, in front of it, instead of answering them after it.
         """
         input_reply, self._input_reply_expected = self._input_reply_expected, False
+        if self.merge and self._recoveries:
+            # words said before this inference are still being re-transcribed (a slow STT
+            # answer): they go in front of it, not into a reply of their own after it
+            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
         if self.merge and not self._recoveries and self._words.undelivered():
             await self._inferences.take_in(ctx, request, input_reply=input_reply)
         return await call_next(request)

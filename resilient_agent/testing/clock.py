@@ -12,15 +12,21 @@ while the SDK is loaded: a traced call's spans all read on one clock.
 Work handed to an executor thread is waited for in real time while the virtual clock stands
 still: a thread's result arrives at the same virtual instant on every run, which keeps runs
 deterministic even when a real model (the embedded VAD) runs in a thread.
+
+livekit names speeches, chat items and requests with ``uuid.uuid4()``; on a virtual loop those
+ids come from the loop's own seeded stream, so a call's records (ids included) are the same
+bytes on every run, and a failure found by the lab replays exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import selectors
 import sys
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -54,6 +60,7 @@ _real_time = time.time
 _real_perf_counter = time.perf_counter
 _real_monotonic = time.monotonic
 _real_time_ns = time.time_ns
+_real_uuid4 = uuid.uuid4
 # the OpenTelemetry SDK's own binding of time.time_ns (``from time import time_ns``)
 _OTEL_SDK_TRACE = "opentelemetry.sdk.trace"
 
@@ -103,6 +110,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._last_read = 0.0
         self._timer_seq = 0
         self._executor_jobs = 0
+        # livekit names speeches, items and requests with uuid4: drawn from this loop's own
+        # stream, a call's ids are the same on every run, so its records replay byte for byte
+        self._ids = random.Random(0)
         super().__init__(selector=_JumpingSelector(self))
         self._clock_resolution = 1e-12
 
@@ -119,6 +129,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """Move the clock forward; called by the selector when the loop would sleep."""
         if seconds > 0:
             self._now += seconds
+
+    def new_uuid(self) -> uuid.UUID:
+        """A version-4 UUID from this loop's own seeded stream."""
+        return uuid.UUID(int=self._ids.getrandbits(128), version=4)
 
     def read(self) -> float:
         """Seconds since the loop started, strictly increasing across calls."""
@@ -177,6 +191,11 @@ def _wall_now_ns() -> int:
     return round((_EPOCH + loop.read()) * 1e9) if loop is not None else _real_time_ns()
 
 
+def _uuid4() -> uuid.UUID:
+    loop = _running_virtual_loop()
+    return loop.new_uuid() if loop is not None else _real_uuid4()
+
+
 def virtual_wall_time(loop_time: float) -> float:
     """What ``time.time()`` reads on a :class:`VirtualTimeLoop` whose clock shows ``loop_time``."""
     return _EPOCH + loop_time
@@ -225,6 +244,7 @@ def virtual_time() -> Iterator[None]:
     _patch_model_clocks()
     saved = (time.time, time.perf_counter, time.monotonic)
     time.time, time.perf_counter, time.monotonic = _wall_now, _perf_now, _monotonic_now
+    uuid.uuid4 = _uuid4
     otel_sdk = sys.modules.get(_OTEL_SDK_TRACE)
     saved_otel = getattr(otel_sdk, "time_ns", None)
     if saved_otel is not None:
@@ -233,6 +253,7 @@ def virtual_time() -> Iterator[None]:
         yield
     finally:
         time.time, time.perf_counter, time.monotonic = saved
+        uuid.uuid4 = _real_uuid4
         if saved_otel is not None:
             otel_sdk.time_ns = saved_otel  # type: ignore[union-attr]
 

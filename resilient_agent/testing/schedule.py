@@ -45,43 +45,53 @@ _REORDER_S = (1e-5, 1e-4)
 
 @dataclass(frozen=True)
 class DeliveryJitter:
-    """How late one source's deliveries may be, and why that is production-possible.
+    """How a schedule moves one source's deliveries, and why that is production-possible.
 
     Attributes:
-        rate: The share of its deliveries a schedule makes late.
+        reorder_rate: The share of its deliveries put after the others ready at the same
+            instant (late by tens of microseconds).
+        late_rate: The share of its deliveries made late by up to ``max_late_s``.
         max_late_s: The most one delivery is made late.
         why: What makes the source's deliveries late in a real call (docs/lab.md).
     """
 
-    rate: float
+    reorder_rate: float
+    late_rate: float
     max_late_s: float
     why: str
 
 
 SOURCES: dict[str, DeliveryJitter] = {
     "caller_audio": DeliveryJitter(
-        0.03,
+        0.1,
+        0.02,
         0.005,
         "RoomIO hands each frame from the WebRTC jitter buffer to the session's event loop, "
         "which picks it up when it is next free",
     ),
     "vad": DeliveryJitter(
-        0.03,
+        0.1,
+        0.02,
         0.008,
         "livekit's VAD infers in a worker thread; its result reaches the loop after the "
         "inference, which takes longer on a loaded core",
     ),
     "stt": DeliveryJitter(
+        0.1,
         0.03,
         0.04,
         "a streaming STT answers over a websocket: each answer crosses the network on its own",
     ),
     "llm": DeliveryJitter(
-        0.5, 0.04, "the LLM's first token and each later chunk cross the network on their own"
-    ),
-    "tts": DeliveryJitter(0.5, 0.04, "the TTS's first audio crosses the network on its own"),
-    "realtime": DeliveryJitter(
         0.3,
+        0.3,
+        0.04,
+        "the LLM's first token and each later chunk cross the network on their own",
+    ),
+    "tts": DeliveryJitter(0.3, 0.3, 0.04, "the TTS's first audio crosses the network on its own"),
+    "realtime": DeliveryJitter(
+        0.2,
+        0.2,
         0.04,
         "a realtime model's server events (audio, transcript, tool calls) cross the network "
         "on their own",
@@ -162,15 +172,15 @@ class ScheduledDeliveries:
             draws = self._draws[source] = random.Random(f"{self.schedule.seed}/{source}")
         index = self._counts.get(source, 0)
         self._counts[source] = index + 1
-        # three draws per delivery whether or not it is late: a delivery's lateness depends only
+        # two draws per delivery whether or not it is late: a delivery's lateness depends only
         # on the seed, the source and its index, so a shrunk schedule keeps the values it had
-        hit, reorder, amount = draws.random(), draws.random(), draws.random()
-        if hit >= jitter.rate:
+        hit, amount = draws.random(), draws.random()
+        if hit >= jitter.reorder_rate + jitter.late_rate:
             return 0.0
         keep = self.schedule.keep
         if keep is not None and (source, index) not in keep:
             return 0.0
-        low, high = (_REORDER_S[0], _REORDER_S[1]) if reorder < 0.5 else (0.0, jitter.max_late_s)
+        low, high = _REORDER_S if hit < jitter.reorder_rate else (0.0, jitter.max_late_s)
         late = low + amount * (high - low)
         self.late.append(((source, index), late))
         return late
