@@ -211,6 +211,8 @@ def _words_over_hold_before_task() -> list[Scenario]:
 
 
 def _details_controls() -> list[Scenario]:
+    # each confirmation starts 0.2 s before its read-back ends: livekit takes 0.5 s of speech
+    # over the agent for an interruption, and the margin holds under the explorer's lateness
     return [
         Scenario(
             name="workflows/control_email_task",
@@ -223,7 +225,7 @@ def _details_controls() -> list[Scenario]:
             utterances=(
                 _ASK_DETAILS,
                 Utterance(10.0, 12.2, _EMAIL, reply_within=_TOOL_ANSWER_S),
-                Utterance(16.5, 17.7, _EMAIL_CONFIRMED),
+                Utterance(16.8, 18.0, _EMAIL_CONFIRMED),
             ),
             llm=_DETAILS_RULES,
             tools_complete=_EMAIL_TOOLS,
@@ -260,9 +262,9 @@ def _details_controls() -> list[Scenario]:
             utterances=(
                 _ASK_DETAILS,
                 Utterance(10.0, 12.2, _EMAIL, reply_within=_TOOL_ANSWER_S),
-                Utterance(16.5, 17.7, _EMAIL_CONFIRMED),
-                Utterance(21.0, 23.0, _ADDRESS, reply_within=_TOOL_ANSWER_S),
-                _GROUP_DONE.shifted(28.5),
+                Utterance(16.8, 18.0, _EMAIL_CONFIRMED),
+                Utterance(21.3, 23.3, _ADDRESS, reply_within=_TOOL_ANSWER_S),
+                _GROUP_DONE.shifted(28.8),
             ),
             llm=_DETAILS_RULES,
             tools_complete=_GROUP_TOOLS,
