@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from livekit.agents import StopResponse
+from livekit.agents import Agent, StopResponse
 from livekit.agents.voice import events as lk_events
 from resilient_agent.middleware import default_middleware_specs
 
@@ -22,6 +24,7 @@ from resilient_agent.lab.explore import (
     run_explore,
     schedule_for,
     with_jitter_slack,
+    write_explore_json,
 )
 from resilient_agent.lab.run import AgentUnderTest, run_lab
 from resilient_agent.lab.timeline import extract_timeline
@@ -272,3 +275,49 @@ def test_lab_explore_usage_errors(
     assert code == 2
     assert captured.out == ""
     assert message in captured.err
+
+
+# -- the catalog under exploration -------------------------------------------------------------
+
+_RESILIENT = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
+_BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
+
+
+def test_on_plain_agent_the_explorer_finds_the_races_and_no_false_alarm() -> None:
+    chosen = [_catalog("tool_gap/gap_protected_say"), _catalog("control/two_turns")]
+    baseline, resilient = run_explore(chosen, [_BASELINE, _RESILIENT], 3, 5)
+    # the race fails under every schedule on Agent; its control never does
+    assert [f.scenario for f in baseline.failures] == ["tool_gap/gap_protected_say"] * 3
+    assert all(f.shrunk is None for f in baseline.failures), "a reference is not shrunk"
+    assert resilient.failures == []
+
+
+def test_explore_json_is_byte_identical_across_runs_and_processes(tmp_path: Path) -> None:
+    chosen = [_catalog("control/two_turns")]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_explore_json(run_explore(chosen, [_RESILIENT], 3, 8), 3, 8, first)
+    write_explore_json(run_explore(chosen, [_RESILIENT], 3, 8, jobs=2), 3, 8, second)
+    assert first.read_bytes() == second.read_bytes()
+    assert json.loads(first.read_text())["agents"][0]["schedules"] == 3
+
+
+def test_docs_give_every_source_s_rates_and_bound() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "lab.md").read_text(encoding="utf-8")
+    for name, jitter in SOURCES.items():
+        row = (
+            f"| {jitter.reorder_rate:.0%} | {jitter.late_rate:.0%} | "
+            f"{jitter.max_late_s * 1000:.0f} ms | {jitter.why} |"
+        )
+        assert f"| `{name}`" in text and row in text, (name, row)
+
+
+# CI's exploration: every catalog scenario under a fixed seed's first schedules, judged in as
+# many processes as CI's cores; the whole catalog under 100 schedules each is in docs/lab.md
+CI_SEED, CI_SCHEDULES = 2026, 2
+
+
+def test_explored_catalog_breaks_no_contract_on_resilient_agent() -> None:
+    jobs = max(1, min(2, os.cpu_count() or 1))
+    (report,) = run_explore(scenarios(), [_RESILIENT], CI_SCHEDULES, CI_SEED, jobs=jobs)
+    assert report.schedules == CI_SCHEDULES * len(scenarios())
+    assert [f.as_json() for f in report.failures] == []
