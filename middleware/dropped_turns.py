@@ -77,6 +77,8 @@ class DroppedTurnAnswerer:
         self._words = words
         self._own_answers: deque[str] = deque(maxlen=keeper.max_fragments)
         self._made_before_caller_spoke: set[str] = set()
+        # stale replies were interrupted for the words pending now
+        self._replaced_stale = False
         # the last time livekit saw the caller (speech, a final transcript, a speech ending):
         # its own turn may still come until its end-of-turn delay has passed since
         self._last_activity = 0.0
@@ -121,10 +123,16 @@ class DroppedTurnAnswerer:
         while True:
             self._wake.clear()
             self._words.expire(_now())
+            if not self._words.any_undelivered():
+                self._replaced_stale = False
             when = self.when_to_answer(ctx)
             if when.wait_s is None:
                 await self._wake.wait()
                 continue
+            if when.replacing_stale_replies and self.interrupt_stale_replies(ctx):
+                # at once, not when livekit's turn delay is over: the protected speech may end
+                # first, and a stale reply queued behind it would begin to play
+                self._replaced_stale = True
             if when.wait_s > 0:
                 # a timer that wakes the loop, no more: wait_for would add a task and a waiter
                 timer = asyncio.get_running_loop().call_later(when.wait_s, self._wake.set)
@@ -135,10 +143,11 @@ class DroppedTurnAnswerer:
                     timer.cancel()
                     self._timer = None
                 continue
-            if when.replacing_stale_replies and not self.interrupt_stale_replies(ctx):
+            if when.replacing_stale_replies and not self._replaced_stale:
                 await self._wake.wait()  # nothing to replace: answered after the protected one
                 continue
-            self.answer(ctx, replaced_queued=when.replacing_stale_replies)
+            self.answer(ctx, replaced_queued=self._replaced_stale)
+            self._replaced_stale = False
 
     # -- deciding ------------------------------------------------------------------------------
     def when_to_answer(self, ctx: MiddlewareContext) -> WhenToAnswer:
@@ -156,10 +165,8 @@ class DroppedTurnAnswerer:
         if current is not None and not current.allow_interruptions and not current.done():
             # livekit's turn ends while this speech is current: it skips the turn
             left = self._last_activity + livekit_turn_delay(ctx.session) - _now()
-            if left > 0:
-                return WhenToAnswer(left)
-            # answered at once, in the place of the replies interrupted, after the protected one
-            return WhenToAnswer(0.0, replacing_stale_replies=True)
+            # answered in the place of the replies interrupted, after the protected one
+            return WhenToAnswer(max(0.0, left), replacing_stale_replies=True)
         if stt_is_withheld(ctx.session):
             return _BLOCKED
         if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):

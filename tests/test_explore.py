@@ -224,6 +224,28 @@ def test_words_still_being_recovered_join_a_typed_message_s_reply() -> None:
     assert "and any vegan options" in replies[0].user_texts
 
 
+def test_a_reply_made_before_the_caller_spoke_never_plays_before_their_answer() -> None:
+    # found by the explorer (seed 2026) and shrunk to seven late STT answers: the words said over
+    # the filler were recovered late enough that livekit's turn delay outlasted the filler, and
+    # the reply queued behind it, made before the caller spoke, played whole before the answer
+    token = "126136336007889:stt#683+stt#687+stt#708+stt#721+stt#741+stt#753+stt#780"
+    scenario = with_jitter_slack(_catalog("lost_words/said_over_filler_with_reply_queued"))
+    with explored(Schedule.parse(token)):
+        world, outcome = run_scenario(scenario, ResilientAgent)
+    filler_end = world.audio_out.segments[0].ended_at
+    recovered = [
+        e["at_s"]
+        for e in world.race_events
+        if e["kind"] == "speech_withheld_from_stt" and e["action"] == "recovered_words"
+    ]
+    turn_delay = 0.5  # the lab's min_delay: livekit's turn would end after the filler
+    assert filler_end is not None and recovered
+    assert recovered[0] + turn_delay > filler_end, "the schedule no longer recovers them late"
+    assert outcome.passed, outcome.reasons
+    # the filler, then the answer: the stale reply never began to play
+    assert len(world.audio_out.segments) == 2, world.audio_out.segments
+
+
 # -- the command -------------------------------------------------------------------------------
 
 

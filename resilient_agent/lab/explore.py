@@ -210,7 +210,7 @@ def _verdicts(
 ) -> Iterator[_Verdict]:
     if not _CATALOG:
         _CATALOG.update((s.name, s) for s in catalog_scenarios())
-    if pool is None or _CATALOG.get(scenario.name) != scenario:
+    if pool is None or scenario.name not in _CATALOG:
         # the app's own tool scenarios carry its mocks, which a worker cannot be sent
         for schedule in schedules:
             yield _judge(scenario, agent, schedule)
@@ -375,7 +375,7 @@ def print_failure(failure: ExploredFailure, out: TextIO) -> None:
         print(f"      replay: {failure.replay_command()}", file=out)
 
 
-def print_explore_summary(reports: Sequence[ExploreReport], count: int, out: TextIO) -> None:
+def print_explore_summary(reports: Sequence[ExploreReport], out: TextIO) -> None:
     """Per agent: schedules run and failed; then the line for the agents under test."""
     print("", file=out)
     for report in reports:
@@ -441,7 +441,7 @@ def run_explore_command(
     reports = run_explore(
         chosen, agents, count, seed, jobs=jobs, on_failure=show, on_scenario=progress
     )
-    print_explore_summary(reports, count, out)
+    print_explore_summary(reports, out)
     if json_path is not None:
         write_explore_json(reports, count, seed, json_path)
         print(f"results written to {json_path}", file=out)
