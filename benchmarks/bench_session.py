@@ -7,7 +7,8 @@ speech (the bundled espeak-ng recordings, one sentence every 10 s), livekit's em
 scripted STT, LLM and TTS (in production those providers run remotely). CPU is the process's
 (the models' threads included): the median of 5 alternating runs of a 30-turn call; turn
 latencies must be identical; memory per concurrent session at 50 sessions, as below. It also
-prints the concurrent calls one core sustains for each agent (call seconds over CPU seconds),
+prints the concurrent calls one core sustains for each agent (call seconds over Agent's median
+CPU seconds, and that over the CPU ratio for ResilientAgent),
 and its figures last: ``production-shaped CPU ratio`` (target at most 1.02) and
 ``production-shaped memory ratio`` (target at most 1.10); it exits 1 when one is missed.
 
@@ -337,9 +338,12 @@ def production() -> bool:
     _print_memory(per_session, PRODUCTION_SESSIONS)
     cpu_ratio = statistics.median(ratios)
     memory_ratio = per_session["ResilientAgent"] / per_session["Agent"]
+    # ResilientAgent's from the paired ratio, not from its own median: the pairs share the
+    # machine's load, the two medians need not
+    per_core = call_s / base
     print(
         f"concurrent calls one core sustains (call seconds per CPU second): "
-        f"Agent {call_s / base:.0f}, ResilientAgent {call_s / resilient:.0f}"
+        f"Agent {per_core:.0f}, ResilientAgent {per_core / cpu_ratio:.0f}"
     )
     print(f"production-shaped CPU ratio: {cpu_ratio:.3f}")
     print(f"production-shaped memory ratio: {memory_ratio:.3f}")
