@@ -43,8 +43,9 @@ from pathlib import Path
 
 BASE_TURNS = 2
 # What the chain may add per turn of the lab's scripted session at 50 ms frames (main-thread
-# instructions, ResilientAgent minus Agent): its figure when the budget was set, as the ceiling.
-ADDED_PER_TURN_BUDGET = 7.37e6
+# instructions, ResilientAgent minus Agent): its figure when the budget was set (fa5a06d:
+# 7,370,089), rounded up to the thousand, as the ceiling.
+ADDED_PER_TURN_BUDGET = 7.371e6
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"

@@ -70,7 +70,8 @@ SAMPLE_TO_S = 28.0
 ROOMIO_FRAME_S = 0.05
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
 # the chain's added memory per lab session may not grow past what it held when this budget was
-# set (the lab session is too small for a ratio to mean much: see the module docstring)
+# set (fa5a06d: 125.3 KB, rounded up to the KB; the lab session is too small for a ratio to mean
+# much: see the module docstring)
 ADDED_KB_BUDGET = 126.0
 
 PRODUCTION_TURNS = 30
