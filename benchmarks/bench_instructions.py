@@ -18,9 +18,16 @@ set minus each first-party middleware in turn (what that middleware costs in the
 exporter, as ``resilient-agent lab --traces`` sets it up): what the chain costs in a traced
 deployment.
 
+At RoomIO's 50 ms frames on the lab's scripted session, the instructions the chain adds per turn
+(ResilientAgent minus Agent) are held to a budget, :data:`ADDED_PER_TURN_BUDGET`: the run prints
+whether it holds and exits 1 when it does not. With ``--production`` the call is the
+production-shaped one of ``bench_session --production`` (real speech, livekit's embedded VAD and
+turn detector, 50 ms frames; the models run in threads of their own, whose instructions are not
+counted here, so the ratio is the main thread's).
+
 Needs valgrind (``apt-get install valgrind``). Run ``python -m benchmarks.bench_instructions``
-(``--frame-ms 50`` for RoomIO's default caller frames, ``--turns N``, ``--by-middleware``); one
-variant takes a few minutes under valgrind.
+(``--frame-ms 50`` for RoomIO's default caller frames, ``--turns N``, ``--by-middleware``,
+``--production``); one variant takes a few minutes under valgrind.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 BASE_TURNS = 2
+# What the chain may add per turn of the lab's scripted session at 50 ms frames (main-thread
+# instructions, ResilientAgent minus Agent): its figure when the budget was set (fa5a06d:
+# 7,370,089), rounded up to the thousand, as the ceiling.
+ADDED_PER_TURN_BUDGET = 7.371e6
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
@@ -56,14 +67,16 @@ def _variants(by_middleware: bool) -> list[_Variant]:
     return variants
 
 
-def _child(agent: str, turns: int, frame_s: float, without: str | None, traced: bool) -> None:
+def _child(
+    agent: str, turns: int, frame_s: float, without: str | None, traced: bool, production: bool
+) -> None:
     """Run one bench call (under valgrind, started by :func:`_count`)."""
     import contextlib
 
     from livekit.agents import Agent
     from resilient_agent.middleware import default_middleware_specs
 
-    from benchmarks.bench_session import _scenario
+    from benchmarks.bench_session import _production_scenario, _scenario
     from resilient_agent import ResilientAgent, runtime, tracing
     from resilient_agent.lab.traces import CallTraces
     from resilient_agent.testing import run_scenario
@@ -83,13 +96,14 @@ def _child(agent: str, turns: int, frame_s: float, without: str | None, traced: 
                     super().__init__(middleware=kept, **kwargs)  # type: ignore[arg-type]
 
             agent_class = Variant
+    scenario = _production_scenario(turns) if production else _scenario(turns, frame_s=frame_s)
     with CallTraces() if traced else contextlib.nullcontext():
-        _, outcome = run_scenario(_scenario(turns=turns, frame_s=frame_s), agent_class)
+        _, outcome = run_scenario(scenario, agent_class)
     if not outcome.passed:
         raise SystemExit(f"{agent} without {without} failed the {turns}-turn call")
 
 
-def _count(variant: _Variant, turns: int, frame_s: float, traced: bool) -> int:
+def _count(variant: _Variant, turns: int, frame_s: float, traced: bool, production: bool) -> int:
     """The main thread's instructions for one bench call of ``variant`` under callgrind."""
     _, agent, without = variant
     with tempfile.TemporaryDirectory() as out:
@@ -107,6 +121,7 @@ def _count(variant: _Variant, turns: int, frame_s: float, traced: bool) -> int:
             str(frame_s),
             without or "",
             "traced" if traced else "",
+            "production" if production else "",
         ]
         if shutil.which("setarch"):
             # the same addresses every run: hash and allocation patterns repeat exactly
@@ -121,23 +136,34 @@ def _count(variant: _Variant, turns: int, frame_s: float, traced: bool) -> int:
     raise RuntimeError(f"no instruction summary for {variant[0]}")
 
 
-def per_turn(variant: _Variant, turns: int, frame_s: float, traced: bool = False) -> float:
+def per_turn(
+    variant: _Variant, turns: int, frame_s: float, traced: bool = False, production: bool = False
+) -> float:
     """Instructions per turn: the ``turns``-turn call minus the 2-turn call, per extra turn."""
-    long_call = _count(variant, turns, frame_s, traced)
-    return (long_call - _count(variant, BASE_TURNS, frame_s, traced)) / (turns - BASE_TURNS)
+    long_call = _count(variant, turns, frame_s, traced, production)
+    base_call = _count(variant, BASE_TURNS, frame_s, traced, production)
+    return (long_call - base_call) / (turns - BASE_TURNS)
 
 
-def run(turns: int, frame_ms: int, by_middleware: bool, traced: bool = False) -> None:
-    """Print the instructions per turn of each variant, and each one's difference."""
+def run(
+    turns: int, frame_ms: int, by_middleware: bool, traced: bool = False, production: bool = False
+) -> bool:
+    """Print the instructions per turn of each variant, and each one's difference.
+
+    Returns:
+        False when the lab session's budget (50 ms frames, untraced) is exceeded.
+    """
     frame_s = frame_ms / 1000
+    session = "production-shaped session, " if production else ""
     print(
-        f"[{frame_ms} ms caller frames{', livekit tracing on' if traced else ''}] main-thread "
-        f"instructions per turn ({turns}-turn call minus {BASE_TURNS}-turn call, callgrind)"
+        f"[{session}{frame_ms} ms caller frames{', livekit tracing on' if traced else ''}] "
+        f"main-thread instructions per turn ({turns}-turn call minus {BASE_TURNS}-turn call, "
+        "callgrind)"
     )
     figures: dict[str, float] = {}
     for variant in _variants(by_middleware):
         label = variant[0]
-        figures[label] = count = per_turn(variant, turns, frame_s, traced)
+        figures[label] = count = per_turn(variant, turns, frame_s, traced, production)
         if label == "Agent":
             print(f"{label:<46} {count / 1e6:9.2f} M", flush=True)
         elif label == "ResilientAgent":
@@ -152,6 +178,16 @@ def run(turns: int, frame_ms: int, by_middleware: bool, traced: bool = False) ->
         else:
             share = figures["ResilientAgent"] - count
             print(f"{label:<46} {count / 1e6:9.2f} M  it costs {share / 1e6:+.2f} M", flush=True)
+    if production or traced or frame_ms != 50:
+        return True
+    added = figures["ResilientAgent"] - figures["Agent"]
+    holds = added <= ADDED_PER_TURN_BUDGET
+    print(
+        f"budget: the chain adds {added / 1e6:.2f} M instructions per turn of the lab session at "
+        f"50 ms frames, at most {ADDED_PER_TURN_BUDGET / 1e6:.2f} M: "
+        f"{'holds' if holds else 'EXCEEDED'}"
+    )
+    return holds
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -161,17 +197,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--frame-ms", type=int, choices=(10, 50), default=10)
     parser.add_argument("--by-middleware", action="store_true")
     parser.add_argument("--traced", action="store_true", help="livekit's tracer on, in memory")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--production", action="store_true", help="the production-shaped call (50 ms frames)"
+    )
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        agent, turns, frame_s, without, traced = args.child
-        _child(agent, int(turns), float(frame_s), without or None, traced == "traced")
+        agent, turns, frame_s, without, traced, production = args.child
+        _child(
+            agent,
+            int(turns),
+            float(frame_s),
+            without or None,
+            traced == "traced",
+            production == "production",
+        )
         return
+    if args.production:
+        args.frame_ms = 50
     if args.turns <= BASE_TURNS:
         parser.error(f"--turns must be more than {BASE_TURNS}")
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
-    run(args.turns, args.frame_ms, args.by_middleware, args.traced)
+    if not run(args.turns, args.frame_ms, args.by_middleware, args.traced, args.production):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
