@@ -20,7 +20,7 @@ from livekit import rtc
 from livekit.agents.voice.io import AudioInput, AudioOutput, AudioOutputCapabilities
 from typing_extensions import override
 
-from .schedule import deliver
+from .schedule import delivery_wait
 
 __all__ = [
     "FRAME_SAMPLES",
@@ -266,7 +266,9 @@ class ScriptedAudioInput(AudioInput):
         parts = min(self._parts, self._total_frames - first)
         # frames are produced in real time: frame n is ready once n+1 frames have elapsed
         due = self._started_at + (first + parts) * FRAME_SECONDS
-        await deliver("caller_audio", due - loop.time())
+        wait = delivery_wait("caller_audio", due - loop.time())
+        if wait > 0:
+            await asyncio.sleep(wait)
         if parts == 1:
             samples = self._line_samples(first)
         else:

@@ -34,7 +34,7 @@ from livekit.agents.types import (
 from resilient_agent.middleware.tool_pairs import malformed_context
 from typing_extensions import Never, override
 
-from .schedule import deliver
+from .schedule import delivery_wait
 
 __all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript", "malformed_context"]
 
@@ -302,7 +302,7 @@ class ScriptedLLMStream(llm.LLMStream):
             raise APITimeoutError("scripted LLM: no answer within the timeout")
         rule = self._rule
         request_id = utils.shortuuid("llm_")
-        await deliver("llm", rule.ttft, always_yield=True)
+        await asyncio.sleep(delivery_wait("llm", rule.ttft))
         words = rule.text.split(" ") if rule.text else []
         for i, word in enumerate(words):
             delta = word if i == 0 else " " + word
@@ -310,7 +310,9 @@ class ScriptedLLMStream(llm.LLMStream):
                 llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant", content=delta))
             )
         remaining = rule.duration - rule.ttft
-        await deliver("llm", remaining)
+        wait = delivery_wait("llm", remaining)
+        if wait > 0:
+            await asyncio.sleep(wait)
         if self._calls:
             self._event_ch.send_nowait(
                 llm.ChatChunk(

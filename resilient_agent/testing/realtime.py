@@ -69,7 +69,7 @@ from typing_extensions import Never, override
 
 from .audio import FRAME_SAMPLES, KIND_USER, SAMPLE_RATE, frame_markers, read_markers
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
-from .schedule import deliver
+from .schedule import delivery_wait
 from .stt import HeardWord
 from .tts import marked_sentence_audio, spoken_seconds
 
@@ -728,11 +728,13 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         wait = rule.ttft if delay is None else delay
         # a generation opened late (Gemini's at its first content) already spent the rest
         started = loop.time() - (rule.ttft - wait)
-        await deliver("realtime", wait, always_yield=True)
+        await asyncio.sleep(delivery_wait("realtime", wait))
         record = generation.record
         if rule.text:
             await self._speak(generation, rule)
-        await deliver("realtime", started + rule.duration - loop.time())
+        remaining = delivery_wait("realtime", started + rule.duration - loop.time())
+        if remaining > 0:
+            await asyncio.sleep(remaining)
         for call in calls:
             fnc = FunctionCall(
                 id=utils.shortuuid("item_"),
@@ -775,7 +777,9 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         sent_words = 0
         for index, chunk in enumerate(chunks):
             if index:
-                await deliver("realtime", step)
+                wait = delivery_wait("realtime", step)
+                if wait > 0:
+                    await asyncio.sleep(wait)
             generation.audio_ch.send_nowait(
                 rtc.AudioFrame(
                     data=chunk.tobytes(),
@@ -798,7 +802,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
     async def _gemini_tool_reply(self) -> None:
         # a server-initiated generation opens when its first content arrives
         rule = self._model._brain.answer_for(self._decision_context(None))[0]
-        await deliver("realtime", rule.ttft, always_yield=True)
+        await asyncio.sleep(delivery_wait("realtime", rule.ttft))
         if self._closed:
             return
         generation = self._open_generation(user_initiated=False)

@@ -5,7 +5,7 @@ the STT's, LLM's and TTS's answers each arrive exactly when their script says, a
 at the same instant run in the order they were scheduled. A production call differs from the next
 in exactly these orders and in small lateness of each delivery. A :class:`Schedule` draws, from a
 seed, which deliveries of each source arrive late and by how much; the lab's fakes wait at their
-delivery points through :func:`deliver`, so a schedule changes nothing but when a source hands its
+delivery points for :func:`delivery_wait`, so a schedule changes nothing but when a source hands its
 next item to livekit. A source's own deliveries never overtake each other (each source delivers
 from one task, in order), and nothing inside livekit or the library is reordered: what changes
 is only what a busy worker process or a network already varies.
@@ -32,7 +32,7 @@ __all__ = [
     "Exploration",
     "Schedule",
     "ScheduledDeliveries",
-    "deliver",
+    "delivery_wait",
     "explored",
 ]
 
@@ -235,22 +235,24 @@ def explored(schedule: Schedule | None) -> Iterator[Exploration | None]:
         _ACTIVE.reset(token)
 
 
-async def deliver(source: str, delay: float, *, always_yield: bool = False) -> None:
-    """Wait ``delay`` seconds for the next delivery of ``source``, plus its schedule's lateness.
+def delivery_wait(source: str, delay: float) -> float:
+    """Seconds to wait for the next delivery of ``source``: ``delay``, plus its lateness.
 
-    Without a schedule this is exactly the fake's own wait, so the lab's timelines do not move.
+    Without a schedule this is the fake's own wait, so the lab's timelines do not move. A plain
+    function, not a coroutine: the fakes call it on every frame, and a coroutine object per
+    frame would be garbage the agents under test pay for in collections.
 
     Args:
         source: A key of :data:`SOURCES`.
         delay: Seconds until the delivery is due; not positive when it is due already.
-        always_yield: Give the loop a turn even when nothing is to be waited for, as the fake's
-            ``asyncio.sleep(delay)`` did; by default a due delivery goes on at once.
+
+    Returns:
+        The wait, 0.0 when the delivery is due and on time (the fake then goes on at once, or
+        yields once if it always did).
     """
     exploration = _ACTIVE.get()
-    late = 0.0
-    if exploration is not None:
-        late = exploration.deliveries(asyncio.get_running_loop()).lateness(source)
+    if exploration is None:
+        return max(delay, 0.0)
     # late relative to when it would have arrived: an overdue delivery is late from now
-    wait = max(delay, 0.0) + late
-    if wait > 0 or always_yield:
-        await asyncio.sleep(wait)
+    late = exploration.deliveries(asyncio.get_running_loop()).lateness(source)
+    return max(delay, 0.0) + late

@@ -35,7 +35,7 @@ from livekit.agents.utils.audio import AudioBuffer
 from typing_extensions import Never, override
 
 from .audio import KIND_USER, frame_markers, read_markers
-from .schedule import deliver
+from .schedule import delivery_wait
 
 __all__ = ["HeardWord", "ScriptedSTT"]
 
@@ -144,7 +144,9 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
         owner = self._owner
         segment = _Segment()
         async for item in self._input_ch:
-            await deliver("stt", 0.0)
+            wait = delivery_wait("stt", 0.0)
+            if wait > 0:
+                await asyncio.sleep(wait)
             if not isinstance(item, rtc.AudioFrame):
                 self._finalize(segment)
                 segment = _Segment()

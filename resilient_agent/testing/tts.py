@@ -22,7 +22,7 @@ from .audio import (
     AudioMarker,
     marker_frame_samples,
 )
-from .schedule import deliver
+from .schedule import delivery_wait
 
 __all__ = ["ScriptedTTS", "marked_sentence_audio", "spoken_seconds"]
 
@@ -131,7 +131,7 @@ class ScriptedChunkedStream(tts.ChunkedStream):
             num_channels=1,
             mime_type="audio/pcm",
         )
-        await deliver("tts", owner.ttfb, always_yield=True)
+        await asyncio.sleep(delivery_wait("tts", owner.ttfb))
         if self._sentence_id == owner.fails_sentence:
             raise RuntimeError("scripted TTS: synthesis failed mid-speech")
         audio = owner.sentence_audio(self.input_text, self._sentence_id)

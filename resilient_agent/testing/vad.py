@@ -22,7 +22,7 @@ from livekit.agents import vad
 from typing_extensions import override
 
 from .audio import KIND_USER, SAMPLE_RATE, frame_markers
-from .schedule import deliver
+from .schedule import delivery_wait
 
 __all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
 
@@ -112,7 +112,9 @@ class ScriptedVADStream(vad.VADStream):
         swallow_next_end = False
         fault_frames = 0
         async for item in self._input_ch:
-            await deliver("vad", 0.0)
+            wait = delivery_wait("vad", 0.0)
+            if wait > 0:
+                await asyncio.sleep(wait)
             if not isinstance(item, rtc.AudioFrame):
                 # a flush is a hard segment boundary: forget the running speech state silently
                 speaking, speech_run, silence_run, speech_total = False, 0.0, 0.0, 0.0
