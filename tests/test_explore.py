@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +38,19 @@ def _catalog(name: str) -> Scenario:
     return {s.name: s for s in scenarios()}[name]
 
 
+_ID = re.compile(r"\b(speech|item|call|llm|tts|fnc|GI|AG|resp)_[0-9a-zA-Z]{8,}\b")
+
+
 def _timeline_json(scenario: Scenario, schedule: Schedule | None) -> tuple[str, list[Any]]:
+    """The call's timeline, its ids numbered in order (each call of a process draws its own)."""
     with explored(schedule) as exploration:
         world, outcome = run_scenario(scenario, ResilientAgent)
     late = exploration.late if exploration is not None else []
     timeline = extract_timeline(world, outcome, agent="r:R", agent_label="R")
-    return json.dumps(dataclasses.asdict(timeline), sort_keys=True, default=str), late
+    text = json.dumps(dataclasses.asdict(timeline), sort_keys=True, default=str)
+    ids: dict[str, str] = {}
+    numbered = _ID.sub(lambda m: ids.setdefault(m.group(0), f"{m.group(1)}_{len(ids)}"), text)
+    return numbered, late
 
 
 # -- schedules ---------------------------------------------------------------------------------
@@ -266,6 +275,34 @@ def test_lab_explore_ends_with_its_count_line(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().splitlines()[-1] == "explored 2 schedules of 1 scenarios: 0 failed"
+
+
+def test_a_replayed_schedule_writes_the_same_bytes(tmp_path: Path) -> None:
+    outputs = []
+    for run in ("a", "b"):
+        timeline = tmp_path / f"{run}.json"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "resilient_agent",
+                "lab",
+                "--quiet",
+                "--only",
+                "^tool_gap/gap_protected_say$",
+                "--schedule",
+                "11",
+                "--timeline",
+                str(timeline),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(timeline.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert b"speech_" in outputs[0]
 
 
 def test_lab_schedule_replays_one_schedule(capsys: pytest.CaptureFixture[str]) -> None:

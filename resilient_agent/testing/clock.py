@@ -14,14 +14,16 @@ still: a thread's result arrives at the same virtual instant on every run, which
 deterministic even when a real model (the embedded VAD) runs in a thread.
 
 livekit names speeches, chat items and requests with ``uuid.uuid4()``; on a virtual loop those
-ids come from the loop's own seeded stream, so a call's records (ids included) are the same
-bytes on every run, and a failure found by the lab replays exactly.
+ids come from the loop's own seeded stream (the n-th loop of a process draws from seed n), so
+a run's records (ids included) are the same bytes every time it is run, and a failure found by
+the lab replays exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import selectors
 import sys
@@ -61,6 +63,8 @@ _real_perf_counter = time.perf_counter
 _real_monotonic = time.monotonic
 _real_time_ns = time.time_ns
 _real_uuid4 = uuid.uuid4
+# numbers the virtual loops of a process in the order they start: the seed of each one's ids
+_LOOP_NUMBERS = itertools.count()
 # the OpenTelemetry SDK's own binding of time.time_ns (``from time import time_ns``)
 _OTEL_SDK_TRACE = "opentelemetry.sdk.trace"
 
@@ -111,8 +115,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._timer_seq = 0
         self._executor_jobs = 0
         # livekit names speeches, items and requests with uuid4: drawn from this loop's own
-        # stream, a call's ids are the same on every run, so its records replay byte for byte
-        self._ids = random.Random(0)
+        # stream, a call's ids are the same on every run of the process, so its records replay
+        # byte for byte; each loop of a process draws a stream of its own, so two calls never
+        # share an id (middleware instances shared by sessions keep state by id)
+        self._ids = random.Random(next(_LOOP_NUMBERS))
         super().__init__(selector=_JumpingSelector(self))
         self._clock_resolution = 1e-12
 
