@@ -41,6 +41,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from .budget import budget_verdict
+
 BASE_TURNS = 2
 # What the chain may add per turn of the lab's scripted session at 50 ms frames (main-thread
 # instructions, ResilientAgent minus Agent): its figure when the budget was set (fa5a06d:
@@ -184,12 +186,12 @@ def run(
     if production or traced or frame_ms != 50:
         return True
     added = figures["ResilientAgent"] - figures["Agent"]
-    if added <= ADDED_PER_TURN_BUDGET:
-        verdict = "holds"
-    elif added <= ADDED_PER_TURN_BUDGET + HEAP_LAYOUT_NOISE:
-        verdict = f"holds within a rebuild's heap-layout noise ({HEAP_LAYOUT_NOISE / 1e6:.1f} M)"
-    else:
-        verdict = "EXCEEDED"
+    verdict = budget_verdict(
+        added,
+        ADDED_PER_TURN_BUDGET,
+        HEAP_LAYOUT_NOISE,
+        f"a rebuild's heap-layout noise ({HEAP_LAYOUT_NOISE / 1e6:.1f} M)",
+    )
     print(
         f"budget: the chain adds {added / 1e6:.2f} M instructions per turn of the lab session at "
         f"50 ms frames, at most {ADDED_PER_TURN_BUDGET / 1e6:.2f} M: {verdict}"

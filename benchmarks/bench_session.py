@@ -59,6 +59,8 @@ from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtu
 from resilient_agent.testing.audio import FRAME_SECONDS
 from resilient_agent.testing.runner import run_scenario_async
 
+from .budget import budget_verdict
+
 TURNS = 100
 TURN_SECONDS = 6.0
 RUNS = 5
@@ -318,12 +320,12 @@ def memory() -> bool:
     per_session = _memory_per_session(production=False)
     _print_memory(per_session, SESSIONS)
     added_kb = (per_session["ResilientAgent"] - per_session["Agent"]) / 1e3
-    if added_kb <= ADDED_KB_BUDGET:
-        verdict = "holds"
-    elif added_kb <= ADDED_KB_BUDGET + RUN_TO_RUN_NOISE_KB:
-        verdict = f"holds within one run's noise ({RUN_TO_RUN_NOISE_KB:.0f} KB)"
-    else:
-        verdict = "EXCEEDED"
+    verdict = budget_verdict(
+        added_kb,
+        ADDED_KB_BUDGET,
+        RUN_TO_RUN_NOISE_KB,
+        f"one run's noise ({RUN_TO_RUN_NOISE_KB:.0f} KB)",
+    )
     print(
         f"budget: the chain adds {added_kb:.1f} KB per lab session, at most "
         f"{ADDED_KB_BUDGET:.0f} KB: {verdict}"

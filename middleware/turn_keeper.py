@@ -88,8 +88,8 @@ class TurnKeeper(Middleware):
         max_fragments: How many undelivered fragments are kept; older ones are logged and dropped.
         max_age_s: Fragments older than this are logged and dropped instead of answered.
         keep_audio_s: Seconds of caller audio kept for recovery.
-        recovery_timeout_s: How long a user turn, or an inference while words are pending,
-            waits for a recovery in progress.
+        recovery_timeout_s: How long a user turn or an inference waits for a recovery in
+            progress.
         keep_text_input: Make a non-forced ``session.interrupt()`` defer to a protected current
             speech instead of raising, so text typed meanwhile is answered after it (RoomIO's
             default text input interrupts first); ``force=True`` still cuts the speech.
@@ -173,9 +173,8 @@ class TurnKeeper(Middleware):
         release, self._release_input = self._release_input, None
         if release is not None:
             release()
-        if self._recoveries:
-            # words being recovered are handed on too; a recovery is bounded in time
-            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+        # words being recovered are handed on too; a recovery is bounded in time
+        await self._recoveries_done()
         for task in list(self._recoveries):
             task.cancel()
         lost = self._words.undelivered()
@@ -344,8 +343,7 @@ class TurnKeeper(Middleware):
         self, ctx: MiddlewareContext, turn: UserTurn, call_next: UserTurnNext
     ) -> None:
         """Put undelivered words in front of this turn; keep the words if the app's hook fails."""
-        if self._recoveries:
-            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+        await self._recoveries_done()
         await self._inferences.forget_committed(ctx, turn)
         if self.merge:
             merged = self._words.merge_into(turn.text)
@@ -379,10 +377,10 @@ class TurnKeeper(Middleware):
         the words said before it, in front of it, instead of answering them after it.
         """
         input_reply, self._input_reply_expected = self._input_reply_expected, False
-        if self.merge and self._recoveries:
-            # words said before this inference are still being re-transcribed (a slow STT
+        if self.merge:
+            # words said before this inference may still be being re-transcribed (a slow STT
             # answer): they go in front of it, not into a reply of their own after it
-            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
+            await self._recoveries_done()
         if self.merge and not self._recoveries and self._words.undelivered():
             await self._inferences.take_in(ctx, request, input_reply=input_reply)
         return await call_next(request)
@@ -432,6 +430,11 @@ class TurnKeeper(Middleware):
         )
         self._recoveries.add(task)
         task.add_done_callback(self._recovery_done)
+
+    async def _recoveries_done(self) -> None:
+        """Wait, up to ``recovery_timeout_s``, for the recoveries in flight."""
+        if self._recoveries:
+            await asyncio.wait(set(self._recoveries), timeout=self.recovery_timeout_s)
 
     def _recovery_done(self, task: asyncio.Task[None]) -> None:
         self._recoveries.discard(task)

@@ -184,11 +184,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--sweep", args.sweep, "a replay runs the scenario as written"),
             ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
         )
-        found += [
-            f"--schedule does not apply with {option} ({why}): drop one of them"
-            for option, given, why in scheduled
-            if given
-        ]
+        found += _not_with("--schedule", scheduled, mode_first=True)
     if explore:
         explore_only_json = (
             ("--sweep", args.sweep, "each schedule runs the scenario as written"),
@@ -197,11 +193,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--traces", args.traces is not None, "the explorer writes only --json"),
             ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
         )
-        found += [
-            f"{option} does not apply with --explore N ({why}): drop one of them"
-            for option, given, why in explore_only_json
-            if given
-        ]
+        found += _not_with("--explore N", explore_only_json)
     if args.list:
         for option in (
             "fuzz",
@@ -224,12 +216,20 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--traces", args.traces is not None, "the fuzzer writes only --json"),
             ("--speech real", args.speech == "real", "fuzzed calls use scripted speech"),
         )
-        found += [
-            f"{option} does not apply with --fuzz N ({why}): drop one of them"
-            for option, given, why in catalog_only
-            if given
-        ]
+        found += _not_with("--fuzz N", catalog_only)
     return found
+
+
+def _not_with(
+    mode: str, options: Sequence[tuple[str, bool, str]], *, mode_first: bool = False
+) -> list[str]:
+    """One line per option given that cannot go with ``mode``: ``(option, given, why)``."""
+    lines = []
+    for option, given, why in options:
+        if given:
+            first, second = (mode, option) if mode_first else (option, mode)
+            lines.append(f"{first} does not apply with {second} ({why}): drop one of them")
+    return lines
 
 
 def _lab(args: argparse.Namespace) -> int:

@@ -200,20 +200,23 @@ def _judge(scenario: Scenario, agent: AgentUnderTest, schedule: Schedule | None)
 _CATALOG: dict[str, Scenario] = {}
 
 
+def _catalog() -> dict[str, Scenario]:
+    """The catalog's scenarios by name, built once per process."""
+    if not _CATALOG:
+        _CATALOG.update((s.name, s) for s in catalog_scenarios())
+    return _CATALOG
+
+
 def _judge_job(job: tuple[str, AgentUnderTest, int]) -> _Verdict:
     """In a worker process: judge a catalog scenario, named, under a schedule's seed."""
     name, agent, seed = job
-    if not _CATALOG:
-        _CATALOG.update((s.name, s) for s in catalog_scenarios())
-    return _judge(_CATALOG[name], agent, Schedule(seed))
+    return _judge(_catalog()[name], agent, Schedule(seed))
 
 
 def _verdicts(
     scenario: Scenario, agent: AgentUnderTest, schedules: Sequence[Schedule], pool: Any
 ) -> Iterator[_Verdict]:
-    if not _CATALOG:
-        _CATALOG.update((s.name, s) for s in catalog_scenarios())
-    if pool is None or scenario.name not in _CATALOG:
+    if pool is None or scenario.name not in _catalog():
         # the app's own tool scenarios carry its mocks, which a worker cannot be sent
         for schedule in schedules:
             yield _judge(scenario, agent, schedule)
@@ -263,7 +266,8 @@ def shrink_schedule(
         size = -(-len(keys) // chunks)
         parts = [keys[i : i + size] for i in range(0, len(keys), size)]
         reduced = False
-        for candidate in [*parts, *([k for k in keys if k not in p] for p in parts)]:
+        complements = [[k for k in keys if k not in part] for part in map(set, parts)]
+        for candidate in [*parts, *complements]:
             if len(parts) == 2 and candidate not in parts:
                 break  # with two parts each complement is the other part, tried already
             verdict = fails(candidate)
