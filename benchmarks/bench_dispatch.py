@@ -57,7 +57,7 @@ async def _measure(count: int) -> float:
         del batch
     await bridge.stop()
     elapsed = time.perf_counter() - started
-    seen = sum(mw.seen for mw in run.chain.middleware)  # type: ignore[attr-defined]
+    seen = sum(mw.seen for mw in run.middleware)  # type: ignore[attr-defined]
     assert seen == EVENTS * count, seen
     return elapsed / (EVENTS * count) * 1e6
 

@@ -45,9 +45,8 @@ from .speech_gates import interrupt_queued_speeches
 from .state import CloseReason, ConversationState, MiddlewareContext
 from .supervision import unsupervised
 from .tools import current_tool, release_tool_call
+from .versions import __version__ as __version__
 from .versions import has_capability
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_HOOK_BUDGET_S",

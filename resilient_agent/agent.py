@@ -156,7 +156,7 @@ class ResilientAgent(Agent):
         the first, the instances it will run (see :mod:`resilient_agent.live`).
         """
         if self._chain_run is not None:
-            return MiddlewareView(self._chain_run.chain.middleware)
+            return MiddlewareView(self._chain_run.middleware)
         return MiddlewareView(self._instances.prototype.middleware)
 
     @property
@@ -199,9 +199,7 @@ class ResilientAgent(Agent):
         self._chain_run = await runtime.activate(self)
         try:
             known = known_tool_names([*self.session.tools, *self.tools])
-            for event in unknown_tools(
-                self._chain_run.chain.middleware, known, runtime.report_error
-            ):
+            for event in unknown_tools(self._chain_run.middleware, known, runtime.report_error):
                 runtime.emit(event)
         except Exception as exc:
             runtime.report_error(CORE, "unknown_tools", exc, "skipped_tool_name_check")

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from .boundary import Budget, budget_of, guarded_wrap
 from .errors import MiddlewareError
@@ -24,7 +24,7 @@ from .log import get_logger
 from .requests import InferenceRequest, ShutdownDecision, SpeechDecision, ToolCall, UserTurn
 from .state import MiddlewareContext, Named, name_of
 
-__all__ = ["MiddlewareChain", "validate_middleware"]
+__all__ = ["ChainDecisions", "MiddlewareChain", "validate_middleware"]
 
 logger = get_logger("chain")
 
@@ -282,3 +282,17 @@ class MiddlewareChain:
             return call_layer
 
         return layer(0)
+
+
+class ChainDecisions(Protocol):
+    """What a gate asks of the active chain (its :class:`~.chain_run.ChainRun`)."""
+
+    ctx: MiddlewareContext
+
+    def handles(self, hook: str) -> bool:
+        """Whether any middleware overrides ``hook``."""
+        ...
+
+    def decide(self, hook: str, request: Any) -> Any:
+        """The first answer to ``hook`` that is not None, or None."""
+        ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from livekit.agents import AgentSession, RunContext, function_tool, get_job_context
 from livekit.agents.llm import FunctionTool, ToolError
@@ -29,6 +29,21 @@ DEFAULT_FAREWELL = "Thank you for calling. Goodbye!"
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 logger = get_logger("end_call")
+
+
+@runtime_checkable
+class FarewellHangUp(Protocol):
+    """An agent that hangs up after a farewell: a ``ResilientAgent``."""
+
+    def hang_up_after_farewell(
+        self,
+        farewell: str | None = None,
+        *,
+        delete_room: bool = True,
+        allow_interruptions: bool = True,
+    ) -> bool:
+        """Say ``farewell`` and hang up once it played to the end; returns at once."""
+        ...
 
 
 def end_call_tool(
@@ -76,10 +91,8 @@ def end_call_tool(
 
     @function_tool(name=name, description=description)
     async def end_call(ctx: RunContext[Any]) -> str | None:
-        from .agent import ResilientAgent
-
         agent = ctx.session.current_agent
-        if not isinstance(agent, ResilientAgent):
+        if not isinstance(agent, FarewellHangUp):
             raise ToolError("end_call_tool only works on a ResilientAgent")
         if require_caller_request and not _caller_spoke_last(ctx):
             return "The caller did not ask to end the call. Do not hang up; keep helping."

@@ -29,6 +29,7 @@ from .errors import MiddlewareError, PluginError
 from .hooks import API_VERSION, Middleware
 from .log import get_logger
 from .spec import MiddlewareSpec, build_middleware
+from .versions import __version__
 
 __all__ = [
     "DISABLE_AUTOLOAD_ENV",
@@ -334,8 +335,6 @@ def _check_api_version(
     declared = cls.api_version
     if declared == API_VERSION:
         return
-    from . import __version__  # at call time: the package imports this module while loading
-
     if isinstance(declared, int) and declared > API_VERSION:
         fix = (
             f"upgrade resilient-agent to a release that implements middleware API {declared}, "

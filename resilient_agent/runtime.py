@@ -45,7 +45,7 @@ from .live import SessionInstances
 from .log import get_logger
 from .model_input import ModelInput
 from .report import CallReport, CallReporter
-from .requests import InferenceRequest, SpeechDecision, SpeechInfo, ToolCall, UserTurn
+from .requests import SpeechDecision, SpeechInfo, ToolCall
 from .session_audio import SessionAudio
 from .speech_record import SpeechRecord
 from .state import ConversationState, MiddlewareContext, Named, name_of
@@ -306,35 +306,21 @@ class SessionRuntime:
     async def user_turn(
         self, app_hook: UserTurnHook, turn_ctx: ChatContext, new_message: ChatMessage
     ) -> None:
-        """Run ``app_hook`` (the agent's ``on_user_turn_completed``) inside ``wrap_user_turn``."""
+        """Run ``app_hook`` (the agent's ``on_user_turn_completed``) through the active chain."""
         run = self.run
-        if run is None or not run.chain.handles("wrap_user_turn"):
+        if run is None:
             await app_hook(turn_ctx, new_message)
             return
-        original_text = new_message.text_content or ""
-
-        async def run_app_hook(turn: UserTurn) -> None:
-            if turn.text != original_text:
-                new_message.content = [turn.text]
-            await app_hook(turn.turn_ctx, new_message)
-
-        turn = UserTurn(text=original_text, message=new_message, turn_ctx=turn_ctx)
-        await run.chain.wrap_user_turn(self.ctx, turn, run_app_hook)
+        await run.user_turn(app_hook, turn_ctx, new_message)
 
     def inference(
         self, app_node: LlmNode, chat_ctx: ChatContext, tools: list[Any], model_settings: Any
     ) -> Any:
-        """Run ``app_node`` (the agent's ``llm_node``) inside ``wrap_llm_request``."""
+        """Run ``app_node`` (the agent's ``llm_node``) through the active chain."""
         run = self.run
-        if run is None or not run.chain.handles("wrap_llm_request"):
+        if run is None:
             return app_node(chat_ctx, tools, model_settings)
-
-        async def run_app_node(request: InferenceRequest) -> Any:
-            # livekit awaits a coroutine result, then streams whatever the app's node returned
-            return app_node(request.chat_ctx, request.tools, request.model_settings)
-
-        request = InferenceRequest(chat_ctx=chat_ctx, tools=tools, model_settings=model_settings)
-        return run.chain.wrap_llm_request(self.ctx, request, run_app_node)
+        return run.inference(app_node, chat_ctx, tools, model_settings)
 
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:
         """Run one tool call of the active agent through the active chain.
@@ -435,8 +421,8 @@ class SessionRuntime:
         )
         self.speeches.created(info)
         run = self.run
-        if run is not None and run.chain.handles("decide_speech"):
-            decision = run.chain.decide("decide_speech", self.ctx, info)
+        if run is not None and run.handles("decide_speech"):
+            decision = run.decide("decide_speech", info)
             if isinstance(decision, SpeechDecision):
                 _apply_speech_decision(info.handle, decision)
         self.state.speeches[info.id] = info

@@ -30,12 +30,11 @@ from livekit.agents import AgentSession, get_job_context
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from ._compat import session_closing
-from .chain import MiddlewareChain
+from .chain import ChainDecisions
 from .interception import Interceptor
 from .log import get_logger
 from .report import SHUTDOWN_REQUEST
 from .requests import ShutdownDecision, ShutdownRequest, ShutdownSource, SpeechInfo
-from .state import MiddlewareContext
 from .tools import current_tool, outside_tools
 
 __all__ = ["ShutdownGate"]
@@ -57,7 +56,6 @@ class ShutdownGate:
 
     Args:
         chain: Asked through ``decide_shutdown``.
-        ctx: The middleware context.
         farewell_of: Returns the last speech a tool created.
         speech_done_at: When a speech finished, by id, if it did.
         bound_s: A decision that keeps waiting for a speech gives up waiting after this long
@@ -66,19 +64,18 @@ class ShutdownGate:
 
     def __init__(
         self,
-        chain: MiddlewareChain,
-        ctx: MiddlewareContext,
+        chain: ChainDecisions,
         farewell_of: Callable[[str | None], SpeechInfo | None],
         *,
         speech_done_at: Callable[[str], float | None] = lambda _id: None,
         bound_s: float = 30.0,
     ) -> None:
         self._chain = chain
-        self._ctx = ctx
+        self._ctx = chain.ctx
         self._farewell_of = farewell_of
         self._speech_done_at = speech_done_at
         self._bound_s = bound_s
-        self._session: AgentSession[Any] = ctx.session
+        self._session: AgentSession[Any] = chain.ctx.session
         self._pending: asyncio.Task[None] | None = None
         self._closing = False
         self._session_closed = False
@@ -239,7 +236,7 @@ class ShutdownGate:
         )
 
     def _ask(self, request: ShutdownRequest) -> ShutdownDecision:
-        answer = self._chain.decide("decide_shutdown", self._ctx, request)
+        answer = self._chain.decide("decide_shutdown", request)
         if isinstance(answer, ShutdownDecision):
             return answer
         return ShutdownDecision.now("no middleware objected")

@@ -28,7 +28,7 @@ from livekit.agents import AgentSession, RunContext
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from ._compat import queued_speeches
-from .chain import MiddlewareChain
+from .chain import ChainDecisions
 from .interception import Interceptor
 from .log import get_logger
 from .requests import (
@@ -38,7 +38,6 @@ from .requests import (
     ProtectionRequest,
     ResumeRequest,
 )
-from .state import MiddlewareContext
 
 __all__ = [
     "InterruptGate",
@@ -64,24 +63,22 @@ class InterruptGate:
 
     Args:
         chain: Asked through ``decide_interrupt``.
-        ctx: The session's context.
     """
 
-    def __init__(self, chain: MiddlewareChain, ctx: MiddlewareContext) -> None:
+    def __init__(self, chain: ChainDecisions) -> None:
         self._chain = chain
-        self._ctx = ctx
 
     def install(self, interceptor: Interceptor) -> None:
         """Shadow ``session.interrupt`` on the session instance."""
-        chain, ctx = self._chain, self._ctx
-        session = ctx.session
+        chain = self._chain
+        session = chain.ctx.session
 
         def shadow(original: Callable[..., asyncio.Future[None]]) -> Callable[..., Any]:
             def interrupt(*, force: bool = False) -> asyncio.Future[None]:
                 protected = None if force else protected_current_speech(session)
                 if protected is None:
                     return original(force=force)
-                answer = chain.decide("decide_interrupt", ctx, InterruptRequest(speech=protected))
+                answer = chain.decide("decide_interrupt", InterruptRequest(speech=protected))
                 if not isinstance(answer, InterruptDecision) or answer.action != "defer":
                     return original(force=force)
                 return interrupt_deferring_to(protected, session, original, force=force)
@@ -172,20 +169,12 @@ class ProtectionGate:
 
     Args:
         chain: Asked through ``decide_protection`` and ``decide_resume``.
-        ctx: The session's context.
         run_context: The tool call's context.
         tool: The tool's name.
     """
 
-    def __init__(
-        self,
-        chain: MiddlewareChain,
-        ctx: MiddlewareContext,
-        run_context: RunContext[Any],
-        tool: str,
-    ) -> None:
+    def __init__(self, chain: ChainDecisions, run_context: RunContext[Any], tool: str) -> None:
         self._chain = chain
-        self._ctx = ctx
         self._run_context = run_context
         self._tool = tool
 
@@ -194,13 +183,13 @@ class ProtectionGate:
         interceptor.install("RunContext.disallow_interruptions", self._run_context, self._shadow)
 
     def _shadow(self, original: Callable[[], None]) -> Callable[[], None]:
-        chain, ctx, run_context, tool = self._chain, self._ctx, self._run_context, self._tool
-        session = ctx.session
+        chain, run_context, tool = self._chain, self._run_context, self._tool
+        session = chain.ctx.session
 
         def disallow_interruptions() -> None:
             handle = run_context.speech_handle
             request = ProtectionRequest(tool=tool, speech=handle)
-            answer = chain.decide("decide_protection", ctx, request)
+            answer = chain.decide("decide_protection", request)
             if isinstance(answer, ProtectionDecision) and answer.action == "decline":
                 return  # the declining middleware reports why
             # livekit pauses only interruptible speeches for the caller (agent "listening");
@@ -215,6 +204,6 @@ class ProtectionGate:
             original()
             if paused and chain.handles("decide_resume"):
                 # a middleware answering hold paused the speech itself and reports it
-                chain.decide("decide_resume", ctx, ResumeRequest(tool=tool, speech=handle))
+                chain.decide("decide_resume", ResumeRequest(tool=tool, speech=handle))
 
         return disallow_interruptions

@@ -1,8 +1,8 @@
 """Every tool call of the session's active agent, run through the active chain.
 
 One place for what a call costs the core: it is counted in flight (the state's
-``tools_in_flight``), told to the chain (``on_tool_start`` / ``on_tool_exit``), protected
-through the per-call ``disallow_interruptions`` gate, and, when the session closes under it,
+``tools_in_flight``), told to the chain (``on_tool_start`` / ``on_tool_exit``), run through its run
+(:meth:`~.chain_run.ChainRun.tool_call`), and, when the session closes under it,
 cancelled after a bound and named.
 """
 
@@ -18,10 +18,8 @@ from livekit.agents.llm import ToolError
 
 from .boundary import PASS_THROUGH, HookTimeoutError
 from .chain_run import ChainRun
-from .interception import Interceptor
 from .log import get_logger
 from .requests import ToolCall, ToolOutcome
-from .speech_gates import ProtectionGate
 from .state import ConversationState
 
 __all__ = ["ToolCalls", "worded_tool_errors"]
@@ -52,20 +50,13 @@ class ToolCalls:
         started = time.perf_counter()
         result: Any = None
         error: BaseException | None = None
-        per_call = Interceptor()
-        chain = run.chain
-        if call.run_context is not None and (
-            chain.handles("decide_protection") or chain.handles("decide_resume")
-        ):
-            ProtectionGate(chain, run.ctx, call.run_context, call.name).install(per_call)
         try:
-            result = await chain.wrap_tool_call(run.ctx, call, run_body)
+            result = await run.tool_call(call, run_body)
             return result
         except BaseException as exc:
             error = exc
             raise
         finally:
-            per_call.restore_all()
             self._state.tools_in_flight.pop(key, None)
             self._tasks.pop(key, None)
             outcome = ToolOutcome(result, error, time.perf_counter() - started)
@@ -80,9 +71,7 @@ class ToolCalls:
                 continue
             task.cancel()
             hung = HookTimeoutError("tool body still running into the session's close")
-            run.chain.report_error(
-                "ResilientAgent", f"tool:{call.name}", hung, "cancelled_at_close"
-            )
+            run.report_error("ResilientAgent", f"tool:{call.name}", hung, "cancelled_at_close")
 
     def _gave_up_on(self, call: ToolCall) -> bool:
         """Whether livekit interrupted the speech this tool belongs to (a close without drain).

@@ -18,6 +18,7 @@ from .log import get_logger
 
 __all__ = [
     "TESTED_LIVEKIT_CEILING",
+    "__version__",
     "TESTED_LIVEKIT_FLOOR",
     "TESTED_LIVEKIT_RANGE",
     "has_capability",
@@ -26,6 +27,9 @@ __all__ = [
     "require_importable_livekit",
     "warn_if_untested_livekit",
 ]
+
+__version__ = "0.1.0"
+"""This release of resilient-agent (the packaging reads it here)."""
 
 TESTED_LIVEKIT_FLOOR = "1.8.0"
 """The oldest livekit-agents release the whole suite and the lab catalog pass on."""

@@ -18,6 +18,7 @@ from resilient_agent import (
     end_call_tool,
 )
 from resilient_agent.chain import MiddlewareChain
+from resilient_agent.chain_run import ChainRun
 from resilient_agent.lab import agents
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.shutdown import ShutdownGate
@@ -184,9 +185,13 @@ def _gate(*middleware: Middleware, bound_s: float = 2.0) -> tuple[ShutdownGate, 
         state=ConversationState(),
         emit=emitted.append,
     )
-    return ShutdownGate(
-        MiddlewareChain(list(middleware)), ctx, lambda _t: None, bound_s=bound_s
-    ), emitted
+    run = ChainRun(
+        MiddlewareChain(list(middleware)),
+        ctx,
+        farewell_of=lambda _t: None,
+        speech_done_at=lambda _id: None,
+    )
+    return ShutdownGate(run, lambda _t: None, bound_s=bound_s), emitted
 
 
 def test_a_farewell_that_never_finishes_is_waited_for_only_up_to_the_bound() -> None:

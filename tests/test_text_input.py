@@ -20,6 +20,7 @@ from resilient_agent import (
     ResilientAgent,
 )
 from resilient_agent.chain import MiddlewareChain
+from resilient_agent.chain_run import ChainRun
 from resilient_agent.interception import Interceptor
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.speech_gates import InterruptGate
@@ -368,7 +369,13 @@ def _gate(session: _Session) -> tuple[Interceptor, _Defer]:
         emit=lambda _ev: None,
     )
     interceptor = Interceptor()
-    InterruptGate(MiddlewareChain([deferring]), ctx).install(interceptor)
+    run = ChainRun(
+        MiddlewareChain([deferring]),
+        ctx,
+        farewell_of=lambda _t: None,
+        speech_done_at=lambda _id: None,
+    )
+    InterruptGate(run).install(interceptor)
     return interceptor, deferring
 
 
