@@ -5,8 +5,8 @@ Gemini Live reports the caller speaking whenever its own reply begins, and no mo
 caller while livekit withholds their audio. :class:`CallerVoice` reads the caller's own audio
 instead, through the session's audio observation: every ``LOOK_EVERY_S`` it measures a frame and
 stamps :attr:`~resilient_agent.state.ConversationState.caller_voiced_at` when its level is above
-``FLOOR_RMS`` (the Watchdog's floor for a line that carries a caller). The runtime observes only
-while the active agent runs a realtime model; ``RealtimeInputHold`` reads it too.
+``FLOOR_RMS`` (the Watchdog's floor for a line that carries a caller). It listens only while the
+active agent runs a realtime model (:meth:`CallerVoice.follow`); ``RealtimeInputHold`` reads it too.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 import numpy as np
 from livekit import rtc
 
+from .model_input import ModelInput
+from .session_audio import SessionAudio
 from .state import ConversationState
 
 __all__ = ["FLOOR_RMS", "LOOK_EVERY_S", "CallerVoice"]
@@ -33,9 +35,22 @@ class CallerVoice:
         state: The session's conversation state.
     """
 
-    def __init__(self, state: ConversationState) -> None:
+    def __init__(self, state: ConversationState, audio: SessionAudio) -> None:
         self._state = state
+        self._audio = audio
         self._looked_at = float("-inf")
+
+    def follow(self, model_input: ModelInput | None) -> None:
+        """Listen while the active agent runs a realtime model, whose input may be held.
+
+        Its ``user_state`` is the server's word when the server detects turns, and the model
+        hears nothing of the caller while its input is held.
+        """
+        self._state.server_turns = model_input is not None and model_input.server_detects_turns
+        if model_input is not None and model_input.available:
+            self._audio.observe(self.on_frame)
+        else:
+            self._audio.stop_observing(self.on_frame)
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Measure ``frame`` if the last look is old enough (the audio observer's callback)."""

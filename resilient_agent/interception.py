@@ -71,11 +71,11 @@ INTERCEPTIONS: dict[str, Interception] = {
         Interception(
             "AgentSession",
             "aclose",
-            "resilient_agent.shutdown, resilient_agent.bridge",
+            "resilient_agent.shutdown, resilient_agent.close_hold",
             "decide_shutdown",
             "awaited inside a tool body it deadlocks (the close waits for the tool); there it "
             "becomes a hang-up request instead. Everywhere else it passes through, and (the "
-            "bridge's shadow) returns only once the chain has stopped: livekit awaits no close "
+            "close hold's shadow) returns only once the chain has stopped: livekit awaits no close "
             "listener, so on_session_end and every aclose would outlive the close",
         ),
         Interception(

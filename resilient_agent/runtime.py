@@ -10,54 +10,52 @@ returns) and supervises whichever agent or task is active:
 * a plain ``Agent`` or ``AgentTask`` (livekit's workflow tasks included) is served by the chain
   that handed control to it (see :mod:`.supervision`), unless :func:`~.supervision.unsupervised`.
 
-The runtime owns what belongs to the session rather than to an agent: one context and
-conversation state, one observation of the caller's audio (:mod:`.session_audio`: the session's
-input stays the app's own object), the tool calls in flight, the record
-of speeches, the call report, and the hold that makes ``session.aclose()`` wait for the chain's
-stop. livekit calls event listeners synchronously inside its own tasks: the runtime updates the
-state and runs decide hooks right there, and queues notify hooks for the active chain
-(:mod:`.chain_run`).
+The runtime is the session's lifetime: it composes what belongs to the session rather than to an
+agent, starts with the first ``ResilientAgent`` and stops once, at livekit's ``close`` (or after a
+bound when that never comes), holding ``session.aclose()`` until the stop is over
+(:mod:`.close_hold`). Its parts, one concept each:
+
+* :mod:`.active_chain`: which chain runs, and the hand-over at a handoff;
+* :mod:`.session_listeners`: livekit's events, updating the state and queueing hooks;
+* :mod:`.event_hub`: every event counted, traced, logged and emitted;
+* :mod:`.tool_calls` and :mod:`.speech_record`: the tool calls in flight and the speeches;
+* :mod:`.typed_input`: typed input kept through a handoff;
+* :mod:`.session_audio` and :mod:`.caller_voice`: the caller's audio, observed (the session's
+  input stays the app's own object);
+* :mod:`.supervision`: plain agents and workflow tasks served by the chain before them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from livekit.agents import Agent, AgentSession, get_job_context, utils
+from livekit.agents import Agent, AgentSession
 from livekit.agents.llm import ChatContext, ChatMessage
-from livekit.agents.voice import events as lk_events
-from livekit.agents.voice.speech_handle import SpeechHandle
 
+from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
 from .chain import MiddlewareChain
 from .chain_run import ChainRun
 from .close_hold import CloseHold
-from .cut_in import cutting_in
-from .events import MiddlewareErrorEvent, ResilientEvent, ResilientEventTypes, UnknownToolEvent
-from .handoff_gates import HandoffGates
+from .event_hub import EventHub, EventOwner
+from .events import ResilientEvent
 from .interception import Interceptor
-from .listeners import event_listener
 from .live import SessionInstances
-from .log import get_logger
 from .model_input import ModelInput
-from .report import CallReport, CallReporter
-from .requests import SpeechDecision, SpeechInfo, ToolCall
+from .report import CallReport
+from .requests import ToolCall
 from .session_audio import SessionAudio
+from .session_listeners import SessionListeners
 from .speech_record import SpeechRecord
-from .state import ConversationState, MiddlewareContext, Named, name_of
+from .state import ConversationState, MiddlewareContext, Named
 from .supervision import AgentSupervision, LlmNode, UserTurnHook
 from .tool_calls import ToolCalls, worded_tool_errors
-from .tool_names import fix_for
-from .tools import current_tool
-from .tracing import RaceTelemetry, record_report
+from .tracing import record_report
+from .typed_input import HandoffInput
 
-__all__ = ["ChainOwner", "SessionRuntime"]
-
-logger = get_logger("runtime")
+__all__ = ["CORE", "ChainOwner", "SessionRuntime"]
 
 # the core's own steps are reported under this name
 CORE = "ResilientAgent"
@@ -68,21 +66,10 @@ _CLOSE_EVENT_BOUND_S = 60.0
 # already waited 5 s for it and cancelled the speech arbitrarily.
 _INTERRUPTED_TOOL_GRACE_S = 1.0
 
-_SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
-    "user_state_changed",
-    "agent_state_changed",
-    "user_input_transcribed",
-    "conversation_item_added",
-    "speech_created",
-    "agent_false_interruption",
-    "close",
-)
 
-
-class ChainOwner(Protocol):
+class ChainOwner(EventOwner, Protocol):
     """A ``ResilientAgent``, as the runtime sees it."""
 
-    events: utils.EventEmitter[ResilientEventTypes]
     tool_close_bound_s: float
 
     @property
@@ -94,23 +81,6 @@ class ChainOwner(Protocol):
     def middleware_instances(self) -> SessionInstances:
         """The agent's middleware recipes."""
         ...
-
-
-def session_fields(call_id: str) -> dict[str, str]:
-    """The ids every record of this session carries (room and job when a job runs).
-
-    Raises:
-        Exception: The job context is a stand-in without ``job``/``room``; the caller reports
-            it and logs with the call id alone.
-    """
-    fields = {"call_id": call_id}
-    try:
-        job = get_job_context()
-    except RuntimeError:
-        return fields
-    fields["job_id"] = job.job.id
-    fields["room"] = job.room.name or job.job.room.name
-    return fields
 
 
 def is_closing(agent: Agent) -> bool:
@@ -135,17 +105,14 @@ class SessionRuntime:
 
     def __init__(self, session: AgentSession[Any], owner: ChainOwner) -> None:
         self.session = session
-        self.owner = owner
-        # the agent the call started with: its events carry the whole call, handoffs included
-        self.root = owner
-        self.reporter = CallReporter(utils.shortuuid("call_"))
-        self.telemetry = RaceTelemetry(session, self.report)
-        self.log = logger.bind(call_id=self.reporter.call_id)
+        self._owner = owner
+        self.hub = EventHub(session, owner)
         self.state = ConversationState(
             user_state=session.user_state, agent_state=session.agent_state
         )
         self._audio = SessionAudio(session)
-        self._caller_voice = CallerVoice(self.state)
+        self._caller_voice = CallerVoice(self.state, self._audio)
+        self._typed_input = HandoffInput(session)
         self.ctx = MiddlewareContext(
             session=session,
             agent=owner,  # type: ignore[arg-type]
@@ -153,155 +120,100 @@ class SessionRuntime:
             emit=self.emit,
             observe_audio=self._audio.observe,
             stop_observing_audio=self._audio.stop_observing,
-            hold_input_through_handoff=self._hold_input_through_handoff,
+            hold_input_through_handoff=self._typed_input.hold,
         )
         self.ctx.model_input = ModelInput(lambda: self.ctx.agent)
         self.speeches = SpeechRecord()
         self.tools = ToolCalls(session, self.state)
         self.supervision = AgentSupervision(self)
-        self.run: ChainRun | None = None
-        """The active chain's run (None before the first one is set up, and after the stop)."""
-        # the session-wide gates (the close hold), and those of the handoff under way
+        self.active = ActiveChain()
+        self._listeners = SessionListeners(self)
+        # the session-wide gates (the close hold)
         self._gates = Interceptor()
-        self._handoff_interceptor = Interceptor()
-        self._input_keepers: list[Callable[[str], None]] = []
-        handlers: dict[lk_events.EventTypes, Callable[[Any], None]] = {
-            "user_state_changed": self._on_user_state,
-            "agent_state_changed": self._on_agent_state,
-            "user_input_transcribed": self._on_transcript,
-            "conversation_item_added": self._on_item,
-            "speech_created": self._on_speech_created,
-            "agent_false_interruption": self._on_false_interruption,
-            "close": self._on_close,
-        }
-        self._listeners = {event: event_listener(on) for event, on in handlers.items()}
         self._stopping: asyncio.Task[None] | None = None
         self._stop_begun = False
         self._stopped = False
         self._stopped_event: asyncio.Event | None = None
         self._close_fallback: asyncio.Task[None] | None = None
-        self._activating: asyncio.Lock | None = None
-        # events of a handoff between two chains (the old one closing, the new one not built)
-        self._backlog: list[tuple[str, tuple[Any, ...], bool]] | None = None
-        self._last_report: CallReport | None = None
+
+    @property
+    def owner(self) -> ChainOwner:
+        """The ``ResilientAgent`` whose chain runs (the last one that entered)."""
+        return self._owner
+
+    @property
+    def run(self) -> ChainRun | None:
+        """The active chain's run (None before the first one is set up, and after the stop)."""
+        return self.active.run
 
     # -- the session's start and the chain's handoffs ------------------------------------------
     def start(self) -> None:
         """Follow the session's events and hold its close until the runtime stopped."""
-        try:
-            self.log = logger.bind(**session_fields(self.reporter.call_id))
-        except Exception as exc:
-            self.report_error(CORE, "log_fields", exc, "logged_with_call_id_only")
-        for event in _SESSION_EVENTS:
-            self.session.on(event, self._listeners[event])
+        self.hub.bind_job_fields(CORE)
+        self._listeners.subscribe()
         CloseHold(self.session, self).install(self._gates)
 
     async def activate(self, owner: ChainOwner, chain: MiddlewareChain | None = None) -> ChainRun:
         """Make ``owner``'s chain the session's: the active one closes (a handoff) first.
 
-        The old chain closes before the new one is built, so the app's own middleware instances
-        it ran are free for the new chain; the new chain's middleware take what the old one
-        carried in their ``setup``. Events the session emits meanwhile are queued for the new
-        chain, which sees them once its middleware are set up.
+        The new chain's middleware take what the old one carried in their ``setup``; events the
+        session emits meanwhile reach the new chain once its middleware are set up.
 
         Args:
             owner: The ``ResilientAgent`` entering.
             chain: Its chain; by default built from ``owner``'s middleware recipes.
         """
-        if self._activating is None:
-            self._activating = asyncio.Lock()
-        async with self._activating:
-            # the handoff that led here is over; its gates sit on top of the old chain's
-            self._release_handoff_gates()
-            old, old_owner = self.run, self.owner
-            self.run = None
-            if old is not None:
-                # events from here on wait in the new chain's queues (see below)
-                self._backlog = []
-                await old.close("handoff")
-                # the app's own instances may run again (in the next chain, if it shares them)
-                old_owner.middleware_instances.release()
-            if chain is None:
-                chain = owner.middleware_instances.for_session(self.report_error)
-            new = ChainRun(
-                chain,
+        old_owner = self._owner
+
+        def build() -> ChainRun:
+            built = chain or owner.middleware_instances.for_session(self.report_error)
+            run = ChainRun(
+                built,
                 self.ctx,
                 farewell_of=self.speeches.farewell_of,
                 speech_done_at=self.speeches.done_at,
             )
-            new.start_queues()
-            self.owner = owner
-            new.submit("on_session_start")
-            backlog, self._backlog = self._backlog, None
-            self.run = new
-            for hook, args, urgent in backlog or ():
-                new.submit(hook, *args, urgent=urgent)
-            await new.set_up()
-            self.ctx.carried.drop_untaken("the next agent's chain has no middleware that takes it")
-            self._follow_model()
-            return new
+            self._owner = self.hub.owner = owner
+            return run
+
+        run = await self.active.hand_over(
+            build,
+            # the handoff that led here is over; its gates sit on top of the old chain's
+            begun=self._typed_input.handoff_over,
+            # the app's own instances may run again (in the next chain, if it shares them)
+            old_closed=old_owner.middleware_instances.release,
+        )
+        self.ctx.carried.drop_untaken("the next agent's chain has no middleware that takes it")
+        self._caller_voice.follow(self.ctx.model_input)
+        return run
 
     # -- events and errors ---------------------------------------------------------------------
     def emit(self, event: ResilientEvent, *, exc: BaseException | None = None) -> None:
-        """The one place our events are counted and logged, then emitted.
-
-        They go to the agent whose chain runs, and to the agent the call started with when that
-        is another one, so that one agent's ``events`` tell the whole call.
-        """
-        self.reporter.record(event)
-        self.telemetry.record(event)  # on livekit's current span, and measured
-        # one structured record per race, action and failure, beside the event on our emitter
-        fields = event.model_dump(exclude={"type", "created_at"})
-        if isinstance(event, MiddlewareErrorEvent):
-            self.log.error(event.type, exc_info=exc, **fields)
-        elif isinstance(event, UnknownToolEvent):
-            self.log.warning(event.type, fix=fix_for(event), **fields)
-        else:
-            self.log.info(event.type, **fields)
-        self.owner.events.emit(event.type, event)
-        if self.root is not self.owner:
-            self.root.events.emit(event.type, event)
+        """Count, trace, log and emit one of the library's events (:class:`.EventHub`)."""
+        self.hub.emit(event, exc=exc)
 
     def report_error(
         self, mw: Named | str, hook: str, exc: BaseException, action: str = "continued_without_it"
     ) -> None:
         """One ``middleware_error`` event for a failing piece, named."""
-        event = MiddlewareErrorEvent(
-            middleware=name_of(mw), hook=hook, error=repr(exc), action=action
-        )
-        self.emit(event, exc=exc)
+        self.hub.report_error(mw, hook, exc, action)
 
     def report(self) -> CallReport:
         """What the chain saw and did in this session so far."""
-        return self.reporter.report()
+        return self.hub.report()
 
     # -- what the active agent does (supervision.Supervisor) -----------------------------------
     def agent_entering(self, agent: Agent) -> None:
         """An agent's activity started: the handoff that led to it is over."""
-        self._release_handoff_gates()
-        self._follow_model()
-
-    def _follow_model(self) -> None:
-        """Read the caller's voice from their audio while the active agent runs a realtime model.
-
-        Its ``user_state`` is the server's word when the server detects turns, and the model
-        hears nothing of the caller while its input is held.
-        """
-        model_input = self.ctx.model_input
-        self.state.server_turns = model_input is not None and model_input.server_detects_turns
-        if model_input is not None and model_input.available:
-            self._audio.observe(self._caller_voice.on_frame)
-        else:
-            self._audio.stop_observing(self._caller_voice.on_frame)
+        self._typed_input.handoff_over()
+        self._caller_voice.follow(self.ctx.model_input)
 
     def agent_exiting(self, agent: Agent) -> None:
         """An agent's activity drains: the session closes, or a handoff begins."""
         if is_closing(agent):
             self.stop_after_close()
-        elif self._input_keepers:
-            # fresh gates for each handoff: they stop deferring interrupts at its switch
-            self._release_handoff_gates()
-            HandoffGates(self.session, self._keep_refused_input).install(self._handoff_interceptor)
+        else:
+            self._typed_input.handoff_begins()
 
     async def user_turn(
         self, app_hook: UserTurnHook, turn_ctx: ChatContext, new_message: ChatMessage
@@ -337,63 +249,8 @@ class SessionRuntime:
 
         return await worded_tool_errors(call, run_call, self.owner.tool_error_message)
 
-    # -- typed input through a handoff ---------------------------------------------------------
-    def _hold_input_through_handoff(self, keep: Callable[[str], None]) -> Callable[[], None]:
-        """``keep`` gets the text of each input livekit refuses while a handoff drains."""
-        self._input_keepers.append(keep)
-
-        def release() -> None:
-            if keep in self._input_keepers:
-                self._input_keepers.remove(keep)
-
-        return release
-
-    def _keep_refused_input(self, text: str) -> None:
-        keepers = self._input_keepers
-        if keepers:
-            keepers[-1](text)  # the active chain's keeper (the last to ask)
-            return
-        logger.warning(
-            "user_input_lost",
-            words=len(text.split()),
-            why="livekit refused it during a handoff and no middleware keeps typed input",
-        )
-
-    def _release_handoff_gates(self) -> None:
-        self._handoff_interceptor.restore_all()
-
-    # -- livekit events (synchronous, inside livekit's tasks) ---------------------------------
-    def _submit(self, hook: str, *args: Any, urgent: bool = False) -> None:
-        run = self.run
-        if run is not None:
-            run.submit(hook, *args, urgent=urgent)
-        elif self._backlog is not None:
-            self._backlog.append((hook, args, urgent))
-
-    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
-        self.state.user_state = ev.new_state
-        if ev.new_state == "speaking":
-            self.state.user_speech_starts.append(time.time())
-        self._submit("on_user_state", ev, urgent=ev.new_state == "speaking")
-
-    def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
-        self.state.agent_state = ev.new_state
-        self._submit("on_agent_state", ev)
-
-    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
-        if ev.is_final and ev.transcript.strip():
-            self.state.pending_user_fragments.append(ev.transcript)
-        self._submit("on_user_transcript", ev)
-
-    def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
-        item = ev.item
-        if item.type == "message" and item.role == "user":
-            self.state.pending_user_fragments.clear()
-        elif item.type == "agent_handoff":
-            self._follow_handoff()
-        self._submit("on_conversation_item", ev)
-
-    def _follow_handoff(self) -> None:
+    # -- what livekit's events tell the runtime (session_listeners.ListenerHost) ---------------
+    def agent_switched(self) -> None:
         """Livekit switched activities (its new agent starts next): supervise the new agent."""
         try:
             agent = self.session.current_agent
@@ -410,38 +267,8 @@ class SessionRuntime:
         except Exception as exc:
             self.report_error(CORE, "supervise", exc, "ran_unsupervised")
 
-    def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
-        info = SpeechInfo(
-            handle=ev.speech_handle,
-            source=ev.source,
-            user_initiated=ev.user_initiated,
-            tool=current_tool(),
-            created_at=time.time(),
-            cut_in=cutting_in(),
-        )
-        self.speeches.created(info)
-        run = self.run
-        if run is not None and run.handles("decide_speech"):
-            decision = run.decide("decide_speech", info)
-            if isinstance(decision, SpeechDecision):
-                _apply_speech_decision(info.handle, decision)
-        self.state.speeches[info.id] = info
-
-        def _done(_: SpeechHandle) -> None:
-            self.state.speeches.pop(info.id, None)
-            self.speeches.finished(info)
-            self._submit("on_speech_done", info)
-
-        info.handle.add_done_callback(_done)
-        self._submit("on_speech_created", info)
-        if run is not None and run.shutdown_gate is not None:
-            run.shutdown_gate.speech_created(info)
-
-    def _on_false_interruption(self, ev: lk_events.AgentFalseInterruptionEvent) -> None:
-        self._submit("on_false_interruption", ev)
-
-    def _on_close(self, ev: lk_events.CloseEvent) -> None:
-        self._submit("on_session_end", ev)
+    def session_closed(self) -> None:
+        """Livekit closed the session: stop, and tell a hang-up decision that waits."""
         self._stopping = asyncio.get_running_loop().create_task(self.stop())
         run = self.run
         if run is not None and run.shutdown_gate is not None:
@@ -472,7 +299,7 @@ class SessionRuntime:
             await asyncio.sleep(max(0.0, tool_bound_s - _INTERRUPTED_TOOL_GRACE_S))
             self.tools.cancel_hung(interrupted_only=False)
             await asyncio.sleep(max(0.0, bound_s - tool_bound_s))
-            self.log.warning("session_close_not_seen", after_s=bound_s, action="stopped_anyway")
+            self.hub.log.warning("session_close_not_seen", after_s=bound_s, action="stopped_anyway")
             await self.stop()
 
         self._close_fallback = asyncio.get_running_loop().create_task(
@@ -496,12 +323,10 @@ class SessionRuntime:
         fallback = self._close_fallback
         if fallback is not None and fallback is not asyncio.current_task():
             fallback.cancel()
-        self._release_handoff_gates()
+        self._typed_input.handoff_over()
         self.supervision.release()
         self._audio.close()
-        for event in _SESSION_EVENTS:
-            with contextlib.suppress(Exception):
-                self.session.off(event, self._listeners[event])
+        self._listeners.unsubscribe()
         run = self.run
         try:
             if run is not None:
@@ -510,8 +335,8 @@ class SessionRuntime:
             self.ctx.carried.drop_untaken("the session ended")
             self.ctx.objects.clear()
             self.owner.middleware_instances.release()
-            summary = self.reporter.report()
-            self.log.info("call_summary", **summary.model_dump(exclude={"type"}))
+            summary = self.hub.report()
+            self.hub.log.info("call_summary", **summary.model_dump(exclude={"type"}))
 
     async def until_stopped(self) -> None:
         """Wait until the stop is over; at once from a task the stop itself waits for."""
@@ -525,18 +350,3 @@ class SessionRuntime:
         if self._stopped_event is None:
             self._stopped_event = asyncio.Event()
         await self._stopped_event.wait()
-
-
-def _apply_speech_decision(handle: SpeechHandle, decision: SpeechDecision) -> None:
-    if handle.allow_interruptions == decision.allow_interruptions:
-        return
-    try:
-        handle.allow_interruptions = decision.allow_interruptions
-    except RuntimeError:
-        # livekit refuses to protect a speech that was already interrupted; nothing to protect
-        logger.info(
-            "speech_decision_not_applied",
-            speech_id=handle.id,
-            reason=decision.reason,
-            why="livekit refuses to protect a speech that was already interrupted",
-        )

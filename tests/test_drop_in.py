@@ -284,9 +284,9 @@ class _StandInJob:
 
 
 def test_a_stand_in_job_context_costs_the_log_fields_only(monkeypatch: Any) -> None:
-    import resilient_agent.runtime as runtime_module
+    import resilient_agent.event_hub as event_hub_module
 
-    monkeypatch.setattr(runtime_module, "get_job_context", lambda: _StandInJob())
+    monkeypatch.setattr(event_hub_module, "get_job_context", lambda: _StandInJob())
     agent_class, seen = _errors_seen(ResilientAgent)
     with capture_logs() as logs:
         world, outcome = run_scenario(catalog(NOTICE_SCENARIO), agent_class)
