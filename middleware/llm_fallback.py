@@ -27,7 +27,6 @@ from livekit.agents import llm
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
-    CloseReason,
     InferenceNext,
     InferenceRequest,
     Middleware,
@@ -84,12 +83,7 @@ class LlmFallback(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Listen for the LLM's error events."""
         self._ctx = ctx
-        ctx.session.on("error", self._on_error)
-
-    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop listening."""
-        if self._ctx is not None:
-            self._ctx.session.off("error", self._on_error)
+        ctx.listen(ctx.session, "error", self._on_error, by=self)
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext

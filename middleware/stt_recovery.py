@@ -5,9 +5,10 @@ exception raised inside the stream (a plugin bug, a protocol surprise, a decoder
 for the rest of the call: livekit reports one unrecoverable ``error`` event on the session and
 from then on the caller's words reach nobody, silently. :class:`SttRecovery` acts on exactly
 that evidence: it gives the agent a fresh stream through the public
-``Agent.update_options(stt=...)`` (as the Watchdog restarts a VAD), and asks the
-:class:`~.turn_keeper.TurnKeeper`, which keeps the last seconds of the caller's audio, to
-re-transcribe what was said since the last final transcript. Those words join the caller's next
+``Agent.update_options(stt=...)`` (as the Watchdog restarts a VAD), and asks the session's
+:class:`~.word_recovery.WordRecovery` (the TurnKeeper, which keeps the last seconds of the
+caller's audio, offers it on the context) to re-transcribe what was said since the last final
+transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
 It costs nothing while the STT is healthy: one listener on the session's ``error`` events and no
@@ -25,7 +26,7 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent import CloseReason, Middleware, MiddlewareContext, get_logger
 from resilient_agent.options import OptionChecker
 
-from .turn_keeper import TurnKeeper
+from .word_recovery import WordRecovery
 
 __all__ = ["SttRecovery"]
 
@@ -59,14 +60,12 @@ class SttRecovery(Middleware):
         """Listen for the session's error events."""
         self._ctx = ctx
         self.restarts = 0
-        ctx.session.on("error", self._on_error)
+        ctx.listen(ctx.session, "error", self._on_error, by=self)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop listening."""
+        """Cancel a restart not yet made (the listener is removed by the core)."""
         if self._pending is not None:
             self._pending.cancel()
-        if self._ctx is not None:
-            self._ctx.session.off("error", self._on_error)
 
     def _on_error(self, ev: lk_events.ErrorEvent) -> None:
         error = ev.error
@@ -126,13 +125,12 @@ def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
 
 
 def _recover_words(ctx: MiddlewareContext) -> bool:
-    """Ask the TurnKeeper to re-transcribe what the dead stream never finished."""
-    chain: tuple[Middleware, ...] = getattr(ctx.agent, "middleware", ())
-    keeper = next((m for m in chain if isinstance(m, TurnKeeper)), None)
-    if keeper is None:
+    """Ask the session's word recovery to re-transcribe what the dead stream never finished."""
+    recovery = ctx.service(WordRecovery)
+    if recovery is None:
         logger.warning(
             "stt_words_not_recovered",
             why="no TurnKeeper in the chain: it keeps the caller's audio",
         )
         return False
-    return keeper.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)
+    return recovery.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)

@@ -60,6 +60,7 @@ from .pending_words import PendingWords
 from .session_facts import session_recognizer
 from .transcript_match import normalized, remove_heard
 from .withheld_audio import WithheldAudioTap, transcribe
+from .word_recovery import WordRecovery
 
 __all__ = ["TurnKeeper"]
 
@@ -78,7 +79,7 @@ def _now() -> float:  # loop time: the clock the shared audio observer stamps fr
     return asyncio.get_running_loop().time()
 
 
-class TurnKeeper(Middleware):
+class TurnKeeper(Middleware, WordRecovery):
     """Keeps the caller's words until they reach the LLM (on by default).
 
     Args:
@@ -148,6 +149,8 @@ class TurnKeeper(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Tap the caller's audio, take over words a previous agent left, answer dropped turns."""
         self._ctx = ctx
+        # SttRecovery asks for it on the context: the agent active then may have no chain
+        ctx.provide(WordRecovery, self)
         carried: CarriedWords | None = ctx.take(CARRY_KEY)
         if carried is not None and carried.tap is not None and self.recover_withheld_audio:
             # the previous keeper's tap goes on (still observed), with the handoff's audio in it

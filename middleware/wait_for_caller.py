@@ -50,7 +50,6 @@ from resilient_agent import (
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
-    event_listener,
     get_logger,
 )
 from resilient_agent.options import OptionChecker
@@ -139,9 +138,7 @@ class WaitForCaller(Middleware):
             )
         self._ctx: MiddlewareContext | None = None
         self._output: AudioOutput | None = None
-        # livekit's emitter inspects a bound method's signature at every emit; these say it
-        self._playback_started = event_listener(self._on_playback_started)
-        self._playback_finished = event_listener(self._on_playback_finished)
+        self._stop_following_output: tuple[Callable[[], None], ...] = ()
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
@@ -195,10 +192,7 @@ class WaitForCaller(Middleware):
                     await hold.task
             self._release(hold, "session_ended" if reason == "session_end" else "handed_over")
         await self._words.aclose()
-        if self._output is not None:
-            self._output.off("playback_started", self._playback_started)
-            self._output.off("playback_finished", self._playback_finished)
-            self._output = None
+        self._stop_following()
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """Follow the session's audio output if the app replaced it."""
@@ -270,14 +264,21 @@ class WaitForCaller(Middleware):
         output = ctx.session.output.audio
         if output is self._output:
             return
-        if self._output is not None:
-            self._output.off("playback_started", self._playback_started)
-            self._output.off("playback_finished", self._playback_finished)
+        self._stop_following()
         self._output = output
         self._playing = None
         if output is not None:
-            output.on("playback_started", self._playback_started)
-            output.on("playback_finished", self._playback_finished)
+            # inside the fault boundary: a failure is reported under this middleware's name
+            self._stop_following_output = (
+                ctx.listen(output, "playback_started", self._on_playback_started, by=self),
+                ctx.listen(output, "playback_finished", self._on_playback_finished, by=self),
+            )
+
+    def _stop_following(self) -> None:
+        for stop in self._stop_following_output:
+            stop()
+        self._stop_following_output = ()
+        self._output = None
 
     def _options_for(self, tool: str | None) -> WaitOptions:
         return self._tool_options.get(tool or "", self.options)

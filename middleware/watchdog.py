@@ -234,7 +234,9 @@ class Watchdog(Middleware):
             self._ledger.detach()
         # without livekit's segment count the ledger is off, the other stalls are still watched
         supported = output is not None and playout_ledger_supported(output)
-        self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
+        self._ledger = (
+            PlayoutLedger(ctx, self, output, _now) if output is not None and supported else None
+        )
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
         """Whether nothing can stall right now: every stall needs one of these to hold."""

@@ -247,3 +247,36 @@ def test_a_decision_of_the_right_type_still_wins() -> None:
 
     chain = MiddlewareChain([misbehaving("decide_speech", "wrong_type"), Protects()])
     assert chain.decide("decide_speech", object(), None) == SpeechDecision.protect("mine")  # type: ignore[arg-type]
+
+
+class RaisingListener(Middleware):
+    """Adds a livekit listener through the context that raises at every event it is given."""
+
+    def __init__(self) -> None:
+        self.ctx: MiddlewareContext | None = None
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        self.ctx = ctx
+        ctx.listen(ctx.session, "user_state_changed", self._boom, by=self)
+
+    def _boom(self, _ev: object) -> None:
+        raise Broken("listener broke")
+
+
+def test_a_listener_that_raises_is_reported_by_name_and_the_call_goes_on() -> None:
+    listener = RaisingListener()
+    with capture_logs() as logs:
+        world, outcome = run_scenario(catalog(RACE_SCENARIO), with_first(listener))
+    assert outcome.lost_words == 0 and outcome.passed, outcome.reasons
+    report = world.agent.call_report  # type: ignore[attr-defined]
+    assert report is not None
+    assert report.middleware_errors.count("RaisingListener.listener:user_state_changed") >= 2
+    records = [r for r in logs if r["event"] == "middleware_error"]
+    assert records and {r["middleware"] for r in records} == {"RaisingListener"}
+    assert {r["action"] for r in records} == {"continued_without_it"}
+    # the chain's close removed it: the session's emitter no longer holds it
+    assert listener.ctx is not None and len(listener.ctx.subscriptions) == 0
+    assert not any(
+        getattr(handler, "_by", None) is listener
+        for handler in listener.ctx.session._events.get("user_state_changed", ())
+    )
