@@ -36,6 +36,8 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
+from .clock import loop_now
+
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
 logger = get_logger("middleware.llm_fallback")
@@ -110,7 +112,7 @@ class LlmFallback(Middleware):
     async def _watch(
         self, ctx: MiddlewareContext, stream: AsyncIterable[Any]
     ) -> AsyncIterator[Any]:
-        started, started_wall = _now(), time.time()
+        started, started_wall = loop_now(), time.time()
         errors_before = self._provider_errors
         give_up = self._give_up
         iterator = aiter(stream)
@@ -138,7 +140,7 @@ class LlmFallback(Middleware):
             # a failure the provider reported was counted when its error event came
             reported = self._provider_errors > errors_before
             if not produced and failure is not None and not reported:
-                stalled = _now() - started >= self.stalled_s
+                stalled = loop_now() - started >= self.stalled_s
                 caller_spoke = ctx.state.user_spoke_since(started_wall)
                 if failure == "raised" or (stalled and not caller_spoke):
                     self._count_failure(ctx, failure)
@@ -149,7 +151,7 @@ class LlmFallback(Middleware):
             self._count_failure(self._ctx, "provider_error")
 
     def _count_failure(self, ctx: MiddlewareContext, how: str) -> None:
-        now = _now()
+        now = loop_now()
         if self._first_failure_at is None:
             self._first_failure_at = now
         self._failed += 1
@@ -180,10 +182,6 @@ class LlmFallback(Middleware):
     def _reset(self) -> None:
         self._failed = 0
         self._first_failure_at = None
-
-
-def _now() -> float:
-    return asyncio.get_running_loop().time()
 
 
 def _last_user_message_id(request: InferenceRequest) -> str | None:

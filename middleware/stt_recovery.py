@@ -26,6 +26,7 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent import CloseReason, Middleware, MiddlewareContext, get_logger
 from resilient_agent.options import OptionChecker
 
+from .clock import loop_now
 from .word_recovery import WordRecovery
 
 __all__ = ["SttRecovery"]
@@ -77,7 +78,7 @@ class SttRecovery(Middleware):
         ctx = self._ctx
         if ctx is None or self._pending is not None:
             return
-        died_at = _now()
+        died_at = loop_now()
         ctx.race_detected(
             self, STT_STREAM_DIED, details={"error": type(error.error).__name__, "stt": error.label}
         )
@@ -98,7 +99,7 @@ class SttRecovery(Middleware):
             return
         self.restarts += 1
         ctx.agent.update_options(stt=recognizer)
-        restarted_at = _now()
+        restarted_at = loop_now()
         recovering = self.recover_words and _recover_words(ctx)
         ctx.race_handled(
             self,
@@ -111,11 +112,6 @@ class SttRecovery(Middleware):
             },
             counts={"stt_restarts": 1},
         )
-
-
-def _now() -> float:
-    # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
 
 
 def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:

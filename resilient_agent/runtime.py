@@ -44,6 +44,7 @@ from .listeners import event_listener
 from .live import SessionInstances
 from .log import get_logger
 from .model_input import ModelInput
+from .pending_words import Fragment
 from .report import CallReport, CallReporter
 from .requests import InferenceRequest, SpeechDecision, SpeechInfo, ToolCall, UserTurn
 from .session_audio import SessionAudio
@@ -396,14 +397,25 @@ class SessionRuntime:
         self._submit("on_agent_state", ev)
 
     def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
-        if ev.is_final and ev.transcript.strip():
-            self.state.pending_user_fragments.append(ev.transcript)
+        text = ev.transcript.strip()
+        if ev.is_final and text:
+            current = self.session.current_speech
+            # said over an interruptible agent speech: fewer words than livekit's min_words
+            # are a backchannel it keeps for the caller's next turn
+            over = (
+                current is not None
+                and current.allow_interruptions
+                and not current.interrupted
+                and not current.done()
+            )
+            heard_at = asyncio.get_running_loop().time()
+            self.state.pending_words.add(Fragment(text, heard_at, over_agent_speech=over))
         self._submit("on_user_transcript", ev)
 
     def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
         item = ev.item
         if item.type == "message" and item.role == "user":
-            self.state.pending_user_fragments.clear()
+            self.state.pending_words.deliver_said(item.text_content or "")
         elif item.type == "agent_handoff":
             self._follow_handoff()
         self._submit("on_conversation_item", ev)

@@ -15,6 +15,7 @@ from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 from .log import get_logger
 from .model_input import ModelInput
+from .pending_words import PendingWords
 from .requests import SpeechInfo, ToolCall
 from .services import Services
 from .subscriptions import Emitter, ErrorReport, Subscriptions
@@ -47,7 +48,9 @@ class ConversationState:
         agent_state: The agent's state.
         tools_in_flight: Tool calls that entered and did not exit yet, by a per-call key.
         speeches: Speeches created and not done yet, by handle id.
-        pending_user_fragments: Final transcripts that have not become a user message yet.
+        pending_words: The caller's words not delivered to the LLM yet, the session's one
+            model of them (see :mod:`resilient_agent.pending_words`): each final transcript
+            until a user message holds it or a middleware merges it into a turn or an inference.
         user_speech_starts: ``time.time()`` of the caller's recent starts of speech.
         server_turns: The active agent's realtime model detects the caller's turns on its
             server: ``user_state`` is the server's word (Gemini Live reports the caller speaking
@@ -61,10 +64,15 @@ class ConversationState:
     agent_state: AgentState = "initializing"
     tools_in_flight: dict[int, ToolCall] = field(default_factory=dict)
     speeches: dict[str, SpeechInfo] = field(default_factory=dict)
-    pending_user_fragments: list[str] = field(default_factory=list)
+    pending_words: PendingWords = field(default_factory=PendingWords)
     user_speech_starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
     server_turns: bool = False
     caller_voiced_at: float = float("-inf")
+
+    @property
+    def pending_user_fragments(self) -> list[str]:
+        """The texts of :attr:`pending_words` still to reach the LLM, oldest first."""
+        return [f.text for f in self.pending_words.undelivered()]
 
     @property
     def caller_speaking(self) -> bool:
