@@ -15,16 +15,14 @@ and start a task for anything that waits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .listeners import ONE_EVENT
 
-if TYPE_CHECKING:
-    from .state import Named
+__all__ = ["Emitter", "ErrorReport", "Subscriptions"]
 
-__all__ = ["Emitter", "Subscriptions"]
-
-ErrorReport = Callable[["Named | str", str, BaseException, str], None]
+ErrorReport = Callable[[Any, str, BaseException, str], None]
+"""Told ``(middleware, hook, exception, action)``; the middleware is any ``state.Named``."""
 
 
 class Emitter(Protocol):
@@ -47,7 +45,7 @@ class _GuardedListener:
     __signature__ = ONE_EVENT
 
     def __init__(
-        self, by: Named, event: str, handler: Callable[[Any], Any], report: ErrorReport
+        self, by: Any, event: str, handler: Callable[[Any], Any], report: ErrorReport
     ) -> None:
         self._by = by
         self._event = event
@@ -71,10 +69,10 @@ class Subscriptions:
 
     def __init__(self, report: Callable[[], ErrorReport]) -> None:
         self._report = report
-        self._added: list[tuple[Named, Emitter, str, _GuardedListener]] = []
+        self._added: list[tuple[Any, Emitter, str, _GuardedListener]] = []
 
     def listen(
-        self, emitter: Emitter, event: str, handler: Callable[[Any], Any], *, by: Named
+        self, emitter: Emitter, event: str, handler: Callable[[Any], Any], *, by: Any
     ) -> Callable[[], None]:
         """Add ``handler`` for ``event`` on ``emitter`` inside the fault boundary.
 
@@ -93,12 +91,12 @@ class Subscriptions:
 
         return remove
 
-    def _report_now(self, by: Named | str, hook: str, exc: BaseException, action: str) -> None:
+    def _report_now(self, by: Any, hook: str, exc: BaseException, action: str) -> None:
         self._report()(by, hook, exc, action)
 
     def release(self, by: object) -> None:
         """Remove every listener ``by`` added (its chain closes, or it sits the session out)."""
-        kept: list[tuple[Named, Emitter, str, _GuardedListener]] = []
+        kept: list[tuple[Any, Emitter, str, _GuardedListener]] = []
         for entry in self._added:
             owner, emitter, event, listener = entry
             if owner is by:
