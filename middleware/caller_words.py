@@ -21,8 +21,7 @@ from livekit.agents import Agent, AgentSession, stt
 
 from resilient_agent import MiddlewareContext, get_logger
 
-from .session_facts import session_recognizer
-from .withheld_audio import stt_is_withheld
+from .session_facts import session_recognizer, stt_is_withheld
 
 __all__ = ["WORDS_RECENT_S", "CallerWords"]
 

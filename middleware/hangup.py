@@ -41,6 +41,6 @@ class ConditionalHangup(Middleware):
         since = farewell.created_at if farewell is not None else request.requested_at
         if ctx.state.user_spoke_since(since):
             return ShutdownDecision.veto("the caller spoke after the farewell began")
-        if ctx.state.pending_user_fragments:
+        if ctx.state.pending_words.any_undelivered():
             return ShutdownDecision.veto("the caller's last words are not answered yet")
         return ShutdownDecision.now("farewell heard", tail_pad_s=self.tail_pad_s)

@@ -27,7 +27,6 @@ from livekit.agents import llm
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import (
-    CloseReason,
     InferenceNext,
     InferenceRequest,
     Middleware,
@@ -36,6 +35,8 @@ from resilient_agent import (
     speak_line,
 )
 from resilient_agent.options import OptionChecker
+
+from .clock import loop_now
 
 __all__ = ["DEFAULT_FALLBACK_LINE", "LlmFallback"]
 
@@ -84,12 +85,7 @@ class LlmFallback(Middleware):
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Listen for the LLM's error events."""
         self._ctx = ctx
-        ctx.session.on("error", self._on_error)
-
-    async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop listening."""
-        if self._ctx is not None:
-            self._ctx.session.off("error", self._on_error)
+        ctx.listen(ctx.session, "error", self._on_error, by=self)
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
@@ -116,7 +112,7 @@ class LlmFallback(Middleware):
     async def _watch(
         self, ctx: MiddlewareContext, stream: AsyncIterable[Any]
     ) -> AsyncIterator[Any]:
-        started, started_wall = _now(), time.time()
+        started, started_wall = loop_now(), time.time()
         errors_before = self._provider_errors
         give_up = self._give_up
         iterator = aiter(stream)
@@ -144,7 +140,7 @@ class LlmFallback(Middleware):
             # a failure the provider reported was counted when its error event came
             reported = self._provider_errors > errors_before
             if not produced and failure is not None and not reported:
-                stalled = _now() - started >= self.stalled_s
+                stalled = loop_now() - started >= self.stalled_s
                 caller_spoke = ctx.state.user_spoke_since(started_wall)
                 if failure == "raised" or (stalled and not caller_spoke):
                     self._count_failure(ctx, failure)
@@ -155,7 +151,7 @@ class LlmFallback(Middleware):
             self._count_failure(self._ctx, "provider_error")
 
     def _count_failure(self, ctx: MiddlewareContext, how: str) -> None:
-        now = _now()
+        now = loop_now()
         if self._first_failure_at is None:
             self._first_failure_at = now
         self._failed += 1
@@ -186,10 +182,6 @@ class LlmFallback(Middleware):
     def _reset(self) -> None:
         self._failed = 0
         self._first_failure_at = None
-
-
-def _now() -> float:
-    return asyncio.get_running_loop().time()
 
 
 def _last_user_message_id(request: InferenceRequest) -> str | None:

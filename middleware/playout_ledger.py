@@ -13,7 +13,7 @@ from typing import Any
 
 from livekit.agents.voice.io import AudioOutput
 
-from resilient_agent import event_listener, get_logger, has_capability
+from resilient_agent import Middleware, MiddlewareContext, get_logger, has_capability
 
 __all__ = ["PlayoutLedger", "playout_ledger_supported"]
 
@@ -34,26 +34,30 @@ class PlayoutLedger:
     """Counts the playout reports of one audio output.
 
     Args:
+        ctx: The session's context: the listeners go through its fault boundary.
+        by: The middleware the ledger reports for (a failing listener is named after it).
         output: The session's audio output (the top of livekit's output chain).
         clock: The loop clock, to estimate how far a cleared segment played.
     """
 
-    def __init__(self, output: AudioOutput, clock: Any) -> None:
+    def __init__(
+        self, ctx: MiddlewareContext, by: Middleware, output: AudioOutput, clock: Any
+    ) -> None:
         self.output = output
         self._clock = clock
         self._captured_before = output.captured_playout_segments
         self._reports = 0
         self._started_at: float | None = None
-        # livekit's emitter inspects a bound method's signature at every emit; these say it
-        self._started = event_listener(self._on_started)
-        self._finished = event_listener(self._on_finished)
-        output.on("playback_started", self._started)
-        output.on("playback_finished", self._finished)
+        # inside the fault boundary, under the middleware's name
+        self._stop_listening = (
+            ctx.listen(output, "playback_started", self._on_started, by=by),
+            ctx.listen(output, "playback_finished", self._on_finished, by=by),
+        )
 
     def detach(self) -> None:
         """Stop listening to the output."""
-        self.output.off("playback_started", self._started)
-        self.output.off("playback_finished", self._finished)
+        for stop in self._stop_listening:
+            stop()
 
     def _on_started(self, _ev: object) -> None:
         self._started_at = self._clock()

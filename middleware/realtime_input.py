@@ -41,7 +41,7 @@ from resilient_agent import (
 )
 from resilient_agent.options import OptionChecker
 
-from .withheld_audio import stt_is_withheld
+from .session_facts import stt_is_withheld
 
 __all__ = ["RACE", "RealtimeInputHold"]
 

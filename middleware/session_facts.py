@@ -13,6 +13,7 @@ __all__ = [
     "livekit_min_interruption_words",
     "livekit_turn_delay",
     "session_recognizer",
+    "stt_is_withheld",
 ]
 
 
@@ -55,3 +56,16 @@ def handoff_under_way(ctx: MiddlewareContext) -> bool:
         return ctx.session.current_agent is not ctx.agent
     except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
         return False
+
+
+def stt_is_withheld(session: AgentSession[Any]) -> bool:
+    """Whether livekit feeds the STT silence right now because of uninterruptible speech."""
+    speech = session.current_speech
+    if speech is None:
+        return False
+    return bool(
+        not speech.done()
+        and not speech.interrupted
+        and not speech.allow_interruptions
+        and session.options.interruption["discard_audio_if_uninterruptible"]
+    )

@@ -5,9 +5,10 @@ exception raised inside the stream (a plugin bug, a protocol surprise, a decoder
 for the rest of the call: livekit reports one unrecoverable ``error`` event on the session and
 from then on the caller's words reach nobody, silently. :class:`SttRecovery` acts on exactly
 that evidence: it gives the agent a fresh stream through the public
-``Agent.update_options(stt=...)`` (as the Watchdog restarts a VAD), and asks the
-:class:`~.turn_keeper.TurnKeeper`, which keeps the last seconds of the caller's audio, to
-re-transcribe what was said since the last final transcript. Those words join the caller's next
+``Agent.update_options(stt=...)`` (as the Watchdog restarts a VAD), and asks the session's
+:class:`~.word_recovery.WordRecovery` (the TurnKeeper, which keeps the last seconds of the
+caller's audio, offers it on the context) to re-transcribe what was said since the last final
+transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
 It costs nothing while the STT is healthy: one listener on the session's ``error`` events and no
@@ -25,7 +26,8 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent import CloseReason, Middleware, MiddlewareContext, get_logger
 from resilient_agent.options import OptionChecker
 
-from .turn_keeper import TurnKeeper
+from .clock import loop_now
+from .word_recovery import WordRecovery
 
 __all__ = ["SttRecovery"]
 
@@ -59,14 +61,12 @@ class SttRecovery(Middleware):
         """Listen for the session's error events."""
         self._ctx = ctx
         self.restarts = 0
-        ctx.session.on("error", self._on_error)
+        ctx.listen(ctx.session, "error", self._on_error, by=self)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop listening."""
+        """Cancel a restart not yet made (the listener is removed by the core)."""
         if self._pending is not None:
             self._pending.cancel()
-        if self._ctx is not None:
-            self._ctx.session.off("error", self._on_error)
 
     def _on_error(self, ev: lk_events.ErrorEvent) -> None:
         error = ev.error
@@ -78,7 +78,7 @@ class SttRecovery(Middleware):
         ctx = self._ctx
         if ctx is None or self._pending is not None:
             return
-        died_at = _now()
+        died_at = loop_now()
         ctx.race_detected(
             self, STT_STREAM_DIED, details={"error": type(error.error).__name__, "stt": error.label}
         )
@@ -99,7 +99,7 @@ class SttRecovery(Middleware):
             return
         self.restarts += 1
         ctx.agent.update_options(stt=recognizer)
-        restarted_at = _now()
+        restarted_at = loop_now()
         recovering = self.recover_words and _recover_words(ctx)
         ctx.race_handled(
             self,
@@ -114,11 +114,6 @@ class SttRecovery(Middleware):
         )
 
 
-def _now() -> float:
-    # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
-
-
 def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
     agent_stt = getattr(ctx.agent, "stt", None)
     current = agent_stt if utils.is_given(agent_stt) and agent_stt is not None else ctx.session.stt
@@ -126,13 +121,12 @@ def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
 
 
 def _recover_words(ctx: MiddlewareContext) -> bool:
-    """Ask the TurnKeeper to re-transcribe what the dead stream never finished."""
-    chain: tuple[Middleware, ...] = getattr(ctx.agent, "middleware", ())
-    keeper = next((m for m in chain if isinstance(m, TurnKeeper)), None)
-    if keeper is None:
+    """Ask the session's word recovery to re-transcribe what the dead stream never finished."""
+    recovery = ctx.service(WordRecovery)
+    if recovery is None:
         logger.warning(
             "stt_words_not_recovered",
             why="no TurnKeeper in the chain: it keeps the caller's audio",
         )
         return False
-    return keeper.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)
+    return recovery.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)

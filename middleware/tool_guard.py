@@ -53,7 +53,6 @@ from resilient_agent import (
     SpeechInfo,
     ToolCall,
     ToolCallNext,
-    event_listener,
     get_logger,
     release_tool_call,
 )
@@ -205,12 +204,11 @@ class ToolGuard(Middleware):
             with contextlib.suppress(RuntimeError):
                 handle.allow_interruptions = app_setting
 
-        listener = event_listener(on_update)
-        ctx.session.on("tool_execution_updated", listener)
+        stop_listening = ctx.listen(ctx.session, "tool_execution_updated", on_update, by=self)
         try:
             return await call_next(call)
         finally:
-            ctx.session.off("tool_execution_updated", listener)
+            stop_listening()
             releaser.cancel()
             protector.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -50,15 +50,15 @@ from resilient_agent import (
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
-    event_listener,
     get_logger,
 )
 from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
 from .caller_words import CallerWords
+from .clock import loop_now
+from .session_facts import stt_is_withheld
 from .wait_options import DEFAULT_MAX_WAIT_S, PastBound, WaitOptions, checked_options, checked_tools
-from .withheld_audio import stt_is_withheld
 
 __all__ = ["DEFAULT_MAX_WAIT_S", "PastBound", "WaitForCaller", "WaitOptions"]
 
@@ -91,10 +91,6 @@ class _Hold:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     released: bool = False
     extended: bool = False
-
-
-def _now() -> float:
-    return asyncio.get_running_loop().time()
 
 
 class WaitForCaller(Middleware):
@@ -139,9 +135,7 @@ class WaitForCaller(Middleware):
             )
         self._ctx: MiddlewareContext | None = None
         self._output: AudioOutput | None = None
-        # livekit's emitter inspects a bound method's signature at every emit; these say it
-        self._playback_started = event_listener(self._on_playback_started)
-        self._playback_finished = event_listener(self._on_playback_finished)
+        self._stop_following_output: tuple[Callable[[], None], ...] = ()
         self._hold: _Hold | None = None
         self._wake: asyncio.Event | None = None
         self._told_cannot_pause = False
@@ -195,10 +189,7 @@ class WaitForCaller(Middleware):
                     await hold.task
             self._release(hold, "session_ended" if reason == "session_end" else "handed_over")
         await self._words.aclose()
-        if self._output is not None:
-            self._output.off("playback_started", self._playback_started)
-            self._output.off("playback_finished", self._playback_finished)
-            self._output = None
+        self._stop_following()
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """Follow the session's audio output if the app replaced it."""
@@ -224,7 +215,7 @@ class WaitForCaller(Middleware):
         if (
             output is not None
             and handle is ctx.session.current_speech
-            and _now() - began_at <= SIMULTANEOUS_START_S
+            and loop_now() - began_at <= SIMULTANEOUS_START_S
         ):
             self._hold_if_protected(ctx, output, handle, on="start")
 
@@ -237,7 +228,7 @@ class WaitForCaller(Middleware):
         transcript is of words said before the hold (the listening stream hears the rest).
         """
         if self._hold is not None and not stt_is_withheld(ctx.session):
-            self._words.heard(ev.transcript, _now())
+            self._words.heard(ev.transcript, loop_now())
 
     # -- decide ------------------------------------------------------------------------------
     def decide_resume(
@@ -270,14 +261,21 @@ class WaitForCaller(Middleware):
         output = ctx.session.output.audio
         if output is self._output:
             return
-        if self._output is not None:
-            self._output.off("playback_started", self._playback_started)
-            self._output.off("playback_finished", self._playback_finished)
+        self._stop_following()
         self._output = output
         self._playing = None
         if output is not None:
-            output.on("playback_started", self._playback_started)
-            output.on("playback_finished", self._playback_finished)
+            # inside the fault boundary: a failure is reported under this middleware's name
+            self._stop_following_output = (
+                ctx.listen(output, "playback_started", self._on_playback_started, by=self),
+                ctx.listen(output, "playback_finished", self._on_playback_finished, by=self),
+            )
+
+    def _stop_following(self) -> None:
+        for stop in self._stop_following_output:
+            stop()
+        self._stop_following_output = ()
+        self._output = None
 
     def _options_for(self, tool: str | None) -> WaitOptions:
         return self._tool_options.get(tool or "", self.options)
@@ -294,7 +292,7 @@ class WaitForCaller(Middleware):
             return
         if not ctx.state.caller_speaking:
             if not handle.allow_interruptions:
-                self._protected_start = (handle, _now())
+                self._protected_start = (handle, loop_now())
             return
         self._hold_if_protected(ctx, output, handle, on="start")
 
@@ -348,7 +346,7 @@ class WaitForCaller(Middleware):
             tool=tool,
             wait_s=options["wait_s"],
             past_bound=options["past_bound"],
-            started_at=_now(),
+            started_at=loop_now(),
             max_wait_s=options["max_wait_s"],
             on=on,
         )
@@ -388,7 +386,7 @@ class WaitForCaller(Middleware):
             elif self._line_quiet_for(hold) >= QUIET_LINE_S:
                 self._release(hold, "line_quiet")
                 return
-            elif (remaining := deadline - _now()) > 0:
+            elif (remaining := deadline - loop_now()) > 0:
                 listen_in = self._listen_ahead(
                     ctx, hold, remaining, partial(self._words.observe, ctx)
                 )
@@ -434,7 +432,7 @@ class WaitForCaller(Middleware):
         The caller's ``user_state`` is ``speaking`` and their line is not quiet (both checked
         before this); the STT heard new words within ``WORDS_RECENT_S``.
         """
-        now = _now()
+        now = loop_now()
         if now >= hold.started_at + hold.max_wait_s or not self._words.saying_words(now):
             return False
         if not hold.extended:
@@ -458,7 +456,7 @@ class WaitForCaller(Middleware):
         """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
         if self._meter is None:
             return 0.0
-        return _now() - max(hold.started_at, self._meter.loud_at(_FLOOR_RMS))
+        return loop_now() - max(hold.started_at, self._meter.loud_at(_FLOOR_RMS))
 
     def _release(self, hold: _Hold, action: str) -> None:
         if hold.released:
@@ -469,7 +467,7 @@ class WaitForCaller(Middleware):
             self._meter.want("WaitForCaller", False)
         if self._hold is hold:
             self._hold = None
-        held_s = round(_now() - hold.started_at, 3)
+        held_s = round(loop_now() - hold.started_at, 3)
         handle = hold.handle
         # a speech made interruptible meanwhile is livekit's to pause and resume: while the
         # caller speaks, livekit's own false-interruption pause holds it (agent "listening")
@@ -484,7 +482,7 @@ class WaitForCaller(Middleware):
             if action == "caller_stopped" and not handle.done():
                 # a caller who pauses just past the VAD's silence and goes on speaking is
                 # reported speaking again a moment after the speech resumed: held again then
-                self._protected_start = (handle, _now())
+                self._protected_start = (handle, loop_now())
         if self._ctx is not None:
             self._ctx.race_handled(
                 self,

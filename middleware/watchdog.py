@@ -53,6 +53,7 @@ from resilient_agent import (
 from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
+from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
@@ -174,7 +175,7 @@ class Watchdog(Middleware):
         self._at_risk = asyncio.Event()
         # the session's one meter, shared with every middleware that reads the line's level
         self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
-        self._evidence.agent_state_changed(_now())
+        self._evidence.agent_state_changed(loop_now())
         self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(
             self._watch(ctx), name="resilient_agent.watchdog"
@@ -204,7 +205,7 @@ class Watchdog(Middleware):
     ) -> None:
         """Note when the caller started speaking."""
         speaking = ev.new_state == "speaking"
-        self._evidence.user_state_changed(speaking, _now())
+        self._evidence.user_state_changed(speaking, loop_now())
         if speaking:
             self._at_risk.set()
 
@@ -212,7 +213,7 @@ class Watchdog(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:
         """Note when the agent started thinking or speaking."""
-        self._evidence.agent_state_changed(_now())
+        self._evidence.agent_state_changed(loop_now())
         # an interrupted speech shows as a change of state too: look again at every change
         self._at_risk.set()
 
@@ -224,7 +225,7 @@ class Watchdog(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
-        self._evidence.transcript(_now(), final=ev.is_final)
+        self._evidence.transcript(loop_now(), final=ev.is_final)
 
     def _follow_audio_output(self, ctx: MiddlewareContext) -> None:
         output = ctx.session.output.audio
@@ -234,7 +235,9 @@ class Watchdog(Middleware):
             self._ledger.detach()
         # without livekit's segment count the ledger is off, the other stalls are still watched
         supported = output is not None and playout_ledger_supported(output)
-        self._ledger = PlayoutLedger(output, _now) if output is not None and supported else None
+        self._ledger = (
+            PlayoutLedger(ctx, self, output, loop_now) if output is not None and supported else None
+        )
 
     def _quiet(self, ctx: MiddlewareContext) -> bool:
         """Whether nothing can stall right now: every stall needs one of these to hold."""
@@ -285,7 +288,7 @@ class Watchdog(Middleware):
             self._evidence.server_turns = ctx.state.server_turns
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
-            now = _now()
+            now = loop_now()
             stall = self._evidence.find(
                 now,
                 ctx.state,
@@ -383,7 +386,7 @@ class Watchdog(Middleware):
     ) -> None:
         """Restart the VAD, then force the end of speech, until the stall is gone."""
         for action in ("restarted_vad", "forced_end_of_speech"):
-            acted_at = _now()
+            acted_at = loop_now()
             if action == "restarted_vad" and not _restart_vad(ctx):
                 continue
             if action == "forced_end_of_speech":
@@ -445,11 +448,6 @@ class Watchdog(Middleware):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(speech.wait_for_playout()), self.escalate_after_s)
         self._record(ctx, stall, "reported_playout_for_output", released and speech.done())
-
-
-def _now() -> float:
-    # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
 
 
 def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:

@@ -21,7 +21,7 @@ from .hooks import (
     UserTurnNext,
 )
 from .log import get_logger
-from .requests import InferenceRequest, ShutdownDecision, SpeechDecision, ToolCall, UserTurn
+from .requests import InferenceRequest, ToolCall, UserTurn
 from .state import MiddlewareContext, Named, name_of
 
 __all__ = ["ChainDecisions", "MiddlewareChain", "validate_middleware"]
@@ -32,11 +32,6 @@ _POSITIONS = {"first": 0, "normal": 1, "last": 2}
 # what ``setting_up`` is while no middleware sets up (most of a call): one shared empty set
 NOBODY_SETTING_UP: AbstractSet[int] = frozenset()
 _PREFIXES = ("on_", "decide_", "wrap_")
-# what a decide hook may answer besides None; a hook not listed is not type-checked
-_ANSWERS: dict[str, type] = {
-    "decide_speech": SpeechDecision,
-    "decide_shutdown": ShutdownDecision,
-}
 
 ErrorReporter = Callable[[Named | str, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)`` when a middleware fails."""
@@ -222,7 +217,7 @@ class MiddlewareChain:
         A handler that raises, or answers with something that is not the hook's decision type,
         is reported and skipped.
         """
-        expected = _ANSWERS.get(hook)
+        expected = HOOKS[hook].answer
         for mw in self._handlers.get(hook, ()):
             if id(mw) in self.setting_up:
                 continue

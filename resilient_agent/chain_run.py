@@ -181,6 +181,8 @@ class ChainRun:
                 self._chain.report_error(mw, "setup", outcome, "disabled_for_session")
             elif isinstance(outcome, BaseException):
                 raise outcome
+        for mw in left_out:
+            self.ctx.release(mw)
         if left_out:
             self._chain = self._chain.without(left_out)
             for queue in [q for q in self._queues if q.mw in left_out]:
@@ -259,6 +261,9 @@ class ChainRun:
                 await self._lifecycle(mw, "aclose", reason)
             except Exception as exc:
                 self._chain.report_error(mw, "aclose", exc)
+            finally:
+                # what its aclose left: the listeners it added, the services it offered
+                self.ctx.release(mw)
         if interrupted:
             raise asyncio.CancelledError
 

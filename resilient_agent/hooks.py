@@ -218,10 +218,13 @@ class HookSpec:
     Attributes:
         name: The method name.
         kind: notify, decide or wrap.
+        answer: For a decide hook, the one type it may answer besides None: any other answer
+            is reported as the middleware's failure and treated as None.
     """
 
     name: str
     kind: HookKind
+    answer: type | None = None
 
 
 HOOKS: dict[str, HookSpec] = {
@@ -238,11 +241,11 @@ HOOKS: dict[str, HookSpec] = {
         HookSpec("on_tool_exit", "notify"),
         HookSpec("on_false_interruption", "notify"),
         HookSpec("on_session_end", "notify"),
-        HookSpec("decide_speech", "decide"),
-        HookSpec("decide_shutdown", "decide"),
-        HookSpec("decide_interrupt", "decide"),
-        HookSpec("decide_protection", "decide"),
-        HookSpec("decide_resume", "decide"),
+        HookSpec("decide_speech", "decide", SpeechDecision),
+        HookSpec("decide_shutdown", "decide", ShutdownDecision),
+        HookSpec("decide_interrupt", "decide", InterruptDecision),
+        HookSpec("decide_protection", "decide", ProtectionDecision),
+        HookSpec("decide_resume", "decide", ResumeDecision),
         HookSpec("wrap_tool_call", "wrap"),
         HookSpec("wrap_user_turn", "wrap"),
         HookSpec("wrap_llm_request", "wrap"),

@@ -14,13 +14,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["event_listener"]
+__all__ = ["ONE_EVENT", "event_listener"]
 
 _Event = TypeVar("_Event")
 
-_ONE_EVENT = inspect.Signature(
-    [inspect.Parameter("event", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-)
+ONE_EVENT = inspect.Signature([inspect.Parameter("event", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+"""The signature of a one-argument listener, as livekit's emitter reads it."""
 
 
 def event_listener(handler: Callable[[_Event], Any]) -> Callable[[_Event], None]:
@@ -35,7 +34,7 @@ class _Listener(Generic[_Event]):
     __slots__ = ("_handler",)
     # inspect.signature reads this before looking at any code (PEP 362); on the class, so that
     # a listener is one small object
-    __signature__ = _ONE_EVENT
+    __signature__ = ONE_EVENT
 
     def __init__(self, handler: Callable[[_Event], Any]) -> None:
         self._handler = handler

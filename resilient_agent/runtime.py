@@ -121,6 +121,7 @@ class SessionRuntime:
             observe_audio=self._audio.observe,
             stop_observing_audio=self._audio.stop_observing,
             hold_input_through_handoff=self._typed_input.hold,
+            report_error=self.report_error,
         )
         self.ctx.model_input = ModelInput(lambda: self.ctx.agent)
         self.speeches = SpeechRecord()

@@ -8,6 +8,7 @@ chain (:mod:`.active_chain`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from .active_chain import ActiveChain
 from .cut_in import cutting_in
 from .listeners import event_listener
 from .log import get_logger
+from .pending_words import Fragment
 from .requests import SpeechDecision, SpeechInfo
 from .speech_record import SpeechRecord
 from .state import ConversationState
@@ -95,14 +97,25 @@ class SessionListeners:
         self._host.active.submit("on_agent_state", ev)
 
     def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
-        if ev.is_final and ev.transcript.strip():
-            self._host.state.pending_user_fragments.append(ev.transcript)
+        text = ev.transcript.strip()
+        if ev.is_final and text:
+            current = self._host.session.current_speech
+            # said over an interruptible agent speech: fewer words than livekit's min_words
+            # are a backchannel it keeps for the caller's next turn
+            over = (
+                current is not None
+                and current.allow_interruptions
+                and not current.interrupted
+                and not current.done()
+            )
+            heard_at = asyncio.get_running_loop().time()
+            self._host.state.pending_words.add(Fragment(text, heard_at, over_agent_speech=over))
         self._host.active.submit("on_user_transcript", ev)
 
     def _on_item(self, ev: lk_events.ConversationItemAddedEvent) -> None:
         item = ev.item
         if item.type == "message" and item.role == "user":
-            self._host.state.pending_user_fragments.clear()
+            self._host.state.pending_words.deliver_said(item.text_content or "")
         elif item.type == "agent_handoff":
             self._host.agent_switched()
         self._host.active.submit("on_conversation_item", ev)

@@ -13,8 +13,12 @@ from livekit.agents import AgentSession
 from .audio_observer import FrameCallback
 from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
+from .log import get_logger
 from .model_input import ModelInput
+from .pending_words import PendingWords
 from .requests import SpeechInfo, ToolCall
+from .services import Services
+from .subscriptions import Emitter, ErrorReport, Subscriptions
 
 if TYPE_CHECKING:
     from livekit.agents import Agent
@@ -22,6 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["CloseReason", "ConversationState", "MiddlewareContext"]
 
 _T = TypeVar("_T")
+
+logger = get_logger("state")
 
 CloseReason = Literal["handoff", "session_end"]
 """Why a chain closes: the next ``ResilientAgent`` of the session entered, or the session ended."""
@@ -42,7 +48,9 @@ class ConversationState:
         agent_state: The agent's state.
         tools_in_flight: Tool calls that entered and did not exit yet, by a per-call key.
         speeches: Speeches created and not done yet, by handle id.
-        pending_user_fragments: Final transcripts that have not become a user message yet.
+        pending_words: The caller's words not delivered to the LLM yet, the session's one
+            model of them (see :mod:`resilient_agent.pending_words`): each final transcript
+            until a user message holds it or a middleware merges it into a turn or an inference.
         user_speech_starts: ``time.time()`` of the caller's recent starts of speech.
         server_turns: The active agent's realtime model detects the caller's turns on its
             server: ``user_state`` is the server's word (Gemini Live reports the caller speaking
@@ -56,10 +64,15 @@ class ConversationState:
     agent_state: AgentState = "initializing"
     tools_in_flight: dict[int, ToolCall] = field(default_factory=dict)
     speeches: dict[str, SpeechInfo] = field(default_factory=dict)
-    pending_user_fragments: list[str] = field(default_factory=list)
+    pending_words: PendingWords = field(default_factory=PendingWords)
     user_speech_starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))
     server_turns: bool = False
     caller_voiced_at: float = float("-inf")
+
+    @property
+    def pending_user_fragments(self) -> list[str]:
+        """The texts of :attr:`pending_words` still to reach the LLM, oldest first."""
+        return [f.text for f in self.pending_words.undelivered()]
 
     @property
     def caller_speaking(self) -> bool:
@@ -98,6 +111,10 @@ def name_of(by: Named | str) -> str:
     return by if isinstance(by, str) else by.display_name
 
 
+def _log_error(by: Named | str, hook: str, exc: BaseException, action: str) -> None:
+    logger.error("middleware_error", middleware=name_of(by), hook=hook, action=action, exc_info=exc)
+
+
 @dataclass
 class MiddlewareContext:
     """What every hook receives first: the session, the agent, the state and an emitter.
@@ -125,6 +142,11 @@ class MiddlewareContext:
         previous_agent: The agent or task that was active before :attr:`agent`, if any.
         carried: State a closing chain leaves its successor (:meth:`carry`, :meth:`take`).
         objects: Objects the session's middleware share (:meth:`shared`).
+        report_error: Told ``(middleware, hook, exception, action)`` when a middleware fails
+            outside a hook (a listener added with :meth:`listen`); the session's runtime
+            reports it as a ``middleware_error``. None: logged.
+        subscriptions: The listeners middleware added with :meth:`listen`.
+        services: The services middleware offer with :meth:`provide`.
     """
 
     session: AgentSession[Any]
@@ -140,6 +162,51 @@ class MiddlewareContext:
     previous_agent: Agent | None = None
     carried: Carried = field(default_factory=Carried)
     objects: SessionObjects = field(default_factory=SessionObjects)
+    report_error: ErrorReport | None = None
+    subscriptions: Subscriptions = field(init=False)
+    services: Services = field(default_factory=Services)
+
+    def __post_init__(self) -> None:
+        self.subscriptions = Subscriptions(lambda: self.report_error or _log_error)
+
+    def listen(
+        self, emitter: Emitter, event: str, handler: Callable[[Any], Any], *, by: Named
+    ) -> Callable[[], None]:
+        """Add a livekit listener inside the fault boundary, removed when ``by`` closes.
+
+        A handler that raises is reported as ``by``'s ``middleware_error``
+        (``hook="listener:<event>"``) and the emitter goes on; see
+        :mod:`resilient_agent.subscriptions`.
+
+        Args:
+            emitter: The session, an audio output, any livekit emitter.
+            event: The event's name, e.g. ``"error"``.
+            handler: Called with the event, synchronously, inside livekit's call.
+            by: The middleware the listener belongs to.
+
+        Returns:
+            Removes the listener earlier than ``by``'s close.
+        """
+        return self.subscriptions.listen(emitter, event, handler, by=by)
+
+    def provide(self, kind: type[_T], service: _T, *, by: Named | None = None) -> None:
+        """Offer ``service`` to the session's other middleware as ``kind``, until ``by`` closes.
+
+        Args:
+            kind: The class other middleware ask for (``service`` is an instance of it).
+            service: What they get.
+            by: The middleware offering it; by default ``service`` itself.
+        """
+        self.services.provide(kind, service, by if by is not None else service)
+
+    def service(self, kind: type[_T]) -> _T | None:
+        """The service a middleware of this session offers as ``kind``, or None."""
+        return self.services.get(kind)
+
+    def release(self, by: object) -> None:
+        """Remove ``by``'s listeners and withdraw its services (the core calls it at its close)."""
+        self.subscriptions.release(by)
+        self.services.release(by)
 
     def carry(self, key: str, value: Any, on_untaken: Callable[[Any], None] | None = None) -> None:
         """In ``aclose(ctx, "handoff")``: leave ``value`` for the next chain's ``setup``.

@@ -106,12 +106,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     ("root", "package", "skip"),
     [
         (CORE, "resilient_agent", NOT_CORE),
-        pytest.param(
-            MIDDLEWARE,
-            "resilient_agent.middleware",
-            (),
-            marks=pytest.mark.xfail(strict=True, reason="TurnKeeper's parts import it back"),
-        ),
+        (MIDDLEWARE, "resilient_agent.middleware", ()),
     ],
     ids=["core", "middleware"],
 )

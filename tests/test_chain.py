@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from resilient_agent import (
+    HOOKS,
+    InterruptDecision,
     Middleware,
     MiddlewareError,
     MiddlewareSpec,
+    ProtectionDecision,
+    ResumeDecision,
+    ShutdownDecision,
     SpeechDecision,
     ToolCall,
     ToolOutcome,
@@ -260,3 +265,39 @@ def test_spec_validates_options_early_and_builds_fresh_instances() -> None:
     spec = MiddlewareSpec(Guard, threshold=2.0)
     first, second = spec.build(), spec.build()
     assert first is not second and first.threshold == second.threshold == 2.0  # type: ignore[attr-defined]
+
+
+# one right answer per decide hook; every other decide hook's answer is a wrong one for it
+_RIGHT_ANSWERS: dict[str, Any] = {
+    "decide_speech": SpeechDecision.allow(),
+    "decide_shutdown": ShutdownDecision.now(),
+    "decide_interrupt": InterruptDecision.defer(),
+    "decide_protection": ProtectionDecision.protect(),
+    "decide_resume": ResumeDecision.play(),
+}
+
+
+def test_every_decide_hook_has_a_right_answer_here() -> None:
+    assert set(_RIGHT_ANSWERS) == {name for name, spec in HOOKS.items() if spec.kind == "decide"}
+
+
+@pytest.mark.parametrize("hook", sorted(_RIGHT_ANSWERS))
+@pytest.mark.parametrize("wrong", ["another hook's decision", "a string"])
+def test_a_wrong_decide_answer_is_reported_and_treated_as_none(hook: str, wrong: str) -> None:
+    errors: list[str] = []
+    other = next(answer for name, answer in _RIGHT_ANSWERS.items() if name != hook)
+    bad = other if wrong == "another hook's decision" else "yes"
+
+    def answering(label: str, answer: Any) -> Middleware:
+        def decide(self: Middleware, ctx: Any, request: Any) -> Any:
+            return answer
+
+        kind = type(label, (Middleware,), {hook: decide})
+        return kind()  # type: ignore[no-any-return]
+
+    chain = MiddlewareChain(
+        [answering("Wrong", bad), answering("Right", _RIGHT_ANSWERS[hook])],
+        on_error=lambda mw, name, exc, _action: errors.append(f"{mw.display_name}.{name}: {exc}"),
+    )
+    assert chain.decide(hook, CTX, None) == _RIGHT_ANSWERS[hook]
+    assert len(errors) == 1 and errors[0].startswith(f"Wrong.{hook}: {hook} answered")

@@ -331,6 +331,7 @@ from livekit.agents.voice.io import (  # noqa: E402
 )
 from resilient_agent.middleware.playout_ledger import PlayoutLedger  # noqa: E402
 
+from resilient_agent import ConversationState, Middleware, MiddlewareContext  # noqa: E402
 from resilient_agent.audio_observer import AudioObserver  # noqa: E402
 
 
@@ -361,7 +362,13 @@ def test_audio_output_counts_captured_segments_and_playout_reports() -> None:
             "livekit removed AudioOutput.captured_playout_segments (added in 1.7): the "
             "Watchdog's playout ledger turns itself off without it"
         )
-        ledger = PlayoutLedger(sink, lambda: 0.0)
+        ctx = MiddlewareContext(
+            session=None,  # type: ignore[arg-type]
+            agent=None,  # type: ignore[arg-type]
+            state=ConversationState(),
+            emit=lambda _event: None,
+        )
+        ledger = PlayoutLedger(ctx, Middleware(), sink, lambda: 0.0)
         finished: list[PlaybackFinishedEvent] = []
         sink.on("playback_finished", finished.append)
         await sink.capture_frame(_frame())

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
@@ -202,3 +203,33 @@ def test_the_readme_call_count_is_the_catalogs() -> None:
     paragraph = _readme_part("`resilient-agent lab` (also", _BLANK_LINE)
     assert set(re.findall(r"(\d+) scenarios", paragraph)) == {str(len(scenarios()))}
     assert set(re.findall(r"(\d+) calls", paragraph)) == {str(2 * len(scenarios()))}
+
+
+def test_the_middleware_guide_offers_a_service_through_the_context() -> None:
+    import asyncio
+
+    from resilient_agent import ConversationState, MiddlewareContext
+
+    (block,) = [
+        b for b in fenced(ROOT / "docs" / "middleware.md", "python") if "class NoteKeeper" in b
+    ]
+    names: dict[str, Any] = {}
+    exec(block, names)
+    ctx = MiddlewareContext(
+        session=None,  # type: ignore[arg-type]
+        agent=None,  # type: ignore[arg-type]
+        state=ConversationState(),
+        emit=lambda _event: None,
+    )
+    keeper, taker = names["NoteKeeper"](), names["NoteTaker"]()
+
+    async def session() -> None:
+        await taker.on_session_start(ctx)  # nobody offers it yet: nothing happens
+        await keeper.setup(ctx)
+        await taker.on_session_start(ctx)
+
+    asyncio.run(session())
+    assert keeper.notes == ["call started"]
+    assert ctx.service(names["CallerNotes"]) is keeper
+    ctx.release(keeper)  # what the chain does when the keeper closes
+    assert ctx.service(names["CallerNotes"]) is None

@@ -8,11 +8,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
-from resilient_agent.middleware.dropped_turns import DroppedTurnAnswerer, WhenToAnswer
-from resilient_agent.middleware.handover import Fragment
-from resilient_agent.middleware.pending_words import PendingWords
+from resilient_agent.middleware.turn_keeper import Fragment, TurnKeeperOptions
+from resilient_agent.middleware.turn_keeper.dropped_turns import DroppedTurnAnswerer, WhenToAnswer
 
 from resilient_agent import ConversationState, MiddlewareContext
+from resilient_agent.pending_words import PendingWords
 from resilient_agent.testing import run_virtual
 
 
@@ -37,17 +37,17 @@ class _Script:
 
 
 def _answerer(script: _Script, words: PendingWords | None = None) -> DroppedTurnAnswerer:
-    keeper = SimpleNamespace(max_fragments=4, max_age_s=60.0, recovering=False)
     words = words if words is not None else _words("what time do you open")
-    answerer = DroppedTurnAnswerer(cast(Any, keeper), words)
+    answerer = DroppedTurnAnswerer(
+        TurnKeeperOptions(max_fragments=4), words, reporter="TurnKeeper", recovering=lambda: False
+    )
     answerer.when_to_answer = script.when_to_answer  # type: ignore[method-assign,assignment]
     answerer.answer = script.answer  # type: ignore[method-assign,assignment]
     return answerer
 
 
 def _words(*said: str) -> PendingWords:
-    keeper = SimpleNamespace(max_fragments=4, max_age_s=60.0)
-    words = PendingWords(cast(Any, keeper))
+    words = PendingWords(max_fragments=4, max_age_s=60.0)
     for text in said:
         words.add(Fragment(text, 0.0))
     return words

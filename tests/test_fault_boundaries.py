@@ -12,11 +12,18 @@ import asyncio
 from typing import Any
 
 import pytest
+from livekit import rtc
 from livekit.agents import Agent, function_tool
 from resilient_agent.middleware import default_middleware
 from structlog.testing import capture_logs
 
-from resilient_agent import Middleware, MiddlewareContext, ResilientAgent, SpeechDecision
+from resilient_agent import (
+    ConversationState,
+    Middleware,
+    MiddlewareContext,
+    ResilientAgent,
+    SpeechDecision,
+)
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
@@ -247,3 +254,66 @@ def test_a_decision_of_the_right_type_still_wins() -> None:
 
     chain = MiddlewareChain([misbehaving("decide_speech", "wrong_type"), Protects()])
     assert chain.decide("decide_speech", object(), None) == SpeechDecision.protect("mine")  # type: ignore[arg-type]
+
+
+class RaisingListener(Middleware):
+    """Adds a livekit listener through the context that raises at every event it is given."""
+
+    def __init__(self) -> None:
+        self.ctx: MiddlewareContext | None = None
+
+    async def setup(self, ctx: MiddlewareContext) -> None:
+        self.ctx = ctx
+        ctx.listen(ctx.session, "user_state_changed", self._boom, by=self)
+
+    def _boom(self, _ev: object) -> None:
+        raise Broken("listener broke")
+
+
+def test_a_listener_that_raises_is_reported_by_name_and_the_call_goes_on() -> None:
+    listener = RaisingListener()
+    with capture_logs() as logs:
+        world, outcome = run_scenario(catalog(RACE_SCENARIO), with_first(listener))
+    assert outcome.lost_words == 0 and outcome.passed, outcome.reasons
+    report = world.agent.call_report  # type: ignore[attr-defined]
+    assert report is not None
+    assert report.middleware_errors.count("RaisingListener.listener:user_state_changed") >= 2
+    records = [r for r in logs if r["event"] == "middleware_error"]
+    assert records and {r["middleware"] for r in records} == {"RaisingListener"}
+    assert {r["action"] for r in records} == {"continued_without_it"}
+    # the chain's close removed it
+    assert listener.ctx is not None and len(listener.ctx.subscriptions) == 0
+
+
+def test_a_listener_added_through_the_context_is_removed_with_its_middleware() -> None:
+    reported: list[str] = []
+    ctx = MiddlewareContext(
+        session=None,  # type: ignore[arg-type]
+        agent=None,  # type: ignore[arg-type]
+        state=ConversationState(),
+        emit=lambda _event: None,
+        report_error=lambda mw, hook, exc, action: reported.append(
+            f"{mw.display_name}.{hook}:{action}"
+        ),
+    )
+    emitter: rtc.EventEmitter[str] = rtc.EventEmitter()
+    heard: list[object] = []
+    after: list[object] = []
+    listener = RaisingListener()
+
+    def boom(event: object) -> None:
+        heard.append(event)
+        raise Broken("listener broke")
+
+    ctx.listen(emitter, "tick", boom, by=listener)
+    stop = ctx.listen(emitter, "tick", heard.append, by=listener)
+    emitter.on("tick", after.append)
+    emitter.emit("tick", 1)  # the failure is reported; the emitter goes on to the next listener
+    assert reported == ["RaisingListener.listener:tick:continued_without_it"]
+    assert heard == [1, 1] and after == [1]
+    stop()
+    emitter.emit("tick", 2)
+    assert heard == [1, 1, 2]
+    ctx.release(listener)  # what the chain does at the middleware's close
+    emitter.emit("tick", 3)
+    assert heard == [1, 1, 2] and after == [1, 2, 3] and len(ctx.subscriptions) == 0

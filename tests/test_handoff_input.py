@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, llm
 from livekit.agents.voice import events as lk_events
-from resilient_agent.middleware.handover import CARRY_KEY, CarriedWords, Fragment
+from resilient_agent.middleware.turn_keeper import Fragment
+from resilient_agent.middleware.turn_keeper.handover import CARRY_KEY, CarriedWords
 
 from resilient_agent import ResilientAgent
 from resilient_agent.handoff_gates import HandoffGates

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from livekit.agents import Agent
+from livekit.agents import Agent, RunContext, function_tool
 from resilient_agent.middleware.llm_fallback import DEFAULT_FALLBACK_LINE, LlmFallback
 from resilient_agent.middleware.stt_recovery import SttRecovery
 from resilient_agent.middleware.turn_keeper import TurnKeeper
@@ -16,7 +16,17 @@ from structlog.testing import capture_logs
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.provider_faults import FALLBACK_LINE
-from resilient_agent.testing import CallOutcome, CallWorld, Scenario, heard_sentences, run_scenario
+from resilient_agent.testing import (
+    CallOutcome,
+    CallWorld,
+    LLMRule,
+    ProviderFaults,
+    Scenario,
+    ToolCallScript,
+    Utterance,
+    heard_sentences,
+    run_scenario,
+)
 
 
 def _scenario(name: str) -> Scenario:
@@ -178,3 +188,47 @@ def test_tts_error_mid_reply_ends_that_reply_only(agent_class: type[Agent]) -> N
     sentences = {s.text: s for s in heard_sentences(world)}
     assert sentences["We make a lemon tart."].complete
     assert sentences["We also have a chocolate mousse."].started_at is None
+
+
+class _Manager(Agent):
+    """A plain ``Agent`` the front desk hands the call to: served by the front desk's chain."""
+
+    def __init__(self) -> None:
+        super().__init__(instructions="You are the manager.")
+
+
+class _FrontDesk(ResilientAgent):
+    def __init__(self) -> None:
+        super().__init__(instructions="You are the front desk.")
+
+    @function_tool
+    async def transfer_to_manager(self, ctx: RunContext[None]) -> None:
+        """Hand the call to the manager."""
+        ctx.session.update_agent(_Manager())
+
+
+_HANDED_TO_PLAIN = Scenario(
+    name="t/stt_dies_after_handoff_to_plain_agent",
+    family="t",
+    description="",
+    agent=lambda base: base(),
+    utterances=(
+        Utterance(1.0, 2.4, "let me talk to the manager", expect_reply=False),
+        Utterance(7.0, 9.4, "I would like a table for four people tonight"),
+    ),
+    llm=(LLMRule(when_user_says="manager", tool_calls=(ToolCallScript("transfer_to_manager"),)),),
+    duration=16.0,
+    provider_faults=ProviderFaults(stt_dies_at=8.0),
+)
+
+
+def test_a_plain_agent_handed_the_call_gets_the_words_of_a_dead_stt_stream_recovered() -> None:
+    # the plain agent has no middleware of its own: SttRecovery finds the TurnKeeper's word
+    # recovery on the context, offered by the chain that serves the plain agent
+    world, outcome = run_scenario(_HANDED_TO_PLAIN, _FrontDesk)
+    assert _events(outcome, "stt_stream_died", "restarted_stream")
+    [recovered] = _events(outcome, "stt_stream_died", "recovered_words")
+    assert recovered["words"] == 4
+    assert outcome.lost_words == 0
+    turn = "I would like a table for four people tonight"
+    assert any(r.last_user_text == turn for r in world.llm.requests)

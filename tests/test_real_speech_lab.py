@@ -91,7 +91,9 @@ def test_alignment_counts_a_lost_utterance_whole() -> None:
 
 
 def test_turn_keeper_drops_live_words_a_recovery_heard_a_little_differently() -> None:
-    from resilient_agent.middleware.transcript_match import remove_heard as _remove_heard
+    from resilient_agent.middleware.turn_keeper.transcript_match import (
+        remove_heard as _remove_heard,
+    )
 
     # the live stream heard the end of the window as 'we it nine instead'
     assert _remove_heard("actually make it nine instead", "we it nine instead") == "actually"

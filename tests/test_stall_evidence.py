@@ -12,9 +12,20 @@ from resilient_agent.middleware.audio_level import AudioLevelMeter
 from resilient_agent.middleware.playout_ledger import PlayoutLedger
 from resilient_agent.middleware.stall_evidence import StallEvidence, StallThresholds
 
-from resilient_agent import ConversationState, ToolCall
+from resilient_agent import ConversationState, Middleware, MiddlewareContext, ToolCall
 from resilient_agent.testing import PlayoutAudioOutput, run_virtual
 from tests.test_audio import _capture, agent_frames
+
+
+def _ledger(out: PlayoutAudioOutput, clock: object) -> PlayoutLedger:
+    ctx = MiddlewareContext(
+        session=None,  # type: ignore[arg-type]
+        agent=None,  # type: ignore[arg-type]
+        state=ConversationState(),
+        emit=lambda _event: None,
+    )
+    return PlayoutLedger(ctx, Middleware(), out, clock)
+
 
 THRESHOLDS = StallThresholds(quiet_s=2.0, speech_wait_s=3.0, thinking_s=6.0, interrupted_done_s=1.0)
 
@@ -23,7 +34,7 @@ def test_the_ledger_reports_a_cleared_segment_the_sink_never_reported() -> None:
     async def main() -> tuple[int, bool, bool, int, bool]:
         loop = asyncio.get_running_loop()
         out = PlayoutAudioOutput(clock=loop.time, reports_cleared_playout=False)
-        ledger = PlayoutLedger(out, loop.time)
+        ledger = _ledger(out, loop.time)
         await _capture(out, agent_frames(1, 2.0))
         out.flush()
         await asyncio.sleep(0.5)
@@ -46,7 +57,7 @@ def test_the_ledger_never_reports_twice_or_for_a_segment_played_before_it_attach
         out = PlayoutAudioOutput(clock=loop.time)
         await _capture(out, agent_frames(1, 1.0))
         out.flush()
-        ledger = PlayoutLedger(out, loop.time)  # attached mid-segment
+        ledger = _ledger(out, loop.time)  # attached mid-segment
         await out.wait_for_playout()
         after_first = ledger.report_cleared_segment()
         await _capture(out, agent_frames(2, 1.0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resilient_agent.middleware.transcript_match import remove_heard
+from resilient_agent.middleware.turn_keeper.transcript_match import remove_heard
 
 
 def test_words_of_another_sentence_next_to_the_heard_ones_stay() -> None:

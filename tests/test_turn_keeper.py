@@ -10,11 +10,18 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, StopResponse
 from livekit.agents.llm import ChatContext, ChatMessage
-from resilient_agent.middleware.handover import Fragment
-from resilient_agent.middleware.turn_keeper import TurnKeeper
-from resilient_agent.middleware.withheld_audio import WithheldAudioTap
+from resilient_agent.middleware.turn_keeper import Fragment, TurnKeeper
+from resilient_agent.middleware.turn_keeper.withheld_audio import WithheldAudioTap
 
-from resilient_agent import MiddlewareError, ResilientAgent
+from resilient_agent import (
+    InferenceNext,
+    InferenceRequest,
+    Middleware,
+    MiddlewareContext,
+    MiddlewareError,
+    ResilientAgent,
+    default_middleware,
+)
 from resilient_agent.lab import agents
 from resilient_agent.lab.catalog import _BOOK, _BOOKED, scenarios
 from resilient_agent.testing import CallWorld, Scenario, Utterance, heard_sentences, run_scenario
@@ -326,3 +333,36 @@ def test_words_known_after_a_tool_reply_was_made_replace_it_before_it_is_heard()
     assert "answered_instead_of_stale_reply" in actions
     # 5.57 s before: the stale reply played first, then the answer
     assert outcome.reply_latencies_s[1] is not None and outcome.reply_latencies_s[1] <= 3.7
+
+
+class _PendingAtInference(Middleware):
+    """Innermost: what the session's state says is pending as each inference runs."""
+
+    position = "last"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, list[str]]] = []
+
+    async def wrap_llm_request(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
+        user = [i for i in request.chat_ctx.items if i.type == "message" and i.role == "user"]
+        last = user[-1].text_content or "" if user else ""
+        self.seen.append((last, list(ctx.state.pending_user_fragments)))
+        return await call_next(request)
+
+
+def test_words_a_tool_reply_took_in_are_no_longer_pending_in_the_session_state() -> None:
+    # one model of the caller's pending words: the merge into the tool reply delivers them for
+    # everyone who reads the state (ConditionalHangup would keep the call for stale ones)
+    probe = _PendingAtInference()
+
+    class WithProbe(ResilientAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, middleware=[*default_middleware(), probe], **kwargs)
+
+    world, outcome = run_scenario(catalog("tool_gap/protected_on_resume"), WithProbe)
+    assert ("dropped_user_words", "merged_into_inference") in race_actions(world, outcome)
+    turn = "for four people outside on the terrace please"
+    merged = [pending for last, pending in probe.seen if last == turn]
+    assert merged == [[]], probe.seen

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 from livekit import rtc
-from resilient_agent.middleware.withheld_audio import PRE_ROLL_S, WithheldAudioTap
+from resilient_agent.middleware.turn_keeper.withheld_audio import PRE_ROLL_S, WithheldAudioTap
 
 _NOISE = (np.random.default_rng(7).normal(0, 300, 160)).astype(np.int16).tobytes()
 

@@ -1,4 +1,4 @@
-"""What a closing :class:`~.turn_keeper.TurnKeeper` hands the next agent's keeper.
+"""What a closing :class:`~.keeper.TurnKeeper` hands the next agent's keeper.
 
 The session's runtime keeps the leaving agent's chain running through livekit's drain of its
 activity (a protected speech plays to its end, withholding the caller's words from the STT), so
@@ -6,61 +6,37 @@ the leaving keeper sees every word said meanwhile. When the next ``ResilientAgen
 leaving keeper closes with ``reason="handoff"`` and carries (``ctx.carry``) a
 :class:`CarriedWords`: its undelivered words, its audio tap (still observed through the session's
 one audio observer), and the start of a speech window still open; the next keeper takes them in
-its ``setup`` and answers them.
+its ``setup`` and answers them (the words themselves wait in the session's pending words).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Literal
 
 from livekit.agents import Agent, llm
 
 from resilient_agent import get_logger
+from resilient_agent.pending_words import Fragment
 
+from ..clock import loop_now
 from .withheld_audio import WithheldAudioTap
 
-__all__ = ["CARRY_KEY", "CarriedWords", "Fragment", "InputModality", "unanswered_messages"]
+__all__ = ["CARRY_KEY", "CarriedWords", "unanswered_messages"]
 
 logger = get_logger("middleware.handover")
 
 CARRY_KEY = "TurnKeeper"
 """The key a keeper carries its words under."""
 
-InputModality = Literal["audio", "text"]
-
-
-@dataclass
-class Fragment:
-    """Words the caller said, kept until they reach the LLM.
-
-    Attributes:
-        text: The words.
-        heard_at: Loop time when they were final (recovered: when their window closed).
-        delivered: They reached the LLM.
-        superseded: Replaced by a recovery, or dropped (and logged).
-        recovered: Recovered from the audio of one whole speech window, never a partial
-            transcript of another.
-        modality: How they came in: spoken (``"audio"``) or typed (``"text"``); the library
-            answers them with the same modality, so modality-aware tasks (livekit's
-            ``GetEmailTask`` reads back and confirms spoken input) behave as for live input.
-        over_agent_speech: Said while an interruptible agent speech played: under livekit's
-            ``min_words`` it is a backchannel livekit keeps for the caller's next turn.
-    """
-
-    text: str
-    heard_at: float
-    delivered: bool = False
-    superseded: bool = False
-    recovered: bool = False
-    modality: InputModality = "audio"
-    over_agent_speech: bool = False
-
 
 @dataclass
 class CarriedWords:
-    """A leaving keeper's words, tap and open speech window, for the next keeper."""
+    """A leaving keeper's tap and open speech window, and the words it leaves unanswered.
+
+    The words stay in the session's pending words (``ctx.state.pending_words``), where the next
+    keeper finds them: ``fragments`` names those pending at the handoff, to log them if no
+    keeper takes over.
+    """
 
     fragments: list[Fragment]
     tap: WithheldAudioTap | None
@@ -101,7 +77,7 @@ def unanswered_messages(
             unanswered.append(item)
     held = {i.id for i in next_context.items} if next_context is not None else set()
     texts = {f.text for f in carried}
-    now = asyncio.get_running_loop().time()
+    now = loop_now()
     return [
         Fragment(text, now)
         for message in unanswered

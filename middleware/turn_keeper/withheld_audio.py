@@ -27,7 +27,9 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
-__all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
+from ..session_facts import stt_is_withheld
+
+__all__ = ["TappedFrame", "WithheldAudioTap", "transcribe"]
 
 # How often the tap asks whether livekit withholds the caller's audio from the STT, whether the
 # caller is speaking, and drops the audio nobody can need any more.
@@ -72,19 +74,6 @@ class _WarmupClock:
             self._over = True
             return False
         return True
-
-
-def stt_is_withheld(session: AgentSession[Any]) -> bool:
-    """Whether livekit feeds the STT silence right now because of uninterruptible speech."""
-    speech = session.current_speech
-    if speech is None:
-        return False
-    return bool(
-        not speech.done()
-        and not speech.interrupted
-        and not speech.allow_interruptions
-        and session.options.interruption["discard_audio_if_uninterruptible"]
-    )
 
 
 class WithheldAudioTap:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import re
+from resilient_agent.pending_words import Fragment, normalized
 
-from .handover import Fragment
-
-__all__ = ["SAME_SPEECH_S", "normalized", "remove_heard", "without_repeats"]
+__all__ = ["SAME_SPEECH_S", "remove_heard", "without_repeats"]
 
 SAME_SPEECH_S = 1.0
 """A recovered window and the live final of the same speech arrive within this of each other."""
-_WORD = re.compile(r"[\w']+")
 # Words a live stream garbles where it cuts into or out of a sentence.
 _MISHEARD_AT_EDGE = 2
-
-
-def normalized(text: str) -> str:
-    """Lower-case words only: how two transcripts of the same words compare."""
-    return " ".join(w.lower() for w in _WORD.findall(text))
 
 
 def without_repeats(fragments: list[Fragment]) -> list[str]:

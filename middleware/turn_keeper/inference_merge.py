@@ -10,21 +10,18 @@ the merged copy is removed from each, so every record holds the words once.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
 
 from livekit.agents import llm
 
 from resilient_agent import InferenceRequest, MiddlewareContext, UserTurn, get_logger
+from resilient_agent.pending_words import PendingWords, normalized
 
+from ..clock import loop_now
+from ..session_facts import livekit_turn_delay
 from .dropped_turns import GRACE_MARGIN_S
-from .pending_words import PendingWords
-from .session_facts import livekit_turn_delay
-from .transcript_match import normalized, without_repeats
-
-if TYPE_CHECKING:
-    from .turn_keeper import TurnKeeper
+from .options import TurnKeeperOptions
+from .transcript_match import without_repeats
 
 __all__ = ["InferenceMerger"]
 
@@ -37,26 +34,23 @@ _END_OF_SPEECH_SLACK_S = 1.0
 _BEFORE_INPUT_S = 1e-3
 
 
-def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
-
-
 class InferenceMerger:
     """Merges the TurnKeeper's pending words into inferences that are not user turns.
 
     Args:
-        keeper: The TurnKeeper: the races are reported under it, its ``merge_format`` makes
-            the words one user message.
-        words: The keeper's pending words.
+        options: The keeper's options: its ``merge_format`` makes the words one user message.
+        words: The session's pending words.
+        reporter: The name the races are reported under (the keeper's).
     """
 
-    def __init__(self, keeper: TurnKeeper, words: PendingWords) -> None:
-        self._keeper = keeper
+    def __init__(self, options: TurnKeeperOptions, words: PendingWords, *, reporter: str) -> None:
+        self._options = options
+        self._reporter = reporter
         self._words = words
         # (when, message) merged into inferences that were not user turns, until the next turn;
         # made at the first merge (most calls have none)
         self._merged: deque[tuple[float, llm.ChatMessage]] | None = None
-        self._max_merged = keeper.max_fragments
+        self._max_merged = options.max_fragments
 
     async def take_in(
         self, ctx: MiddlewareContext, request: InferenceRequest, *, input_reply: bool
@@ -114,7 +108,7 @@ class InferenceMerger:
         for fragment in pending:
             fragment.delivered = True
         fragments = " ".join(without_repeats(pending))
-        text = self._keeper.merge_format.format(fragments=fragments, turn="")
+        text = self._options.merged_text(fragments, "")
         message = llm.ChatMessage(role="user", content=[text.strip()])
         if created_at is not None:
             message.created_at = created_at
@@ -126,9 +120,9 @@ class InferenceMerger:
         ctx.session.history.insert(message)
         if self._merged is None:
             self._merged = deque(maxlen=self._max_merged)
-        self._merged.append((_now(), message))
+        self._merged.append((loop_now(), message))
         action = "merged_into_inference" if created_at is None else "merged_before_input"
-        ctx.race_handled(self._keeper, "dropped_user_words", action)
+        ctx.race_handled(self._reporter, "dropped_user_words", action)
 
     async def forget_committed(self, ctx: MiddlewareContext, turn: UserTurn) -> None:
         """When livekit commits words a tool reply already took in, keep livekit's message.
@@ -141,7 +135,7 @@ class InferenceMerger:
         # only the turn livekit still had open when the words were merged can carry them again
         open_for = livekit_turn_delay(ctx.session) + GRACE_MARGIN_S + _END_OF_SPEECH_SLACK_S
         merged = self._merged or ()
-        recent = [m for at, m in merged if _now() - at <= open_for]
+        recent = [m for at, m in merged if loop_now() - at <= open_for]
         if self._merged is not None:
             self._merged.clear()
         said = normalized(turn.text)

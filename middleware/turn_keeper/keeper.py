@@ -21,16 +21,19 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
   answered after it.
 
-This module holds the middleware itself (its options, the events it follows, the recovery of
-withheld audio, the merge into the next turn); its parts live beside it: the pending words in
-:mod:`.pending_words`, the answering of dropped turns in :mod:`.dropped_turns`, the words given
-to inferences that are not user turns in :mod:`.inference_merge`, and what a leaving keeper hands
-the next agent's in :mod:`.handover`.
+This module holds the middleware itself (the events it follows, the recovery of withheld audio,
+the merge into the next turn); its parts live beside it in this package, each given the one
+:class:`~.options.TurnKeeperOptions` value and the session's pending words
+(``ctx.state.pending_words``, :mod:`resilient_agent.pending_words`), never the keeper: the
+answering of dropped turns in :mod:`.dropped_turns`, the words given to inferences that are not
+user turns in :mod:`.inference_merge`, the merge itself in :mod:`.merging`, and what a leaving
+keeper hands the next agent's in :mod:`.handover`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -51,14 +54,17 @@ from resilient_agent import (
     UserTurnNext,
     get_logger,
 )
-from resilient_agent.options import OptionChecker
+from resilient_agent.pending_words import Fragment, PendingWords, normalized
 
+from ..clock import loop_now
+from ..session_facts import session_recognizer
+from ..word_recovery import WordRecovery
 from .dropped_turns import DroppedTurnAnswerer
-from .handover import CARRY_KEY, CarriedWords, Fragment, unanswered_messages
+from .handover import CARRY_KEY, CarriedWords, unanswered_messages
 from .inference_merge import InferenceMerger
-from .pending_words import PendingWords
-from .session_facts import session_recognizer
-from .transcript_match import normalized, remove_heard
+from .merging import merge_into
+from .options import TurnKeeperOptions
+from .transcript_match import remove_heard
 from .withheld_audio import WithheldAudioTap, transcribe
 
 __all__ = ["TurnKeeper"]
@@ -74,11 +80,24 @@ _SHORTEST_VOICE_WINDOW_S = 0.05
 _WITHHELD = "speech_withheld_from_stt"
 
 
-def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
+class _Option:
+    """One of the keeper's options, read from (and, set, checked into) its options value."""
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    def __get__(self, keeper: TurnKeeper | None, owner: type[Any] | None = None) -> Any:
+        if keeper is None:
+            return self
+        return getattr(keeper.options, self.name)
+
+    def __set__(self, keeper: TurnKeeper, value: Any) -> None:
+        # an app may set a flag on the live instance before a session (docs/middleware.md):
+        # checked as at construction, seen by the parts the next session builds
+        keeper.options = keeper.options.changed(keeper.display_name, **{self.name: value})
 
 
-class TurnKeeper(Middleware):
+class TurnKeeper(Middleware, WordRecovery):
     """Keeps the caller's words until they reach the LLM (on by default).
 
     Args:
@@ -100,6 +119,15 @@ class TurnKeeper(Middleware):
 
     name = "TurnKeeper"
 
+    merge = _Option()
+    recover_withheld_audio = _Option()
+    max_fragments = _Option()
+    max_age_s = _Option()
+    keep_audio_s = _Option()
+    recovery_timeout_s = _Option()
+    keep_text_input = _Option()
+    merge_format = _Option()
+
     def __init__(
         self,
         *,
@@ -112,42 +140,54 @@ class TurnKeeper(Middleware):
         keep_text_input: bool = True,
         merge_format: str = "{fragments} {turn}",
     ) -> None:
-        check = OptionChecker(self.display_name)
-        self.merge_format = check.format_string(
-            "merge_format",
-            merge_format,
-            {"fragments": "my account number is", "turn": "four two seven"},
-            required=("fragments",),
-            example="{fragments} {turn}",
-        )
-        self.merge = check.flag("merge", merge)
-        self.recover_withheld_audio = check.flag("recover_withheld_audio", recover_withheld_audio)
-        self.max_fragments = check.count("max_fragments", max_fragments, ge=1, le=100)
-        self.max_age_s = check.number("max_age_s", max_age_s, ge=1.0, le=3600.0)
-        self.keep_audio_s = check.number("keep_audio_s", keep_audio_s, ge=2.0, le=300.0)
-        self.recovery_timeout_s = check.number(
-            "recovery_timeout_s", recovery_timeout_s, ge=0.1, le=30.0
+        self.options = TurnKeeperOptions.checked(
+            self.display_name,
+            merge=merge,
+            recover_withheld_audio=recover_withheld_audio,
+            max_fragments=max_fragments,
+            max_age_s=max_age_s,
+            keep_audio_s=keep_audio_s,
+            recovery_timeout_s=recovery_timeout_s,
+            keep_text_input=keep_text_input,
+            merge_format=merge_format,
         )
         # wrap_user_turn may wait this long for a recovery before calling call_next
-        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.recovery_timeout_s + 1.0)
-        self.keep_text_input = check.flag("keep_text_input", keep_text_input)
-        self._words = PendingWords(self)
-        self._answerer = DroppedTurnAnswerer(self, self._words)
-        self._inferences = InferenceMerger(self, self._words)
+        self.hook_budget_s = max(DEFAULT_HOOK_BUDGET_S, self.options.recovery_timeout_s + 1.0)
+        self._recoveries: set[asyncio.Task[None]] = set()
+        # the session's pending words and the parts that work on them, built again at each
+        # setup (a store of its own until then)
+        self._build_parts(PendingWords(max_fragments=self.max_fragments, max_age_s=self.max_age_s))
         self._tap: WithheldAudioTap | None = None
         self._release_input: Callable[[], None] | None = None
         self._speech_started_at: float | None = None
         self._claimed_window = False
-        self._recoveries: set[asyncio.Task[None]] = set()
         self._ctx: MiddlewareContext | None = None
         # a deferred interrupt: RoomIO's text input (and livekit's DTMF workflow) interrupts, then
         # asks for a reply to its input; the next inference is that reply
         self._input_reply_expected = False
 
+    def _build_parts(self, words: PendingWords) -> None:
+        """The parts, each given the options value and the words, never the keeper."""
+        options = self.options
+        self._words = words
+        self._answerer = DroppedTurnAnswerer(
+            options,
+            words,
+            reporter=self.display_name,
+            # asked at each look: a recovery in flight holds an answer back
+            recovering=functools.partial(bool, self._recoveries),
+        )
+        self._inferences = InferenceMerger(options, words, reporter=self.display_name)
+
     # -- lifecycle -----------------------------------------------------------------------------
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Tap the caller's audio, take over words a previous agent left, answer dropped turns."""
         self._ctx = ctx
+        words = ctx.state.pending_words
+        words.limit(max_fragments=self.max_fragments, max_age_s=self.max_age_s)
+        self._build_parts(words)
+        # SttRecovery asks for it on the context: the agent active then may have no chain
+        ctx.provide(WordRecovery, self)
         carried: CarriedWords | None = ctx.take(CARRY_KEY)
         if carried is not None and carried.tap is not None and self.recover_withheld_audio:
             # the previous keeper's tap goes on (still observed), with the handoff's audio in it
@@ -206,9 +246,8 @@ class TurnKeeper(Middleware):
     def _take_over(self, ctx: MiddlewareContext, carried: CarriedWords) -> None:
         """Take the words, and the open speech window, the previous keeper left."""
         # the previous agent's activity is gone, and its turn with it: livekit cannot answer
-        # these words any more, so they are answered as soon as nothing blocks a reply
-        for fragment in carried.fragments:
-            self._words.add(fragment)
+        # these words (still pending in the session's state) any more, so they are answered as
+        # soon as nothing blocks a reply
         if carried.fragments:
             # words heard as the next activity started may still become its turn: livekit first
             self._answerer.note_activity(max(f.heard_at for f in carried.fragments))
@@ -218,10 +257,10 @@ class TurnKeeper(Middleware):
         elif start is not None:
             # the caller stopped while no keeper followed the session: no livekit turn holds
             # the words, which are recovered from the tap
-            self._close_speech_window(ctx, start, _now(), livekit_may_answer=False)
+            self._close_speech_window(ctx, start, loop_now(), livekit_may_answer=False)
 
     def _keep_refused_text(self, text: str) -> None:
-        self._words.add(Fragment(text, _now(), modality="text"))
+        self._words.add(Fragment(text, loop_now(), modality="text"))
         if self._speech_started_at is not None:
             self._claimed_window = True  # typed while the caller speaks: see on_user_state
         self._answerer.wake()
@@ -231,7 +270,7 @@ class TurnKeeper(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
         """Track speech windows; recover a window that livekit withheld from the STT."""
-        now = _now()
+        now = loop_now()
         if ev.new_state == "speaking":
             if self._speech_started_at is not None:
                 # a window typed input's turn claim left open: the caller's voice in it ended
@@ -269,29 +308,20 @@ class TurnKeeper(Middleware):
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
-        """Keep every final transcript until it is delivered."""
+        """Note the caller's activity: livekit's own turn may still carry the words."""
         if self._tap is not None:
-            self._tap.note_transcript(final=ev.is_final, now=_now())
+            self._tap.note_transcript(final=ev.is_final, now=loop_now())
         if ev.is_final and ev.transcript.strip():
-            current = ctx.session.current_speech
-            over = (
-                current is not None
-                and current.allow_interruptions
-                and not current.interrupted
-                and not current.done()
-            )
-            self._words.add(Fragment(ev.transcript.strip(), _now(), over_agent_speech=over))
-            self._answerer.note_activity(_now())
+            # the session's runtime already added it to the pending words, as livekit told it
+            self._answerer.note_activity(loop_now())
             self._answerer.wake()
 
     async def on_conversation_item(
         self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
     ) -> None:
-        """A user message in the history delivers the fragments it contains."""
+        """Take over what a handoff leaves unanswered (the core delivers words a message holds)."""
         item = ev.item
-        if item.type == "message" and item.role == "user":
-            self._words.deliver_said(normalized(item.text_content or ""))
-        elif item.type == "agent_handoff" and self.merge:
+        if item.type == "agent_handoff" and self.merge:
             # messages the leaving agent took in and never answered, which the next agent's
             # own context does not hold: they are answered like any undelivered words. Not
             # around an awaited task: the agent that awaits it is inside a tool call (its
@@ -310,7 +340,7 @@ class TurnKeeper(Middleware):
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
-        self._answerer.note_activity(_now())
+        self._answerer.note_activity(loop_now())
         self._answerer.wake()
 
     async def on_agent_state(
@@ -346,7 +376,7 @@ class TurnKeeper(Middleware):
         await self._recoveries_done()
         await self._inferences.forget_committed(ctx, turn)
         if self.merge:
-            merged = self._words.merge_into(turn.text)
+            merged = merge_into(self._words, turn.text, self.options)
             if merged != turn.text:
                 ctx.race_handled(self, "dropped_user_words", "merged_into_next_turn")
                 turn = turn.override(text=merged)
@@ -401,7 +431,7 @@ class TurnKeeper(Middleware):
         """
         if self._tap is None or session_recognizer(ctx.agent, ctx.session) is None:
             return False
-        now = _now()
+        now = loop_now()
         # a final transcript is stamped as it arrives, after its words: audio from then on is
         # what the STT never finished
         heard = max((f.heard_at for f in self._words), default=now - self.keep_audio_s)
@@ -471,7 +501,7 @@ class TurnKeeper(Middleware):
         if not recovered <= heard:
             self._keep_recovered(ctx, text, in_window, (started, ended), kind)
         if livekit_may_answer:
-            self._answerer.note_activity(_now())
+            self._answerer.note_activity(loop_now())
 
     def _keep_recovered(
         self,

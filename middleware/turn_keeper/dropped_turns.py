@@ -18,18 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
+from resilient_agent.pending_words import Fragment, PendingWords
 
-from .handover import Fragment
-from .pending_words import PendingWords
-from .session_facts import handoff_under_way, livekit_min_interruption_words, livekit_turn_delay
-from .withheld_audio import stt_is_withheld
-
-if TYPE_CHECKING:
-    from .turn_keeper import TurnKeeper
+from ..clock import loop_now
+from ..session_facts import (
+    handoff_under_way,
+    livekit_min_interruption_words,
+    livekit_turn_delay,
+    stt_is_withheld,
+)
+from .merging import merge_into
+from .options import TurnKeeperOptions
 
 __all__ = ["GRACE_MARGIN_S", "DroppedTurnAnswerer", "WhenToAnswer"]
 
@@ -38,10 +41,6 @@ logger = get_logger("middleware.turn_keeper")
 
 GRACE_MARGIN_S = 0.3
 """Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself."""
-
-
-def _now() -> float:  # loop time: the clock the shared audio observer stamps frames with
-    return asyncio.get_running_loop().time()
 
 
 @dataclass(frozen=True)
@@ -67,15 +66,26 @@ class DroppedTurnAnswerer:
     """Answers the TurnKeeper's pending words when livekit will not.
 
     Args:
-        keeper: The TurnKeeper: the races are reported under it, and no answer is made while
-            it recovers withheld audio (the recovered words may join).
-        words: The keeper's pending words.
+        options: The keeper's options.
+        words: The session's pending words.
+        reporter: The name the races are reported under (the keeper's).
+        recovering: Whether a recovery of withheld audio is in progress: no answer is made
+            meanwhile (the recovered words may join).
     """
 
-    def __init__(self, keeper: TurnKeeper, words: PendingWords) -> None:
-        self._keeper = keeper
+    def __init__(
+        self,
+        options: TurnKeeperOptions,
+        words: PendingWords,
+        *,
+        reporter: str,
+        recovering: Callable[[], bool],
+    ) -> None:
+        self._options = options
         self._words = words
-        self._own_answers: deque[str] = deque(maxlen=keeper.max_fragments)
+        self._reporter = reporter
+        self._recovering = recovering
+        self._own_answers: deque[str] = deque(maxlen=options.max_fragments)
         self._made_before_caller_spoke: set[str] = set()
         # stale replies were interrupted for the words pending now
         self._replaced_stale = False
@@ -122,7 +132,7 @@ class DroppedTurnAnswerer:
     async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
         while True:
             self._wake.clear()
-            self._words.expire(_now())
+            self._words.expire(loop_now())
             if not self._words.any_undelivered():
                 self._replaced_stale = False
             when = self.when_to_answer(ctx)
@@ -152,7 +162,7 @@ class DroppedTurnAnswerer:
     # -- deciding ------------------------------------------------------------------------------
     def when_to_answer(self, ctx: MiddlewareContext) -> WhenToAnswer:
         """When the pending words may be answered, as livekit's turn would have answered them."""
-        if not self._words.undelivered() or self._keeper.recovering:
+        if not self._words.undelivered() or self._recovering():
             return _BLOCKED
         if _backchannel(ctx, self._words.undelivered()):
             # livekit did not take words under its min_words as an interruption: it keeps them
@@ -164,7 +174,7 @@ class DroppedTurnAnswerer:
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():
             # livekit's turn ends while this speech is current: it skips the turn
-            left = self._last_activity + livekit_turn_delay(ctx.session) - _now()
+            left = self._last_activity + livekit_turn_delay(ctx.session) - loop_now()
             # answered in the place of the replies interrupted, after the protected one
             return WhenToAnswer(max(0.0, left), replacing_stale_replies=True)
         if stt_is_withheld(ctx.session):
@@ -173,7 +183,7 @@ class DroppedTurnAnswerer:
             # livekit's own turn waits for the interrupted speech to end, then delivers the words
             return _BLOCKED
         delay = livekit_turn_delay(ctx.session) + GRACE_MARGIN_S
-        return WhenToAnswer(max(0.0, self._last_activity + delay - _now()))
+        return WhenToAnswer(max(0.0, self._last_activity + delay - loop_now()))
 
     # -- acting --------------------------------------------------------------------------------
     def interrupt_stale_replies(self, ctx: MiddlewareContext) -> bool:
@@ -210,10 +220,10 @@ class DroppedTurnAnswerer:
             replaced_queued: Queued replies were just interrupted for this answer.
         """
         pending = self._words.undelivered()
-        text = self._words.merge_into("")
+        text = merge_into(self._words, "", self._options)
         if not text:
             return
-        ctx.race_detected(self._keeper, "dropped_user_turn")
+        ctx.race_detected(self._reporter, "dropped_user_turn")
         session = ctx.session
         current = session.current_speech
         stale = (
@@ -242,7 +252,7 @@ class DroppedTurnAnswerer:
             return
         self._own_answers.append(reply.id)
         ctx.race_handled(
-            self._keeper,
+            self._reporter,
             "dropped_user_turn",
             "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
             counts={"dropped_turns_answered": 1},

@@ -1,0 +1,151 @@
+"""The caller's words not yet delivered to the LLM: one model per session, in the state.
+
+Each final transcript is a :class:`Fragment` in ``ctx.state.pending_words`` from the moment
+livekit reports it (the session's runtime adds it, in livekit's event order). A fragment leaves
+the pending words when it is delivered: seen in a user message of the history (the runtime), or
+taken into a turn or an inference by a middleware that merges words (the TurnKeeper), or
+superseded (replaced by a recovery of its window, or dropped beyond the bounds, logged). Every
+reader (``ConditionalHangup`` keeps the call while words are pending) sees the same words.
+
+The store is bounded (``max_fragments`` pending, ``max_age_s`` old, set by the middleware that
+answers the words with :meth:`PendingWords.limit`); a fragment dropped before it was delivered
+is logged with the reason, never silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from .log import get_logger
+
+__all__ = ["Fragment", "InputModality", "PendingWords", "normalized"]
+
+logger = get_logger("pending_words")
+
+InputModality = Literal["audio", "text"]
+
+# How many fragments (delivered or not) are held per pending one allowed.
+_HELD_PER_PENDING = 4
+_WORD = re.compile(r"[\w']+")
+
+
+def normalized(text: str) -> str:
+    """Lower-case words only: how two transcripts of the same words compare."""
+    return " ".join(w.lower() for w in _WORD.findall(text))
+
+
+@dataclass
+class Fragment:
+    """Words the caller said, kept until they reach the LLM.
+
+    Attributes:
+        text: The words.
+        heard_at: Loop time when they were final (recovered: when their window closed).
+        delivered: They reached the LLM.
+        superseded: Replaced by a recovery, or dropped (and logged).
+        recovered: Recovered from the audio of one whole speech window, never a partial
+            transcript of another.
+        modality: How they came in: spoken (``"audio"``) or typed (``"text"``); the library
+            answers them with the same modality, so modality-aware tasks (livekit's
+            ``GetEmailTask`` reads back and confirms spoken input) behave as for live input.
+        over_agent_speech: Said while an interruptible agent speech played: under livekit's
+            ``min_words`` it is a backchannel livekit keeps for the caller's next turn.
+    """
+
+    text: str
+    heard_at: float
+    delivered: bool = False
+    superseded: bool = False
+    recovered: bool = False
+    modality: InputModality = "audio"
+    over_agent_speech: bool = False
+
+
+class PendingWords:
+    """The fragments heard, in the order they were said, until each is delivered or dropped.
+
+    Args:
+        max_fragments: How many undelivered fragments are kept; older ones are logged and
+            dropped.
+        max_age_s: Undelivered fragments older than this are dropped by :meth:`expire`.
+    """
+
+    def __init__(self, *, max_fragments: int = 8, max_age_s: float = 60.0) -> None:
+        self.max_fragments = max_fragments
+        self.max_age_s = max_age_s
+        self._fragments: deque[Fragment] = deque()
+
+    def limit(self, *, max_fragments: int, max_age_s: float) -> None:
+        """Bound the store as the middleware answering the words is configured."""
+        self.max_fragments = max_fragments
+        self.max_age_s = max_age_s
+        self._bound()
+
+    def __iter__(self) -> Iterator[Fragment]:
+        """Every fragment held, delivered or not, oldest first."""
+        return iter(self._fragments)
+
+    def __len__(self) -> int:
+        return len(self._fragments)
+
+    def add(self, fragment: Fragment) -> None:
+        """Keep ``fragment``; drop (and log) the oldest beyond the bounds."""
+        self._fragments.append(fragment)
+        self._bound()
+
+    def add_earlier(self, fragments: list[Fragment]) -> None:
+        """Keep ``fragments``, said before the words pending now (in their order)."""
+        for fragment in reversed(fragments):
+            self._fragments.appendleft(fragment)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Drop (and log) the oldest fragments beyond the bounds."""
+        max_fragments = self.max_fragments
+        while len(self._fragments) > max_fragments * _HELD_PER_PENDING:
+            old = self._fragments.popleft()
+            if not old.delivered and not old.superseded:
+                _log_dropped(old, "too many pending")
+        pending = self.undelivered()
+        for extra in pending[: max(0, len(pending) - max_fragments)]:
+            extra.superseded = True
+            _log_dropped(extra, "max_fragments reached")
+
+    def expire(self, now: float) -> None:
+        """Drop (and log) the undelivered fragments older than ``max_age_s`` at ``now``."""
+        cutoff = now - self.max_age_s
+        for fragment in self.undelivered():
+            if fragment.heard_at < cutoff:
+                fragment.superseded = True
+                _log_dropped(fragment, "older than max_age_s")
+
+    def undelivered(self) -> list[Fragment]:
+        """The fragments still to reach the LLM, oldest first."""
+        return [f for f in self._fragments if not f.delivered and not f.superseded]
+
+    def any_undelivered(self) -> bool:
+        """Whether any fragment is still to reach the LLM."""
+        for fragment in self._fragments:
+            if not fragment.delivered and not fragment.superseded:
+                return True
+        return False
+
+    def word_count(self) -> int:
+        """Words heard but not yet delivered."""
+        return sum(len(f.text.split()) for f in self.undelivered())
+
+    def deliver_said(self, said: str) -> None:
+        """Mark delivered the pending fragments that ``said`` (a user message) contains."""
+        said = normalized(said)
+        for fragment in self.undelivered():
+            if normalized(fragment.text) in said:
+                fragment.delivered = True
+
+
+def _log_dropped(fragment: Fragment, why: str) -> None:
+    # the count of words, never the words: records carry no transcripts
+    logger.warning("user_words_dropped", words=len(fragment.text.split()), why=why)
