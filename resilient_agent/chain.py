@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from .boundary import Budget, budget_of, guarded_wrap
@@ -28,15 +29,17 @@ __all__ = ["MiddlewareChain", "validate_middleware"]
 
 logger = get_logger("chain")
 
-_POSITIONS = {"first": 0, "normal": 1, "last": 2}
+_POSITIONS: Mapping[str, int] = MappingProxyType({"first": 0, "normal": 1, "last": 2})
 # what ``setting_up`` is while no middleware sets up (most of a call): one shared empty set
 NOBODY_SETTING_UP: AbstractSet[int] = frozenset()
 _PREFIXES = ("on_", "decide_", "wrap_")
 # what a decide hook may answer besides None; a hook not listed is not type-checked
-_ANSWERS: dict[str, type] = {
-    "decide_speech": SpeechDecision,
-    "decide_shutdown": ShutdownDecision,
-}
+_ANSWERS: Mapping[str, type] = MappingProxyType(
+    {
+        "decide_speech": SpeechDecision,
+        "decide_shutdown": ShutdownDecision,
+    }
+)
 
 ErrorReporter = Callable[[Named | str, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)`` when a middleware fails."""

@@ -20,8 +20,9 @@ The livekit behaviours the shadows rely on are listed in :mod:`resilient_agent._
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from .log import get_logger
@@ -57,117 +58,116 @@ class Interception:
         return f"{self.target}.{self.attribute}"
 
 
-INTERCEPTIONS: dict[str, Interception] = {
-    i.key: i
-    for i in (
-        Interception(
-            "AgentSession",
-            "shutdown",
-            "resilient_agent.shutdown",
-            "decide_shutdown",
-            "the app's hang-up (a tool, a speech-done callback, a task, livekit's EndCallTool) "
-            "must wait for the farewell and may be vetoed; livekit has no pre-close hook",
-        ),
-        Interception(
-            "AgentSession",
-            "aclose",
-            "resilient_agent.shutdown, resilient_agent.bridge",
-            "decide_shutdown",
-            "awaited inside a tool body it deadlocks (the close waits for the tool); there it "
-            "becomes a hang-up request instead. Everywhere else it passes through, and (the "
-            "bridge's shadow) returns only once the chain has stopped: livekit awaits no close "
-            "listener, so on_session_end and every aclose would outlive the close",
-        ),
-        Interception(
-            "JobContext",
-            "shutdown",
-            "resilient_agent.shutdown",
-            "decide_shutdown",
-            "the app's job-level hang-up, same as session.shutdown; it passes through once the "
-            "session is closing (livekit's EndCallTool shuts the job down from the close event)",
-        ),
-        Interception(
-            "AgentSession",
-            "interrupt",
-            "resilient_agent.speech_gates, resilient_agent.handoff_gates",
-            "decide_interrupt",
-            "livekit raises on a non-forced interrupt of a protected speech; RoomIO's text input "
-            "and the DTMF workflow then lose the caller's message (also while a handoff drains "
-            "the leaving agent's protected speech, when no agent's chain is in place)",
-        ),
-        Interception(
-            "AgentSession",
-            "generate_reply",
-            "resilient_agent.handoff_gates",
-            "decide_interrupt",
-            "while a handoff pauses speech scheduling livekit raises on generate_reply(user_input"
-            "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
-            "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
-            "and livekit's error is raised unchanged",
-        ),
-        Interception(
-            "Agent",
-            "on_enter",
-            "resilient_agent.supervision",
-            "decide_interrupt",
-            "a plain Agent or workflow task the call is handed to (not rebased on "
-            "ResilientAgent): its start ends the handoff the session's runtime followed",
-        ),
-        Interception(
-            "Agent",
-            "on_exit",
-            "resilient_agent.supervision",
-            "decide_interrupt, decide_shutdown",
-            "a plain Agent or workflow task leaving: a handoff begins (typed input is kept "
-            "through it) or the session closes (hung tools are bounded)",
-        ),
-        Interception(
-            "Agent",
-            "on_user_turn_completed",
-            "resilient_agent.supervision",
-            "wrap_user_turn",
-            "a plain Agent or workflow task's user turns go through the chain that handed "
-            "control to it; livekit calls the hook by attribute, and has no session-level one",
-        ),
-        Interception(
-            "Agent",
-            "llm_node",
-            "resilient_agent.supervision",
-            "wrap_llm_request, wrap_tool_call",
-            "a plain Agent or workflow task's inferences go through the chain, and its own "
-            "function tools are run through wrap_tool_call (livekit executes the tools the node "
-            "hands back)",
-        ),
-        Interception(
-            "Agent",
-            "on_user_turn_exceeded",
-            "resilient_agent.cut_in",
-            "on_speech_created",
-            "livekit's user_turn_limit cuts in over a caller who talks too long, on purpose: "
-            "the speeches this hook creates are marked cut-ins (SpeechInfo.cut_in), which the "
-            "chain never holds for the caller; livekit calls the hook by attribute and marks "
-            "the speech nowhere",
-        ),
-        Interception(
-            "RealtimeSession",
-            "push_audio",
-            "resilient_agent.model_input",
-            "on_speech_created, on_speech_done",
-            "livekit feeds a realtime model silence for the caller's audio while a protected "
-            "speech plays, which its server VAD hears as the end of the caller's turn; held "
-            "(for the length of that speech only), the model hears nothing until it is sent the "
-            "caller's kept audio",
-        ),
-        Interception(
-            "RunContext",
-            "disallow_interruptions",
-            "resilient_agent.speech_gates",
-            "decide_protection, decide_resume",
-            "it raises on an interrupted speech (failing the tool), and it resumes a speech "
-            "livekit paused for the caller, synchronously, over a caller who may be talking",
-        ),
-    )
-}
+_ALL = (
+    Interception(
+        "AgentSession",
+        "shutdown",
+        "resilient_agent.shutdown",
+        "decide_shutdown",
+        "the app's hang-up (a tool, a speech-done callback, a task, livekit's EndCallTool) "
+        "must wait for the farewell and may be vetoed; livekit has no pre-close hook",
+    ),
+    Interception(
+        "AgentSession",
+        "aclose",
+        "resilient_agent.shutdown, resilient_agent.bridge",
+        "decide_shutdown",
+        "awaited inside a tool body it deadlocks (the close waits for the tool); there it "
+        "becomes a hang-up request instead. Everywhere else it passes through, and (the "
+        "bridge's shadow) returns only once the chain has stopped: livekit awaits no close "
+        "listener, so on_session_end and every aclose would outlive the close",
+    ),
+    Interception(
+        "JobContext",
+        "shutdown",
+        "resilient_agent.shutdown",
+        "decide_shutdown",
+        "the app's job-level hang-up, same as session.shutdown; it passes through once the "
+        "session is closing (livekit's EndCallTool shuts the job down from the close event)",
+    ),
+    Interception(
+        "AgentSession",
+        "interrupt",
+        "resilient_agent.speech_gates, resilient_agent.handoff_gates",
+        "decide_interrupt",
+        "livekit raises on a non-forced interrupt of a protected speech; RoomIO's text input "
+        "and the DTMF workflow then lose the caller's message (also while a handoff drains "
+        "the leaving agent's protected speech, when no agent's chain is in place)",
+    ),
+    Interception(
+        "AgentSession",
+        "generate_reply",
+        "resilient_agent.handoff_gates",
+        "decide_interrupt",
+        "while a handoff pauses speech scheduling livekit raises on generate_reply(user_input"
+        "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
+        "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
+        "and livekit's error is raised unchanged",
+    ),
+    Interception(
+        "Agent",
+        "on_enter",
+        "resilient_agent.supervision",
+        "decide_interrupt",
+        "a plain Agent or workflow task the call is handed to (not rebased on "
+        "ResilientAgent): its start ends the handoff the session's runtime followed",
+    ),
+    Interception(
+        "Agent",
+        "on_exit",
+        "resilient_agent.supervision",
+        "decide_interrupt, decide_shutdown",
+        "a plain Agent or workflow task leaving: a handoff begins (typed input is kept "
+        "through it) or the session closes (hung tools are bounded)",
+    ),
+    Interception(
+        "Agent",
+        "on_user_turn_completed",
+        "resilient_agent.supervision",
+        "wrap_user_turn",
+        "a plain Agent or workflow task's user turns go through the chain that handed "
+        "control to it; livekit calls the hook by attribute, and has no session-level one",
+    ),
+    Interception(
+        "Agent",
+        "llm_node",
+        "resilient_agent.supervision",
+        "wrap_llm_request, wrap_tool_call",
+        "a plain Agent or workflow task's inferences go through the chain, and its own "
+        "function tools are run through wrap_tool_call (livekit executes the tools the node "
+        "hands back)",
+    ),
+    Interception(
+        "Agent",
+        "on_user_turn_exceeded",
+        "resilient_agent.cut_in",
+        "on_speech_created",
+        "livekit's user_turn_limit cuts in over a caller who talks too long, on purpose: "
+        "the speeches this hook creates are marked cut-ins (SpeechInfo.cut_in), which the "
+        "chain never holds for the caller; livekit calls the hook by attribute and marks "
+        "the speech nowhere",
+    ),
+    Interception(
+        "RealtimeSession",
+        "push_audio",
+        "resilient_agent.model_input",
+        "on_speech_created, on_speech_done",
+        "livekit feeds a realtime model silence for the caller's audio while a protected "
+        "speech plays, which its server VAD hears as the end of the caller's turn; held "
+        "(for the length of that speech only), the model hears nothing until it is sent the "
+        "caller's kept audio",
+    ),
+    Interception(
+        "RunContext",
+        "disallow_interruptions",
+        "resilient_agent.speech_gates",
+        "decide_protection, decide_resume",
+        "it raises on an interrupted speech (failing the tool), and it resumes a speech "
+        "livekit paused for the caller, synchronously, over a caller who may be talking",
+    ),
+)
+
+INTERCEPTIONS: Mapping[str, Interception] = MappingProxyType({i.key: i for i in _ALL})
 """Every livekit attribute the library replaces, by ``target.attribute``."""
 
 
