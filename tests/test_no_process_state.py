@@ -42,8 +42,8 @@ _MUTABLE_CALLS = frozenset(
 # the process itself (its installed packages, its temporary files, its one meter provider, a
 # warning given once per process), never about one session.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("resilient_agent/plugins.py", "_installed_cache"): "the installed entry points: the process's",
-    ("resilient_agent/plugins.py", "_resolved_cache"): "the plugins imported from those entry points",
+    ("resilient_agent/plugins.py", "_installed_cache"): "the process's installed entry points",
+    ("resilient_agent/plugins.py", "_resolved_cache"): "the plugins those entry points import",
     ("resilient_agent/versions.py", "_warned_version"): "livekit's version is warned about once",
     ("resilient_agent/versions.py", "_missing_reported"): "a missing livekit name is reported once",
     ("resilient_agent/shutdown.py", "_warned_about_sleeping"): "a once-per-process hint",

@@ -414,7 +414,7 @@ def _duration(recipe: CallRecipe) -> float:
     return _r(max(inputs, default=1.0) + work + recipe.reply_bound + 4.0)
 
 
-_BUILDERS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+_BUILDERS: Mapping[str, Callable[[random.Random, str], CallRecipe]] = MappingProxyType(
     {
         "booking": _booking,
         "cancellable": _cancellable,
