@@ -182,12 +182,20 @@ class WithheldAudioTap:
         horizon = now - PRE_ROLL_S
         # trimmed once per recheck: the next one comes before anything is past keep_seconds
         oldest_kept = now - self._keep_seconds + _RECHECK_S
-        if self._withheld_from is not None and self._withheld_from < oldest_kept:
-            self._withheld_from = None
-        for needed in (self._speech_from, self._unheard_from, self._withheld_from):
-            if needed is not None and needed < horizon:
-                horizon = needed
-        horizon = max(horizon, oldest_kept)
+        withheld_from = self._withheld_from
+        if withheld_from is not None and withheld_from < oldest_kept:
+            withheld_from = self._withheld_from = None
+        # the earliest time a recovery may still read from, written out (no tuple, no max()):
+        # this runs at every recheck of a caller's sentence
+        speech_from, unheard_from = self._speech_from, self._unheard_from
+        if speech_from is not None and speech_from < horizon:
+            horizon = speech_from
+        if unheard_from is not None and unheard_from < horizon:
+            horizon = unheard_from
+        if withheld_from is not None and withheld_from < horizon:
+            horizon = withheld_from
+        if oldest_kept > horizon:
+            horizon = oldest_kept
         frames = self._frames
         while frames and frames[0][0] < horizon:
             frames.popleft()
