@@ -114,8 +114,12 @@ class AudioLevelMeter:
             if mean_square > floor * floor:
                 self._floors[floor] = now
         rms = mean_square**0.5
-        self.turn_peak = max(self.turn_peak, rms)
-        if rms >= max(MIN_VOICE_RMS, self.turn_peak * QUIET_BELOW_PEAK):
+        # as max() twice and voice_heard, without the calls: this runs for every frame metered
+        peak = self.turn_peak
+        if rms > peak:
+            peak = self.turn_peak = rms
+        quiet_below = peak * QUIET_BELOW_PEAK
+        if rms >= (quiet_below if quiet_below > MIN_VOICE_RMS else MIN_VOICE_RMS):
             self.quiet_since = None
-        elif self.quiet_since is None and self.voice_heard:
+        elif self.quiet_since is None and peak >= MIN_VOICE_RMS:
             self.quiet_since = now

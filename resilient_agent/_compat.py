@@ -437,6 +437,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_end_call_tool_hangs_up_from_its_speech_done_callback",
     ),
     Reliance(
+        "AudioInput.__anext__(self) -> coroutine and AudioInput.on_detached(self): the methods "
+        "the observed subclass of the session's audio input overrides",
+        "resilient_agent.session_audio (observing the caller's audio in place)",
+        "livekit changed AudioInput.__anext__ or on_detached",
+        "test_intercepted_methods_keep_their_signatures[AudioInput.__class__]",
+    ),
+    Reliance(
         "AudioInput.__aiter__ returns the input itself, so the session's `async for` over "
         "session.input.audio calls the input's class's __anext__ for every frame",
         "resilient_agent.session_audio (observing the caller's audio in place)",

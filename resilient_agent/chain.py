@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from .boundary import Budget, budget_of, guarded_wrap
@@ -28,7 +29,7 @@ __all__ = ["ChainDecisions", "MiddlewareChain", "validate_middleware"]
 
 logger = get_logger("chain")
 
-_POSITIONS = {"first": 0, "normal": 1, "last": 2}
+_POSITIONS: Mapping[str, int] = MappingProxyType({"first": 0, "normal": 1, "last": 2})
 # what ``setting_up`` is while no middleware sets up (most of a call): one shared empty set
 NOBODY_SETTING_UP: AbstractSet[int] = frozenset()
 _PREFIXES = ("on_", "decide_", "wrap_")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from livekit.agents.voice import events as lk_events
@@ -227,30 +228,32 @@ class HookSpec:
     answer: type | None = None
 
 
-HOOKS: dict[str, HookSpec] = {
-    spec.name: spec
-    for spec in (
-        HookSpec("on_session_start", "notify"),
-        HookSpec("on_user_state", "notify"),
-        HookSpec("on_agent_state", "notify"),
-        HookSpec("on_user_transcript", "notify"),
-        HookSpec("on_conversation_item", "notify"),
-        HookSpec("on_speech_created", "notify"),
-        HookSpec("on_speech_done", "notify"),
-        HookSpec("on_tool_start", "notify"),
-        HookSpec("on_tool_exit", "notify"),
-        HookSpec("on_false_interruption", "notify"),
-        HookSpec("on_session_end", "notify"),
-        HookSpec("decide_speech", "decide", SpeechDecision),
-        HookSpec("decide_shutdown", "decide", ShutdownDecision),
-        HookSpec("decide_interrupt", "decide", InterruptDecision),
-        HookSpec("decide_protection", "decide", ProtectionDecision),
-        HookSpec("decide_resume", "decide", ResumeDecision),
-        HookSpec("wrap_tool_call", "wrap"),
-        HookSpec("wrap_user_turn", "wrap"),
-        HookSpec("wrap_llm_request", "wrap"),
-    )
-}
+HOOKS: Mapping[str, HookSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            HookSpec("on_session_start", "notify"),
+            HookSpec("on_user_state", "notify"),
+            HookSpec("on_agent_state", "notify"),
+            HookSpec("on_user_transcript", "notify"),
+            HookSpec("on_conversation_item", "notify"),
+            HookSpec("on_speech_created", "notify"),
+            HookSpec("on_speech_done", "notify"),
+            HookSpec("on_tool_start", "notify"),
+            HookSpec("on_tool_exit", "notify"),
+            HookSpec("on_false_interruption", "notify"),
+            HookSpec("on_session_end", "notify"),
+            HookSpec("decide_speech", "decide", SpeechDecision),
+            HookSpec("decide_shutdown", "decide", ShutdownDecision),
+            HookSpec("decide_interrupt", "decide", InterruptDecision),
+            HookSpec("decide_protection", "decide", ProtectionDecision),
+            HookSpec("decide_resume", "decide", ResumeDecision),
+            HookSpec("wrap_tool_call", "wrap"),
+            HookSpec("wrap_user_turn", "wrap"),
+            HookSpec("wrap_llm_request", "wrap"),
+        )
+    }
+)
 """Every hook the chain knows, by name."""
 
 LIFECYCLE = ("setup", "aclose", "for_session")

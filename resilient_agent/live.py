@@ -10,6 +10,10 @@
 
 ``agent.middleware`` is a :class:`MiddlewareView` of the live instances: ``agent.middleware[0]``
 or ``agent.middleware["TurnKeeper"]``.
+
+Which session an app-given instance is live in is written on the instance itself (the claim of
+the :class:`SessionInstances` that runs it), not in a registry of the process: it lives and dies
+with the instance, and two processes' (or two tests') sessions never see each other's claims.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from .spec import MiddlewareSpec, build_middleware
 
 __all__ = ["MiddlewareView", "SessionInstances"]
 
-# app-given instances live in a running session, by id (an instance runs one session at a time)
-_LIVE: set[int] = set()
+# the attribute an app-given instance carries while it is live in a session: the claim (the
+# SessionInstances running it). The name is the library's, out of the way of the app's own.
+_CLAIM = "_resilient_agent_live_in"
 
 
 class MiddlewareView(Sequence[Middleware]):
@@ -83,7 +88,7 @@ class SessionInstances:
         }
         self.prototype = MiddlewareChain(built)
         self._unused = set(self._spec_of)
-        self._claimed: list[int] = []
+        self._claimed: list[Middleware] = []
 
     def for_session(self, on_error: ErrorReporter) -> MiddlewareChain:
         """This session's chain; an instance that cannot run in it is reported and left out."""
@@ -109,7 +114,8 @@ class SessionInstances:
     def release(self) -> None:
         """The session is over: the app's instances may run in another one."""
         for claimed in self._claimed:
-            _LIVE.discard(claimed)
+            if vars(claimed).get(_CLAIM) is self:
+                object.__delattr__(claimed, _CLAIM)
         self._claimed.clear()
 
     def _instance(self, mw: Middleware) -> Middleware | None:
@@ -119,9 +125,10 @@ class SessionInstances:
                 self._unused.discard(id(mw))
                 return mw
             return spec.build()
-        if id(mw) in _LIVE:
+        if vars(mw).get(_CLAIM) is not None:
             return None
         instance = mw.for_session()
-        _LIVE.add(id(mw))
-        self._claimed.append(id(mw))
+        # past a frozen dataclass's __setattr__: the claim is the library's, not a field
+        object.__setattr__(mw, _CLAIM, self)
+        self._claimed.append(mw)
         return instance

@@ -8,12 +8,18 @@ frame is touched.
 
 How: livekit reads the input with ``async for``, and ``AudioInput.__aiter__`` returns the input
 itself, so each frame is one call of ``type(input).__anext__``. While observed, the input's class
-is a subclass of its own class (made once per class, same name, same ``__qualname__``, no slots
-or attributes of its own) whose ``__anext__`` calls the class's own and then the callbacks, and
-whose ``on_detached`` tells the session's :class:`SessionAudio` that livekit let the input go,
-so that a replacement input is observed the same way. The object is the app's: identity,
-``isinstance``, attributes, ``repr`` are unchanged; only ``type(input) is TheAppsClass`` tells.
-The class is put back when the last callback leaves, the input is replaced, or the session ends.
+is a subclass of its own class (made for that input, same name, same ``__qualname__``, no slots
+or instance attributes of its own) whose ``__anext__`` calls the class's own and then the
+callbacks, and whose ``on_detached`` tells the session's :class:`SessionAudio` that livekit let
+the input go, so that a replacement input is observed the same way. The object is the app's:
+identity, ``isinstance``, attributes, ``repr`` are unchanged; only ``type(input) is
+TheAppsClass`` tells. The class is put back when the last callback leaves, the input is
+replaced, or the session ends.
+
+The swap is the interception ``AudioInput.__class__``
+(:data:`~resilient_agent.interception.INTERCEPTIONS`), restored as every interception is. Nothing
+is kept outside the sessions: each :class:`SessionAudio` holds what it observes, and an input
+observed by two sessions leads to their shared tap through its own (observed) class.
 
 livekit's public observation points cannot replace it: ``Agent.stt_node`` receives silence in
 place of the caller's audio while a protected speech plays (which is when the middleware must
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +43,7 @@ from livekit.agents import AgentSession
 from livekit.agents.voice.io import AudioInput
 
 from .audio_observer import AudioObserver, FrameCallback, _loop_clock
+from .interception import ClassNotSwapped, Interceptor
 from .log import get_logger
 
 __all__ = ["SessionAudio", "shown_callbacks"]
@@ -45,24 +51,33 @@ __all__ = ["SessionAudio", "shown_callbacks"]
 logger = get_logger("session_audio")
 
 
+# The attribute of an observed class that holds its tap: the class is made for one input, so the
+# input's class leads to the tap, with no registry of observed inputs anywhere.
+_TAP = "_resilient_agent_tap"
+_SWAP = "AudioInput.__class__"
+
+
 class _Tap:
-    """One observed input: the class to put back and the callbacks of every session observing it.
+    """One observed input: its class swap and the callbacks of every session observing it.
 
     An input two sessions observe (one reusing it after the other, or a handoff's two agents)
-    has one tap; each session's callbacks are kept apart, and shown each frame together.
+    has one tap, found through the input's class; each session's callbacks are kept apart, and
+    shown each frame together. The class swap is an interception (``AudioInput.__class__``),
+    undone when the last session lets the input go.
     """
 
-    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "owners")
+    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "owners", "swap")
 
-    def __init__(self, audio: AudioInput, base: type[AudioInput], observed: type[Any]) -> None:
+    def __init__(self, audio: AudioInput, base: type[AudioInput]) -> None:
         self.audio = audio
         self.base = base
-        self.observed = observed
         self.owners: dict[SessionAudio, tuple[FrameCallback, ...]] = {}
         # read for every frame: every owner's callbacks in one tuple, replaced (never changed)
         # so that a callback leaving while the frame is shown leaves the frame's loop as it was
         self.callbacks: tuple[FrameCallback, ...] = ()
         self.clock: Callable[[], float] | None = None
+        self.swap = Interceptor()
+        self.observed: type[Any] = _observed_class(base, self)
 
     def set(self, owner: SessionAudio, callbacks: tuple[FrameCallback, ...]) -> None:
         if callbacks:
@@ -76,76 +91,41 @@ class _Tap:
             owner._detached()
 
 
-# Observed inputs by themselves (their class hashes and compares by identity: a dict lookup
-# without a call into the app's code), else by id().
-_TAPS: dict[AudioInput, _Tap] = {}
-_TAPS_BY_ID: dict[int, _Tap] = {}
-# The observed subclass of each class, by id(class): kept while an input uses it (its bases
-# keep the class alive, so the id is the class's), made again after it is collected.
-_OBSERVED: weakref.WeakValueDictionary[int, type[Any]] = weakref.WeakValueDictionary()
-_BASE_OF: weakref.WeakKeyDictionary[type[Any], type[AudioInput]] = weakref.WeakKeyDictionary()
-
-
-def _by_identity(cls: type[Any]) -> bool:
-    hash_: Any = cls.__hash__
-    eq: Any = cls.__eq__
-    return hash_ is object.__hash__ and eq is object.__eq__
-
-
 def _tap_of(audio: AudioInput) -> _Tap | None:
-    if _by_identity(type(audio)):
-        return _TAPS.get(audio)
-    return _TAPS_BY_ID.get(id(audio))
+    """The tap observing ``audio``, found through its class (None: nobody observes it)."""
+    tap: _Tap | None = type(audio).__dict__.get(_TAP)
+    return tap if tap is not None and tap.audio is audio else None
 
 
-def _observed_class(base: type[AudioInput]) -> type[Any]:
-    """The subclass of ``base`` an observed input of that class has (made once, then reused).
+def _observed_class(base: type[AudioInput], tap: _Tap) -> type[Any]:
+    """The subclass of ``base`` that ``tap``'s input has while observed.
 
     Raises:
         Exception: Whatever the class (or its metaclass, or ``__init_subclass__``) raises when
             subclassed.
     """
-    observed = _OBSERVED.get(id(base))
-    if observed is not None:
-        return observed
     next_frame = base.__anext__
     on_detached = base.on_detached
-    if _by_identity(base):
-        taps_get: Callable[[Any], _Tap | None] = _TAPS.get
+    audio = tap.audio
 
-        async def __anext__(self: AudioInput) -> rtc.AudioFrame:
-            frame = await next_frame(self)
-            tap = taps_get(self)
-            if tap is not None:
-                clock = tap.clock
-                if clock is None:
-                    clock = tap.clock = _loop_clock(asyncio.get_running_loop())
-                now = clock()
-                for callback in tap.callbacks:
-                    callback(frame, now)
-            return frame
-
-    else:
-        taps_get = _TAPS_BY_ID.get
-
-        async def __anext__(self: AudioInput) -> rtc.AudioFrame:
-            frame = await next_frame(self)
-            tap = taps_get(id(self))
-            if tap is not None:
-                clock = tap.clock
-                if clock is None:
-                    clock = tap.clock = _loop_clock(asyncio.get_running_loop())
-                now = clock()
-                for callback in tap.callbacks:
-                    callback(frame, now)
-            return frame
+    async def __anext__(self: AudioInput) -> rtc.AudioFrame:
+        frame = await next_frame(self)
+        callbacks = tap.callbacks
+        # a copy of the observed input has its class too, and is not observed
+        if callbacks and self is audio:
+            clock = tap.clock
+            if clock is None:
+                clock = tap.clock = _loop_clock(asyncio.get_running_loop())
+            now = clock()
+            for callback in callbacks:
+                callback(frame, now)
+        return frame
 
     def detached(self: AudioInput) -> None:
         try:
             on_detached(self)
         finally:
-            tap = _tap_of(self)
-            if tap is not None:
+            if self is audio:
                 tap.detached()
 
     __anext__.__qualname__ = f"{base.__qualname__}.__anext__"
@@ -158,13 +138,12 @@ def _observed_class(base: type[AudioInput]) -> type[Any]:
         "__doc__": base.__doc__,
         "__anext__": __anext__,
         "on_detached": detached,
+        _TAP: tap,
     }
     metaclass: Any = type(base)
     observed = metaclass(base.__name__, (base,), namespace)
     if not isinstance(observed, type):
         raise TypeError(f"the metaclass of {base.__qualname__} made {observed!r}, not a class")
-    _OBSERVED[id(base)] = observed
-    _BASE_OF[observed] = base
     return observed
 
 
@@ -175,60 +154,32 @@ def _take(audio: AudioInput, owner: SessionAudio, callbacks: tuple[FrameCallback
         tap.set(owner, callbacks)
         return ""
     current = type(audio)
-    base = _BASE_OF.get(current, current)  # a copy of an observed input has the observed class
+    copied: _Tap | None = current.__dict__.get(_TAP)
+    # a copy of an observed input has the observed class: its own class is the one below it
+    base = copied.base if copied is not None else current
     if base.__aiter__ is not AudioInput.__aiter__ and base.__aiter__(audio) is not audio:
         return "its __aiter__ returns another iterator than the input itself"
     try:
-        observed = _observed_class(base)
+        tap = _Tap(audio, base)
     except Exception as exc:
         return f"its class cannot be subclassed: {type(exc).__name__}: {exc}"
-    if current is not observed:
-        before = audio.__class__
-        try:
-            audio.__class__ = observed
-        except (TypeError, AttributeError) as exc:
-            return f"its class cannot be swapped: {type(exc).__name__}: {exc}"
-        if type(audio) is not observed:
-            # a __class__ of its own (a proxy, a mock) took the assignment without changing type
-            with contextlib.suppress(Exception):
-                audio.__class__ = before
-            return "its __class__ assignment does not change its type"
-    tap = _Tap(audio, base, observed)
-    if _by_identity(base):
-        _TAPS[audio] = tap
-    else:
-        _TAPS_BY_ID[id(audio)] = tap
+    if current is not base:
+        audio.__class__ = base  # the copy's class was the other input's observed one
+    try:
+        tap.swap.swap_class(_SWAP, audio, tap.observed)
+    except ClassNotSwapped as exc:
+        return str(exc)
+    except (TypeError, AttributeError) as exc:
+        return f"its class cannot be swapped: {type(exc).__name__}: {exc}"
     tap.set(owner, callbacks)
     return ""
 
 
-def _let_go(audio: AudioInput, owner: SessionAudio) -> None:
-    """``owner`` no longer observes ``audio``; its class is put back when nobody does."""
-    tap = _tap_of(audio)
-    if tap is None or tap.audio is not audio:
-        return
+def _let_go(tap: _Tap, owner: SessionAudio) -> None:
+    """``owner`` no longer observes ``tap``'s input; its class is put back when nobody does."""
     tap.set(owner, ())
-    if tap.owners:
-        return
-    if _by_identity(tap.base):
-        _TAPS.pop(audio, None)
-    else:
-        _TAPS_BY_ID.pop(id(audio), None)
-    found = type(audio)
-    if found is not tap.observed:
-        logger.warning(
-            "audio_class_left",
-            why="the input's class was changed by someone else while it was observed",
-            audio_input=tap.base.__qualname__,
-            found=found.__qualname__,
-        )
-        return
-    try:
-        audio.__class__ = tap.base
-    except (TypeError, AttributeError) as exc:  # pragma: no cover - the swap in did work
-        logger.warning(
-            "audio_class_left", why=f"{type(exc).__name__}: {exc}", audio_input=found.__qualname__
-        )
+    if not tap.owners:
+        tap.swap.restore_all()
 
 
 def shown_callbacks(audio: AudioInput | None) -> tuple[FrameCallback, ...]:
@@ -254,6 +205,7 @@ class SessionAudio:
         self._session = session
         self._callbacks: tuple[FrameCallback, ...] = ()
         self._observed: AudioInput | None = None  # the input whose class is swapped for us
+        self._tap: _Tap | None = None  # and what observes it (shared with other sessions)
         self._wrapper: AudioObserver | None = None  # or the observer chained in front of it
         self._closed = False
 
@@ -309,6 +261,7 @@ class SessionAudio:
         why = _take(audio, self, self._callbacks)
         if not why:
             self._observed = audio
+            self._tap = _tap_of(audio)
             return
         logger.info("audio_observed_by_wrapper", why=why, audio_input=type(audio).__qualname__)
         wrapper = AudioObserver(audio, on_swapped=self._follow)
@@ -320,18 +273,18 @@ class SessionAudio:
         if self._wrapper is not None:
             # a new list: the observer may be going through the old one right now
             self._wrapper.callbacks = list(self._callbacks)
-        elif self._observed is not None:
+        elif self._tap is not None:
             if self._callbacks:
-                _take(self._observed, self, self._callbacks)
+                self._tap.set(self, self._callbacks)
             else:
                 # nobody listens: the input gets its own class back, and no frame is touched
-                _let_go(self._observed, self)
-                self._observed = None
+                _let_go(self._tap, self)
+                self._observed = self._tap = None
 
     def _release(self) -> None:
-        observed, self._observed = self._observed, None
-        if observed is not None:
-            _let_go(observed, self)
+        tap, self._tap, self._observed = self._tap, None, None
+        if tap is not None:
+            _let_go(tap, self)
         wrapper, self._wrapper = self._wrapper, None
         if wrapper is not None:
             wrapper.callbacks = []

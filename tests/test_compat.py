@@ -43,6 +43,7 @@ from livekit.agents import (  # noqa: E402
     llm,
 )
 from livekit.agents.beta.tools import EndCallTool  # noqa: E402
+from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
 from resilient_agent._compat import RELIED_ON  # noqa: E402
@@ -64,6 +65,8 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
         [("turn_ctx", inspect.Parameter.empty), ("new_message", inspect.Parameter.empty)],
     ),
     "Agent.on_user_turn_exceeded": (Agent, [("ev", inspect.Parameter.empty)]),
+    # a class swap: the methods its subclass overrides (checked in check_signature)
+    "AudioInput.__class__": (AudioInput, []),
     "Agent.llm_node": (
         Agent,
         [
@@ -81,13 +84,20 @@ def _change(what: str) -> str:
 
 def check_signature(key: str) -> None:
     owner, expected = _SIGNATURES[key]
+    message = _change(f"test_intercepted_methods_keep_their_signatures[{key}]")
+    if key == "AudioInput.__class__":
+        for name in ("__anext__", "on_detached"):
+            method = getattr(owner, name)
+            params = [p.name for p in inspect.signature(method).parameters.values()]
+            assert params == ["self"], f"{message}: {name}{params}"
+        assert inspect.iscoroutinefunction(owner.__anext__), f"{message}: __anext__ not async"
+        return
     method = getattr(owner, INTERCEPTIONS[key].attribute)
     params = [
         (p.name, p.default)
         for p in inspect.signature(method).parameters.values()
         if p.name != "self"
     ]
-    message = _change(f"test_intercepted_methods_keep_their_signatures[{key}]")
     if key == "AgentSession.generate_reply":
         kinds = {p.kind for p in inspect.signature(method).parameters.values() if p.name != "self"}
         names = [name for name, _ in params]

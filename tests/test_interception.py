@@ -75,11 +75,42 @@ def test_only_listed_interceptions_can_be_installed() -> None:
 
 
 def test_every_interception_says_why_and_which_hook_it_asks() -> None:
+    import dataclasses
+
+    from resilient_agent import MiddlewareContext
     from resilient_agent.hooks import HOOKS
 
+    # a hook of the chain, or a service of the middleware's context
+    served = {*HOOKS, *(f.name for f in dataclasses.fields(MiddlewareContext))}
     for key, spec in INTERCEPTIONS.items():
         hooks = [hook.strip() for hook in spec.hook.split(",")]
-        assert spec.why and hooks and all(hook in HOOKS for hook in hooks), key
+        assert spec.why and hooks and all(hook in served for hook in hooks), key
+
+
+class _Input:
+    """Stands in for an audio input whose class is swapped."""
+
+
+class _Observed(_Input):
+    pass
+
+
+def test_a_class_swap_is_restored_with_the_shadows_last_first() -> None:
+    audio, session = _Input(), _Session()
+    ours = Interceptor()
+    ours.swap_class("AudioInput.__class__", audio, _Observed)
+    ours.install("AgentSession.shutdown", session, _tagging("ours"))
+    assert type(audio) is _Observed
+    assert ours.installed == ("AudioInput.__class__", "AgentSession.shutdown")
+    ours.restore_all()
+    assert type(audio) is _Input and "shutdown" not in vars(session)
+
+
+def test_a_class_swap_is_not_a_shadow_and_a_shadow_not_a_class_swap() -> None:
+    with pytest.raises(KeyError):
+        Interceptor().install("AudioInput.__class__", _Input(), _tagging("x"))
+    with pytest.raises(KeyError):
+        Interceptor().swap_class("AgentSession.shutdown", _Session(), _Observed)
 
 
 def test_livekit_objects_are_modified_only_by_the_interception_module() -> None:

@@ -157,3 +157,19 @@ def test_a_later_session_whose_spec_cannot_build_runs_without_it() -> None:
     instances.release()
     assert instances.for_session(lambda mw, h, e, a: errors.append(h)).middleware == ()
     assert errors == ["for_session"]
+
+
+def test_a_claim_is_the_instances_own_not_an_id_the_next_object_inherits() -> None:
+    # the claim is written on the instance: a new object never finds an old one's claim, even
+    # one that lives where a collected claimed instance lived (an id() registry saw it busy)
+    first = Audit()
+    left_open = SessionInstances([first])
+    assert left_open.for_session(lambda *args: None).middleware == (first,)
+    claims = [value for value in vars(first).values() if value is left_open]
+    assert claims, "the live session is noted on the instance"
+    second = Audit()
+    assert SessionInstances([second]).for_session(lambda *args: None).middleware == (second,)
+    left_open.release()
+    assert not [value for value in vars(first).values() if value is left_open]
+    first.client.close()
+    second.client.close()

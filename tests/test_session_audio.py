@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +15,7 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import AudioInput
+from structlog.testing import capture_logs
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent, session_audio
 from resilient_agent.audio_observer import AudioObserver
@@ -384,7 +388,7 @@ def test_one_session_replacing_a_shared_input_leaves_the_other_observing() -> No
     run_virtual(main())
 
 
-def test_a_class_swapped_by_someone_else_meanwhile_is_left(logged: Logged) -> None:
+def test_a_class_swapped_by_someone_else_meanwhile_is_left() -> None:
     async def main() -> type[Any]:
         mic = Microphone()
         audio = SessionAudio(_session(mic))
@@ -397,11 +401,12 @@ def test_a_class_swapped_by_someone_else_meanwhile_is_left(logged: Logged) -> No
         audio.close()
         return type(mic)
 
-    assert run_virtual(main()).__name__ == "TheirOwn"
-    ((level, event, fields),) = logged.records
-    assert (level, event, fields["audio_input"]) == ("warning", "audio_class_left", "Microphone")
-    assert fields["found"].endswith("<locals>.TheirOwn")
-    assert "changed by someone else" in fields["why"]
+    with capture_logs() as logs:
+        assert run_virtual(main()).__name__ == "TheirOwn"
+    (left,) = [e for e in logs if e["event"] == "interception_not_restored"]
+    assert (left["log_level"], left["interception"]) == ("warning", "AudioInput.__class__")
+    assert left["found"].endswith("<locals>.TheirOwn")
+    assert "changed by someone else" in left["why"]
 
 
 class Unswappable(Microphone):
@@ -502,15 +507,46 @@ def test_an_input_that_compares_by_value_is_observed_too() -> None:
     run_virtual(main())
 
 
-def test_one_observed_class_per_class() -> None:
-    async def main() -> None:
+def test_each_observed_input_has_a_class_of_its_own_and_nothing_is_kept_after() -> None:
+    # no registry of observed classes or inputs: the class is made for the input (and leads to
+    # its tap), and is garbage once the input has its own class back
+    async def main() -> list[weakref.ref[type[Any]]]:
         one, two = Microphone(), Microphone()
         first, second = SessionAudio(_session(one)), SessionAudio(_session(two))
         first.observe(Seen())
         second.observe(Seen())
-        assert type(one) is type(two)
+        assert type(one) is not type(two)
+        assert type(one).__qualname__ == type(two).__qualname__ == "Microphone"
+        observed = [weakref.ref(type(one)), weakref.ref(type(two))]
         first.close()
         second.close()
+        assert type(one) is Microphone and type(two) is Microphone
+        return observed
+
+    observed = run_virtual(main())
+    gc.collect()
+    assert [ref() for ref in observed] == [None, None]
+
+
+def test_a_copy_of_an_observed_input_is_not_observed() -> None:
+    async def main() -> None:
+        mic = Microphone()
+        audio = SessionAudio(_session(mic))
+        seen = Seen()
+        audio.observe(seen)
+        twin = copy.copy(mic)
+        assert await _read(twin, 2) == [1, 2]
+        assert seen.frames == [] and shown_callbacks(twin) == ()
+        await _read(mic, 1)
+        assert [n for n, _ in seen.frames] == [1]
+        other = SessionAudio(_session(twin))
+        also = Seen()
+        other.observe(also)
+        await _read(twin, 1)
+        assert [n for n, _ in also.frames] == [3] and [n for n, _ in seen.frames] == [1]
+        audio.close()
+        other.close()
+        assert type(mic) is Microphone and type(twin) is Microphone
 
     run_virtual(main())
 

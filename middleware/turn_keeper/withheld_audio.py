@@ -62,16 +62,17 @@ class _WarmupClock:
     def __init__(self, session: AgentSession[Any]) -> None:
         self._session = session
         self._spoken = 0.0
-        self._over = False
+        self.over = False
+        """Whether the warm-up is over (it stays over): then :meth:`active` need not be asked."""
 
     def active(self, elapsed: float) -> bool:
         # the cheap tests come first, and it stays off once the warm-up is over
-        if self._over or self._session.agent_state != "speaking":
+        if self.over or self._session.agent_state != "speaking":
             return False
         warmup = self._session.options.aec_warmup_duration
         self._spoken += elapsed
         if not warmup or self._spoken > warmup:
-            self._over = True
+            self.over = True
             return False
         return True
 
@@ -87,6 +88,9 @@ class WithheldAudioTap:
     def __init__(self, session: AgentSession[Any], *, keep_seconds: float) -> None:
         self._session = session
         self._keep_seconds = keep_seconds
+        # whether keep_seconds never bounds the pre-roll: then, while no recovery may need more,
+        # the last PRE_ROLL_S is all that is kept (see on_frame)
+        self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
@@ -106,8 +110,43 @@ class WithheldAudioTap:
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
         if now - self._checked_at >= _RECHECK_S:
-            # whole speech windows are re-transcribed, so 50 ms resolution is plenty
-            self._recheck(now)
+            # whole speech windows are re-transcribed, so 50 ms resolution is plenty; at
+            # RoomIO's 50 ms frames this is every frame, so it is written out here, in one call
+            self._checked_at = now
+            session = self._session
+            withheld = stt_is_withheld(session)
+            if not withheld and not self._warmup.over:
+                withheld = self._warmup.active(_RECHECK_S)
+            self._withheld = withheld
+            if withheld:
+                self._withheld_at = now
+            speech_from = self._speech_from
+            if session.user_state == "speaking":
+                if speech_from is None:
+                    speech_from = self._speech_from = now - PRE_ROLL_S
+                    self._speech_withheld = False
+                # withheld audio in the window's onset counts too: the keeper reads it with it
+                if self._withheld_at >= speech_from:
+                    self._speech_withheld = True
+            elif speech_from is not None:
+                self._close_window(speech_from, now)
+                speech_from = self._speech_from = None
+            unheard_from = self._unheard_from
+            if unheard_from is not None and self._stt_caught_up(unheard_from):
+                unheard_from = self._unheard_from = None
+            if (
+                speech_from is None
+                and unheard_from is None
+                and self._withheld_from is None
+                and self._pre_roll_only
+            ):
+                # most rechecks of a call (what _trim does then): a frame or so leaves the pre-roll
+                horizon = now - PRE_ROLL_S
+                frames = self._frames
+                while frames and frames[0][0] < horizon:
+                    frames.popleft()
+            else:
+                self._trim(now)
         self._frames.append((now, frame, self._withheld))
 
     def note_transcript(self, *, final: bool, now: float) -> None:
@@ -117,25 +156,6 @@ class WithheldAudioTap:
             self._interim_pending = False
         else:
             self._interim_pending = True
-
-    def _recheck(self, now: float) -> None:
-        self._checked_at = now
-        session = self._session
-        self._withheld = stt_is_withheld(session) or self._warmup.active(_RECHECK_S)
-        if self._withheld:
-            self._withheld_at = now
-        if session.user_state == "speaking":
-            if self._speech_from is None:
-                self._speech_from = now - PRE_ROLL_S
-                self._speech_withheld = False
-            # withheld audio in the window's onset counts too: the keeper reads it with the window
-            self._speech_withheld |= self._withheld_at >= self._speech_from
-        elif self._speech_from is not None:
-            self._close_window(self._speech_from, now)
-            self._speech_from = None
-        if self._unheard_from is not None and self._stt_caught_up(self._unheard_from):
-            self._unheard_from = None
-        self._trim(now)
 
     def _close_window(self, started: float, now: float) -> None:
         withheld = self._speech_withheld or self._withheld_at >= started
@@ -151,12 +171,20 @@ class WithheldAudioTap:
         horizon = now - PRE_ROLL_S
         # trimmed once per recheck: the next one comes before anything is past keep_seconds
         oldest_kept = now - self._keep_seconds + _RECHECK_S
-        if self._withheld_from is not None and self._withheld_from < oldest_kept:
-            self._withheld_from = None
-        for needed in (self._speech_from, self._unheard_from, self._withheld_from):
-            if needed is not None and needed < horizon:
-                horizon = needed
-        horizon = max(horizon, oldest_kept)
+        withheld_from = self._withheld_from
+        if withheld_from is not None and withheld_from < oldest_kept:
+            withheld_from = self._withheld_from = None
+        # the earliest time a recovery may still read from, written out (no tuple, no max()):
+        # this runs at every recheck of a caller's sentence
+        speech_from, unheard_from = self._speech_from, self._unheard_from
+        if speech_from is not None and speech_from < horizon:
+            horizon = speech_from
+        if unheard_from is not None and unheard_from < horizon:
+            horizon = unheard_from
+        if withheld_from is not None and withheld_from < horizon:
+            horizon = withheld_from
+        if oldest_kept > horizon:
+            horizon = oldest_kept
         frames = self._frames
         while frames and frames[0][0] < horizon:
             frames.popleft()

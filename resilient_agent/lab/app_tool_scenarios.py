@@ -13,9 +13,10 @@ answered, nothing is played over the caller, and the call is not hung up on them
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from livekit.agents import Agent
@@ -225,14 +226,16 @@ def _windows(tool: AppTool, timeline: CallTimeline) -> ToolWindows:
     )
 
 
-_WINDOW_WORDS = {
-    "gap": "in the gap between the LLM's call of {tool} and the tool running",
-    "speech": "over the speech {tool} makes",
-    "work": "during {tool}'s business logic, after its speech",
-    "reply": "over the reply after {tool}",
-    "goodbye": "over the goodbye after {tool}",
-    "after_goodbye": "right after the goodbye of {tool}, before the call ends",
-}
+_WINDOW_WORDS: Mapping[str, str] = MappingProxyType(
+    {
+        "gap": "in the gap between the LLM's call of {tool} and the tool running",
+        "speech": "over the speech {tool} makes",
+        "work": "during {tool}'s business logic, after its speech",
+        "reply": "over the reply after {tool}",
+        "goodbye": "over the goodbye after {tool}",
+        "after_goodbye": "right after the goodbye of {tool}, before the call ends",
+    }
+)
 
 
 def question_scenario(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
 from . import agents
 
@@ -62,7 +65,7 @@ _SPEAK_AND_CALL = LLMRule(
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
 # livekit's close waits this long for the caller's last transcript (2.0 s by default): set as a
 # SIP app would, so the 1 s bound measures what the agent adds, not livekit's own wait
-_QUICK_CLOSE = {"session_close_transcript_timeout": 0.5}
+_QUICK_CLOSE: Mapping[str, float] = MappingProxyType({"session_close_transcript_timeout": 0.5})
 
 
 def _livekit_end_call() -> list[Scenario]:

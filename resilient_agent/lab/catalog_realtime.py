@@ -9,6 +9,9 @@ then never reaches it; a goodbye the caller talks over is livekit's to hang up o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from ..testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ..testing.realtime import Flavour
 from . import agents
@@ -43,7 +46,7 @@ _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
-_QUICK_CLOSE = {"session_close_transcript_timeout": 0.5}
+_QUICK_CLOSE: Mapping[str, float] = MappingProxyType({"session_close_transcript_timeout": 0.5})
 
 
 def _model(flavour: Flavour) -> str:

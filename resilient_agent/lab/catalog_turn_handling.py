@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from livekit.agents import Agent
 
@@ -27,7 +29,7 @@ CUT_IN_LINE = "Sorry to cut in, let me help with that."
 ANNOUNCEMENT = "Excuse me, our kitchen closes in ten minutes."
 # livekit asks for the cut-in in the instructions of its generate_reply
 _CUT_IN = LLMRule(when_instructed="speaking too long", text=CUT_IN_LINE)
-_TURN_LIMIT = {"user_turn_limit": {"max_words": MAX_WORDS}}
+_TURN_LIMIT: Mapping[str, object] = MappingProxyType({"user_turn_limit": {"max_words": MAX_WORDS}})
 
 # 22 words in two sentences (sentences the catalog already has: the real-speech recognizer's
 # domain is the catalog's sentences): livekit's limit is reached at the second final (5.5 s)
@@ -101,7 +103,7 @@ def turn_handling_scenarios() -> list[Scenario]:
         agent=agents.plain_agent,
         utterances=(*_LONG_START, _OVER_CUT_IN),
         llm=(_CUT_IN,),
-        session_options=_TURN_LIMIT,
+        session_options=dict(_TURN_LIMIT),
         duration=16.0,
         # the cut-in talks over the caller on purpose
         talk_over_tolerance=None,
@@ -150,7 +152,7 @@ def turn_handling_controls() -> list[Scenario]:
                 Utterance(3.3, 5.3, _LONG_START[1].text),
             ),
             llm=(_CUT_IN,),
-            session_options=_TURN_LIMIT,
+            session_options=dict(_TURN_LIMIT),
             duration=12.0,
             control=True,
         ),

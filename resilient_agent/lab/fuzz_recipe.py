@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
@@ -412,11 +414,13 @@ def _duration(recipe: CallRecipe) -> float:
     return _r(max(inputs, default=1.0) + work + recipe.reply_bound + 4.0)
 
 
-_BUILDERS = {
-    "booking": _booking,
-    "cancellable": _cancellable,
-    "announcement": _announcement,
-    "handoff_hold": _handoff_hold,
-    "farewell": _farewell,
-    "filler": _filler,
-}
+_BUILDERS: Mapping[str, Callable[[random.Random, str], CallRecipe]] = MappingProxyType(
+    {
+        "booking": _booking,
+        "cancellable": _cancellable,
+        "announcement": _announcement,
+        "handoff_hold": _handoff_hold,
+        "farewell": _farewell,
+        "filler": _filler,
+    }
+)

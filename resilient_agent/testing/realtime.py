@@ -89,7 +89,7 @@ Flavour = Literal["openai", "gemini"]
 _CHUNK_SAMPLES = 10 * FRAME_SAMPLES
 _ACTIVE_RESPONSE = "conversation_already_has_active_response"
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|(?<!\w)'([^']+)'(?!\w)")
-_MODALITIES: list[Literal["text", "audio"]] = ["audio", "text"]
+_MODALITIES: tuple[Literal["text", "audio"], ...] = ("audio", "text")
 
 
 def realtime_capabilities(

@@ -22,8 +22,9 @@ import contextvars
 import random
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 __all__ = [
     "SOURCES",
@@ -61,42 +62,46 @@ class DeliveryJitter:
     why: str
 
 
-SOURCES: dict[str, DeliveryJitter] = {
-    "caller_audio": DeliveryJitter(
-        0.1,
-        0.02,
-        0.005,
-        "RoomIO hands each frame from the WebRTC jitter buffer to the session's event loop, "
-        "which picks it up when it is next free",
-    ),
-    "vad": DeliveryJitter(
-        0.1,
-        0.02,
-        0.008,
-        "livekit's VAD infers in a worker thread; its result reaches the loop after the "
-        "inference, which takes longer on a loaded core",
-    ),
-    "stt": DeliveryJitter(
-        0.1,
-        0.03,
-        0.04,
-        "a streaming STT answers over a websocket: each answer crosses the network on its own",
-    ),
-    "llm": DeliveryJitter(
-        0.3,
-        0.3,
-        0.04,
-        "the LLM's first token and each later chunk cross the network on their own",
-    ),
-    "tts": DeliveryJitter(0.3, 0.3, 0.04, "the TTS's first audio crosses the network on its own"),
-    "realtime": DeliveryJitter(
-        0.2,
-        0.2,
-        0.04,
-        "a realtime model's server events (audio, transcript, tool calls) cross the network "
-        "on their own",
-    ),
-}
+SOURCES: Mapping[str, DeliveryJitter] = MappingProxyType(
+    {
+        "caller_audio": DeliveryJitter(
+            0.1,
+            0.02,
+            0.005,
+            "RoomIO hands each frame from the WebRTC jitter buffer to the session's event loop, "
+            "which picks it up when it is next free",
+        ),
+        "vad": DeliveryJitter(
+            0.1,
+            0.02,
+            0.008,
+            "livekit's VAD infers in a worker thread; its result reaches the loop after the "
+            "inference, which takes longer on a loaded core",
+        ),
+        "stt": DeliveryJitter(
+            0.1,
+            0.03,
+            0.04,
+            "a streaming STT answers over a websocket: each answer crosses the network on its own",
+        ),
+        "llm": DeliveryJitter(
+            0.3,
+            0.3,
+            0.04,
+            "the LLM's first token and each later chunk cross the network on their own",
+        ),
+        "tts": DeliveryJitter(
+            0.3, 0.3, 0.04, "the TTS's first audio crosses the network on its own"
+        ),
+        "realtime": DeliveryJitter(
+            0.2,
+            0.2,
+            0.04,
+            "a realtime model's server events (audio, transcript, tool calls) cross the network "
+            "on their own",
+        ),
+    }
+)
 
 _TOKEN = re.compile(r"^(\d+)(?::(.*))?$")
 _KEY = re.compile(r"^([a-z_]+)#(\d+)$")

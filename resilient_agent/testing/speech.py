@@ -11,8 +11,10 @@ import shutil
 import subprocess
 import tempfile
 import wave
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -20,10 +22,12 @@ from .audio import SAMPLE_RATE
 
 __all__ = ["BUNDLED", "bundled_speech", "espeak", "load_wav"]
 
-BUNDLED = {
-    "table_for_two": "do you have a table for two tonight",
-    "thank_you": "great thank you very much",
-}
+BUNDLED: Mapping[str, str] = MappingProxyType(
+    {
+        "table_for_two": "do you have a table for two tonight",
+        "thank_you": "great thank you very much",
+    }
+)
 """Bundled recording name to the words it says."""
 
 
