@@ -13,6 +13,7 @@ schedule's call is a pure function of the scenario, the agent and the token.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import shlex
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from ..testing.schedule import Delivery, Schedule, explored
 from .catalog import scenarios as catalog_scenarios
 from .run import AgentUnderTest
 from .search import (
+    Here,
     JudgePool,
     SearchReport,
     Verdict,
@@ -192,23 +194,10 @@ def _catalog() -> dict[str, Scenario]:
     return _CATALOG
 
 
-@dataclass(frozen=True)
-class _Job:
-    """One schedule to judge: a catalog scenario by name in a worker, the app's own here."""
-
-    name: str
-    agent: AgentUnderTest
-    seed: int
-    own: Scenario | None = None
-
-
-def _judge_job(job: _Job) -> Verdict:
-    return _judge(job.own or _catalog()[job.name], job.agent, Schedule(job.seed))
-
-
-def _judged_here(job: _Job) -> bool:
-    # the app's own tool scenarios carry its mocks, which a worker cannot be sent
-    return job.own is not None
+def _judge_named(job: tuple[str, AgentUnderTest, int]) -> Verdict:
+    """In a worker: judge a catalog scenario, named, under a schedule's seed."""
+    name, agent, seed = job
+    return _judge(_catalog()[name], agent, Schedule(seed))
 
 
 def shrink_schedule(
@@ -271,9 +260,14 @@ def run_explore(
             for scenario in chosen:
                 report.scenarios += 1
                 schedules = [schedule_for(seed, scenario.name, i) for i in range(count)]
-                own = None if scenario.name in _catalog() else scenario
-                work = [_Job(scenario.name, agent, s.seed, own) for s in schedules]
-                verdicts = pool.verdicts(work, _judge_job, here=_judged_here, chunksize=2)
+                work = [
+                    (scenario.name, agent, s.seed)
+                    if scenario.name in _catalog()
+                    # the app's own tool scenarios carry its mocks, which a worker cannot be sent
+                    else Here(functools.partial(_judge, scenario, agent, s))
+                    for s in schedules
+                ]
+                verdicts = pool.verdicts(work, _judge_named, chunksize=2)
                 shrunk = 0
                 failed = 0
                 for schedule, verdict in zip(schedules, verdicts, strict=True):

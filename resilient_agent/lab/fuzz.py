@@ -12,6 +12,7 @@ its JSON is byte-identical every time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from .run import AgentUnderTest
 from .search import (
     AT_WAIT_BOUND,
     CONTRACTS,
+    Here,
     JudgePool,
     SearchReport,
     Verdict,
@@ -113,26 +115,10 @@ class FuzzReport(SearchReport[FuzzCall]):
         }
 
 
-@dataclass(frozen=True)
-class _Job:
-    """One call to judge: drawn again from ``(seed, index)`` in a worker, or the app's own."""
-
-    seed: int
-    index: int
-    agent: AgentUnderTest
-    own_call: OwnToolCall | None = None
-
-    def recipe(self) -> CallRecipe | OwnToolCall:
-        return self.own_call or generate(self.seed, self.index)
-
-
-def _judge_job(job: _Job) -> Verdict:
-    return judge(job.recipe().scenario(), job.agent)
-
-
-def _judged_here(job: _Job) -> bool:
-    # the calls on the app's own tools carry its mocks, the app's callables: never sent
-    return job.own_call is not None
+def _judge_drawn(job: tuple[int, int, AgentUnderTest]) -> Verdict:
+    """In a worker: judge the call drawn again from its seed and index."""
+    seed, index, agent = job
+    return judge(generate(seed, index).scenario(), agent)
 
 
 def run_fuzz(
@@ -160,17 +146,22 @@ def run_fuzz(
     reports = []
     with JudgePool(jobs) as pool:
         for agent in agents:
-            work = [_Job(seed, index, agent, own_calls.get(index)) for index in range(count)]
-            verdicts = pool.verdicts(work, _judge_job, here=_judged_here, chunksize=4)
+            work = [
+                (seed, index, agent)
+                if index not in own_calls
+                else Here(functools.partial(judge, own_calls[index].scenario(), agent))
+                for index in range(count)
+            ]
+            verdicts = pool.verdicts(work, _judge_drawn, chunksize=4)
             report = FuzzReport(agent)
             shrunk_per_contract: Counter[str] = Counter()
-            for job, verdict in zip(work, verdicts, strict=True):
-                recipe = job.recipe()
+            for index, verdict in enumerate(verdicts):
+                recipe: CallRecipe | OwnToolCall = own_calls.get(index) or generate(seed, index)
                 report.count(verdict)
-                call = FuzzCall(job.index, recipe, verdict.contracts, verdict.reasons)
+                call = FuzzCall(index, recipe, verdict.contracts, verdict.reasons)
                 broken = verdict.contracts
                 if broken == (AT_WAIT_BOUND,):
-                    report.at_wait_bound.append(job.index)
+                    report.at_wait_bound.append(index)
                 elif broken:
                     wanted = (
                         shrink_failures and not agent.reference and isinstance(recipe, CallRecipe)

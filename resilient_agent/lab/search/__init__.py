@@ -9,7 +9,7 @@ differs: how a call is drawn, what is simpler than a call, and how its findings 
 
 from __future__ import annotations
 
-from .pool import JudgePool
+from .pool import Here, JudgePool
 from .shrink import PartSet, descend, fewer_parts, shrink_parts
 from .summary import SearchReport, run_search_command, search_exit_code, write_search_json
 from .verdict import AT_WAIT_BOUND, CONTRACTS, Verdict, contracts_broken, judge
@@ -17,6 +17,7 @@ from .verdict import AT_WAIT_BOUND, CONTRACTS, Verdict, contracts_broken, judge
 __all__ = [
     "AT_WAIT_BOUND",
     "CONTRACTS",
+    "Here",
     "JudgePool",
     "PartSet",
     "SearchReport",

@@ -5,17 +5,28 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import Generic, TypeVar
 
-__all__ = ["JudgePool"]
+__all__ = ["Here", "JudgePool"]
 
 W = TypeVar("W")
 V = TypeVar("V")
 
 
-def _sent(_work: object) -> bool:
-    return False
+@dataclass(frozen=True)
+class Here(Generic[V]):
+    """A call this process judges itself.
+
+    A call on the app's own tools carries the app's callables (its mocks), which a worker
+    process cannot be sent.
+
+    Attributes:
+        judge: Judges the call.
+    """
+
+    judge: Callable[[], V]
 
 
 class JudgePool:
@@ -47,26 +58,20 @@ class JudgePool:
             self._executor = None
 
     def verdicts(
-        self,
-        work: Sequence[W],
-        judge: Callable[[W], V],
-        *,
-        here: Callable[[W], bool] = _sent,
-        chunksize: int = 1,
+        self, work: Sequence[W | Here[V]], judge: Callable[[W], V], *, chunksize: int = 1
     ) -> Iterator[V]:
-        """``judge`` of each of ``work``, in order.
+        """The verdict on each of ``work``, in order.
 
         Args:
-            work: The calls, each described by a value a worker process can be sent.
-            judge: A module-level function (a worker imports it by name).
-            here: Which calls this process judges itself: those that carry the app's own
-                callables (its mocks), which a worker cannot be sent.
+            work: The calls: each described by a value a worker process can be sent, or
+                :class:`Here`.
+            judge: Judges a described call: a module-level function (a worker imports it by
+                name).
             chunksize: Calls sent to a worker at once.
         """
-        sent = [w for w in work if not here(w)]
-        if self._executor is None or not sent:
-            yield from map(judge, work)
-            return
-        remote = self._executor.map(judge, sent, chunksize=chunksize)
+        sent = [w for w in work if not isinstance(w, Here)]
+        remote: Iterator[V] = map(judge, sent)
+        if self._executor is not None and sent:
+            remote = self._executor.map(judge, sent, chunksize=chunksize)
         for w in work:
-            yield judge(w) if here(w) else next(remote)
+            yield w.judge() if isinstance(w, Here) else next(remote)
