@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TextIO, TypeVar
 
-from ..report import print_header
+from ..results import print_header
 from ..run import AgentUnderTest
 from .verdict import Verdict
 

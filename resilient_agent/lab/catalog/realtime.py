@@ -9,11 +9,11 @@ then never reaches it; a goodbye the caller talks over is livekit's to hang up o
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Utterance
-from ..testing.realtime import Flavour
+from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing.realtime import Flavour
 from . import agents
-from .agents_realtime import protected_greeting_agent
-from .catalog_hangup import GOODBYE, SAYS_BYE
+from .agents.realtime import protected_greeting_agent
+from .hangup import GOODBYE, SAYS_BYE
 
 __all__ = ["realtime_controls", "realtime_scenarios"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
 from . import agents
 
 __all__ = ["GOODBYE", "HANG_UP", "SAYS_BYE", "end_call_scenarios"]
