@@ -96,7 +96,7 @@ class ExploredFailure:
         scenario: The scenario's name.
         agent: The agent's ``module:Class``.
         schedule: The schedule as drawn.
-        contracts: The contracts it broke (see :data:`~resilient_agent.lab.fuzz.CONTRACTS`).
+        contracts: The contracts it broke (see :data:`~resilient_agent.lab.search.CONTRACTS`).
         reasons: Why, as the contracts say it.
         late: How many deliveries the schedule made late.
         shrunk: The fewest late deliveries found that still break one of ``contracts``, or None
