@@ -55,7 +55,7 @@ from resilient_agent.middleware import default_middleware_specs
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 
 from resilient_agent import MiddlewareSpec, ResilientAgent
-from resilient_agent.lab import agents
+from resilient_agent.lab.catalog import agents
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
 from resilient_agent.testing.audio import FRAME_SECONDS
 from resilient_agent.testing.runner import run_scenario_async

@@ -233,10 +233,10 @@ def _not_with(
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from .lab.app_tool_scenarios import FAMILY as OWN_TOOLS_FAMILY
-    from .lab.app_tool_scenarios import app_tool_scenarios
     from .lab.catalog import scenarios
-    from .lab.report import exit_code, format_line, print_header, print_summary
+    from .lab.catalog.own_tools import FAMILY as OWN_TOOLS_FAMILY
+    from .lab.catalog.own_tools import app_tool_scenarios
+    from .lab.results import exit_code, format_line, print_header, print_summary
     from .lab.run import run_lab, select
 
     _check_args(args)
@@ -252,7 +252,7 @@ def _lab(args: argparse.Namespace) -> int:
     if not chosen:
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
     if args.speech == "real":
-        from .lab.real_speech import RealSpeechUnavailable, with_real_speech
+        from .lab.real_speech_variants import RealSpeechUnavailable, with_real_speech
 
         scripted_only = [s for s in chosen if s.family == OWN_TOOLS_FAMILY]
         try:
@@ -366,8 +366,8 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
 
 def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None:
     """The app's own tools, each probed (one line per tool); None when it has none."""
-    from .lab.app_tool_scenarios import describe, tool_windows
     from .lab.app_tools import MockFileError, ToolMocks, load_mocks
+    from .lab.catalog.own_tools import describe, tool_windows
     from .lab.fuzz_own_tools import OwnTools
 
     cls = agent.catalog_cls or agent.cls
@@ -388,7 +388,7 @@ def _write_outputs(
     args: argparse.Namespace, results: Sequence[LabResult], agents: Sequence[AgentUnderTest]
 ) -> None:
     if args.json is not None:
-        from .lab.report import write_json
+        from .lab.results import write_json
 
         write_json(results, args.json)
         print(f"results written to {args.json}")

@@ -18,8 +18,7 @@ from resilient_agent.middleware import default_middleware
 from resilient_agent.middleware.hangup import ConditionalHangup
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import LLMRule, NoiseWindow, Scenario, ToolCallScript, Utterance
 from resilient_agent.testing.differential import (
     CallTrace,

@@ -14,7 +14,8 @@ from livekit.agents import Agent
 from livekit.agents.llm.async_toolset import AsyncToolset
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab import agents, agents_features
+from resilient_agent.lab.catalog import agents
+from resilient_agent.lab.catalog.agents import features
 from resilient_agent.testing import LLMRule, NoiseWindow, Scenario, ToolCallScript, Utterance
 from resilient_agent.testing.clock import SAME_INSTANT_S
 from resilient_agent.testing.differential import CallTrace, DifferentialResult, run_differential
@@ -77,31 +78,29 @@ def test_preemptive_generation(preemptive_tts: bool) -> None:
 def test_with_filler() -> None:
     result = _call(
         "with_filler",
-        agents_features.filler_runtime_agent(work_seconds=3.0),
+        features.filler_runtime_agent(work_seconds=3.0),
         says="check the diary",
         tool="check_diary",
         duration=14.0,
     )
-    assert any(agents_features.FILLER_LINE in t for t in _heard_texts(result))
+    assert any(features.FILLER_LINE in t for t in _heard_texts(result))
     assert result.differences == [], result.report()
 
 
 def test_foreground() -> None:
-    result = _call(
-        "foreground", agents_features.foreground_agent, says="read it back", tool="read_back"
-    )
-    assert any(agents_features.FOREGROUND_LINE in t for t in _heard_texts(result))
+    result = _call("foreground", features.foreground_agent, says="read it back", tool="read_back")
+    assert any(features.FOREGROUND_LINE in t for t in _heard_texts(result))
     assert result.differences == [], result.report()
 
 
 def test_update_control() -> None:
     result = _call(
         "run_context_update",
-        agents_features.update_agent(work_seconds=1.0),
+        features.update_agent(work_seconds=1.0),
         says="search the tables",
         tool="search_tables",
     )
-    assert any(agents_features.UPDATE_LINE in str(o) for o in result.expected["tool_outputs"])
+    assert any(features.UPDATE_LINE in str(o) for o in result.expected["tool_outputs"])
     assert result.differences == [], result.report()
 
 
@@ -109,7 +108,7 @@ def test_a_progress_report_yields_to_the_caller_as_on_agent() -> None:
     """Once a tool handed control back with ``update()``, its report is Agent's to interrupt."""
     result = _call(
         "run_context_update_interrupted",
-        agents_features.update_agent(work_seconds=4.0),
+        features.update_agent(work_seconds=4.0),
         says="search the tables",
         tool="search_tables",
         second=Utterance(4.3, 5.3, "actually make it two people"),
@@ -121,7 +120,7 @@ def test_a_progress_report_yields_to_the_caller_as_on_agent() -> None:
 
 
 def test_async_toolset() -> None:
-    toolset = AsyncToolset(id="fares", tools=[agents_features.search_fares])
+    toolset = AsyncToolset(id="fares", tools=[features.search_fares])
     result = _call(
         "async_toolset",
         agents.plain_agent,
@@ -226,8 +225,8 @@ def test_background_audio_player(sound: Literal["thinking", "ambient"]) -> None:
     How much of the sound the mixer takes depends on the real-time pacing of livekit's native
     audio source (virtual time does not reach it): only when it starts and stops is compared.
     """
-    calls: list[agents_features.BackgroundAudioCall] = []
-    result = _call("background_audio", agents_features.background_audio_agent(calls, sound=sound))
+    calls: list[features.BackgroundAudioCall] = []
+    result = _call("background_audio", features.background_audio_agent(calls, sound=sound))
     assert len(calls) == 2, "one player per base"
     (thinking_at,) = _state_times(result.expected, "thinking")
     speaking_at = _state_times(result.expected, "speaking")[0]
@@ -252,23 +251,21 @@ def test_background_audio_player(sound: Literal["thinking", "ambient"]) -> None:
 
 def test_interrupt_force() -> None:
     result = _call(
-        "interrupt_force", agents_features.forced_interrupt_agent(after_s=1.0), says="hello there"
+        "interrupt_force", features.forced_interrupt_agent(after_s=1.0), says="hello there"
     )
     assert result.expected["heard"][0][3], "the uninterruptible greeting was cut"
     assert result.differences == [], result.report()
 
 
 def test_say_without_chat_ctx() -> None:
-    result = _call(
-        "say_add_to_chat_ctx_false", agents_features.quiet_welcome_agent, says="hello there"
-    )
+    result = _call("say_add_to_chat_ctx_false", features.quiet_welcome_agent, says="hello there")
     assert result.expected["heard"], "the welcome played"
-    assert agents_features.QUIET_WELCOME not in _heard_texts(result)
+    assert features.QUIET_WELCOME not in _heard_texts(result)
     assert result.differences == [], result.report()
 
 
 def test_update_instructions_tools_chat_ctx() -> None:
-    result = _call("update_context", agents_features.context_updating_agent)
+    result = _call("update_context", features.context_updating_agent)
     assert result.expected["llm_requests"], "the LLM answered with the updated context"
     assert result.differences == [], result.report()
 
@@ -278,7 +275,7 @@ def test_node_overrides(hand_off: bool) -> None:
     calls: list[str] = []
     result = _call(
         "node_overrides",
-        agents_features.node_override_agent(calls, hand_off=hand_off),
+        features.node_override_agent(calls, hand_off=hand_off),
         says="transfer me please" if hand_off else "is the terrace open tonight",
         tool="transfer_to_specialist" if hand_off else None,
         second=Utterance(8.0, 9.0, "terrace tonight") if hand_off else None,

@@ -19,8 +19,7 @@ from resilient_agent.middleware import default_middleware_specs
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent, UserTurn, UserTurnNext
 from resilient_agent.cli import main
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.lab.explore import (
     JITTER_SLACK_S,
     run_explore,

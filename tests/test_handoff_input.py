@@ -16,8 +16,7 @@ from resilient_agent.middleware.turn_keeper.handover import CARRY_KEY, CarriedWo
 from resilient_agent import ResilientAgent
 from resilient_agent.handoff_gates import HandoffGates
 from resilient_agent.interception import Interceptor
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import CallWorld, Scenario, Typed, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
 

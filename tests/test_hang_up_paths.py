@@ -22,8 +22,7 @@ from resilient_agent import (
     ToolCall,
     end_call_tool,
 )
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import (
     CallWorld,
     LLMRule,

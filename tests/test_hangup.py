@@ -19,8 +19,7 @@ from resilient_agent import (
 )
 from resilient_agent.chain import MiddlewareChain
 from resilient_agent.chain_run import ChainRun
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.shutdown import ShutdownGate
 from resilient_agent.state import ConversationState, MiddlewareContext
 from resilient_agent.testing import (

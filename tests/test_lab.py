@@ -11,7 +11,7 @@ from livekit.agents import Agent
 
 from resilient_agent.cli import main
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.lab.report import exit_code
+from resilient_agent.lab.results import exit_code
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 
 BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)

@@ -14,14 +14,6 @@ from livekit.agents.llm.utils import function_arguments_to_pydantic_model
 
 from resilient_agent.cli import main
 from resilient_agent.lab.app_agent import catalog_base
-from resilient_agent.lab.app_tool_scenarios import (
-    ToolWindows,
-    app_tool_scenarios,
-    build_app_agent,
-    probe_tool,
-    question_span,
-    tool_windows,
-)
 from resilient_agent.lab.app_tools import (
     MockFileError,
     ToolMocks,
@@ -29,6 +21,14 @@ from resilient_agent.lab.app_tools import (
     example_arguments,
     function_tools,
     load_mocks,
+)
+from resilient_agent.lab.catalog.own_tools import (
+    ToolWindows,
+    app_tool_scenarios,
+    build_app_agent,
+    probe_tool,
+    question_span,
+    tool_windows,
 )
 from resilient_agent.lab.fuzz import fuzz_exit_code, run_fuzz
 from resilient_agent.lab.fuzz_own_tools import OwnToolCall, OwnTools, draw_own_tool_call

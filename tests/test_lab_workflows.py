@@ -8,8 +8,8 @@ import pytest
 from livekit.agents import Agent, AgentTask
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab import agents_workflows as flows
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog.agents import workflows as flows
 from resilient_agent.testing import (
     LLMRule,
     Scenario,

@@ -17,7 +17,7 @@ from resilient_agent import (
     ResilientAgent,
     ToolCall,
 )
-from resilient_agent.lab import agents
+from resilient_agent.lab.catalog import agents
 from resilient_agent.live import SessionInstances
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 

@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import run_scenario
 
 _BY_NAME = {s.name: s for s in scenarios()}

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from resilient_agent import MiddlewareError, ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.lab.provider_faults import FALLBACK_LINE
+from resilient_agent.lab.catalog.provider_faults import FALLBACK_LINE
 from resilient_agent.testing import (
     CallOutcome,
     CallWorld,

@@ -15,9 +15,9 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab.agents import FAREWELL
 from resilient_agent.lab.catalog import CATALOG
-from resilient_agent.lab.real_speech import LeftOut, real_speech_variant, with_real_speech
+from resilient_agent.lab.catalog.agents import FAREWELL
+from resilient_agent.lab.real_speech_variants import LeftOut, real_speech_variant, with_real_speech
 from resilient_agent.testing import Scenario, Utterance, run_scenario
 from resilient_agent.testing.audio import FRAME_SAMPLES, read_markers
 from resilient_agent.testing.speech import load_wav

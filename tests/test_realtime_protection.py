@@ -10,7 +10,7 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent, end_call_tool
 from resilient_agent.cli import main
-from resilient_agent.lab.catalog_realtime import realtime_controls, realtime_scenarios
+from resilient_agent.lab.catalog.realtime import realtime_controls, realtime_scenarios
 from resilient_agent.testing import (
     LLMRule,
     Scenario,

@@ -20,8 +20,7 @@ from resilient_agent import (
     ToolOutcome,
 )
 from resilient_agent.chain import MiddlewareChain
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.lab.run import AgentUnderTest, run_lab
 from resilient_agent.runtime import SessionRuntime
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario

@@ -16,7 +16,7 @@ from livekit.agents import Agent, APIStatusError
 from livekit.agents.llm import ChatContext, ChatMessage, FunctionCall, FunctionCallOutput
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab import agents
+from resilient_agent.lab.catalog import agents
 from resilient_agent.testing import Scenario, Utterance, run_scenario
 from resilient_agent.testing.differential import run_differential
 from resilient_agent.testing.llm import ScriptedLLM, malformed_context

@@ -17,7 +17,7 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.lab.catalog_turn_handling import (
+from resilient_agent.lab.catalog.turn_handling import (
     ANNOUNCEMENT,
     CUT_IN_LINE,
     announcing_agent,

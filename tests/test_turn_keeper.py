@@ -22,8 +22,7 @@ from resilient_agent import (
     ResilientAgent,
     default_middleware,
 )
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import _BOOK, _BOOKED, scenarios
+from resilient_agent.lab.catalog import _BOOK, _BOOKED, agents, scenarios
 from resilient_agent.testing import CallWorld, Scenario, Utterance, heard_sentences, run_scenario
 
 NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."

@@ -14,8 +14,7 @@ from resilient_agent.middleware.wait_for_caller import QUIET_LINE_S, RACE, WaitF
 from structlog.testing import capture_logs
 
 from resilient_agent import Middleware, MiddlewareError, MiddlewareSpec, ResilientAgent
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import (
     CallOutcome,
     CallWorld,

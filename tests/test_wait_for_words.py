@@ -21,8 +21,7 @@ from resilient_agent.middleware.wait_options import DEFAULT_MAX_WAIT_S
 from structlog.testing import capture_logs
 
 from resilient_agent import MiddlewareError, ResilientAgent
-from resilient_agent.lab import agents
-from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.lab.fuzz import AT_WAIT_BOUND, contracts_broken
 from resilient_agent.testing import CallOutcome, NoiseWindow, Scenario, Utterance, run_scenario
 from resilient_agent.testing.contracts import protected_talk_over

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .app_tool_scenarios import race_own_tools
 from .app_tools import ToolMocks
+from .catalog.own_tools import race_own_tools
 
 __all__ = ["ToolMocks", "race_own_tools"]

@@ -13,23 +13,29 @@ schedule's call is a pure function of the scenario, the agent and the token.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-import json
-import multiprocessing
 import shlex
-import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..testing import CallOutcome, Scenario
+from ..testing import Scenario
 from ..testing.schedule import Delivery, Schedule, explored
 from .catalog import scenarios as catalog_scenarios
-from .fuzz import contracts_broken
-from .report import print_header
-from .run import AgentUnderTest, run_lab
+from .run import AgentUnderTest
+from .search import (
+    Here,
+    JudgePool,
+    SearchReport,
+    Verdict,
+    judge,
+    run_search_command,
+    shrink_parts,
+    write_search_json,
+)
+from .search.summary import print_search_summary
 
 __all__ = [
     "JITTER_SLACK_S",
@@ -90,7 +96,7 @@ class ExploredFailure:
         scenario: The scenario's name.
         agent: The agent's ``module:Class``.
         schedule: The schedule as drawn.
-        contracts: The contracts it broke (see :data:`~resilient_agent.lab.fuzz.CONTRACTS`).
+        contracts: The contracts it broke (see :data:`~resilient_agent.lab.search.CONTRACTS`).
         reasons: Why, as the contracts say it.
         late: How many deliveries the schedule made late.
         shrunk: The fewest late deliveries found that still break one of ``contracts``, or None
@@ -140,22 +146,19 @@ class ExploredFailure:
 
 
 @dataclass
-class ExploreReport:
-    """What the explorer found on one agent.
+class ExploreReport(SearchReport[ExploredFailure]):
+    """What the explorer found on one agent (see :class:`~.search.SearchReport`).
 
     Attributes:
-        agent: The agent.
         scenarios: Scenarios explored.
-        schedules: Schedules run (scenarios times schedules per scenario).
-        failures: Every failing schedule, in the order run.
-        wall_seconds: Real seconds the calls took.
     """
 
-    agent: AgentUnderTest
     scenarios: int = 0
-    schedules: int = 0
-    failures: list[ExploredFailure] = field(default_factory=list)
-    wall_seconds: float = 0.0
+
+    @property
+    def schedules(self) -> int:
+        """Schedules run (scenarios times schedules per scenario)."""
+        return self.calls
 
     def failed_scenarios(self) -> list[str]:
         """The scenarios with at least one failing schedule, in the order run."""
@@ -174,27 +177,11 @@ class ExploreReport:
         }
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    """What a worker sends back of one explored call."""
-
-    contracts: tuple[str, ...]
-    reasons: tuple[str, ...]
-    late: tuple[tuple[Delivery, float], ...]
-    wall_seconds: float
-
-
-def _judge(scenario: Scenario, agent: AgentUnderTest, schedule: Schedule | None) -> _Verdict:
-    started = time.perf_counter()
+def _judge(scenario: Scenario, agent: AgentUnderTest, schedule: Schedule | None) -> Verdict:
     with explored(schedule) as exploration:
-        results = run_lab([with_jitter_slack(scenario)], [agent])
-    if not results:
-        raise RuntimeError(f"{scenario.name} could not be built on {agent.label}")
-    outcome: CallOutcome = results[0].outcome
+        verdict = judge(with_jitter_slack(scenario), agent)
     late = tuple(exploration.late) if exploration is not None else ()
-    return _Verdict(
-        contracts_broken(outcome), tuple(outcome.reasons), late, time.perf_counter() - started
-    )
+    return dataclasses.replace(verdict, late=late)
 
 
 _CATALOG: dict[str, Scenario] = {}
@@ -207,22 +194,10 @@ def _catalog() -> dict[str, Scenario]:
     return _CATALOG
 
 
-def _judge_job(job: tuple[str, AgentUnderTest, int]) -> _Verdict:
-    """In a worker process: judge a catalog scenario, named, under a schedule's seed."""
+def _judge_named(job: tuple[str, AgentUnderTest, int]) -> Verdict:
+    """In a worker: judge a catalog scenario, named, under a schedule's seed."""
     name, agent, seed = job
     return _judge(_catalog()[name], agent, Schedule(seed))
-
-
-def _verdicts(
-    scenario: Scenario, agent: AgentUnderTest, schedules: Sequence[Schedule], pool: Any
-) -> Iterator[_Verdict]:
-    if pool is None or scenario.name not in _catalog():
-        # the app's own tool scenarios carry its mocks, which a worker cannot be sent
-        for schedule in schedules:
-            yield _judge(scenario, agent, schedule)
-        return
-    jobs = [(scenario.name, agent, s.seed) for s in schedules]
-    yield from pool.map(_judge_job, jobs, chunksize=2)
 
 
 def shrink_schedule(
@@ -234,17 +209,16 @@ def shrink_schedule(
 ) -> tuple[Schedule | None, tuple[tuple[Delivery, float], ...], tuple[str, ...]]:
     """The fewest of ``late`` found that still break one of ``contracts`` (delta debugging).
 
+    The parts are the late deliveries; a part set is the schedule that keeps only those late.
+
     Returns:
         The shrunk schedule, its late deliveries and reasons; a None schedule when the call
         fails without any late delivery (the failure is not the schedule's).
     """
-    trials = 0
 
-    def fails(keep: Sequence[Delivery]) -> _Verdict | None:
-        nonlocal trials
-        trials += 1
+    def fails(keep: Sequence[Delivery]) -> Verdict | None:
         verdict = _judge(scenario, agent, dataclasses.replace(schedule, keep=frozenset(keep)))
-        return verdict if set(verdict.contracts) & contracts else None
+        return verdict if verdict.breaks_any(contracts) else None
 
     if fails([]) is not None:
         return None, (), ()
@@ -253,37 +227,14 @@ def shrink_schedule(
     if best is None:
         # the whole schedule, restricted to its own late deliveries, no longer fails: keep it
         return schedule, tuple(late), ()
-    # an ordering bug usually lies between two sources, or within one: try each alone first
-    for source in dict.fromkeys(source for source, _ in keys):
-        alone = [key for key in keys if key[0] == source]
-        if len(alone) < len(keys):
-            verdict = fails(alone)
-            if verdict is not None:
-                keys, best = alone, verdict
-                break
-    chunks = 2
-    while len(keys) >= 2 and trials < _SHRINK_BUDGET:
-        size = -(-len(keys) // chunks)
-        parts = [keys[i : i + size] for i in range(0, len(keys), size)]
-        reduced = False
-        complements = [[k for k in keys if k not in part] for part in map(set, parts)]
-        for candidate in [*parts, *complements]:
-            if len(parts) == 2 and candidate not in parts:
-                break  # with two parts each complement is the other part, tried already
-            verdict = fails(candidate)
-            if verdict is not None:
-                keys, best, reduced = candidate, verdict, True
-                chunks = 2 if candidate in parts else max(chunks - 1, 2)
-                break
-            if trials >= _SHRINK_BUDGET:
-                break
-        if not reduced:
-            if chunks >= len(keys):
-                break
-            chunks = min(chunks * 2, len(keys))
+    # an ordering bug usually lies between two sources, or within one: each source alone first
+    kept_keys, shrunk = shrink_parts(
+        keys, fails, budget=_SHRINK_BUDGET, group=lambda key: key[0], spent=2
+    )
+    best = shrunk or best
     lateness = dict(late)
-    kept = tuple((key, lateness[key]) for key in keys)
-    return dataclasses.replace(schedule, keep=frozenset(keys)), kept, best.reasons
+    kept = tuple((key, lateness[key]) for key in kept_keys)
+    return dataclasses.replace(schedule, keep=frozenset(kept_keys)), kept, best.reasons
 
 
 def run_explore(
@@ -303,25 +254,24 @@ def run_explore(
     judge the catalog's scenarios (the report is the same).
     """
     reports = []
-    pool: Any = None
-    if jobs > 1:
-        # spawned, not forked: livekit's threads must not be copied mid-flight
-        pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn")
-        )
-    try:
+    with JudgePool(jobs) as pool:
         for agent in agents:
             report = ExploreReport(agent)
             for scenario in chosen:
                 report.scenarios += 1
                 schedules = [schedule_for(seed, scenario.name, i) for i in range(count)]
+                work = [
+                    (scenario.name, agent, s.seed)
+                    if scenario.name in _catalog()
+                    # the app's own tool scenarios carry its mocks, which a worker cannot be sent
+                    else Here(functools.partial(_judge, scenario, agent, s))
+                    for s in schedules
+                ]
+                verdicts = pool.verdicts(work, _judge_named, chunksize=2)
                 shrunk = 0
                 failed = 0
-                for schedule, verdict in zip(
-                    schedules, _verdicts(scenario, agent, schedules, pool), strict=True
-                ):
-                    report.schedules += 1
-                    report.wall_seconds += verdict.wall_seconds
+                for schedule, verdict in zip(schedules, verdicts, strict=True):
+                    report.count(verdict)
                     if not verdict.contracts:
                         continue
                     failed += 1
@@ -342,14 +292,11 @@ def run_explore(
                 if on_scenario is not None:
                     on_scenario(agent, scenario, failed)
             reports.append(report)
-    finally:
-        if pool is not None:
-            pool.shutdown()
     return reports
 
 
 def _shrunk(
-    failure: ExploredFailure, scenario: Scenario, agent: AgentUnderTest, verdict: _Verdict
+    failure: ExploredFailure, scenario: Scenario, agent: AgentUnderTest, verdict: Verdict
 ) -> ExploredFailure:
     schedule, kept, reasons = shrink_schedule(
         scenario, agent, failure.schedule, verdict.late, set(verdict.contracts)
@@ -384,23 +331,19 @@ def print_failure(failure: ExploredFailure, out: TextIO) -> None:
 
 def print_explore_summary(reports: Sequence[ExploreReport], out: TextIO) -> None:
     """Per agent: schedules run and failed; then the line for the agents under test."""
-    print("", file=out)
-    for report in reports:
-        role = "reference" if report.agent.reference else "under test"
-        failed_scenarios = report.failed_scenarios()
-        print(
-            f"{report.agent.label:<16} ({role}): {report.schedules} schedules of "
-            f"{report.scenarios} scenarios, {len(report.failures)} failed "
-            f"({len(failed_scenarios)} scenarios), {report.wall_seconds:.1f}s of calls",
-            file=out,
-        )
     tested = [r for r in reports if not r.agent.reference]
     schedules = sum(r.schedules for r in tested)
     scenarios = max((r.scenarios for r in tested), default=0)
     failures = sum(len(r.failures) for r in tested)
-    print(
-        f"explored {schedules} schedules of {scenarios} scenarios: {failures} failed",
-        file=out,
+    last_line = f"explored {schedules} schedules of {scenarios} scenarios: {failures} failed"
+    print_search_summary(reports, out, _agent_lines, last_line)
+
+
+def _agent_lines(report: ExploreReport) -> Iterator[str]:
+    yield (
+        f"{report.agent.label:<16} ({report.role}): {report.schedules} schedules of "
+        f"{report.scenarios} scenarios, {len(report.failures)} failed "
+        f"({len(report.failed_scenarios())} scenarios), {report.wall_seconds:.1f}s of calls"
     )
 
 
@@ -411,7 +354,7 @@ def write_explore_json(reports: Sequence[ExploreReport], count: int, seed: int, 
         "schedules_per_scenario": count,
         "agents": [r.as_json() for r in reports],
     }
-    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_search_json(record, path, sort_keys=True)
 
 
 def run_explore_command(
@@ -426,12 +369,6 @@ def run_explore_command(
     quiet: bool = False,
 ) -> int:
     """Run ``--explore``: print failures as they come, the summary, the JSON; the exit code."""
-    print_header(agents, out)
-    print(
-        f"exploring {len(chosen)} scenario(s) under {count} schedule(s) each, seed {seed}",
-        file=out,
-        flush=True,
-    )
 
     def show(failure: ExploredFailure) -> None:
         print_failure(failure, out)
@@ -445,11 +382,14 @@ def run_explore_command(
             print(f"      {scenario.name:<52} {agent.label:<16} {count} schedules: {verdict}")
             out.flush()
 
-    reports = run_explore(
-        chosen, agents, count, seed, jobs=jobs, on_failure=show, on_scenario=progress
+    return run_search_command(
+        agents,
+        out,
+        lambda: run_explore(
+            chosen, agents, count, seed, jobs=jobs, on_failure=show, on_scenario=progress
+        ),
+        print_explore_summary,
+        json_path,
+        lambda reports, path: write_explore_json(reports, count, seed, path),
+        intro=f"exploring {len(chosen)} scenario(s) under {count} schedule(s) each, seed {seed}",
     )
-    print_explore_summary(reports, out)
-    if json_path is not None:
-        write_explore_json(reports, count, seed, json_path)
-        print(f"results written to {json_path}", file=out)
-    return 1 if any(r.failures for r in reports if not r.agent.reference) else 0

@@ -12,23 +12,34 @@ its JSON is byte-identical every time.
 from __future__ import annotations
 
 import dataclasses
-import json
-import multiprocessing
-import time
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..testing import CallOutcome
 from .fuzz_own_tools import OwnToolCall, OwnTools, draw_own_tool_call
 from .fuzz_recipe import CallRecipe, generate
-from .report import print_header
-from .run import AgentUnderTest, run_lab
+from .run import AgentUnderTest
+from .search import (
+    AT_WAIT_BOUND,
+    CONTRACTS,
+    Here,
+    JudgePool,
+    SearchReport,
+    Verdict,
+    contracts_broken,
+    descend,
+    judge,
+    run_search_command,
+    search_exit_code,
+    write_search_json,
+)
+from .search.summary import print_search_summary
 
 __all__ = [
+    "AT_WAIT_BOUND",
     "CONTRACTS",
     "FuzzCall",
     "FuzzReport",
@@ -38,46 +49,10 @@ __all__ = [
     "write_fuzz_json",
 ]
 
-# Each contract and how its broken-contract lines start or read (testing/contracts.py).
-CONTRACTS: tuple[tuple[str, str], ...] = (
-    ("lost_words", "never reached the LLM"),
-    ("unanswered", "never answered audibly"),
-    ("talk_over", "over the caller"),
-    ("late_answer", ": answered after"),
-    ("answered_twice", "answer heard"),
-    ("stuck_speaking", "stuck at 'speaking'"),
-    ("unfinished_speech", "never finished"),
-    ("forced_cancel", "speech not done in time"),
-    ("deadlock", "could not be closed"),
-    ("hang_up", "hung up although"),
-    ("no_hang_up", "call was not ended"),
-)
-AT_WAIT_BOUND = "talk_over_at_wait_bound"
 # Shrinking stops after this many trial runs per failure.
 _SHRINK_BUDGET = 40
 # Failures shrunk per agent under test and contract (the rest are listed, not shrunk).
 _SHRINK_PER_CONTRACT = 3
-
-
-def contracts_broken(outcome: CallOutcome) -> tuple[str, ...]:
-    """The names of the contracts ``outcome`` broke, in :data:`CONTRACTS` order.
-
-    A protected speech that played over a caller once WaitForCaller's bound was over
-    (``past_bound="speak"``: past ``max_wait_s`` while they were still saying words, or at
-    ``wait_s`` when nothing showed they were) follows a documented policy: it is
-    ``talk_over_at_wait_bound``, reported apart and not a failure.
-    """
-    found = []
-    for name, marker in CONTRACTS:
-        if any(marker in reason for reason in outcome.reasons):
-            found.append(name)
-    spoke_at_bound = any(e.get("action") == "spoke_at_bound" for e in outcome.race_events)
-    if "talk_over" in found and spoke_at_bound:
-        found[found.index("talk_over")] = AT_WAIT_BOUND
-    known = [m for _, m in CONTRACTS]
-    if any(not any(m in reason for m in known) for reason in outcome.reasons):
-        found.append("other")
-    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -114,25 +89,15 @@ class FuzzCall:
 
 
 @dataclass
-class FuzzReport:
-    """A fuzz run on one agent.
+class FuzzReport(SearchReport[FuzzCall]):
+    """A fuzz run on one agent (see :class:`~.search.SearchReport`).
 
     Attributes:
-        agent: The agent.
-        calls: Calls run.
-        failures: The failed calls, in index order.
         at_wait_bound: Calls whose only finding is a protected speech played over a caller
             who kept talking past WaitForCaller's bound (a policy, not a failure).
-        wall_seconds: Real seconds taken (printed, never written to the JSON).
-        virtual_seconds: Call seconds simulated.
     """
 
-    agent: AgentUnderTest
-    calls: int = 0
-    failures: list[FuzzCall] = field(default_factory=list)
     at_wait_bound: list[int] = field(default_factory=list)
-    wall_seconds: float = 0.0
-    virtual_seconds: float = 0.0
 
     def by_contract(self) -> Counter[str]:
         """Failed calls per broken contract (a call may break several)."""
@@ -150,74 +115,10 @@ class FuzzReport:
         }
 
 
-def _judge(
-    recipe: CallRecipe | OwnToolCall, agent: AgentUnderTest
-) -> tuple[CallOutcome, float, float]:
-    scenario = recipe.scenario()
-    results = run_lab([scenario], [agent])
-    if not results:
-        # the adapter replaces clashing tools, so every generated app builds on a class the lab
-        # accepted; should one not, the run stops here with the scenario named
-        raise RuntimeError(f"{scenario.name} could not be built on {agent.label}")
-    result = results[0]
-    return result.outcome, result.wall_seconds, result.virtual_seconds
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """What the run keeps of one judged call (small, so a worker process can send it back)."""
-
-    index: int
-    contracts: tuple[str, ...]
-    reasons: tuple[str, ...]
-    wall_seconds: float
-    virtual_seconds: float
-
-
-def _judge_index(job: tuple[int, int, AgentUnderTest]) -> _Verdict:
+def _judge_drawn(job: tuple[int, int, AgentUnderTest]) -> Verdict:
+    """In a worker: judge the call drawn again from its seed and index."""
     seed, index, agent = job
-    outcome, wall, virtual = _judge(generate(seed, index), agent)
-    return _Verdict(index, contracts_broken(outcome), tuple(outcome.reasons), wall, virtual)
-
-
-def _verdicts(
-    count: int,
-    seed: int,
-    agent: AgentUnderTest,
-    jobs: int,
-    own_calls: dict[int, OwnToolCall],
-) -> Iterator[_Verdict]:
-    """Every call's verdict, in index order; ``jobs`` processes judge them side by side.
-
-    The calls on the app's own tools are judged in this process: their mocks are the app's
-    callables, which a worker process cannot be sent.
-    """
-    work = [(seed, index, agent) for index in range(count) if index not in own_calls]
-    generated: Iterator[_Verdict]
-    if jobs <= 1 or len(work) <= 1:
-        generated = map(_judge_index, work)
-        yield from _in_order(count, generated, own_calls, agent)
-        return
-    # spawned, not forked: livekit's threads must not be copied mid-flight; a call is a pure
-    # function of (seed, index), so the verdicts are the same however many processes judge them
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        generated = pool.map(_judge_index, work, chunksize=4)
-        yield from _in_order(count, generated, own_calls, agent)
-
-
-def _in_order(
-    count: int,
-    generated: Iterator[_Verdict],
-    own_calls: dict[int, OwnToolCall],
-    agent: AgentUnderTest,
-) -> Iterator[_Verdict]:
-    for index in range(count):
-        if index in own_calls:
-            outcome, wall, virtual = _judge(own_calls[index], agent)
-            yield _Verdict(index, contracts_broken(outcome), tuple(outcome.reasons), wall, virtual)
-        else:
-            yield next(generated)
+    return judge(generate(seed, index).scenario(), agent)
 
 
 def run_fuzz(
@@ -243,30 +144,40 @@ def run_fuzz(
         drawn = ((index, draw_own_tool_call(seed, index, own)) for index in range(count))
         own_calls = {index: call for index, call in drawn if call is not None}
     reports = []
-    for agent in agents:
-        report = FuzzReport(agent)
-        shrunk_per_contract: Counter[str] = Counter()
-        for verdict in _verdicts(count, seed, agent, jobs, own_calls):
-            index, broken = verdict.index, verdict.contracts
-            recipe: CallRecipe | OwnToolCall = own_calls.get(index) or generate(seed, index)
-            report.calls += 1
-            report.wall_seconds += verdict.wall_seconds
-            report.virtual_seconds += verdict.virtual_seconds
-            call = FuzzCall(index, recipe, broken, verdict.reasons)
-            if broken == (AT_WAIT_BOUND,):
-                report.at_wait_bound.append(index)
-            elif broken:
-                wanted = shrink_failures and not agent.reference and isinstance(recipe, CallRecipe)
-                # a speech played at WaitForCaller's bound is a policy: never what to shrink to
-                failed = set(broken) - {AT_WAIT_BOUND}
-                if wanted and any(shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed):
-                    shrunk_per_contract.update(failed)
-                    assert isinstance(recipe, CallRecipe)
-                    call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
-                report.failures.append(call)
-            if on_call is not None:
-                on_call(agent, call)
-        reports.append(report)
+    with JudgePool(jobs) as pool:
+        for agent in agents:
+            work = [
+                (seed, index, agent)
+                if index not in own_calls
+                else Here(functools.partial(judge, own_calls[index].scenario(), agent))
+                for index in range(count)
+            ]
+            verdicts = pool.verdicts(work, _judge_drawn, chunksize=4)
+            report = FuzzReport(agent)
+            shrunk_per_contract: Counter[str] = Counter()
+            for index, verdict in enumerate(verdicts):
+                recipe: CallRecipe | OwnToolCall = own_calls.get(index) or generate(seed, index)
+                report.count(verdict)
+                call = FuzzCall(index, recipe, verdict.contracts, verdict.reasons)
+                broken = verdict.contracts
+                if broken == (AT_WAIT_BOUND,):
+                    report.at_wait_bound.append(index)
+                elif broken:
+                    wanted = (
+                        shrink_failures and not agent.reference and isinstance(recipe, CallRecipe)
+                    )
+                    # a speech played at WaitForCaller's bound is a policy: never what to shrink to
+                    failed = set(broken) - {AT_WAIT_BOUND}
+                    if wanted and any(
+                        shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed
+                    ):
+                        shrunk_per_contract.update(failed)
+                        assert isinstance(recipe, CallRecipe)
+                        call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
+                    report.failures.append(call)
+                if on_call is not None:
+                    on_call(agent, call)
+            reports.append(report)
     return reports
 
 
@@ -278,27 +189,18 @@ def shrink(
 ) -> tuple[CallRecipe, tuple[str, ...]]:
     """The smallest call found that still breaks one of ``contracts`` on ``agent``.
 
-    Greedy: tries each simplification in turn and keeps the first that still fails, until none
-    does or the trial budget is spent.
+    Greedy (:func:`~.search.descend`): tries each simplification in turn and keeps the first
+    that still fails, until none does or the trial budget is spent.
     """
-    best = recipe
-    reasons: tuple[str, ...] = ()
-    trials = 0
-    improved = True
-    while improved and trials < _SHRINK_BUDGET:
-        improved = False
-        for candidate in _simpler(best):
-            trials += 1
-            outcome, _, _ = _judge(candidate, agent)
-            if set(contracts_broken(outcome)) & contracts:
-                best, reasons, improved = candidate, tuple(outcome.reasons), True
-                break
-            if trials >= _SHRINK_BUDGET:
-                break
-    if not reasons:
-        outcome, _, _ = _judge(best, agent)
-        reasons = tuple(outcome.reasons)
-    return dataclasses.replace(best, name=best.name + "-shrunk"), reasons
+
+    def fails(candidate: CallRecipe) -> Verdict | None:
+        verdict = judge(candidate.scenario(), agent)
+        return verdict if verdict.breaks_any(contracts) else None
+
+    best, verdict = descend(recipe, _simpler, fails, budget=_SHRINK_BUDGET)
+    if verdict is None:
+        verdict = judge(best.scenario(), agent)
+    return dataclasses.replace(best, name=best.name + "-shrunk"), verdict.reasons
 
 
 def _simpler(recipe: CallRecipe) -> Iterator[CallRecipe]:
@@ -413,51 +315,48 @@ def print_fuzz_line(agent: AgentUnderTest, call: FuzzCall, out: TextIO) -> None:
 
 def print_fuzz_summary(reports: Sequence[FuzzReport], out: TextIO) -> None:
     """Calls, failures by contract and time, per agent; then what decides the exit code."""
-    print("", file=out)
-    for report in reports:
-        role = "reference" if report.agent.reference else "under test"
-        failed = len(report.failures)
-        share = 100.0 * failed / report.calls if report.calls else 0.0
-        expected = ""
-        if report.agent.reference:
-            expected = "; a reference: failures expected, not counted in the exit code"
-        print(
-            f"{report.agent.label} ({report.agent.path}, {role}): {report.calls} calls, "
-            f"{failed} failed ({share:.1f}%{expected}), {report.virtual_seconds:.0f}s of call "
-            f"time in {report.wall_seconds:.1f}s",
-            file=out,
-        )
-        counts = report.by_contract()
-        for name in [n for n, _ in CONTRACTS] + [AT_WAIT_BOUND, "other"]:
-            if counts[name]:
-                print(f"    {name:<20} {counts[name]}", file=out)
-        if report.at_wait_bound:
-            print(
-                f"    (not failures: {len(report.at_wait_bound)} call(s) where a protected speech "
-                "played over a caller who kept talking past WaitForCaller's bound)",
-                file=out,
-            )
     under_test = [r for r in reports if not r.agent.reference]
+    last_line = None
     if under_test:
         failed = sum(len(r.failures) for r in under_test)
         labels = ", ".join(r.agent.label for r in under_test)
-        print(
+        last_line = (
             f"exit code {fuzz_exit_code(reports)}: {failed} failed call(s) on the agent(s) under "
-            f"test ({labels})",
-            file=out,
+            f"test ({labels})"
+        )
+    print_search_summary(reports, out, _agent_lines, last_line)
+
+
+def _agent_lines(report: FuzzReport) -> Iterator[str]:
+    failed = len(report.failures)
+    share = 100.0 * failed / report.calls if report.calls else 0.0
+    expected = ""
+    if report.agent.reference:
+        expected = "; a reference: failures expected, not counted in the exit code"
+    yield (
+        f"{report.agent.label} ({report.agent.path}, {report.role}): {report.calls} calls, "
+        f"{failed} failed ({share:.1f}%{expected}), {report.virtual_seconds:.0f}s of call "
+        f"time in {report.wall_seconds:.1f}s"
+    )
+    counts = report.by_contract()
+    for name in [n for n, _ in CONTRACTS] + [AT_WAIT_BOUND, "other"]:
+        if counts[name]:
+            yield f"    {name:<20} {counts[name]}"
+    if report.at_wait_bound:
+        yield (
+            f"    (not failures: {len(report.at_wait_bound)} call(s) where a protected speech "
+            "played over a caller who kept talking past WaitForCaller's bound)"
         )
 
 
 def fuzz_exit_code(reports: Sequence[FuzzReport]) -> int:
     """0 when no agent under test failed a call (references are expected to fail)."""
-    under_test = [r for r in reports if not r.agent.reference]
-    return 0 if all(not r.failures for r in under_test) else 1
+    return search_exit_code(reports)
 
 
 def write_fuzz_json(reports: Sequence[FuzzReport], seed: int, path: Path) -> None:
     """Write the run as JSON: byte-identical for the same seed, count and agents."""
-    payload = {"seed": seed, "agents": [r.as_json() for r in reports]}
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_search_json({"seed": seed, "agents": [r.as_json() for r in reports]}, path)
 
 
 def run_fuzz_command(
@@ -475,18 +374,18 @@ def run_fuzz_command(
 
     The header says which agents are the reference; ``quiet`` prints only the summary.
     """
-    started = time.perf_counter()
-    print_header(agents, out)
 
     def show(agent: AgentUnderTest, call: FuzzCall) -> None:
         if not quiet:
             print_fuzz_line(agent, call, out)
             out.flush()
 
-    reports = run_fuzz(count, seed, agents, on_call=show, jobs=jobs, own=own)
-    print_fuzz_summary(reports, out)
-    print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
-    if json_path is not None:
-        write_fuzz_json(reports, seed, json_path)
-        print(f"results written to {json_path}", file=out)
-    return fuzz_exit_code(reports)
+    return run_search_command(
+        agents,
+        out,
+        lambda: run_fuzz(count, seed, agents, on_call=show, jobs=jobs, own=own),
+        print_fuzz_summary,
+        json_path,
+        lambda reports, path: write_fuzz_json(reports, seed, path),
+        wall_time=True,
+    )

@@ -5,7 +5,7 @@ the class under test: a tool, an onset anywhere from the caller's request to the
 tool's probe call (for an end-call tool, to just after its goodbye), and how long the caller's
 question lasts. Each call is a pure function of ``(seed, index)`` and the probed windows, and
 prints as a snippet that rebuilds it with
-:func:`~resilient_agent.lab.app_tool_scenarios.own_tool_scenario`.
+:func:`~resilient_agent.lab.catalog.own_tools.own_tool_scenario`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..testing import Scenario
-from .app_tool_scenarios import FAMILY, ToolWindows, question_scenario, question_span
 from .app_tools import ToolMocks
+from .catalog.own_tools import FAMILY, ToolWindows, question_scenario, question_span
 
 __all__ = ["OWN_TOOL_SHARE", "OwnToolCall", "OwnTools", "draw_own_tool_call"]
 
@@ -80,7 +80,7 @@ class OwnToolCall:
         mock_argument = f", mock={mock!r}" if mock is not None else ""
         return "\n".join(
             [
-                "from resilient_agent.lab.app_tool_scenarios import own_tool_scenario",
+                "from resilient_agent.lab.catalog.own_tools import own_tool_scenario",
                 "from resilient_agent.testing import run_scenario",
                 "",
                 "scenario, cls = own_tool_scenario(",

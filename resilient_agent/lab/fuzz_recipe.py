@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
 from ..testing.vad import SILENCE_TO_END_SPEECH, VADFaultMode
-from . import agents
+from .catalog import agents
 
 __all__ = ["APPS", "AppKind", "CallRecipe", "generate"]
 
@@ -68,7 +68,7 @@ class CallRecipe:
     Attributes:
         name: The scenario's name.
         app: Which app answers the call.
-        agent_factory: The name of the factory in :mod:`resilient_agent.lab.agents`.
+        agent_factory: The name of the factory in :mod:`resilient_agent.lab.catalog.agents`.
         agent_kwargs: Its keyword arguments, as ``(name, value)`` pairs.
         llm: The LLM script.
         utterances: What the caller says.
@@ -157,7 +157,7 @@ class CallRecipe:
         """
         expression = self.source()
         used = sorted(set(_TESTING_NAMES.findall(expression)))
-        lines = ["from resilient_agent.lab import agents"]
+        lines = ["from resilient_agent.lab.catalog import agents"]
         run: list[str] = []
         if agent_path is not None:
             module, _, cls = agent_path.partition(":")

@@ -14,7 +14,7 @@ from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
 from ..testing.transcripts import utterance_transcripts
-from .app_agent import scenario_mismatch
+from .app_agent import catalog_base, scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
 from .traces import CallTraces
 
@@ -48,6 +48,21 @@ class AgentUnderTest:
     def label(self) -> str:
         """The class name, as shown in tables."""
         return self.cls.__name__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the adapter the lab builds on an app's class borrows that class's name and module, so
+        # pickle cannot send it by reference to a worker process (``--jobs``): the worker gets
+        # the path and builds the adapter again, as the command did
+        adapted = self.catalog_cls not in (None, self.cls)
+        if adapted:
+            return (_adapted_agent, (self.path, self.reference))
+        return (AgentUnderTest, (self.path, self.cls, self.reference, self.catalog_cls))
+
+
+def _adapted_agent(path: str, reference: bool) -> AgentUnderTest:
+    """An app's class, from its path, on the adapter :func:`.app_agent.catalog_base` builds."""
+    cls = load_agent_class(path)
+    return AgentUnderTest(path, cls, reference, catalog_base(cls).cls)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from .timeline_model import (
 if TYPE_CHECKING:
     from ..testing.audio import PlayedSegment
     from ..testing.contracts import CallOutcome
-    from ..testing.recorder import PlayoutStart, SpeechRecord
+    from ..testing.recorder import PlayoutStart, RecordedSpeech
     from ..testing.runner import CallWorld
     from ..testing.scenario import Typed
 
@@ -280,7 +280,7 @@ def _heard_runs(
     return tuple(runs)
 
 
-def _speech_text(world: CallWorld, record: SpeechRecord) -> str:
+def _speech_text(world: CallWorld, record: RecordedSpeech) -> str:
     handle = world.recorder.handles.get(record.id)
     if handle is None:
         return ""

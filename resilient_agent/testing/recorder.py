@@ -14,7 +14,7 @@ from livekit.agents.voice.speech_handle import SpeechHandle
 
 from .._compat import speech_interrupted_future, speech_scheduled_future
 
-__all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "SpeechRecord", "ToolRun"]
+__all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "RecordedSpeech", "ToolRun"]
 
 INTERRUPTION_TIMEOUT_LOG = "speech not done in time after interruption"
 # Session events recorded as they come, with their details (beside the ones with their own list).
@@ -27,7 +27,7 @@ _OTHER_SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
 
 
 @dataclass
-class SpeechRecord:
+class RecordedSpeech:
     """One speech handle's life.
 
     Attributes:
@@ -104,7 +104,7 @@ class CallRecorder:
     clock: Callable[[], float]
     user_states: list[tuple[float, str]] = field(default_factory=list)
     agent_states: list[tuple[float, str]] = field(default_factory=list)
-    speeches: dict[str, SpeechRecord] = field(default_factory=dict)
+    speeches: dict[str, RecordedSpeech] = field(default_factory=dict)
     handles: dict[str, SpeechHandle] = field(default_factory=dict)
     transcripts: list[tuple[float, str, bool]] = field(default_factory=list)
     items: list[tuple[float, str, str]] = field(default_factory=list)
@@ -156,7 +156,7 @@ class CallRecorder:
 
     def _on_speech_created(self, ev: lk_events.SpeechCreatedEvent) -> None:
         handle = ev.speech_handle
-        record = SpeechRecord(
+        record = RecordedSpeech(
             id=handle.id,
             source=ev.source,
             created_at=self.clock(),
@@ -177,7 +177,7 @@ class CallRecorder:
         self._stamp_when_done(speech_interrupted_future(handle), record, "interrupted_at")
 
     def _stamp_when_done(
-        self, future: asyncio.Future[Any] | None, record: SpeechRecord, stamp: str
+        self, future: asyncio.Future[Any] | None, record: RecordedSpeech, stamp: str
     ) -> None:
         if future is None:
             return
@@ -238,7 +238,7 @@ class CallRecorder:
         self.closed_at = self.clock()
         self.close_reason = str(ev.reason.value if hasattr(ev.reason, "value") else ev.reason)
 
-    def unfinished(self) -> list[SpeechRecord]:
+    def unfinished(self) -> list[RecordedSpeech]:
         """Speech handles that are not done."""
         return [r for r in self.speeches.values() if not self.handles[r.id].done()]
 

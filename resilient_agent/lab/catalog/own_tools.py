@@ -21,11 +21,11 @@ from typing import Any
 
 from livekit.agents import Agent
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
-from .app_agent import catalog_base
-from .app_tools import AppTool, ToolMocks, app_tools, load_mocks
-from .run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_lab
-from .timeline import CallTimeline, extract_timeline
+from ...testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+from ..app_agent import catalog_base
+from ..app_tools import AppTool, ToolMocks, app_tools, load_mocks
+from ..run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_lab
+from ..timeline import CallTimeline, extract_timeline
 
 __all__ = [
     "ToolWindows",

@@ -3,7 +3,7 @@
 In every scenario the app's own agent is built on the base class under test, but the code it
 hands control to is not rebased: livekit's workflow tasks as they are (``GetEmailTask``,
 ``GetAddressTask``, ``TaskGroup``), and the app's own ``AgentTask`` and handoff targets written
-on plain ``livekit.agents.Agent`` (see :mod:`.agents_workflows`). Each race has a control of the
+on plain ``livekit.agents.Agent`` (see :mod:`.agents.workflows`). Each race has a control of the
 same shape without the race, which must pass on every agent.
 
 Beside the usual contracts, :attr:`Scenario.tools_complete` checks that what the caller said
@@ -19,9 +19,9 @@ first (a read-back comes after ``update_email_address``).
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
 from . import agents
-from . import agents_workflows as flows
+from .agents import workflows as flows
 
 __all__ = ["workflow_controls", "workflow_scenarios"]
 

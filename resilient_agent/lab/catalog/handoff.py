@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
-from ..testing.vad import VADFaultMode
+from ...testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance, VADFault
+from ...testing.vad import VADFaultMode
 from . import agents
 
 __all__ = [

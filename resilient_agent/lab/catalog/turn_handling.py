@@ -17,9 +17,9 @@ from types import MappingProxyType
 
 from livekit.agents import Agent
 
-from ..cut_in import cut_in
-from ..testing import LLMRule, Scenario, Utterance
-from ..testing.scenario import AgentFactory
+from ...cut_in import cut_in
+from ...testing import LLMRule, Scenario, Utterance
+from ...testing.scenario import AgentFactory
 from . import agents
 
 __all__ = ["CUT_IN_LINE", "turn_handling_controls", "turn_handling_scenarios"]

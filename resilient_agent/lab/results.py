@@ -166,7 +166,7 @@ def _print_own_tools(
     results: Sequence[LabResult], agents: Sequence[AgentUnderTest], out: TextIO
 ) -> None:
     """One row per tool of the app's own (``app_tool/<tool>/<window>``): every window of it."""
-    from .app_tool_scenarios import FAMILY
+    from .catalog.own_tools import FAMILY
 
     own = [r for r in results if r.scenario.family == FAMILY]
     if not own:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..testing import (
+from ...testing import (
     LLMRule,
     NoiseWindow,
     Scenario,
@@ -18,24 +18,24 @@ from ..testing import (
     Utterance,
     VADFault,
 )
-from ..testing.vad import VADFaultMode
+from ...testing.vad import VADFaultMode
 from . import agents
-from .catalog_handoff import (
+from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
+from .handoff import (
     handoff_mix_scenarios,
     typed_during_handoff_scenarios,
     vad_fault_in_handoff_scenarios,
 )
-from .catalog_hangup import GOODBYE as _GOODBYE
-from .catalog_hangup import HANG_UP as _HANG_UP
-from .catalog_hangup import SAYS_BYE as _BYE
-from .catalog_hangup import end_call_scenarios
-from .catalog_realtime import realtime_controls, realtime_scenarios
-from .catalog_turn_handling import turn_handling_controls, turn_handling_scenarios
-from .catalog_typed import typed_over_queued_reply_scenarios
-from .catalog_wait import long_talker_scenarios
-from .catalog_workflows import workflow_controls, workflow_scenarios
-from .fuzz_found import fuzz_found_controls, fuzz_found_scenarios
+from .hangup import GOODBYE as _GOODBYE
+from .hangup import HANG_UP as _HANG_UP
+from .hangup import SAYS_BYE as _BYE
+from .hangup import end_call_scenarios
 from .provider_faults import provider_fault_scenarios
+from .realtime import realtime_controls, realtime_scenarios
+from .turn_handling import turn_handling_controls, turn_handling_scenarios
+from .typed import typed_over_queued_reply_scenarios
+from .wait import long_talker_scenarios
+from .workflows import workflow_controls, workflow_scenarios
 
 __all__ = ["CATALOG", "scenarios"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance
 from . import agents
 
 __all__ = ["GOODBYE", "HANG_UP", "SAYS_BYE", "end_call_scenarios"]

@@ -19,7 +19,7 @@ from livekit.agents.voice.background_audio import BackgroundAudioPlayer
 from resilient_agent.testing.room import OfflineRoom, TracedSound
 from resilient_agent.testing.scenario import AgentFactory
 
-from .agents import INSTRUCTIONS
+from . import INSTRUCTIONS
 
 __all__ = [
     "FILLER_LINE",

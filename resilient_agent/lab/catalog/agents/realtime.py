@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from livekit.agents import Agent
 
-from .agents import INSTRUCTIONS
+from . import INSTRUCTIONS
 
 __all__ = ["GREETING", "protected_greeting_agent"]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Utterance
-from ..testing.realtime import Flavour
+from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing.realtime import Flavour
 from . import agents
-from .agents_realtime import protected_greeting_agent
-from .catalog_hangup import GOODBYE, SAYS_BYE
+from .agents.realtime import protected_greeting_agent
+from .hangup import GOODBYE, SAYS_BYE
 
 __all__ = ["realtime_controls", "realtime_scenarios"]
 

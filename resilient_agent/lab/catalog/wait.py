@@ -9,7 +9,7 @@ they stop, up to ``max_wait_s``.
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from . import agents
 
 __all__ = ["long_talker_scenarios"]

@@ -14,8 +14,8 @@ from typing import Any, Literal
 from livekit.agents import Agent, AgentTask, RunContext, function_tool, get_job_context
 from livekit.agents.beta.workflows import GetAddressTask, GetEmailTask, TaskGroup
 
-from ..testing.scenario import AgentFactory
-from .agents import FAREWELL, HOLD_MESSAGE, INSTRUCTIONS
+from ....testing.scenario import AgentFactory
+from . import FAREWELL, HOLD_MESSAGE, INSTRUCTIONS
 
 __all__ = [
     "ACCOUNT_LINE",

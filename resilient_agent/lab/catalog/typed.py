@@ -9,7 +9,7 @@ and words said over the filler before the message was typed are answered after i
 
 from __future__ import annotations
 
-from ..testing import Scenario, Typed, Utterance
+from ...testing import Scenario, Typed, Utterance
 from . import agents
 
 __all__ = ["typed_over_queued_reply_scenarios"]

@@ -7,7 +7,7 @@ lab builds its phrases from every catalog scenario, and PocketSphinx's dictionar
 
 from __future__ import annotations
 
-from ..testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance, VADFault
+from ...testing import LLMRule, Scenario, Sweep, ToolCallScript, Utterance, VADFault
 from . import agents
 
 __all__ = ["fuzz_found_controls", "fuzz_found_scenarios"]

@@ -14,7 +14,7 @@ from livekit.agents import Agent, RunContext, function_tool, get_job_context
 from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm import ChatContext, ChatMessage, ToolFlag
 
-from ..testing.scenario import AgentFactory
+from ....testing.scenario import AgentFactory
 
 __all__ = [
     "ToolStyle",

@@ -10,7 +10,7 @@ apply (an LLM attempt times out after 10 s, ``max_retry`` 3).
 
 from __future__ import annotations
 
-from ..testing import LLMRule, ProviderFaults, Scenario, Sweep, Utterance
+from ...testing import LLMRule, ProviderFaults, Scenario, Sweep, Utterance
 from . import agents
 
 __all__ = ["FALLBACK_LINE", "provider_fault_scenarios"]
