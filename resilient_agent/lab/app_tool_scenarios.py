@@ -130,6 +130,8 @@ def _scenario(
         duration=duration,
         farewell=farewell,
         tool_mocks={n: m for n, m in mocks.mocks.items() if n == tool.name},
+        # the mock answers what it returns for the arguments the LLM sends, in every call
+        tool_outputs={} if tool.mock_output is None else {tool.name: tool.mock_output},
     )
 
 

@@ -9,8 +9,12 @@ tool runs as it is, speech, sleeps and all.
 
 A mock file is a Python file::
 
-    MOCKS = {"check_order_status": lambda order_id: "shipped"}  # as livekit's mock_tools takes
+    MOCKS = {"check_order_status": lambda order_id: f"Order {order_id} shipped."}
     ARGUMENTS = {"check_order_status": {"order_id": "A1234"}}   # optional, per tool
+
+A mock receives the tool's arguments by name (``lambda **arguments:`` all of them), and livekit's
+``RunContext`` only when it asks for it (``lambda ctx, order_id:``): see
+:mod:`resilient_agent.testing.tool_mocks`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 import pydantic
 from livekit.agents import Agent, llm
 from livekit.agents.llm.utils import function_arguments_to_pydantic_model
+
+from ..testing.tool_mocks import expected_output, mock_problem
 
 _AnyTool = llm.FunctionTool[..., Any] | llm.RawFunctionTool[..., Any]
 
@@ -62,11 +68,16 @@ class AppTool:
         name: The name the LLM calls it by.
         arguments: The arguments the scripted LLM calls it with.
         mocked: Whether a mock runs instead of the tool.
+        mock_output: What the tool's mock answers the LLM for these arguments, called directly
+            (None when that cannot be known outside a call: see
+            :func:`~resilient_agent.testing.tool_mocks.expected_output`); every call of the tool
+            must answer it.
     """
 
     name: str
     arguments: Mapping[str, Any]
     mocked: bool = False
+    mock_output: str | None = None
 
 
 def _schema(tool: _AnyTool) -> dict[str, Any]:
@@ -140,8 +151,8 @@ def load_mocks(path: Path) -> ToolMocks:
     arguments = namespace.get("ARGUMENTS", {})
     if not isinstance(mocks, Mapping) or not all(callable(m) for m in mocks.values()):
         raise MockFileError(
-            f"--mock {str(path)!r}: MOCKS must map tool names to callables, as livekit's "
-            "mock_tools takes them: MOCKS = {'tool_name': lambda **arguments: 'result'}"
+            f"--mock {str(path)!r}: MOCKS must map tool names to callables, each called with "
+            "the tool's arguments by name: MOCKS = {'tool_name': lambda **arguments: 'result'}"
         )
     if not isinstance(arguments, Mapping) or not all(
         isinstance(a, Mapping) for a in arguments.values()
@@ -177,8 +188,20 @@ def app_tools(agent: Agent, mocks: ToolMocks | None = None) -> list[AppTool]:
             _check_arguments(name, tool, arguments)
         else:
             arguments = example_arguments(_schema(tool))
-        found.append(AppTool(name, arguments, mocked=name in given.mocks))
+        mock = given.mocks.get(name)
+        if mock is None:
+            found.append(AppTool(name, arguments))
+            continue
+        problem = mock_problem(mock, _argument_names(tool))
+        if problem is not None:
+            raise MockFileError(f"--mock MOCKS[{name!r}]: {problem}")
+        found.append(AppTool(name, arguments, True, expected_output(tool, mock, arguments)))
     return found
+
+
+def _argument_names(tool: _AnyTool) -> frozenset[str]:
+    """The names of the arguments the LLM gives ``tool`` (a raw tool's, from its schema)."""
+    return frozenset(_schema(tool).get("properties", {}))
 
 
 def _check_arguments(name: str, tool: _AnyTool, arguments: dict[str, Any]) -> None:
