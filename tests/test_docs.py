@@ -39,9 +39,7 @@ def test_the_testing_guide_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_testing_guide_mock_example_runs_as_written(tmp_path: Path) -> None:
-    (example,) = [
-        b for b in fenced(ROOT / "docs" / "testing.md", "python") if "tool_mocks=" in b
-    ]
+    (example,) = [b for b in fenced(ROOT / "docs" / "testing.md", "python") if "tool_mocks=" in b]
     (tmp_path / "test_orders.py").write_text(example, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
