@@ -27,6 +27,7 @@ from .run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_la
 from .timeline import CallTimeline, extract_timeline
 
 __all__ = [
+    "WINDOW_NAMES",
     "ToolWindows",
     "app_tool_scenarios",
     "build_app_agent",
@@ -282,6 +283,10 @@ def question_span(window: ToolWindows) -> tuple[float, float]:
     """
     latest = window.onsets.get("after_goodbye", window.probe_end + 0.5)
     return _ASK.end + 0.1, latest
+
+
+WINDOW_NAMES = tuple(_WINDOW_WORDS)
+"""Every window a tool may get a scenario in (``app_tool/<tool>/<window>``)."""
 
 
 def app_tool_scenarios(windows: Sequence[ToolWindows], mocks: ToolMocks) -> list[Scenario]:

@@ -40,6 +40,7 @@ __all__ = [
     "app_tools",
     "example_arguments",
     "load_mocks",
+    "tool_schema",
 ]
 
 
@@ -80,7 +81,8 @@ class AppTool:
     mock_output: str | None = None
 
 
-def _schema(tool: _AnyTool) -> dict[str, Any]:
+def tool_schema(tool: _AnyTool) -> dict[str, Any]:
+    """The JSON schema of the arguments the LLM gives ``tool``."""
     if isinstance(tool, llm.RawFunctionTool):
         parameters = tool.info.raw_schema.get("parameters", {})
         return dict(parameters) if isinstance(parameters, Mapping) else {}
@@ -187,7 +189,7 @@ def app_tools(agent: Agent, mocks: ToolMocks | None = None) -> list[AppTool]:
             arguments = dict(given.arguments[name])
             _check_arguments(name, tool, arguments)
         else:
-            arguments = example_arguments(_schema(tool))
+            arguments = example_arguments(tool_schema(tool))
         mock = given.mocks.get(name)
         if mock is None:
             found.append(AppTool(name, arguments))
@@ -201,7 +203,7 @@ def app_tools(agent: Agent, mocks: ToolMocks | None = None) -> list[AppTool]:
 
 def _argument_names(tool: _AnyTool) -> frozenset[str]:
     """The names of the arguments the LLM gives ``tool`` (a raw tool's, from its schema)."""
-    return frozenset(_schema(tool).get("properties", {}))
+    return frozenset(tool_schema(tool).get("properties", {}))
 
 
 def _check_arguments(name: str, tool: _AnyTool, arguments: dict[str, Any]) -> None:
