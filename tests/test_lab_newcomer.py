@@ -214,3 +214,33 @@ def test_every_first_party_middleware_imports_from_the_package_and_its_module() 
         check=True,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def test_the_readme_mock_file_runs_as_written_its_mock_reading_its_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+    import shutil
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "MOCKS" in b]
+    shutil.copy(root / "examples" / "own-tools" / "shop.py", tmp_path / "shop.py")
+    (tmp_path / "mocks.py").write_text(block, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("shop", None)
+    try:
+        code = main(
+            ["lab", "--agent", "shop:Shop", "--mock", "mocks.py", "--only", "check_order_status"]
+        )
+    finally:
+        sys.modules.pop("shop", None)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "tool check_order_status(order_id='A1234') (mocked): windows gap" in out
+    # every row passed, the tool_outputs contract included: each call of the tool gave the LLM
+    # what the mock returns for order_id='A1234'
+    rows = [line for line in out.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert rows and all(line.startswith("PASS") for line in rows)
