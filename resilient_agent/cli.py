@@ -498,9 +498,9 @@ def _write_traces(path: Path, results: Sequence[LabResult]) -> int:
     if early:
         # the lab's speaker stamps playback with loop time where livekit expects a wall clock
         print(
-            f"note: in the traces, {', '.join(early)} start before the call (negative 'start'): livekit "
-            "dates them from the lab speaker's playback stamp, loop time rather than wall "
-            "time; their 'end' is right (docs/lab.md, known gaps of the fakes)"
+            f"note: in the traces, {', '.join(early)} start before the call (a negative "
+            "'start'): livekit dates them from the lab speaker's playback stamp, which is loop "
+            "time rather than wall time (docs/lab.md, known gaps of the fakes)"
         )
     return untraced
 

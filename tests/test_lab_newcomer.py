@@ -244,3 +244,17 @@ def test_the_readme_mock_file_runs_as_written_its_mock_reading_its_arguments(
     # what the mock returns for order_id='A1234'
     rows = [line for line in out.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert rows and all(line.startswith("PASS") for line in rows)
+
+
+def test_the_report_opens_on_the_apps_own_tools(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = app / "lab.html"
+    only = "app_tool/place_order/gap|control/two_turns"
+    main(["lab", "--agent", "pizza:PizzaAgent", "--only", only, "--report", str(report)])
+    capsys.readouterr()
+    html = report.read_text(encoding="utf-8")
+    own = html.index("<h2>app_tool/place_order/gap</h2>")
+    assert html.index("<h2>Your own tools</h2>") < own < html.index('<table class="summary"')
+    assert html.index('<table class="summary"') < html.index("<h2>control/two_turns</h2>")
+    assert html.count("<h2>app_tool/place_order/gap</h2>") == 1
