@@ -62,8 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         "--mock",
         metavar="PATH",
         type=Path,
-        help="with --agent: a Python file whose MOCKS dict (tool name: callable, as livekit's "
-        "mock_tools takes it) replaces your tools with side effects, and whose ARGUMENTS dict "
+        help="with --agent: a Python file whose MOCKS dict (tool name: callable, given the "
+        "tool's arguments by name) replaces your tools with side effects, and whose ARGUMENTS dict "
         "(tool name: arguments) says what the LLM calls your tools with",
     )
     lab.add_argument("--only", metavar="REGEX", help="run only scenarios whose name matches")
