@@ -258,3 +258,19 @@ def test_the_report_opens_on_the_apps_own_tools(
     assert html.index("<h2>Your own tools</h2>") < own < html.index('<table class="summary"')
     assert html.index('<table class="summary"') < html.index("<h2>control/two_turns</h2>")
     assert html.count("<h2>app_tool/place_order/gap</h2>") == 1
+
+
+def test_an_unconfigured_structlog_of_the_app_stays_quiet_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import structlog
+
+    from resilient_agent.lab.app_logs import app_logs_silenced
+
+    structlog.reset_defaults()
+    with app_logs_silenced():
+        structlog.get_logger("agent").info("STRUCTLOG-APP-LINE")
+    assert "STRUCTLOG-APP-LINE" not in capsys.readouterr().out
+    assert not structlog.is_configured()
+    structlog.get_logger("agent").info("STRUCTLOG-APP-LINE")
+    assert "STRUCTLOG-APP-LINE" in capsys.readouterr().out

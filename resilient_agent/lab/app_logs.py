@@ -4,7 +4,7 @@ The lab prints its verdicts; an app under ``--agent`` logs as it would in produc
 the root logger's handlers (or Python's last-resort handler when it has none), and through
 structlog, which prints to stdout until the app's entrypoint configures it, which the lab never
 runs. For the run, the root logger gets a handler that drops every record, and an unconfigured
-structlog renders into stdlib logging, so both are silenced; both are restored afterwards.
+structlog a processor that drops every event; both are restored afterwards.
 livekit's and the library's loggers are the lab's own business (:func:`.run.quiet_logs`).
 """
 
@@ -14,8 +14,16 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["app_logs_silenced"]
+
+
+def _drop(logger: Any, method: str, event: Any) -> Any:
+    """A structlog processor that drops every event."""
+    import structlog
+
+    raise structlog.DropEvent
 
 
 @contextlib.contextmanager
@@ -28,7 +36,7 @@ def app_logs_silenced() -> Iterator[None]:
     configured_here = structlog is not None and not structlog.is_configured()
     if configured_here:
         assert structlog is not None
-        structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
+        structlog.configure(processors=[_drop])
     try:
         yield
     finally:
