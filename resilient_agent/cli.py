@@ -396,9 +396,11 @@ def _check_builds(path: str, cls: type[Agent]) -> None:
     from .lab.app_tools import function_tools
 
     try:
-        function_tools(build_app_agent(cls))
+        agent = build_app_agent(cls)
     except MiddlewareError as exc:  # OptionError, PluginError: the message names the fix
         raise _UsageError(f"--agent {path!r}: {exc}") from exc
+    try:
+        function_tools(agent)
     except ValueError as exc:  # livekit refuses the tools: two of one name
         raise _UsageError(f"--agent {path!r}: its tools cannot be used: {exc}") from exc
 

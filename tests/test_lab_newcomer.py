@@ -274,3 +274,17 @@ def test_an_unconfigured_structlog_of_the_app_stays_quiet_too(
     assert not structlog.is_configured()
     structlog.get_logger("agent").info("STRUCTLOG-APP-LINE")
     assert "STRUCTLOG-APP-LINE" in capsys.readouterr().out
+
+
+def test_two_tools_of_one_name_are_one_line_exit_2(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app / "src" / "twice.py").write_text(
+        "from resilient_agent import ResilientAgent, end_call_tool\n\n\n"
+        "class Twice(ResilientAgent):\n"
+        "    def __init__(self) -> None:\n"
+        "        super().__init__(instructions='x', tools=[end_call_tool(), end_call_tool()])\n",
+        encoding="utf-8",
+    )
+    line = _one_error_line(["lab", "--agent", "twice:Twice"], capsys)
+    assert "its tools cannot be used: duplicate function name: end_call" in line
