@@ -1,17 +1,76 @@
 """First-party middleware, imported as ``resilient_agent.middleware``.
 
+Every first-party middleware class is importable from here
+(``from resilient_agent.middleware import ToolGuard, WaitForCaller``), as from its own module
+(``resilient_agent.middleware.tool_guard``); each module is imported on first use, so importing
+the package stays cheap.
+
 This folder is mapped onto ``resilient_agent.middleware`` by the packaging; never import it as a
 bare top-level ``middleware`` package (that name is taken on PyPI and by many apps).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from resilient_agent import Middleware, MiddlewareSpec
 
-__all__ = ["default_middleware", "default_middleware_specs"]
+    from .context_integrity import ContextIntegrity
+    from .hangup import ConditionalHangup
+    from .llm_fallback import LlmFallback
+    from .realtime_input import RealtimeInputHold
+    from .stt_recovery import SttRecovery
+    from .tool_guard import ToolGuard, ToolPolicy
+    from .turn_keeper import TurnKeeper
+    from .wait_for_caller import WaitForCaller
+    from .wait_options import WaitOptions
+    from .watchdog import Watchdog
+
+# name -> the submodule defining it, imported when the name is first asked for
+_EXPORTS = {
+    "ConditionalHangup": "hangup",
+    "ContextIntegrity": "context_integrity",
+    "LlmFallback": "llm_fallback",
+    "RealtimeInputHold": "realtime_input",
+    "SttRecovery": "stt_recovery",
+    "ToolGuard": "tool_guard",
+    "ToolPolicy": "tool_guard",
+    "TurnKeeper": "turn_keeper",
+    "WaitForCaller": "wait_for_caller",
+    "WaitOptions": "wait_options",
+    "Watchdog": "watchdog",
+}
+
+__all__ = [
+    "ConditionalHangup",
+    "ContextIntegrity",
+    "LlmFallback",
+    "RealtimeInputHold",
+    "SttRecovery",
+    "ToolGuard",
+    "ToolPolicy",
+    "TurnKeeper",
+    "WaitForCaller",
+    "WaitOptions",
+    "Watchdog",
+    "default_middleware",
+    "default_middleware_specs",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
 
 
 def default_middleware() -> list[Middleware]:

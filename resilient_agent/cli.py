@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
+    from livekit.agents import Agent
+
     from .lab.fuzz_own_tools import OwnTools
     from .lab.run import AgentUnderTest, LabResult
     from .testing.scenario import Scenario
@@ -60,8 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         "--mock",
         metavar="PATH",
         type=Path,
-        help="with --agent: a Python file whose MOCKS dict (tool name: callable, as livekit's "
-        "mock_tools takes it) replaces your tools with side effects, and whose ARGUMENTS dict "
+        help="with --agent: a Python file whose MOCKS dict (tool name: callable, given the "
+        "tool's arguments by name) replaces your tools with side effects, and whose ARGUMENTS dict "
         "(tool name: arguments) says what the LLM calls your tools with",
     )
     lab.add_argument("--only", metavar="REGEX", help="run only scenarios whose name matches")
@@ -120,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
         "by path)",
     )
     lab.add_argument("--quiet", action="store_true", help="print only the summary table")
+    lab.add_argument(
+        "--app-logs",
+        action="store_true",
+        help="with --agent: let your app's own log lines through (left out by default)",
+    )
     lab.add_argument(
         "--speech",
         choices=("scripted", "real"),
@@ -232,6 +239,15 @@ def _not_with(
     return lines
 
 
+def _lab_with_app_logs(args: argparse.Namespace) -> int:
+    if args.app_logs:
+        return _lab(args)
+    from .lab.app_logs import app_logs_silenced
+
+    with app_logs_silenced():
+        return _lab(args)
+
+
 def _lab(args: argparse.Namespace) -> int:
     from .lab.catalog import scenarios
     from .lab.catalog.own_tools import FAMILY as OWN_TOOLS_FAMILY
@@ -240,7 +256,11 @@ def _lab(args: argparse.Namespace) -> int:
     from .lab.run import run_lab, select
 
     _check_args(args)
-    agents = _agents(args.agent)
+    agents, note = _agents(args.agent)
+    if args.only is not None and not _may_match(args.only, scenarios(), agents):
+        raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
+    if note is not None:
+        print(note)
     own_tools = _own_tools(agents[0], args.mock) if args.agent is not None else None
     own = [] if own_tools is None else app_tool_scenarios(own_tools.windows, own_tools.mocks)
     chosen = select([*scenarios(), *own], args.only)
@@ -315,6 +335,8 @@ def _lab(args: argparse.Namespace) -> int:
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
     print_summary(results, agents, sys.stdout, skipped)
+    if args.agent is not None:
+        _print_configuration_notes(agents[0], own_tools)
     if skipped:
         print(f"{len(skipped)} scenario(s) skipped: their app code cannot be built on this class")
     print(f"wall time: {time.perf_counter() - started:.1f}s")
@@ -340,13 +362,17 @@ def _scheduled(
         yield lambda chosen: [with_jitter_slack(s) for s in chosen]
 
 
-def _agents(path: str | None) -> list[AgentUnderTest]:
-    """The agents to run: the defaults, or the ``--agent`` class adapted to the catalog."""
+def _agents(path: str | None) -> tuple[list[AgentUnderTest], str | None]:
+    """The agents to run: the defaults, or the ``--agent`` class adapted to the catalog.
+
+    Returns:
+        The agents, and the line saying how the catalog runs on the ``--agent`` class, if any.
+    """
     from .lab.app_agent import AppClassError, catalog_base
     from .lab.run import AgentPathError, AgentUnderTest, default_agents, load_agent_class
 
     if path is None:
-        return default_agents()
+        return default_agents(), None
     # a console script does not put the current directory on the path, and an app's module is
     # usually right there, or in its src/ (LiveKit's starter layout, run from the app's root)
     for folder in reversed([os.getcwd(), os.path.join(os.getcwd(), "src")]):
@@ -359,20 +385,66 @@ def _agents(path: str | None) -> list[AgentUnderTest]:
         raise _UsageError(
             f"--agent {path!r}: {exc}" if isinstance(exc, AppClassError) else str(exc)
         ) from exc
-    if base.note is not None:
-        print(base.note)
-    return [AgentUnderTest(path, cls, catalog_cls=base.cls)]
+    _check_builds(path, base.cls)
+    return [AgentUnderTest(path, cls, catalog_cls=base.cls)], base.note
+
+
+def _check_builds(path: str, cls: type[Agent]) -> None:
+    """Build the app's agent once: a configuration mistake is then one line, before any call."""
+    from .errors import MiddlewareError
+    from .lab.app_tools import function_tools
+    from .lab.catalog.own_tools import build_app_agent
+
+    try:
+        agent = build_app_agent(cls)
+    except MiddlewareError as exc:  # OptionError, PluginError: the message names the fix
+        raise _UsageError(f"--agent {path!r}: {exc}") from exc
+    try:
+        function_tools(agent)
+    except ValueError as exc:  # livekit refuses the tools: two of one name
+        raise _UsageError(f"--agent {path!r}: its tools cannot be used: {exc}") from exc
+
+
+def _may_match(only: str, catalog: Sequence[Scenario], agents: Sequence[AgentUnderTest]) -> bool:
+    """Whether ``--only`` matches a catalog scenario or one the app's own tools may get."""
+    from .lab.app_tools import function_tools
+    from .lab.catalog.own_tools import FAMILY, WINDOW_NAMES, build_app_agent
+
+    pattern = re.compile(only)
+    names = [s.name for s in catalog]
+    for agent in agents:
+        if agent.catalog_cls is not None:
+            tools = function_tools(build_app_agent(agent.catalog_cls))
+            names += [f"{FAMILY}/{tool}/{window}" for tool in tools for window in WINDOW_NAMES]
+    return any(pattern.search(name) for name in names)
+
+
+def _print_configuration_notes(agent: AgentUnderTest, own_tools: OwnTools | None) -> None:
+    from .lab.app_config import configuration_notes
+    from .lab.catalog.own_tools import build_app_agent
+
+    built = build_app_agent(agent.catalog_cls or agent.cls)
+    notes = configuration_notes(built, agent.label, own_tools.windows if own_tools else ())
+    if notes:
+        print("your configuration:")
+        for note in notes:
+            print(f"  {note}")
 
 
 def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None:
     """The app's own tools, each probed (one line per tool); None when it has none."""
+    from .lab.app_config import runs_for_real_line
     from .lab.app_tools import MockFileError, ToolMocks, load_mocks
-    from .lab.catalog.own_tools import describe, tool_windows
+    from .lab.catalog.own_tools import build_app_agent, describe, tool_windows
     from .lab.fuzz_own_tools import OwnTools
 
     cls = agent.catalog_cls or agent.cls
     try:
         mocks = load_mocks(mock_path) if mock_path is not None else ToolMocks()
+        # named before any probe runs them
+        real = runs_for_real_line(build_app_agent(cls), mocks, agent.label)
+        if real is not None:
+            print(real)
         windows = tool_windows(cls, mocks)
     except MockFileError as exc:
         raise _UsageError(str(exc)) from exc
@@ -424,6 +496,14 @@ def _write_traces(path: Path, results: Sequence[LabResult]) -> int:
         f"events, {races - untraced} of them span events on livekit's spans"
         + (f" ({on_spans} span events)" if on_spans != races else "")
     )
+    early = sorted({span["name"] for r in results for span in r.spans if span["start"] < 0})
+    if early:
+        # the lab's speaker stamps playback with loop time where livekit expects a wall clock
+        print(
+            f"note: in the traces, {', '.join(early)} start before the call (a negative "
+            "'start'): livekit dates them from the lab speaker's playback stamp, which is loop "
+            "time rather than wall time (docs/lab.md, known gaps of the fakes)"
+        )
     return untraced
 
 
@@ -434,10 +514,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 when every contract holds for the agents under test, 1 when one breaks, 2 on a usage
         error (reported as one line on stderr).
     """
+    from .errors import MiddlewareError
+
     args = _parser().parse_args(argv)
     try:
         if args.command == "lab":
-            return _lab(args)
+            return _lab_with_app_logs(args)
+    except MiddlewareError as exc:  # a configuration mistake: its message names the fix
+        print(f"resilient-agent {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except _UsageError as exc:
         print(f"resilient-agent {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -39,6 +39,20 @@ def test_the_testing_guide_example_runs_as_written(tmp_path: Path) -> None:
     assert "4 passed" in done.stdout
 
 
+def test_the_testing_guide_mock_example_runs_as_written(tmp_path: Path) -> None:
+    (example,) = [b for b in fenced(ROOT / "docs" / "testing.md", "python") if "tool_mocks=" in b]
+    (tmp_path / "test_orders.py").write_text(example, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
 def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
     blocks = fenced(ROOT / "docs" / "middleware.md", "python")
     (writing,) = [b for b in blocks if "class NoToolsWhileCallerSpeaks" in b]

@@ -114,6 +114,11 @@ def test_the_command_writes_json_lines_and_links_each_race_to_its_span(
     (summary,) = [line for line in out.splitlines() if line.startswith("traces:")]
     assert f"{len(lines)} spans of 2 calls" in summary
     assert f"{len(races)} race events, {len(races)} of them span events" in summary
+    # a span dated before the call is explained where the traces are announced
+    early = sorted({line["name"] for line in lines if line["start"] < 0})
+    assert early, "no negative start left: drop the note and this check"
+    (note,) = [line for line in out.splitlines() if line.startswith("note: in the traces")]
+    assert f"{', '.join(early)} start before the call" in note
     html = report.read_text()
     links = re.findall(r'<a href="#([^"]*--span-([0-9a-f]{16}))">', html)
     assert sorted(span_id for _, span_id in links) == sorted(span_id for span_id, _ in races)

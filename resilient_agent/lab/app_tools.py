@@ -9,8 +9,12 @@ tool runs as it is, speech, sleeps and all.
 
 A mock file is a Python file::
 
-    MOCKS = {"check_order_status": lambda order_id: "shipped"}  # as livekit's mock_tools takes
+    MOCKS = {"check_order_status": lambda order_id: f"Order {order_id} shipped."}
     ARGUMENTS = {"check_order_status": {"order_id": "A1234"}}   # optional, per tool
+
+A mock receives the tool's arguments by name (``lambda **arguments:`` all of them), and livekit's
+``RunContext`` only when it asks for it (``lambda ctx, order_id:``): see
+:mod:`resilient_agent.testing.tool_mocks`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import pydantic
 from livekit.agents import Agent, llm
 from livekit.agents.llm.utils import function_arguments_to_pydantic_model
 
+from ..testing.tool_mocks import expected_output, mock_problem
+
 _AnyTool = llm.FunctionTool[..., Any] | llm.RawFunctionTool[..., Any]
 
 __all__ = [
@@ -34,6 +40,7 @@ __all__ = [
     "app_tools",
     "example_arguments",
     "load_mocks",
+    "tool_schema",
 ]
 
 
@@ -62,14 +69,20 @@ class AppTool:
         name: The name the LLM calls it by.
         arguments: The arguments the scripted LLM calls it with.
         mocked: Whether a mock runs instead of the tool.
+        mock_output: What the tool's mock answers the LLM for these arguments, called directly
+            (None when that cannot be known outside a call: see
+            :func:`~resilient_agent.testing.tool_mocks.expected_output`); every call of the tool
+            must answer it.
     """
 
     name: str
     arguments: Mapping[str, Any]
     mocked: bool = False
+    mock_output: str | None = None
 
 
-def _schema(tool: _AnyTool) -> dict[str, Any]:
+def tool_schema(tool: _AnyTool) -> dict[str, Any]:
+    """The JSON schema of the arguments the LLM gives ``tool``."""
     if isinstance(tool, llm.RawFunctionTool):
         parameters = tool.info.raw_schema.get("parameters", {})
         return dict(parameters) if isinstance(parameters, Mapping) else {}
@@ -140,8 +153,8 @@ def load_mocks(path: Path) -> ToolMocks:
     arguments = namespace.get("ARGUMENTS", {})
     if not isinstance(mocks, Mapping) or not all(callable(m) for m in mocks.values()):
         raise MockFileError(
-            f"--mock {str(path)!r}: MOCKS must map tool names to callables, as livekit's "
-            "mock_tools takes them: MOCKS = {'tool_name': lambda **arguments: 'result'}"
+            f"--mock {str(path)!r}: MOCKS must map tool names to callables, each called with "
+            "the tool's arguments by name: MOCKS = {'tool_name': lambda **arguments: 'result'}"
         )
     if not isinstance(arguments, Mapping) or not all(
         isinstance(a, Mapping) for a in arguments.values()
@@ -176,9 +189,21 @@ def app_tools(agent: Agent, mocks: ToolMocks | None = None) -> list[AppTool]:
             arguments = dict(given.arguments[name])
             _check_arguments(name, tool, arguments)
         else:
-            arguments = example_arguments(_schema(tool))
-        found.append(AppTool(name, arguments, mocked=name in given.mocks))
+            arguments = example_arguments(tool_schema(tool))
+        mock = given.mocks.get(name)
+        if mock is None:
+            found.append(AppTool(name, arguments))
+            continue
+        problem = mock_problem(mock, _argument_names(tool))
+        if problem is not None:
+            raise MockFileError(f"--mock MOCKS[{name!r}]: {problem}")
+        found.append(AppTool(name, arguments, True, expected_output(tool, mock, arguments)))
     return found
+
+
+def _argument_names(tool: _AnyTool) -> frozenset[str]:
+    """The names of the arguments the LLM gives ``tool`` (a raw tool's, from its schema)."""
+    return frozenset(tool_schema(tool).get("properties", {}))
 
 
 def _check_arguments(name: str, tool: _AnyTool, arguments: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import report_svg as svg
+from .catalog.own_tools import FAMILY as OWN_TOOLS_FAMILY
 from .report_lanes import timelines_svg
 from .report_svg import esc, scenario_anchor
 from .report_sweep import sweep_chart
@@ -56,6 +57,8 @@ def render_report(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]
     by_scenario: dict[str, list[LabResult]] = {}
     for result in results:
         by_scenario.setdefault(result.scenario.name, []).append(result)
+    # an app's own tools (--agent) come first: the first screen shows what the app itself wrote
+    own = {n: r for n, r in by_scenario.items() if r[0].scenario.family == OWN_TOOLS_FAMILY}
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -64,12 +67,17 @@ def render_report(results: Sequence[LabResult], agents: Sequence[AgentUnderTest]
         f"<style>{_style()}</style></head><body>",
         "<h1>Race lab report</h1>",
         _overview(results, agents),
-        _summary_table(by_scenario, agents),
-        "<h3>Legend</h3>",
-        _legend(),
     ]
+    if own:
+        parts.append(
+            '<h2>Your own tools</h2><p class="meta">The caller spoke in each window of each '
+            "of your tools; the whole catalog follows, after the summary table.</p>"
+        )
+        parts += [_scenario_section(name, runs, agents) for name, runs in own.items()]
+    parts += [_summary_table(by_scenario, agents), "<h3>Legend</h3>", _legend()]
     for name, runs in by_scenario.items():
-        parts.append(_scenario_section(name, runs, agents))
+        if name not in own:
+            parts.append(_scenario_section(name, runs, agents))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

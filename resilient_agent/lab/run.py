@@ -167,7 +167,7 @@ def _import_module(path: str, module_name: str) -> Any:
         if exc.name is not None and module_name.startswith(exc.name):
             raise AgentPathError(
                 f"--agent {path!r}: no module named {exc.name!r} (looked in the current "
-                "directory and the installed packages)"
+                "directory, its src/ and the installed packages)"
             ) from exc
         raise AgentPathError(
             f"--agent {path!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"

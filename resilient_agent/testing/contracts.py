@@ -19,6 +19,8 @@
 * the function tools of ``Scenario.tools_complete`` each run to completion, in that order: what
   the caller said reached the code that acts on it (an email read back and confirmed, not saved
   unconfirmed).
+* every output of a tool named in ``Scenario.tool_outputs`` is the one expected there (the lab:
+  an own tool's mock answers what it returns for the arguments the LLM sent).
 """
 
 from __future__ import annotations
@@ -489,6 +491,23 @@ def tools_complete_in_order(evidence: CallEvidence) -> list[str]:
     return []
 
 
+def tool_outputs_as_expected(evidence: CallEvidence) -> list[str]:
+    """Every output of a tool named in ``Scenario.tool_outputs`` is the one expected there.
+
+    The lab expects an own tool's mock to answer what it returns when called directly with the
+    arguments the scripted LLM sends: a mock handed the wrong values (livekit's ``RunContext``
+    as an argument) answers something else.
+    """
+    expected = evidence.world.scenario.tool_outputs
+    return [
+        f"tool {name} gave the LLM {output!r}"
+        + (" (an error)" if is_error else "")
+        + f", expected {expected[name]!r}"
+        for _, name, output, is_error in evidence.world.recorder.tool_outputs
+        if name in expected and (output != expected[name] or is_error)
+    ]
+
+
 def farewell_heard(evidence: CallEvidence) -> tuple[bool, bool]:
     """Whether the farewell played to the end, and whether the call should then end.
 
@@ -612,6 +631,7 @@ CONTRACTS: tuple[Contract, ...] = (
     session_closes,
     protected_speech_waits_for_caller,
     tools_complete_in_order,
+    tool_outputs_as_expected,
     hang_up_follows_farewell,
     hang_up_completes,
     caller_leaving_closes_at_once,

@@ -27,6 +27,7 @@ from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
+from .tool_mocks import by_name
 from .tts import ScriptedTTS
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 
@@ -179,9 +180,10 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
     closed = asyncio.Event()
     session.on("close", lambda _ev: closed.set())
     try:
-        # livekit looks its mocks up by the agent's exact class, in the tool's context
+        # livekit looks its mocks up by the agent's exact class, in the tool's context; each
+        # mock is called with the tool's arguments by name (tool_mocks.by_name)
         mocks = (
-            mock_tools(type(agent), dict(scenario.tool_mocks))
+            mock_tools(type(agent), by_name(agent, scenario.tool_mocks))
             if scenario.tool_mocks
             else contextlib.nullcontext()
         )

@@ -259,6 +259,11 @@ class Scenario:
         tool_mocks: Tool name to a callable run instead of that tool of the agent's class for
             the call, as livekit's ``mock_tools`` takes them: a tool with side effects
             (a booking, a payment) runs as a mock while its speech and timing stay the app's.
+            Each mock is called with the tool's arguments by name, and with livekit's
+            ``RunContext`` only when it asks for it (see :mod:`.tool_mocks`).
+        tool_outputs: Tool name to the output the LLM must get back from every run of that
+            tool in the call (as livekit renders a tool's return value): e.g. what the tool's
+            mock returns for the arguments the scripted LLM sends.
         model: What answers the call (see :data:`ModelKind`): the pipeline, or a realtime model
             that answers by the same ``llm`` rules and leaves turn detection to its server.
     """
@@ -292,6 +297,7 @@ class Scenario:
     caller_frame_s: float = FRAME_SECONDS
     tools_complete: tuple[str, ...] = ()
     tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    tool_outputs: Mapping[str, str] = field(default_factory=dict)
     model: ModelKind = "pipeline"
 
     def __post_init__(self) -> None:

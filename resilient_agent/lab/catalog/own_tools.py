@@ -28,6 +28,7 @@ from ..run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_l
 from ..timeline import CallTimeline, extract_timeline
 
 __all__ = [
+    "WINDOW_NAMES",
     "ToolWindows",
     "app_tool_scenarios",
     "build_app_agent",
@@ -131,6 +132,8 @@ def _scenario(
         duration=duration,
         farewell=farewell,
         tool_mocks={n: m for n, m in mocks.mocks.items() if n == tool.name},
+        # the mock answers what it returns for the arguments the LLM sends, in every call
+        tool_outputs={} if tool.mock_output is None else {tool.name: tool.mock_output},
     )
 
 
@@ -283,6 +286,10 @@ def question_span(window: ToolWindows) -> tuple[float, float]:
     """
     latest = window.onsets.get("after_goodbye", window.probe_end + 0.5)
     return _ASK.end + 0.1, latest
+
+
+WINDOW_NAMES = tuple(_WINDOW_WORDS)
+"""Every window a tool may get a scenario in (``app_tool/<tool>/<window>``)."""
 
 
 def app_tool_scenarios(windows: Sequence[ToolWindows], mocks: ToolMocks) -> list[Scenario]:
