@@ -115,6 +115,15 @@ def test_no_import_circle(root: Path, package: str, skip: tuple[str, ...]) -> No
     assert circles == [], f"modules that import each other in a circle: {circles}"
 
 
+def test_no_turn_keeper_part_imports_the_keeper() -> None:
+    graph = _import_graph(_modules(MIDDLEWARE, "resilient_agent.middleware"))
+    keeper = "resilient_agent.middleware.turn_keeper.keeper"
+    parts = [m for m in graph if m.startswith("resilient_agent.middleware.turn_keeper.")]
+    assert keeper in parts
+    for part in parts:
+        assert keeper not in graph[part] or part == keeper, f"{part} imports the keeper"
+
+
 def test_the_circle_check_finds_a_circle(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("from .b import x\n")
     (tmp_path / "b.py").write_text("def f():\n    from .a import y\n")
