@@ -155,8 +155,8 @@ def test_unmocked_tools_are_named_before_the_run_and_an_erroring_one_gets_its_mo
 ) -> None:
     main(["lab", "--agent", "pizza:PizzaAgent", "--only", "app_tool/text_confirmation/gap"])
     out = capsys.readouterr().out
-    (line,) = [line for line in out.splitlines() if "runs for real" in line]
-    assert line.startswith("PizzaAgent: place_order, text_confirmation runs for real")
+    (line,) = [line for line in out.splitlines() if "run for real" in line]
+    assert line.startswith("PizzaAgent: place_order, text_confirmation run for real")
     assert out.index(line) < out.index("tool text_confirmation(")  # before its probe ran it
     assert (
         "PizzaAgent: text_confirmation ran for real and ended in an error; if it has side "

@@ -42,9 +42,9 @@ def runs_for_real_line(agent: Agent, mocks: ToolMocks, label: str) -> str | None
     if not real:
         return None
     return (
-        f"{label}: {', '.join(real)} runs for real in the lab's calls (not in "
-        "--mock's MOCKS): a tool with side effects (a payment, a message, a network call) "
-        "makes them"
+        f"{label}: {', '.join(real)} {'runs' if len(real) == 1 else 'run'} for real in the "
+        "lab's calls, side effects included (not in --mock's MOCKS): mock each one that pays, "
+        "books, sends or calls out"
     )
 
 
