@@ -76,9 +76,10 @@ SAMPLE_TO_S = 28.0
 ROOMIO_FRAME_S = 0.05
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
 # the chain's added memory per lab session may not grow past what it held when this budget was
-# set (fa5a06d: 125.3 KB, rounded up to the KB; the lab session is too small for a ratio to mean
-# much: see the module docstring)
-ADDED_KB_BUDGET = 126.0
+# set (129.7 KB, rounded up to the KB: fa5a06d's 125.3 KB, then ~4 KB for the class made for each
+# observed audio input in place of a registry of the process; the lab session is too small for a
+# ratio to mean much: see the module docstring)
+ADDED_KB_BUDGET = 130.0
 # One process's resident size moves the figure by a few KB from run to run (docs/overhead.md):
 # above the ceiling by less is not a regression to act on.
 RUN_TO_RUN_NOISE_KB = 5.0
