@@ -5,13 +5,16 @@ Every first-party middleware class is importable from here
 (``resilient_agent.middleware.tool_guard``); each module is imported on first use, so importing
 the package stays cheap.
 
-This folder is mapped onto ``resilient_agent.middleware`` by the packaging; never import it as a
-bare top-level ``middleware`` package (that name is taken on PyPI and by many apps).
+This folder is installed as ``resilient_agent.middleware`` (``resilient_agent/middleware`` is a
+link to it; see pyproject.toml); never import it as a bare top-level ``middleware`` package (that
+name is taken on PyPI and by many apps).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,19 +32,21 @@ if TYPE_CHECKING:
     from .watchdog import Watchdog
 
 # name -> the submodule defining it, imported when the name is first asked for
-_EXPORTS = {
-    "ConditionalHangup": "hangup",
-    "ContextIntegrity": "context_integrity",
-    "LlmFallback": "llm_fallback",
-    "RealtimeInputHold": "realtime_input",
-    "SttRecovery": "stt_recovery",
-    "ToolGuard": "tool_guard",
-    "ToolPolicy": "tool_guard",
-    "TurnKeeper": "turn_keeper",
-    "WaitForCaller": "wait_for_caller",
-    "WaitOptions": "wait_options",
-    "Watchdog": "watchdog",
-}
+_EXPORTS: Mapping[str, str] = MappingProxyType(
+    {
+        "ConditionalHangup": "hangup",
+        "ContextIntegrity": "context_integrity",
+        "LlmFallback": "llm_fallback",
+        "RealtimeInputHold": "realtime_input",
+        "SttRecovery": "stt_recovery",
+        "ToolGuard": "tool_guard",
+        "ToolPolicy": "tool_guard",
+        "TurnKeeper": "turn_keeper",
+        "WaitForCaller": "wait_for_caller",
+        "WaitOptions": "wait_options",
+        "Watchdog": "watchdog",
+    }
+)
 
 __all__ = [
     "ConditionalHangup",
