@@ -14,8 +14,8 @@ from livekit.agents.voice.events import AgentStateChangedEvent
 from livekit.rtc import EventEmitter
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
-from resilient_agent.chain import MiddlewareChain
-from resilient_agent.runtime import SessionRuntime
+from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._session.runtime import SessionRuntime
 
 EVENTS = 20_000
 

@@ -11,9 +11,9 @@ overhead is, not what it costs in seconds.
 
 Variants: ``Agent``; ``ResilientAgent`` (the default middleware); ``ResilientAgent`` with
 ``middleware=[]`` (the interception layer alone); ``ResilientAgent`` with its OpenTelemetry hook
-(:class:`~resilient_agent.tracing.RaceTelemetry`, the call report on the session span) replaced
-by no-ops, to show what the hook costs with tracing off; with ``--by-middleware``, the default
-set minus each first-party middleware in turn (what that middleware costs in the set). With
+(:class:`~resilient_agent._session.tracing.RaceTelemetry`, the call report on the session span)
+replaced by no-ops, to show what the hook costs with tracing off; with ``--by-middleware``, the
+default set minus each first-party middleware in turn (what that middleware costs in the set). With
 ``--traced`` every variant runs with livekit's tracer on (an SDK provider and an in-memory
 exporter, as ``resilient-agent lab --traces`` sets it up): what the chain costs in a traced
 deployment.
@@ -83,7 +83,8 @@ def _child(
     from resilient_agent.middleware import default_middleware_specs
 
     from benchmarks.bench_session import _production_scenario, _scenario
-    from resilient_agent import ResilientAgent, runtime, tracing
+    from resilient_agent import ResilientAgent
+    from resilient_agent._session import runtime, tracing
     from resilient_agent.lab.traces import CallTraces
     from resilient_agent.testing import run_scenario
 

@@ -14,8 +14,8 @@ from livekit.agents import function_tool
 from livekit.rtc import EventEmitter
 
 from resilient_agent import Middleware, ResilientAgent
-from resilient_agent.chain import MiddlewareChain
-from resilient_agent.runtime import SessionRuntime
+from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._session.runtime import SessionRuntime
 
 CALLS = 20_000
 

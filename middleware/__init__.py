@@ -82,7 +82,7 @@ def default_middleware() -> list[Middleware]:
     """New instances of the middleware ``ResilientAgent`` runs by default, in order.
 
     To compose a chain: ``[MyGuard(), *default_middleware()]``. Each instance is the live one in
-    every session of the agent it is given to (see ``resilient_agent.live``).
+    every session of the agent it is given to (see ``resilient_agent._engine.live``).
     """
     return [spec.build() for spec in default_middleware_specs()]
 

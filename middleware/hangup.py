@@ -5,10 +5,10 @@ from __future__ import annotations
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     ShutdownDecision,
     ShutdownRequest,
 )
-from resilient_agent.options import OptionChecker
 
 __all__ = ["ConditionalHangup"]
 

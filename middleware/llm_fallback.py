@@ -31,10 +31,10 @@ from resilient_agent import (
     InferenceRequest,
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     get_logger,
     speak_line,
 )
-from resilient_agent.options import OptionChecker
 
 from .clock import loop_now
 

@@ -36,10 +36,10 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareNotUsed,
+    OptionChecker,
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.options import OptionChecker
 
 from .session_facts import stt_is_withheld
 

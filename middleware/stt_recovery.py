@@ -23,8 +23,7 @@ from typing import Any
 from livekit.agents import APIError, stt, utils
 from livekit.agents.voice import events as lk_events
 
-from resilient_agent import CloseReason, Middleware, MiddlewareContext, get_logger
-from resilient_agent.options import OptionChecker
+from resilient_agent import CloseReason, Middleware, MiddlewareContext, OptionChecker, get_logger
 
 from .clock import loop_now
 from .word_recovery import WordRecovery

@@ -47,6 +47,7 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     ProtectionDecision,
     ProtectionRequest,
     SpeechDecision,
@@ -56,7 +57,6 @@ from resilient_agent import (
     get_logger,
     release_tool_call,
 )
-from resilient_agent.options import OptionChecker
 
 __all__ = ["ToolGuard", "ToolPolicy"]
 

@@ -25,8 +25,8 @@ livekit's false-interruption pause only ever concerns interruptible speeches, wi
 protection: a tool's ``ctx.disallow_interruptions()`` on a speech livekit paused for the caller
 releases that pause and *resumes* the speech, now protected, over a caller who may still be
 talking. The chain asks :meth:`WaitForCaller.decide_resume` right after livekit's own call
-(see :mod:`resilient_agent.speech_gates`), which holds such a speech the same way (reported with
-``"on": "resume"``; a hold at the first frame is ``"on": "start"``). See
+(see :mod:`resilient_agent._livekit.speech_gates`), which holds such a speech the same way
+(reported with ``"on": "resume"``; a hold at the first frame is ``"on": "start"``). See
 docs/first-party-middleware.md.
 """
 
@@ -47,12 +47,12 @@ from resilient_agent import (
     CloseReason,
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     ResumeDecision,
     ResumeRequest,
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
 from .caller_words import CallerWords

@@ -1,6 +1,6 @@
 """WaitForCaller's options: how long a protected speech waits for a speaking caller.
 
-Checked at construction (see :mod:`resilient_agent.options`): each value in range, and every
+Checked at construction (see :mod:`resilient_agent._engine.options`): each value in range, and every
 ``max_wait_s`` at least the ``wait_s`` it applies with, whether both are the constructor's, both
 a tool's, or one of each.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, Literal, TypedDict, cast
 
-from resilient_agent.options import ItemCheck, OptionChecker
+from resilient_agent._engine.options import ItemCheck, OptionChecker
 
 __all__ = ["DEFAULT_MAX_WAIT_S", "PastBound", "WaitOptions", "checked_options", "checked_tools"]
 

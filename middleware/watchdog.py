@@ -47,10 +47,10 @@ from resilient_agent import (
     CloseReason,
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     SpeechInfo,
     get_logger,
 )
-from resilient_agent.options import OptionChecker
 
 from .audio_level import AudioLevelMeter
 from .clock import loop_now

@@ -8,22 +8,30 @@ from __future__ import annotations
 
 # isort: off
 # first: on a livekit-agents too old to import the library, the import fails with the fix
-from . import versions  # noqa: F401
+from ._livekit import versions  # noqa: F401
 
 # isort: on
-from .agent import ResilientAgent, default_middleware
-from .boundary import DEFAULT_HOOK_BUDGET_S
-from .cut_in import cut_in
-from .end_call import end_call_tool
-from .errors import MiddlewareError, MiddlewareNotUsed, PluginError
-from .events import MiddlewareErrorEvent, RaceDetectedEvent, RaceHandledEvent, UnknownToolEvent
-from .hooks import HOOKS, InferenceNext, Middleware, Position, ToolCallNext, UserTurnNext
-from .listeners import event_listener
-from .log import get_logger
-from .options import OptionChecker, OptionError
-from .plugins import available_plugins, prewarm_plugins
-from .report import CallReport
-from .requests import (
+from ._engine.boundary import DEFAULT_HOOK_BUDGET_S
+from ._engine.errors import MiddlewareError, MiddlewareNotUsed, PluginError
+from ._engine.events import (
+    MiddlewareErrorEvent,
+    RaceDetectedEvent,
+    RaceHandledEvent,
+    UnknownToolEvent,
+)
+from ._engine.hooks import (
+    HOOKS,
+    InferenceNext,
+    Middleware,
+    Position,
+    ToolCallNext,
+    UserTurnNext,
+)
+from ._engine.listeners import event_listener
+from ._engine.log import get_logger
+from ._engine.options import OptionChecker, OptionError
+from ._engine.plugins import available_plugins, prewarm_plugins
+from ._engine.requests import (
     InferenceRequest,
     InterruptDecision,
     InterruptRequest,
@@ -39,14 +47,18 @@ from .requests import (
     ToolOutcome,
     UserTurn,
 )
-from .speaking import LineCannotBeSpoken, speak_line
-from .spec import MiddlewareSpec
-from .speech_gates import interrupt_queued_speeches
-from .state import CloseReason, ConversationState, MiddlewareContext
-from .supervision import unsupervised
-from .tools import current_tool, release_tool_call
-from .versions import __version__ as __version__
-from .versions import has_capability
+from ._engine.spec import MiddlewareSpec
+from ._engine.state import CloseReason, ConversationState, MiddlewareContext
+from ._livekit.end_call import end_call_tool
+from ._livekit.speech_gates import interrupt_queued_speeches
+from ._livekit.versions import __version__ as __version__
+from ._livekit.versions import has_capability
+from ._session.agent import ResilientAgent, default_middleware
+from ._session.cut_in import cut_in
+from ._session.report import CallReport
+from ._session.speaking import LineCannotBeSpoken, speak_line
+from ._session.supervision import unsupervised
+from ._session.tools import current_tool, release_tool_call
 
 __all__ = [
     "DEFAULT_HOOK_BUDGET_S",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from resilient_agent.plugins import ENTRY_POINT_GROUP, clear_plugin_cache
+from resilient_agent._engine.plugins import ENTRY_POINT_GROUP, clear_plugin_cache
 
 EXAMPLE_PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "resilient-agent-example-plugin"
 

@@ -13,7 +13,7 @@ import pytest
 
 import resilient_agent
 from resilient_agent import ResilientAgent
-from resilient_agent.chain import MiddlewareChain
+from resilient_agent._engine.chain import MiddlewareChain
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import run_scenario
 
@@ -148,8 +148,8 @@ _DISPATCH = (
     "report_error",
     "without",
 )
-_CHAIN_RUN = str(CORE / "chain_run.py")
-_CHAIN = str(CORE / "chain.py")
+_CHAIN_RUN = str(CORE / "_engine" / "chain_run.py")
+_CHAIN = str(CORE / "_engine" / "chain.py")
 # a call that covers every kind of hook: tool calls with protected speech, interrupts, a handoff,
 # inferences, user turns, a hang-up decided by the chain, and setup and close
 _COVERING = (

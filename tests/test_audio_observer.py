@@ -13,8 +13,8 @@ from livekit.agents.voice.io import AudioInput
 from resilient_agent.middleware.audio_level import AudioLevelMeter
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
-from resilient_agent.audio_observer import AudioObserver
-from resilient_agent.session_audio import shown_callbacks
+from resilient_agent._session.audio_observer import AudioObserver
+from resilient_agent._session.session_audio import shown_callbacks
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
 
 

@@ -20,7 +20,7 @@ from resilient_agent import (
     ToolCall,
     ToolOutcome,
 )
-from resilient_agent.chain import MiddlewareChain
+from resilient_agent._engine.chain import MiddlewareChain
 
 CTX: Any = object()  # the chain passes the context through untouched
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from resilient_agent.cli import main
+from resilient_agent.lab.cli import main
 
 
 def _error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -6,7 +6,7 @@ import asyncio
 
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from resilient_agent._compat import speech_interrupted_future, speech_scheduled_future
+from resilient_agent._livekit.compat import speech_interrupted_future, speech_scheduled_future
 
 
 def test_speech_handle_futures_are_where_compat_expects_them() -> None:
@@ -24,8 +24,8 @@ def test_speech_handle_futures_are_where_compat_expects_them() -> None:
 
 
 # -- interception tripwires: every intercepted method and every relied-on livekit behaviour ------
-# (resilient_agent._compat.RELIED_ON lists them; each check below fails naming the livekit change,
-# and each has a test that simulates the change and watches the check fail)
+# (resilient_agent._livekit.compat.RELIED_ON lists them; each check below fails naming the livekit
+# change, and each has a test that simulates the change and watches the check fail)
 
 import dataclasses  # noqa: E402
 import inspect  # noqa: E402
@@ -46,8 +46,8 @@ from livekit.agents.beta.tools import EndCallTool  # noqa: E402
 from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
-from resilient_agent._compat import RELIED_ON  # noqa: E402
-from resilient_agent.interception import INTERCEPTIONS  # noqa: E402
+from resilient_agent._livekit.compat import RELIED_ON  # noqa: E402
+from resilient_agent._livekit.interception import INTERCEPTIONS  # noqa: E402
 
 _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     "AgentSession.shutdown": (AgentSession, [("drain", True)]),
@@ -298,7 +298,7 @@ def test_end_call_tool_ending_calls_otherwise_trips(monkeypatch: pytest.MonkeyPa
 
 
 def check_session_closing() -> None:
-    from resilient_agent._compat import session_closing
+    from resilient_agent._livekit.compat import session_closing
 
     message = _change("test_session_closing_is_where_compat_expects_it")
 
@@ -342,7 +342,7 @@ from livekit.agents.voice.io import (  # noqa: E402
 from resilient_agent.middleware.playout_ledger import PlayoutLedger  # noqa: E402
 
 from resilient_agent import ConversationState, Middleware, MiddlewareContext  # noqa: E402
-from resilient_agent.audio_observer import AudioObserver  # noqa: E402
+from resilient_agent._session.audio_observer import AudioObserver  # noqa: E402
 
 
 class _Sink(AudioOutput):
@@ -582,7 +582,7 @@ def test_plain_exception_in_stt_stream_is_an_unrecoverable_error() -> None:
 def check_tool_call_releasable() -> None:
     from livekit.agents import Agent as PlainAgent
 
-    from resilient_agent._compat import tool_call_releasable
+    from resilient_agent._livekit.compat import tool_call_releasable
     from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
     message = _change("test_tool_call_releasable_is_where_compat_expects_it")
@@ -621,7 +621,7 @@ def test_tool_call_releasable_is_where_compat_expects_it() -> None:
 
 
 def test_tool_call_releasable_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilient_agent._compat as compat
+    import resilient_agent._livekit.compat as compat
 
     monkeypatch.setattr(compat, "_FIRST_UPDATE", "_first_update_future")  # livekit renamed it
     with pytest.raises(AssertionError, match=re.escape("moved RunContext._first_update_fut")):
@@ -631,7 +631,7 @@ def test_tool_call_releasable_moved_trips(monkeypatch: pytest.MonkeyPatch) -> No
 def check_queued_speeches() -> None:
     from livekit.agents import Agent as PlainAgent
 
-    from resilient_agent._compat import queued_speeches
+    from resilient_agent._livekit.compat import queued_speeches
     from resilient_agent.testing import Scenario, run_scenario
 
     message = _change("test_queued_speeches_is_where_compat_expects_it")
@@ -666,7 +666,7 @@ def test_queued_speeches_is_where_compat_expects_it() -> None:
 
 
 def test_queued_speeches_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilient_agent._compat as compat
+    import resilient_agent._livekit.compat as compat
 
     monkeypatch.setattr(compat, "_SPEECH_QUEUE", "_speech_queue")  # livekit renamed it
     with pytest.raises(AssertionError, match=re.escape("moved AgentActivity._speech_q")):
@@ -679,7 +679,7 @@ def check_session_trace_context() -> None:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
-    from resilient_agent._compat import session_trace_context
+    from resilient_agent._livekit.compat import session_trace_context
     from resilient_agent.testing import Scenario, run_scenario
 
     message = _change("test_session_trace_context_is_where_compat_expects_it")
@@ -717,7 +717,7 @@ def test_session_trace_context_is_where_compat_expects_it() -> None:
 
 
 def test_session_trace_context_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilient_agent._compat as compat
+    import resilient_agent._livekit.compat as compat
 
     monkeypatch.setattr(compat, "_ROOT_SPAN_CONTEXT", "_session_context")  # livekit renamed it
     with pytest.raises(AssertionError, match=re.escape("moved AgentSession._root_span_context")):
@@ -740,7 +740,7 @@ _OFFLINE_ROOM_NAMES: dict[str, tuple[str, str]] = {
 
 
 def check_offline_room_internal(key: str) -> None:
-    from resilient_agent._compat import (
+    from resilient_agent._livekit.compat import (
         LivekitMoved,
         link_publication_track,
         local_track_publications,
@@ -822,7 +822,7 @@ def test_offline_room_internals_are_where_compat_expects_them(key: str) -> None:
 
 @pytest.mark.parametrize("key", list(_OFFLINE_ROOM_NAMES))
 def test_offline_room_internal_moved_trips(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilient_agent._compat as compat
+    import resilient_agent._livekit.compat as compat
 
     constant, moved_to = _OFFLINE_ROOM_NAMES[key]
     monkeypatch.setattr(compat, constant, moved_to)  # livekit renamed it

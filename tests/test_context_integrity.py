@@ -15,14 +15,14 @@ from resilient_agent.middleware.context_integrity import UNAVAILABLE_RESULT, Con
 from resilient_agent.middleware.turn_keeper import TurnKeeper
 
 from resilient_agent import (
+    ConversationState,
     InferenceRequest,
     Middleware,
     MiddlewareContext,
     RaceDetectedEvent,
     RaceHandledEvent,
 )
-from resilient_agent.chain import MiddlewareChain
-from resilient_agent.state import ConversationState
+from resilient_agent._engine.chain import MiddlewareChain
 from resilient_agent.testing import run_virtual
 from resilient_agent.testing.llm import malformed_context
 

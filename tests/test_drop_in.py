@@ -20,7 +20,7 @@ from resilient_agent import (
     MiddlewareErrorEvent,
     ResilientAgent,
 )
-from resilient_agent.audio_observer import AudioObserver
+from resilient_agent._session.audio_observer import AudioObserver
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
@@ -284,7 +284,7 @@ class _StandInJob:
 
 
 def test_a_stand_in_job_context_costs_the_log_fields_only(monkeypatch: Any) -> None:
-    import resilient_agent.event_hub as event_hub_module
+    import resilient_agent._session.event_hub as event_hub_module
 
     monkeypatch.setattr(event_hub_module, "get_job_context", lambda: _StandInJob())
     agent_class, seen = _errors_seen(ResilientAgent)
@@ -299,7 +299,7 @@ def test_a_stand_in_job_context_costs_the_log_fields_only(monkeypatch: Any) -> N
 
 
 def test_the_app_on_enter_runs_even_when_the_chain_cannot_start(monkeypatch: Any) -> None:
-    from resilient_agent.runtime import SessionRuntime
+    from resilient_agent._session.runtime import SessionRuntime
 
     def broken_start(self: SessionRuntime) -> None:
         raise RuntimeError("runtime broken")

@@ -12,7 +12,7 @@ from resilient_agent.middleware.turn_keeper import Fragment, TurnKeeperOptions
 from resilient_agent.middleware.turn_keeper.dropped_turns import DroppedTurnAnswerer, WhenToAnswer
 
 from resilient_agent import ConversationState, MiddlewareContext
-from resilient_agent.pending_words import PendingWords
+from resilient_agent._engine.pending_words import PendingWords
 from resilient_agent.testing import run_virtual
 
 

@@ -18,8 +18,8 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent.middleware import default_middleware_specs
 
 from resilient_agent import Middleware, MiddlewareContext, ResilientAgent, UserTurn, UserTurnNext
-from resilient_agent.cli import main
 from resilient_agent.lab.catalog import agents, scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.explore import (
     JITTER_SLACK_S,
     run_explore,

@@ -250,7 +250,7 @@ def test_a_decision_of_the_right_type_still_wins() -> None:
         def decide_speech(self, ctx: MiddlewareContext, speech: Any) -> SpeechDecision | None:
             return SpeechDecision.protect("mine")
 
-    from resilient_agent.chain import MiddlewareChain
+    from resilient_agent._engine.chain import MiddlewareChain
 
     chain = MiddlewareChain([misbehaving("decide_speech", "wrong_type"), Protects()])
     assert chain.decide("decide_speech", object(), None) == SpeechDecision.protect("mine")  # type: ignore[arg-type]

@@ -11,8 +11,8 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
-from resilient_agent.cli import main
 from resilient_agent.lab.catalog import agents
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.fuzz import (
     contracts_broken,
     run_fuzz,

@@ -14,8 +14,8 @@ from resilient_agent.middleware.turn_keeper import Fragment
 from resilient_agent.middleware.turn_keeper.handover import CARRY_KEY, CarriedWords
 
 from resilient_agent import ResilientAgent
-from resilient_agent.handoff_gates import HandoffGates
-from resilient_agent.interception import Interceptor
+from resilient_agent._livekit.handoff_gates import HandoffGates
+from resilient_agent._livekit.interception import Interceptor
 from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import CallWorld, Scenario, Typed, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
@@ -159,7 +159,7 @@ def test_release_puts_livekits_methods_back_once() -> None:
 def test_words_no_next_keeper_takes_are_logged_when_the_session_ends() -> None:
     from structlog.testing import capture_logs
 
-    from resilient_agent.carry import Carried
+    from resilient_agent._engine.carry import Carried
 
     carried = Carried()
     words = CarriedWords(

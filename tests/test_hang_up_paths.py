@@ -22,6 +22,7 @@ from resilient_agent import (
     ToolCall,
     end_call_tool,
 )
+from resilient_agent._session.tools import ChainedToolset
 from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import (
     CallWorld,
@@ -31,7 +32,6 @@ from resilient_agent.testing import (
     Utterance,
     run_scenario,
 )
-from resilient_agent.tools import ChainedToolset
 
 FAREWELL = "Thank you for calling. Goodbye!"
 GOODBYE = Utterance(1.0, 2.2, "okay goodbye", expect_reply=False)

@@ -10,18 +10,19 @@ from livekit.agents import Agent
 from resilient_agent.middleware.hangup import ConditionalHangup
 
 from resilient_agent import (
+    ConversationState,
     Middleware,
+    MiddlewareContext,
     MiddlewareError,
     ResilientAgent,
     ShutdownDecision,
     ShutdownRequest,
     end_call_tool,
 )
-from resilient_agent.chain import MiddlewareChain
-from resilient_agent.chain_run import ChainRun
+from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._engine.chain_run import ChainRun
+from resilient_agent._livekit.shutdown import ShutdownGate
 from resilient_agent.lab.catalog import agents, scenarios
-from resilient_agent.shutdown import ShutdownGate
-from resilient_agent.state import ConversationState, MiddlewareContext
 from resilient_agent.testing import (
     LLMRule,
     Scenario,
@@ -257,7 +258,7 @@ def test_any_middleware_can_veto() -> None:
 def test_a_tool_that_sleeps_after_its_farewell_gets_one_warning_with_the_fix() -> None:
     from structlog.testing import capture_logs
 
-    import resilient_agent.shutdown as shutdown_module
+    import resilient_agent._livekit.shutdown as shutdown_module
 
     shutdown_module._warned_about_sleeping = False
     with capture_logs() as logs:

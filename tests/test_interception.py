@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from resilient_agent.interception import INTERCEPTIONS, Interceptor
+from resilient_agent._livekit.interception import INTERCEPTIONS, Interceptor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,8 +77,7 @@ def test_only_listed_interceptions_can_be_installed() -> None:
 def test_every_interception_says_why_and_which_hook_it_asks() -> None:
     import dataclasses
 
-    from resilient_agent import MiddlewareContext
-    from resilient_agent.hooks import HOOKS
+    from resilient_agent import HOOKS, MiddlewareContext
 
     # a hook of the chain, or a service of the middleware's context
     served = {*HOOKS, *(f.name for f in dataclasses.fields(MiddlewareContext))}
@@ -133,7 +132,9 @@ def test_livekit_objects_are_modified_only_by_the_interception_module() -> None:
     runtime = [
         line
         for line in found
-        if not line.startswith(("resilient_agent/testing/", "resilient_agent/interception.py"))
+        if not line.startswith(
+            ("resilient_agent/testing/", "resilient_agent/_livekit/interception.py")
+        )
         and "setattr(self, attr, wrap_tool" not in line
         and "_WRAPPED_MARK" not in line
         and "_OPTED_OUT" not in line  # a marker on the app's own agent (unsupervised)

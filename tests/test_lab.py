@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from livekit.agents import Agent
 
-from resilient_agent.cli import main
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.results import exit_code
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 

@@ -15,9 +15,9 @@ from livekit.agents import Agent, llm
 from livekit.agents.beta.tools import EndCallTool
 
 from resilient_agent import ResilientAgent
-from resilient_agent.cli import main
 from resilient_agent.lab.app_agent import AppClassError, catalog_base, scenario_mismatch
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.results import print_summary
 from resilient_agent.lab.run import AgentUnderTest
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from resilient_agent.cli import main
+from resilient_agent.lab.cli import main
 
 PIZZA = '''
 from __future__ import annotations

@@ -12,7 +12,6 @@ from livekit.agents import Agent, RunContext, function_tool
 from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm.utils import function_arguments_to_pydantic_model
 
-from resilient_agent.cli import main
 from resilient_agent.lab.app_agent import catalog_base
 from resilient_agent.lab.app_tools import (
     MockFileError,
@@ -30,6 +29,7 @@ from resilient_agent.lab.catalog.own_tools import (
     question_span,
     tool_windows,
 )
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.fuzz import fuzz_exit_code, run_fuzz
 from resilient_agent.lab.fuzz_own_tools import OwnToolCall, OwnTools, draw_own_tool_call
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from livekit.agents import Agent
 
-from resilient_agent.cli import main
 from resilient_agent.lab.catalog import agents as lab_agents
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.html_report import render_report, scenario_anchor
 from resilient_agent.lab.run import AgentUnderTest, LabResult, default_agents, run_lab
 from resilient_agent.lab.timeline import CallTimeline, extract_timeline, write_timelines

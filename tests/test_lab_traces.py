@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from resilient_agent import tracing
-from resilient_agent.cli import main
+from resilient_agent._session import tracing
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.run import AgentUnderTest, LabResult, default_agents, run_lab
 from resilient_agent.lab.traces import race_span_events, untraced_races
 

@@ -6,7 +6,7 @@ import inspect
 
 from livekit.rtc import EventEmitter
 
-from resilient_agent.listeners import event_listener
+from resilient_agent import event_listener
 
 
 def test_listener_passes_the_event_and_answers_inspect_from_its_signature() -> None:

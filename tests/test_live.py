@@ -17,8 +17,8 @@ from resilient_agent import (
     ResilientAgent,
     ToolCall,
 )
+from resilient_agent._engine.live import SessionInstances
 from resilient_agent.lab.catalog import agents
-from resilient_agent.live import SessionInstances
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
 

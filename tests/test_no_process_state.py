@@ -42,14 +42,35 @@ _MUTABLE_CALLS = frozenset(
 # the process itself (its installed packages, its temporary files, its one meter provider, a
 # warning given once per process), never about one session.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("resilient_agent/plugins.py", "_installed_cache"): "the process's installed entry points",
-    ("resilient_agent/plugins.py", "_resolved_cache"): "the plugins those entry points import",
-    ("resilient_agent/versions.py", "_warned_version"): "livekit's version is warned about once",
-    ("resilient_agent/versions.py", "_missing_reported"): "a missing livekit name is reported once",
-    ("resilient_agent/shutdown.py", "_warned_about_sleeping"): "a once-per-process hint",
-    ("resilient_agent/tracing.py", "_trace_content"): "the app's process-wide tracing switch",
-    ("resilient_agent/tracing.py", "_instruments"): "instruments of the process's meter provider",
-    ("resilient_agent/pocketsphinx_stt.py", "_FOLDERS"): "temporary folders removed at exit",
+    (
+        "resilient_agent/_engine/plugins.py",
+        "_installed_cache",
+    ): "the process's installed entry points",
+    (
+        "resilient_agent/_engine/plugins.py",
+        "_resolved_cache",
+    ): "the plugins those entry points import",
+    (
+        "resilient_agent/_livekit/versions.py",
+        "_warned_version",
+    ): "livekit's version is warned about once",
+    (
+        "resilient_agent/_livekit/versions.py",
+        "_missing_reported",
+    ): "a missing livekit name is reported once",
+    ("resilient_agent/_livekit/shutdown.py", "_warned_about_sleeping"): "a once-per-process hint",
+    (
+        "resilient_agent/_session/tracing.py",
+        "_trace_content",
+    ): "the app's process-wide tracing switch",
+    (
+        "resilient_agent/_session/tracing.py",
+        "_instruments",
+    ): "instruments of the process's meter provider",
+    (
+        "resilient_agent/testing/pocketsphinx_stt.py",
+        "_FOLDERS",
+    ): "temporary folders removed at exit",
     ("resilient_agent/lab/explore.py", "_CATALOG"): "the lab's catalog, built once per process",
     ("resilient_agent/testing/clock.py", "_models_patched"): "livekit's model classes patched once",
 }

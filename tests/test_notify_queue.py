@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from resilient_agent import Middleware
-from resilient_agent.dispatch import NotifyQueue
+from resilient_agent._engine.dispatch import NotifyQueue
 from resilient_agent.testing import run_virtual
 
 CTX: Any = object()

@@ -16,9 +16,8 @@ from livekit.agents.ipc.log_queue import LogQueueListener
 from livekit.agents.utils.aio import duplex_unix
 from structlog.testing import capture_logs
 
-from resilient_agent import ResilientAgent
+from resilient_agent import ResilientAgent, get_logger
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.log import get_logger
 from resilient_agent.testing import run_scenario
 
 
@@ -78,7 +77,7 @@ _CHILD = """
 import logging, socket, sys
 from livekit.agents.ipc.log_queue import LogQueueHandler
 from livekit.agents.utils.aio import duplex_unix
-from resilient_agent.log import get_logger
+from resilient_agent._engine.log import get_logger
 
 # a LiveKit job process: its only handler pickles records to the worker
 handler = LogQueueHandler(duplex_unix._Duplex.open(socket.socket(fileno=int(sys.argv[1]))))
@@ -97,7 +96,7 @@ def test_fields_survive_livekits_job_process_log_path() -> None:
     output = io.StringIO()
     handler = logging.StreamHandler(output)
     handler.setFormatter(JsonFormatter())
-    target = logging.getLogger("resilient_agent.agent")
+    target = logging.getLogger("resilient_agent._session.agent")
     target.addHandler(handler)
     target.setLevel(logging.INFO)
 

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from resilient_agent import Middleware, MiddlewareError, ResilientAgent
-from resilient_agent.errors import PluginError
-from resilient_agent.hooks import API_VERSION
-from resilient_agent.plugins import (
+from resilient_agent import Middleware, MiddlewareError, PluginError, ResilientAgent
+from resilient_agent._engine.hooks import API_VERSION
+from resilient_agent._engine.plugins import (
     DISABLE_AUTOLOAD_ENV,
     ENTRY_POINT_GROUP,
     PLUGINS_ENV,

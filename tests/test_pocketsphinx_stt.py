@@ -13,9 +13,9 @@ import pytest
 from livekit import rtc
 from livekit.agents import stt
 
-from resilient_agent import pocketsphinx_stt
-from resilient_agent.pocketsphinx_stt import PocketSphinxSTT
+from resilient_agent.testing import pocketsphinx_stt
 from resilient_agent.testing.clock import run_virtual
+from resilient_agent.testing.pocketsphinx_stt import PocketSphinxSTT
 
 
 def _has(module: str) -> bool:

@@ -18,8 +18,8 @@ from resilient_agent import (
     ResilientAgent,
     ToolCall,
 )
+from resilient_agent._session.report import CallReporter
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.report import CallReporter
 from resilient_agent.testing import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,17 +101,20 @@ def test_race_helpers_emit_events_with_the_middleware_name_and_counts() -> None:
 
 def test_the_core_names_no_first_party_middleware_or_race() -> None:
     core = [
-        "report.py",
-        "events.py",
-        "chain.py",
-        "runtime.py",
-        "chain_run.py",
-        "supervision.py",
-        "tool_calls.py",
-        "carry.py",
-        "agent.py",
-        "state.py",
-        "log.py",
+        "_session/report.py",
+        "_engine/events.py",
+        "_engine/chain.py",
+        "_session/runtime.py",
+        "_session/active_chain.py",
+        "_session/session_listeners.py",
+        "_session/event_hub.py",
+        "_engine/chain_run.py",
+        "_session/supervision.py",
+        "_session/tool_calls.py",
+        "_engine/carry.py",
+        "_session/agent.py",
+        "_engine/state.py",
+        "_engine/log.py",
     ]
     for module in core:
         source = (ROOT / "resilient_agent" / module).read_text()
@@ -132,9 +135,9 @@ def _imports(path: Path) -> set[str]:
 def test_first_party_middleware_imports_only_the_public_api() -> None:
     public = {
         "resilient_agent",
-        "resilient_agent.errors",
-        "resilient_agent.options",
-        "resilient_agent.pending_words",
+        "resilient_agent._engine.errors",
+        "resilient_agent._engine.options",
+        "resilient_agent._engine.pending_words",
     }
     paths = sorted((ROOT / "middleware").rglob("*.py"))
     assert any(path.parent.name == "turn_keeper" for path in paths)

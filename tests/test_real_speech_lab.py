@@ -180,7 +180,7 @@ def test_agent_voice_is_espeak_with_sentence_markers() -> None:
 
 @needs_speech
 def test_cli_json_names_the_speech_and_the_stt(tmp_path: Path) -> None:
-    from resilient_agent.cli import main
+    from resilient_agent.lab.cli import main
 
     out = tmp_path / "out.json"
     code = main(

@@ -9,8 +9,8 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent, end_call_tool
-from resilient_agent.cli import main
 from resilient_agent.lab.catalog.realtime import realtime_controls, realtime_scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.testing import (
     LLMRule,
     Scenario,

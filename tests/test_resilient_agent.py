@@ -19,10 +19,10 @@ from resilient_agent import (
     ToolCall,
     ToolOutcome,
 )
-from resilient_agent.chain import MiddlewareChain
+from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._session.runtime import SessionRuntime
 from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.lab.run import AgentUnderTest, run_lab
-from resilient_agent.runtime import SessionRuntime
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
 

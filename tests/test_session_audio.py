@@ -17,10 +17,11 @@ from livekit.agents import Agent, AgentSession
 from livekit.agents.voice.io import AudioInput
 from structlog.testing import capture_logs
 
-from resilient_agent import Middleware, MiddlewareContext, ResilientAgent, session_audio
-from resilient_agent.audio_observer import AudioObserver
+from resilient_agent import Middleware, MiddlewareContext, ResilientAgent
+from resilient_agent._session import session_audio
+from resilient_agent._session.audio_observer import AudioObserver
+from resilient_agent._session.session_audio import SessionAudio, shown_callbacks
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.session_audio import SessionAudio, shown_callbacks
 from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtual
 from resilient_agent.testing.audio import ScriptedAudioInput
 
@@ -74,7 +75,7 @@ class Logged:
 
 @pytest.fixture
 def logged(monkeypatch: pytest.MonkeyPatch) -> Logged:
-    """The records resilient_agent.session_audio logs (whatever logging the app configured)."""
+    """The records session_audio logs (whatever logging the app configured)."""
     records = Logged()
     monkeypatch.setattr(session_audio, "logger", records)
     return records

@@ -8,7 +8,7 @@ import pytest
 from livekit.agents import llm
 
 from resilient_agent import LineCannotBeSpoken
-from resilient_agent.speaking import say_exactly, way_for
+from resilient_agent._session.speaking import say_exactly, way_for
 from resilient_agent.testing.tts import ScriptedTTS
 
 

@@ -13,18 +13,18 @@ from resilient_agent.middleware.turn_keeper import TurnKeeper
 from structlog.testing import capture_logs
 
 from resilient_agent import (
+    ConversationState,
     InterruptDecision,
     InterruptRequest,
     Middleware,
     MiddlewareContext,
     ResilientAgent,
 )
-from resilient_agent.chain import MiddlewareChain
-from resilient_agent.chain_run import ChainRun
-from resilient_agent.interception import Interceptor
+from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._engine.chain_run import ChainRun
+from resilient_agent._livekit.interception import Interceptor
+from resilient_agent._livekit.speech_gates import InterruptGate
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.speech_gates import InterruptGate
-from resilient_agent.state import ConversationState
 from resilient_agent.testing import CallWorld, Scenario, Typed, heard_sentences, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG
 

@@ -19,10 +19,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from resilient_agent import ResilientAgent, tracing
-from resilient_agent.events import RaceDetectedEvent, RaceHandledEvent
+from resilient_agent import CallReport, RaceDetectedEvent, RaceHandledEvent, ResilientAgent
+from resilient_agent._session import tracing
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.report import CallReport
 from resilient_agent.testing import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,14 +134,14 @@ def test_the_call_report_is_on_the_session_span(traced: TracedCall) -> None:
     (session,) = [s for s in traced.spans if s.name == "agent_session"]
     report = traced.agent.call_report
     attributes = session.attributes or {}
-    assert attributes["resilient_agent.report.call_id"] == report.call_id
+    assert attributes["resilient_agent._session.report.call_id"] == report.call_id
     for kind, count in report.races.items():
-        assert attributes[f"resilient_agent.report.races.{kind}"] == count
+        assert attributes[f"resilient_agent._session.report.races.{kind}"] == count
     for action, count in report.actions.items():
-        assert attributes[f"resilient_agent.report.actions.{action}"] == count
+        assert attributes[f"resilient_agent._session.report.actions.{action}"] == count
     for name, count in report.counters.items():
-        assert attributes[f"resilient_agent.report.counters.{name}"] == count
-    assert attributes["resilient_agent.report.middleware_errors"] == ()
+        assert attributes[f"resilient_agent._session.report.counters.{name}"] == count
+    assert attributes["resilient_agent._session.report.middleware_errors"] == ()
 
 
 def test_no_word_the_caller_said_is_in_our_attributes(traced: TracedCall) -> None:

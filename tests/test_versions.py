@@ -11,8 +11,9 @@ import pytest
 from resilient_agent.middleware.watchdog import Watchdog
 from structlog.testing import capture_logs
 
-from resilient_agent import ConversationState, MiddlewareContext, versions
-from resilient_agent.versions import (
+from resilient_agent import ConversationState, MiddlewareContext
+from resilient_agent._livekit import versions
+from resilient_agent._livekit.versions import (
     TESTED_LIVEKIT_RANGE,
     has_capability,
     livekit_in_tested_range,
@@ -44,7 +45,7 @@ def _project_dependency(path: Path, name: str) -> str:
 def test_pyproject_declares_the_tested_range() -> None:
     declared = _project_dependency(ROOT / "pyproject.toml", "livekit-agents")
     assert declared == TESTED_LIVEKIT_RANGE, (
-        f"pyproject.toml declares livekit-agents{declared} but resilient_agent.versions "
+        f"pyproject.toml declares livekit-agents{declared} but resilient_agent._livekit.versions "
         f"says {TESTED_LIVEKIT_RANGE}: change both together (and docs/versions.md)"
     )
 

@@ -16,7 +16,7 @@ No part imports the keeper, and no part holds it.
 
 from __future__ import annotations
 
-from resilient_agent.pending_words import Fragment
+from resilient_agent._engine.pending_words import Fragment
 
 from .keeper import TurnKeeper
 from .options import TurnKeeperOptions

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
-from resilient_agent.pending_words import Fragment, PendingWords
+from resilient_agent._engine.pending_words import Fragment, PendingWords
 
 from ..clock import loop_now
 from ..session_facts import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from livekit.agents import Agent, llm
 
 from resilient_agent import get_logger
-from resilient_agent.pending_words import Fragment
+from resilient_agent._engine.pending_words import Fragment
 
 from ..clock import loop_now
 from .withheld_audio import WithheldAudioTap

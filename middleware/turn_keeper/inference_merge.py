@@ -15,7 +15,7 @@ from collections import deque
 from livekit.agents import llm
 
 from resilient_agent import InferenceRequest, MiddlewareContext, UserTurn, get_logger
-from resilient_agent.pending_words import PendingWords, normalized
+from resilient_agent._engine.pending_words import PendingWords, normalized
 
 from ..clock import loop_now
 from ..session_facts import livekit_turn_delay

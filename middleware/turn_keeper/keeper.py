@@ -17,14 +17,14 @@ speech is current and during AEC warm-up; turns are dropped while a handoff paus
   silent, no uninterruptible speech is current, and livekit's own end-of-turn delay has passed,
   so livekit and the keeper never both answer the same words;
 * a non-forced ``session.interrupt()`` while the current speech is protected defers to that speech
-  instead of raising (``decide_interrupt``, see :mod:`resilient_agent.speech_gates`), so a chat
-  message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
+  instead of raising (``decide_interrupt``, see :mod:`resilient_agent._livekit.speech_gates`), so a
+  chat message typed meanwhile (RoomIO's default text input interrupts, then asks for a reply) is
   answered after it.
 
 This module holds the middleware itself (the events it follows, the recovery of withheld audio,
 the merge into the next turn); its parts live beside it in this package, each given the one
 :class:`~.options.TurnKeeperOptions` value and the session's pending words
-(``ctx.state.pending_words``, :mod:`resilient_agent.pending_words`), never the keeper: the
+(``ctx.state.pending_words``, :mod:`resilient_agent._engine.pending_words`), never the keeper: the
 answering of dropped turns in :mod:`.dropped_turns`, the words given to inferences that are not
 user turns in :mod:`.inference_merge`, the merge itself in :mod:`.merging`, and what a leaving
 keeper hands the next agent's in :mod:`.handover`.
@@ -54,7 +54,7 @@ from resilient_agent import (
     UserTurnNext,
     get_logger,
 )
-from resilient_agent.pending_words import Fragment, PendingWords, normalized
+from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
 
 from ..clock import loop_now
 from ..session_facts import session_recognizer

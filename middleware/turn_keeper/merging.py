@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resilient_agent.pending_words import PendingWords, normalized
+from resilient_agent._engine.pending_words import PendingWords, normalized
 
 from .options import TurnKeeperOptions
 from .transcript_match import remove_heard, without_repeats

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from resilient_agent.options import OptionChecker
+from resilient_agent import OptionChecker
 
 __all__ = ["TurnKeeperOptions"]
 

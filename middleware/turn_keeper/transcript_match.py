@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resilient_agent.pending_words import Fragment, normalized
+from resilient_agent._engine.pending_words import Fragment, normalized
 
 __all__ = ["SAME_SPEECH_S", "remove_heard", "without_repeats"]
 

@@ -3,9 +3,9 @@
 Before the run: the app's own tools that will run for real in the lab's calls (not mocked by a
 ``--mock`` file), side effects included, since the lab cannot know which tools have them. After
 it, per agent: each tool name in a middleware option that is not one of the agent's tools, with
-the library's own "did you mean" (:func:`resilient_agent.tool_names.unknown_tools`, the check a
-session makes when it starts), and each tool that ran for real and ended in an error, with the
-line that mocks it.
+the library's own "did you mean" (:func:`resilient_agent._engine.tool_names.unknown_tools`, the
+check a session makes when it starts), and each tool that ran for real and ended in an error, with
+the line that mocks it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from livekit.agents import Agent
 
-from ..hooks import Middleware
-from ..tool_names import known_tool_names, unknown_tools
+from .. import Middleware
+from .._engine.tool_names import known_tool_names, unknown_tools
 from .app_tools import ToolMocks, function_tools, tool_schema
 from .catalog.own_tools import ToolWindows
 

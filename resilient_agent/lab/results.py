@@ -47,7 +47,7 @@ def print_header(agents: Sequence[AgentUnderTest], out: TextIO) -> None:
 
 
 def _resilient(agent: AgentUnderTest) -> bool:
-    from ..agent import ResilientAgent
+    from .. import ResilientAgent
 
     return issubclass(agent.cls, ResilientAgent)
 

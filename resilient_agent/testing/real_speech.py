@@ -2,8 +2,8 @@
 
 A scenario with :class:`RealSpeech` runs with real audio end to end: the caller's utterances are
 espeak-ng recordings (no markers in them), livekit's embedded Silero VAD hears them, a
-:class:`~resilient_agent.pocketsphinx_stt.PocketSphinxSTT` transcribes what livekit lets through,
-and the agent speaks with an espeak-ng voice (:class:`EspeakTTS`).
+:class:`~resilient_agent.testing.pocketsphinx_stt.PocketSphinxSTT` transcribes what livekit lets
+through, and the agent speaks with an espeak-ng voice (:class:`EspeakTTS`).
 
 A recognizer mishears, so "every word reached the LLM" cannot mean the scripted words. Each
 utterance's text is instead its *reference transcription*: what the same recognizer transcribes
@@ -32,7 +32,6 @@ from livekit import rtc
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
 from typing_extensions import override
 
-from ..pocketsphinx_stt import PocketSphinxStream, PocketSphinxSTT
 from .audio import (
     FRAME_SAMPLES,
     KIND_AGENT,
@@ -40,6 +39,7 @@ from .audio import (
     AudioMarker,
     marker_frame_samples,
 )
+from .pocketsphinx_stt import PocketSphinxStream, PocketSphinxSTT
 from .speech import espeak, load_wav
 from .stt import HeardWord
 from .tts import ScriptedTTS

@@ -12,7 +12,7 @@ from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from .._compat import speech_interrupted_future, speech_scheduled_future
+from .._livekit.compat import speech_interrupted_future, speech_scheduled_future
 
 __all__ = ["CallRecorder", "LivekitLogCapture", "PlayoutStart", "RecordedSpeech", "ToolRun"]
 

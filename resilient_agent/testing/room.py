@@ -22,7 +22,7 @@ import numpy as np
 from livekit import rtc
 from typing_extensions import override
 
-from .._compat import (
+from .._livekit.compat import (
     link_publication_track,
     local_track_publications,
     room_event_queue,

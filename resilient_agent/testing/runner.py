@@ -16,7 +16,7 @@ from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
 
-from .._compat import close_as_caller_left
+from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate

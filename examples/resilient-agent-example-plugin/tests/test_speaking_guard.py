@@ -17,7 +17,7 @@ from resilient_agent import (
     ResilientAgent,
     ToolCall,
 )
-from resilient_agent.chain import MiddlewareChain
+from resilient_agent._engine.chain import MiddlewareChain
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
 from resilient_agent_example_plugin import REFUSAL, SpeakingGuard

@@ -5,7 +5,7 @@ With ``turn_handling={"user_turn_limit": {"max_words": ...}}`` livekit calls
 in over them, uninterruptible. The cut-in is the app's choice and must play exactly as on
 ``Agent``; the race it opens is livekit's: whatever the caller says over it is withheld from the
 STT and dropped. The same holds for a protected announcement the app plays inside
-``resilient_agent.cut_in()``.
+``resilient_agent._session.cut_in()``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 from livekit.agents import Agent
 
-from ...cut_in import cut_in
+from ... import cut_in
 from ...testing import LLMRule, Scenario, Utterance
 from ...testing.scenario import AgentFactory
 from . import agents

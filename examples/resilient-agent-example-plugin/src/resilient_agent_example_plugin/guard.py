@@ -8,10 +8,10 @@ from typing import Any
 from resilient_agent import (
     Middleware,
     MiddlewareContext,
+    OptionChecker,
     ToolCall,
     ToolCallNext,
 )
-from resilient_agent.options import OptionChecker
 
 __all__ = ["DEFAULT_GUARDED_TOOLS", "REFUSAL", "SpeakingGuard"]
 
