@@ -59,6 +59,7 @@ from ._session.report import CallReport
 from ._session.speaking import LineCannotBeSpoken, speak_line
 from ._session.supervision import unsupervised
 from ._session.tools import current_tool, release_tool_call
+from ._session.tracing import set_trace_content
 
 __all__ = [
     "DEFAULT_HOOK_BUDGET_S",
@@ -109,6 +110,7 @@ __all__ = [
     "interrupt_queued_speeches",
     "prewarm_plugins",
     "release_tool_call",
+    "set_trace_content",
     "speak_line",
     "unsupervised",
 ]

@@ -96,7 +96,7 @@ def test_fields_survive_livekits_job_process_log_path() -> None:
     output = io.StringIO()
     handler = logging.StreamHandler(output)
     handler.setFormatter(JsonFormatter())
-    target = logging.getLogger("resilient_agent._session.agent")
+    target = logging.getLogger("resilient_agent.agent")
     target.addHandler(handler)
     target.setLevel(logging.INFO)
 

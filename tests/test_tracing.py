@@ -134,14 +134,14 @@ def test_the_call_report_is_on_the_session_span(traced: TracedCall) -> None:
     (session,) = [s for s in traced.spans if s.name == "agent_session"]
     report = traced.agent.call_report
     attributes = session.attributes or {}
-    assert attributes["resilient_agent._session.report.call_id"] == report.call_id
+    assert attributes["resilient_agent.report.call_id"] == report.call_id
     for kind, count in report.races.items():
-        assert attributes[f"resilient_agent._session.report.races.{kind}"] == count
+        assert attributes[f"resilient_agent.report.races.{kind}"] == count
     for action, count in report.actions.items():
-        assert attributes[f"resilient_agent._session.report.actions.{action}"] == count
+        assert attributes[f"resilient_agent.report.actions.{action}"] == count
     for name, count in report.counters.items():
-        assert attributes[f"resilient_agent._session.report.counters.{name}"] == count
-    assert attributes["resilient_agent._session.report.middleware_errors"] == ()
+        assert attributes[f"resilient_agent.report.counters.{name}"] == count
+    assert attributes["resilient_agent.report.middleware_errors"] == ()
 
 
 def test_no_word_the_caller_said_is_in_our_attributes(traced: TracedCall) -> None:

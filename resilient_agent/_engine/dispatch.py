@@ -43,7 +43,7 @@ class NotifyQueue:
         # one budget for all its hooks, pointed at each task that runs them: a hook that never
         # waits costs it nothing
         self._budget = Budget(budget_of(mw))
-        self._name = f"resilient_agent._engine.dispatch.{mw.display_name}"
+        self._name = f"resilient_agent.dispatch.{mw.display_name}"
         # urgent calls first (in their own order), then the others
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
         self._urgent = 0

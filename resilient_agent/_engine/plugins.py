@@ -7,7 +7,7 @@ A distribution declares a plugin in the ``resilient_agent.middleware`` entry poi
 
 and an app loads it by name, ``ResilientAgent(plugins=["my_guard"])``, or from the environment,
 ``RESILIENT_AGENT_PLUGINS=my_guard``. No plugin runs unless it is named: third-party code runs
-inside live calls. Every failure raises :class:`~resilient_agent._engine.errors.PluginError` when
+inside live calls. Every failure raises :class:`~resilient_agent.PluginError` when
 the agent is built (or when :func:`prewarm_plugins` runs), never during a call.
 
 Resolved plugins are cached for the life of the process, so calling :func:`prewarm_plugins` from

@@ -186,7 +186,7 @@ class ShutdownGate:
         # the decision outlives the tool: its task must not inherit the tool's context
         with outside_tools():
             self._pending = asyncio.get_running_loop().create_task(
-                self._decide(request, proceed), name="resilient_agent._livekit.shutdown"
+                self._decide(request, proceed), name="resilient_agent.shutdown"
             )
         return True
 

@@ -23,7 +23,7 @@ here, as it is emitted (:meth:`.SessionRuntime.emit`), to the span livekit has c
   - ``resilient_agent.hangups_vetoed``: a hang-up the gate refused (``shutdown_request`` /
     ``kept_call``), with ``middleware``.
 
-The call report so far goes on ``agent_session`` as ``resilient_agent._session.report.*`` attributes
+The call report so far goes on ``agent_session`` as ``resilient_agent.report.*`` attributes
 (:func:`record_report`) after each traced race and at livekit's ``close`` event: livekit ends
 the span right after that event (1.8.0 just before it), before the chain's own stop builds the
 final ``call_summary``.
@@ -78,7 +78,7 @@ RECOVERY_LATENCY = "resilient_agent.race.recovery_latency"
 HANGUPS_VETOED = "resilient_agent.hangups_vetoed"
 
 _PREFIX = "resilient_agent.race."
-_REPORT_PREFIX = "resilient_agent._session.report."
+_REPORT_PREFIX = "resilient_agent.report."
 _UNSET_VALUES = frozenset({"", "0", "false", "no", "off"})
 _CONTENT_KEYS = frozenset(
     {

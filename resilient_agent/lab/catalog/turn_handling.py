@@ -5,7 +5,7 @@ With ``turn_handling={"user_turn_limit": {"max_words": ...}}`` livekit calls
 in over them, uninterruptible. The cut-in is the app's choice and must play exactly as on
 ``Agent``; the race it opens is livekit's: whatever the caller says over it is withheld from the
 STT and dropped. The same holds for a protected announcement the app plays inside
-``resilient_agent._session.cut_in()``.
+``resilient_agent.cut_in()``.
 """
 
 from __future__ import annotations
