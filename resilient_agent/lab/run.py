@@ -193,17 +193,20 @@ def run_lab(
     on_result: Callable[[LabResult], None] | None = None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
     traces: bool = False,
+    stack: str | None = None,
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent.
 
     A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
     ``on_skip`` hears why. With ``traces``, livekit traces every call and each result keeps
-    its spans (``LabResult.spans``).
+    its spans (``LabResult.spans``). With ``stack``, pipeline calls run on that stack's real
+    provider plugins against local wire emulators (see
+    :data:`~resilient_agent.testing.stacks.STACKS`).
     """
     results: list[LabResult] = []
-    with quiet_logs(), contextlib.ExitStack() as stack:
-        spans = stack.enter_context(CallTraces()) if traces else None
-        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans)
+    with quiet_logs(), contextlib.ExitStack() as exits:
+        spans = exits.enter_context(CallTraces()) if traces else None
+        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans, stack)
     return results
 
 
@@ -236,6 +239,7 @@ def _run_all(
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
     traces: CallTraces | None,
+    stack: str | None = None,
 ) -> None:
     for scenario in catalog:
         runnable = []
@@ -259,7 +263,9 @@ def _run_all(
             ]
         for variant, onset in variants:
             for agent in runnable:
-                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls)
+                world, outcome = run_scenario(
+                    variant, agent.catalog_cls or agent.cls, stack=stack
+                )
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )
