@@ -17,10 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from livekit import rtc
-from livekit.agents import Agent, AgentSession, stt
+from livekit.agents import Agent, AgentSession, stt, utils, vad
 
 from resilient_agent import MiddlewareContext, get_logger
 
+from .recognition import recognition_stream
 from .session_facts import session_recognizer
 from .withheld_audio import stt_is_withheld
 
@@ -74,7 +75,9 @@ class CallerWords:
             return
         recognizer = session_recognizer(agent, session)
         if recognizer is not None and source():
-            self.listen(recognizer)
+            agent_vad = agent.vad
+            detector = agent_vad if utils.is_given(agent_vad) else session.vad
+            self.listen(recognizer, detector if isinstance(detector, vad.VAD) else None)
 
     def forget(self) -> None:
         """Forget the words heard so far (a new wait begins)."""
@@ -102,12 +105,16 @@ class CallerWords:
         """Whether a listening stream is open."""
         return self._task is not None and not self._task.done()
 
-    def listen(self, recognizer: stt.STT[Any]) -> None:
-        """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`."""
+    def listen(self, recognizer: stt.STT[Any], detector: vad.VAD | None = None) -> None:
+        """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`.
+
+        A non-streaming STT listens through a ``StreamAdapter`` over ``detector`` (the
+        session's VAD), as livekit's own ``stt_node`` does (:mod:`.recognition`).
+        """
         if self.listening:
             return
         try:
-            stream = recognizer.stream()
+            stream = recognition_stream(recognizer, detector)
         except Exception as exc:
             self._failed("stream_not_opened", exc)
             return

@@ -27,6 +27,8 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
+from .recognition import recognize_frames
+
 __all__ = ["TappedFrame", "WithheldAudioTap", "stt_is_withheld", "transcribe"]
 
 # How often the tap asks whether livekit withholds the caller's audio from the STT, whether the
@@ -219,7 +221,13 @@ def _earliest(current: float | None, candidate: float | None) -> float | None:
 
 
 async def transcribe(recognizer: stt.STT[Any], frames: list[rtc.AudioFrame]) -> str:
-    """The final transcript of ``frames`` from a fresh stream of ``recognizer``."""
+    """The final transcript of ``frames`` from a fresh stream of ``recognizer``.
+
+    A non-streaming STT recognizes them in one request instead (:mod:`.recognition`).
+    """
+    whole = await recognize_frames(recognizer, frames)
+    if whole is not None:
+        return whole
     stream = recognizer.stream()
     texts: list[str] = []
     try:

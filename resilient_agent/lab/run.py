@@ -213,7 +213,7 @@ def run_lab(
 @contextlib.contextmanager
 def quiet_logs() -> Iterator[None]:
     """Livekit and our middleware log every race they run into; the lab reports them itself."""
-    with _quiet("livekit.agents"), _quiet("resilient_agent"):
+    with _quiet("livekit.agents"), _quiet("livekit.plugins"), _quiet("resilient_agent"):
         yield
 
 

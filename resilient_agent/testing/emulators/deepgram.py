@@ -16,7 +16,9 @@ the socket once that much audio arrived on it, once per emulator).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import wave
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,9 @@ from ._server import EmulatorServer
 __all__ = ["DeepgramEmulator", "DeepgramFaults"]
 
 _MODEL_UUID = "00000000-0000-4000-8000-00000000d9a0"
+# what a pre-recorded request takes once the audio is in: an assumption
+# (docs/provider-emulators.md)
+PRERECORDED_SECONDS = 0.15
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,44 @@ class DeepgramEmulator(EmulatorServer):
         self.model = "nova-3"
 
     def routes(self) -> list[web.RouteDef]:
-        """``/v1/listen``, the live STT websocket."""
-        return [web.get("/v1/listen", self._listen)]
+        """``/v1/listen``: the live STT websocket (GET) and pre-recorded audio (POST)."""
+        return [web.get("/v1/listen", self._listen), web.post("/v1/listen", self._prerecorded)]
+
+    async def _prerecorded(self, request: web.Request) -> web.StreamResponse:
+        """A WAV file transcribed whole, as ``STT.recognize()`` sends it."""
+        with wave.open(io.BytesIO(await request.read())) as wav:
+            listener = MarkedListener(self.word_lookup, wav.getframerate())
+            pcm = wav.readframes(wav.getnframes())
+        words = [w for frame in listener.hear(pcm) for w in frame.recognised]
+        await asyncio.sleep(delivery_wait("stt", PRERECORDED_SECONDS))
+        text = " ".join(w.word.text for w in words)
+        if words:
+            loop_time = asyncio.get_running_loop().time()
+            self.finals.append((loop_time, text, tuple(w.word for w in words)))
+        request_id = self.next_id("dg-request")
+        return web.json_response(
+            {
+                "metadata": {
+                    "request_id": request_id,
+                    "duration": round(listener.seconds, 3),
+                    "channels": 1,
+                    "models": [_MODEL_UUID],
+                },
+                "results": {
+                    "channels": [
+                        {
+                            "alternatives": [
+                                {
+                                    "transcript": text,
+                                    "confidence": 1.0 if words else 0.0,
+                                    "words": [_word(w) for w in words],
+                                }
+                            ]
+                        }
+                    ]
+                },
+            }
+        )
 
     async def _listen(self, request: web.Request) -> web.StreamResponse:
         faults = self.faults
