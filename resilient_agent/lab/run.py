@@ -263,9 +263,7 @@ def _run_all(
             ]
         for variant, onset in variants:
             for agent in runnable:
-                world, outcome = run_scenario(
-                    variant, agent.catalog_cls or agent.cls, stack=stack
-                )
+                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls, stack=stack)
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )

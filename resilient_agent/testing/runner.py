@@ -20,6 +20,7 @@ from .._compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
+from .emulators import CartesiaEmulator, DeepgramEmulator, OpenAIEmulator
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
@@ -28,7 +29,6 @@ from .recorder import CallRecorder, LivekitLogCapture
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
 from .tts import ScriptedTTS
-from .emulators import CartesiaEmulator, DeepgramEmulator, OpenAIEmulator
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 
 if TYPE_CHECKING:

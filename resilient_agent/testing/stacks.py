@@ -101,9 +101,9 @@ class RunningStack:
         servers: Every emulator of the call.
     """
 
-    stt: stt.STT
-    llm: llm.LLM
-    tts: tts.TTS
+    stt: stt.STT[Any]
+    llm: llm.LLM[Any]
+    tts: tts.TTS[Any]
     heard: DeepgramEmulator | OpenAIEmulator
     scripted: ScriptedLLM
     spoken: CartesiaEmulator
@@ -156,7 +156,7 @@ async def running_stack(
         servers: list[EmulatorServer] = []
         llm_plugin, openai_server = await _llm(spec, scripted, serve)
         heard: DeepgramEmulator | OpenAIEmulator
-        stt_plugin: stt.STT
+        stt_plugin: stt.STT[Any]
         if spec.stt == "deepgram":
             from livekit.plugins import deepgram
 
@@ -193,7 +193,7 @@ async def running_stack(
 
 async def _llm(
     spec: StackSpec, scripted: ScriptedLLM, serve: Callable[[Any], Any]
-) -> tuple[llm.LLM, OpenAIEmulator | None]:
+) -> tuple[llm.LLM[Any], OpenAIEmulator | None]:
     if spec.llm == "google":
         from google.genai import types
         from livekit.plugins import google

@@ -89,8 +89,10 @@ def from_gemini(body: dict[str, Any]) -> ChatContext:
                 last = position == len(contents) - 1
                 if role == "user" and last and text == _DUMMY_USER_TEXT:
                     continue
-                if role == "user" and text.startswith(_INLINE_OPEN) and text.endswith(
-                    _INLINE_CLOSE
+                if (
+                    role == "user"
+                    and text.startswith(_INLINE_OPEN)
+                    and text.endswith(_INLINE_CLOSE)
                 ):
                     inner = text[len(_INLINE_OPEN) : -len(_INLINE_CLOSE)]
                     ctx.add_message(role="system", content=inner)

@@ -1,9 +1,9 @@
-"""Cartesia's TTS websocket (``/tts/websocket``) and ``/tts/bytes``, as ``livekit-plugins-cartesia``
-uses them.
+"""Cartesia's TTS websocket (``/tts/websocket``) and ``/tts/bytes``, as the plugin uses them.
 
-On the websocket each message carries a ``context_id`` and a ``transcript``; ``continue: true``
-says more text follows, ``continue: false`` closes the context. The emulator synthesizes each
-transcript it receives as the lab's marked audio (every 10 ms says which sentence it is, see
+``livekit-plugins-cartesia`` speaks to them. On the websocket each message carries a
+``context_id`` and a ``transcript``; ``continue: true`` says more text follows,
+``continue: false`` closes the context. The emulator synthesizes each transcript it receives as
+the lab's marked audio (every 10 ms says which sentence it is, see
 :func:`~resilient_agent.testing.tts.marked_sentence_audio`), sends it as base64 ``data``
 messages with ``word_timestamps``, and ``done`` once a closed context has all its audio out. A
 context the client abandons goes on being synthesized, as the protocol allows (the plugin sends

@@ -152,7 +152,9 @@ class DeepgramEmulator(EmulatorServer):
     async def _listen(self, request: web.Request) -> web.StreamResponse:
         faults = self.faults
         refused = self.connections[request.path] - 1
-        if faults.refuse_with is not None and (faults.refusals is None or refused < faults.refusals):
+        if faults.refuse_with is not None and (
+            faults.refusals is None or refused < faults.refusals
+        ):
             return web.json_response(
                 {"err_code": "TOO_MANY_REQUESTS", "err_msg": "emulated refusal"},
                 status=faults.refuse_with,
@@ -260,7 +262,9 @@ class _LiveConnection:
 
     async def finalize(self, *, from_finalize: bool) -> None:
         # a Finalize is answered with a final result (empty when nothing is pending)
-        await self.send(self.results(is_final=True, speech_final=False, from_finalize=from_finalize))
+        await self.send(
+            self.results(is_final=True, speech_final=False, from_finalize=from_finalize)
+        )
 
     def results(
         self, *, is_final: bool, speech_final: bool, from_finalize: bool = False

@@ -45,7 +45,9 @@ class GeminiEmulator(EmulatorServer):
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         model, _, method = request.match_info["action"].partition(":")
         if method != "streamGenerateContent":
-            return _error(404, "NOT_FOUND", f"the emulator serves streamGenerateContent, not {method}")
+            return _error(
+                404, "NOT_FOUND", f"the emulator serves streamGenerateContent, not {method}"
+            )
         self.model = model
         body = await request.json()
         ctx = from_gemini(body)
@@ -90,7 +92,7 @@ class GeminiEmulator(EmulatorServer):
 
         await asyncio.sleep(delivery_wait("llm", rule.ttft))
         if rule.text:
-            await send([{"text": rule.text}], None if answer.calls else None)
+            await send([{"text": rule.text}], None)
         wait = delivery_wait("llm", rule.duration - rule.ttft)
         if wait > 0:
             await asyncio.sleep(wait)

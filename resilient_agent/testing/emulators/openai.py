@@ -1,4 +1,4 @@
-"""OpenAI's chat completions (SSE) and audio transcriptions, as ``livekit-plugins-openai`` uses them.
+"""OpenAI's chat completions (SSE) and audio transcriptions, as the openai plugin uses them.
 
 ``POST /v1/chat/completions`` with ``stream=true`` answers with the scripted LLM's reply
 (:class:`~resilient_agent.testing.llm.ScriptedLLM`, chosen from the context the request carries)
@@ -149,10 +149,14 @@ class OpenAIEmulator(EmulatorServer):
             await send(chunk({"tool_calls": [head]}))
             for start in range(0, len(arguments), _ARGUMENT_SLICE):
                 piece = arguments[start : start + _ARGUMENT_SLICE]
-                await send(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+                await send(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                )
         await send(chunk({}, "tool_calls" if answer.calls else "stop"))
         if include_usage:
-            prompt = sum(len((i.text_content or "") if i.type == "message" else "") for i in ctx.items)
+            prompt = sum(
+                len((i.text_content or "") if i.type == "message" else "") for i in ctx.items
+            )
             completion = len(words) + sum(len(json.dumps(c.arguments)) // 4 for c in answer.calls)
             usage = {
                 "prompt_tokens": prompt // 4,
