@@ -71,8 +71,8 @@ def test_a_stack_call_replays_the_same_timeline() -> None:
 
 
 def test_the_race_reproduces_on_agent_and_passes_on_resilient_agent_with_gemini() -> None:
-    # a function call that arrives whole (Gemini) and a protected hold message over the caller
-    scenario = _scenario("tool_gap/gap_protected_say")
+    # a function call that arrives whole (Gemini's end_call) and the caller speaking after it
+    scenario = _scenario("end_call/livekit_tool_caller_speaks_after_goodbye")
     _, plain = run_scenario(scenario, Agent, stack="deepgram+google+cartesia")
     world, resilient = run_scenario(scenario, ResilientAgent, stack="deepgram+google+cartesia")
     assert not plain.passed
