@@ -55,6 +55,17 @@ def test_a_race_free_call_passes_on_both_agents_and_every_part_went_over_the_wir
         assert any("/tts/websocket" in path for path in world.connections)
 
 
+def test_a_recovery_on_deepgram_is_one_pre_recorded_request_not_a_second_socket() -> None:
+    # the live stream ends only at its next KeepAlive tick (5 s) after CloseStream: a recovery
+    # through a fresh stream made the answer late; recognize() is one request
+    world, outcome = run_scenario(
+        _scenario("lost_words/over_protected_say"), ResilientAgent, stack="deepgram+openai+cartesia"
+    )
+    assert outcome.passed, outcome.reasons
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 1
+    assert world.connections["deepgram-emulator http /v1/listen"] == 1
+
+
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
 _ID = re.compile(r"\b([a-z]+)_[0-9a-f]{12}\b")
 

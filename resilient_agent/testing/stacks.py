@@ -117,8 +117,10 @@ class RunningStack:
             for path, n in sorted(server.connections.items()):
                 counts[f"{provider} ws {path}"] = n
             for path, n in sorted(server.requests.items()):
-                if path not in server.connections:
-                    counts[f"{provider} http {path}"] = n
+                # a websocket's upgrade is a request too: the rest are plain HTTP requests
+                plain = n - server.connections.get(path, 0)
+                if plain:
+                    counts[f"{provider} http {path}"] = plain
         return counts
 
 
