@@ -45,6 +45,8 @@ class CallerWords:
     def __init__(self) -> None:
         self.last_words_at = float("-inf")
         self._last_text = ""
+        # the VAD that cuts the caller's audio for a non-streaming STT (the session's)
+        self.detector: vad.VAD | None = None
         self._stream: stt.RecognizeStream | None = None
         self._task: asyncio.Task[None] | None = None
         # streams stopped and still closing (awaited by aclose); made at the first stop
@@ -77,7 +79,8 @@ class CallerWords:
         if recognizer is not None and source():
             agent_vad = agent.vad
             detector = agent_vad if utils.is_given(agent_vad) else session.vad
-            self.listen(recognizer, detector if isinstance(detector, vad.VAD) else None)
+            self.detector = detector if isinstance(detector, vad.VAD) else None
+            self.listen(recognizer)
 
     def forget(self) -> None:
         """Forget the words heard so far (a new wait begins)."""
@@ -105,16 +108,16 @@ class CallerWords:
         """Whether a listening stream is open."""
         return self._task is not None and not self._task.done()
 
-    def listen(self, recognizer: stt.STT[Any], detector: vad.VAD | None = None) -> None:
+    def listen(self, recognizer: stt.STT[Any]) -> None:
         """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`.
 
-        A non-streaming STT listens through a ``StreamAdapter`` over ``detector`` (the
+        A non-streaming STT listens through a ``StreamAdapter`` over :attr:`detector` (the
         session's VAD), as livekit's own ``stt_node`` does (:mod:`.recognition`).
         """
         if self.listening:
             return
         try:
-            stream = recognition_stream(recognizer, detector)
+            stream = recognition_stream(recognizer, self.detector)
         except Exception as exc:
             self._failed("stream_not_opened", exc)
             return

@@ -96,7 +96,8 @@ def test_a_non_streaming_stt_listens_through_a_stream_adapter_over_the_vad() -> 
 def test_caller_words_listens_with_a_non_streaming_stt() -> None:
     async def main() -> bool:
         words = CallerWords()
-        words.listen(_BatchSTT(), ScriptedVAD())
+        words.detector = ScriptedVAD()
+        words.listen(_BatchSTT())
         listening = words.listening
         await words.aclose()
         return listening
