@@ -17,10 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from livekit import rtc
-from livekit.agents import Agent, AgentSession, stt
+from livekit.agents import Agent, AgentSession, stt, utils, vad
 
 from resilient_agent import MiddlewareContext, get_logger
 
+from .recognition import recognition_stream
 from .session_facts import session_recognizer, stt_is_withheld
 
 __all__ = ["WORDS_RECENT_S", "CallerWords"]
@@ -43,6 +44,8 @@ class CallerWords:
     def __init__(self) -> None:
         self.last_words_at = float("-inf")
         self._last_text = ""
+        # the VAD that cuts the caller's audio for a non-streaming STT (the session's)
+        self.detector: vad.VAD | None = None
         self._stream: stt.RecognizeStream | None = None
         self._task: asyncio.Task[None] | None = None
         # streams stopped and still closing (awaited by aclose); made at the first stop
@@ -73,6 +76,9 @@ class CallerWords:
             return
         recognizer = session_recognizer(agent, session)
         if recognizer is not None and source():
+            agent_vad = agent.vad
+            detector = agent_vad if utils.is_given(agent_vad) else session.vad
+            self.detector = detector if isinstance(detector, vad.VAD) else None
             self.listen(recognizer)
 
     def forget(self) -> None:
@@ -102,11 +108,15 @@ class CallerWords:
         return self._task is not None and not self._task.done()
 
     def listen(self, recognizer: stt.STT[Any]) -> None:
-        """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`."""
+        """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`.
+
+        A non-streaming STT listens through a ``StreamAdapter`` over :attr:`detector` (the
+        session's VAD), as livekit's own ``stt_node`` does (:mod:`.recognition`).
+        """
         if self.listening:
             return
         try:
-            stream = recognizer.stream()
+            stream = recognition_stream(recognizer, self.detector)
         except Exception as exc:
             self._failed("stream_not_opened", exc)
             return

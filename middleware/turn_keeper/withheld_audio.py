@@ -27,6 +27,7 @@ from typing import Any
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 
+from ..recognition import recognize_frames
 from ..session_facts import stt_is_withheld
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "transcribe"]
@@ -236,7 +237,13 @@ def _earliest(current: float | None, candidate: float | None) -> float | None:
 
 
 async def transcribe(recognizer: stt.STT[Any], frames: list[rtc.AudioFrame]) -> str:
-    """The final transcript of ``frames`` from a fresh stream of ``recognizer``."""
+    """The final transcript of ``frames`` from a fresh stream of ``recognizer``.
+
+    A non-streaming STT recognizes them in one request instead (:mod:`.recognition`).
+    """
+    whole = await recognize_frames(recognizer, frames)
+    if whole is not None:
+        return whole
     stream = recognizer.stream()
     texts: list[str] = []
     try:

@@ -135,6 +135,14 @@ def _parser() -> argparse.ArgumentParser:
         "speech (needs espeak-ng and resilient-agent[speech]); races real audio cannot "
         "reproduce are left out, with the reason",
     )
+    lab.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="run the pipeline calls on real provider plugins (livekit-plugins-*) pointed at "
+        "local emulators of their wire protocols, offline with no keys: "
+        "deepgram+openai+cartesia, deepgram+google+cartesia or openai-stt+openai+cartesia "
+        "(needs resilient-agent[providers])",
+    )
     return parser
 
 
@@ -166,6 +174,13 @@ def _check_args(args: argparse.Namespace) -> None:
     useless = _useless_options(args)
     if useless:
         raise _UsageError(useless[0])
+    if args.stack is not None:
+        from ..testing.stacks import StackUnavailable, check_stack
+
+        try:
+            check_stack(args.stack)
+        except StackUnavailable as exc:
+            raise _UsageError(f"--stack: {exc}") from exc
     for option in ("json", "report", "timeline", "traces"):
         path: Path | None = getattr(args, option)
         if path is not None and not path.parent.is_dir():
@@ -184,6 +199,14 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             found.append("--seed only applies with --fuzz N or --explore N: add one or drop --seed")
         if args.jobs != 1:
             found.append("--jobs only applies with --fuzz N or --explore N: add one or drop --jobs")
+    if args.stack is not None:
+        stacked = (
+            ("--fuzz N", fuzz, "fuzzed calls run on the lab's scripted providers"),
+            ("--explore N", explore, "the explorer schedules the lab's scripted providers"),
+            ("--schedule", args.schedule is not None, "a schedule replays scripted providers"),
+            ("--speech real", args.speech == "real", "a stack's emulators hear marked audio"),
+        )
+        found += _not_with("--stack", stacked, mode_first=True)
     if args.schedule is not None:
         scheduled = (
             ("--fuzz", fuzz, "fuzzed calls keep the lab's own timing"),
@@ -284,6 +307,19 @@ def _lab(args: argparse.Namespace) -> int:
         if scripted_only:
             print(f"{len(scripted_only)} scenario(s) on your own tools run with scripted speech")
             chosen = [*chosen, *scripted_only]
+    if args.stack is not None:
+        from .stacks import stack_variants
+
+        chosen, left_out = stack_variants(chosen)
+        print(
+            f"stack {args.stack}: {len(chosen)} call(s) on real provider plugins against local "
+            f"wire emulators, {len(left_out)} left out"
+        )
+        if not args.quiet:
+            for out in left_out:
+                print(f"LEFT OUT  {out.scenario:<52} {out.why}")
+        if not chosen:
+            raise _UsageError(f"--stack {args.stack}: no scenario chosen can run on a stack")
     if args.fuzz is not None:
         from .fuzz import run_fuzz_command
 
@@ -331,6 +367,7 @@ def _lab(args: argparse.Namespace) -> int:
             on_result=show,
             on_skip=skip,
             traces=args.traces is not None,
+            stack=args.stack,
         )
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")

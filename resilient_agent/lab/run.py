@@ -208,24 +208,27 @@ def run_lab(
     on_result: Callable[[LabResult], None] | None = None,
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
     traces: bool = False,
+    stack: str | None = None,
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent.
 
     A scenario whose app code cannot be built on an agent's ``catalog_cls`` is not run on it;
     ``on_skip`` hears why. With ``traces``, livekit traces every call and each result keeps
-    its spans (``LabResult.spans``).
+    its spans (``LabResult.spans``). With ``stack``, pipeline calls run on that stack's real
+    provider plugins against local wire emulators (see
+    :data:`~resilient_agent.testing.stacks.STACKS`).
     """
     results: list[LabResult] = []
-    with quiet_logs(), contextlib.ExitStack() as stack:
-        spans = stack.enter_context(CallTraces()) if traces else None
-        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans)
+    with quiet_logs(), contextlib.ExitStack() as exits:
+        spans = exits.enter_context(CallTraces()) if traces else None
+        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans, stack)
     return results
 
 
 @contextlib.contextmanager
 def quiet_logs() -> Iterator[None]:
     """Livekit and our middleware log every race they run into; the lab reports them itself."""
-    with _quiet("livekit.agents"), _quiet("resilient_agent"):
+    with _quiet("livekit.agents"), _quiet("livekit.plugins"), _quiet("resilient_agent"):
         yield
 
 
@@ -251,6 +254,7 @@ def _run_all(
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None,
     results: list[LabResult],
     traces: CallTraces | None,
+    stack: str | None = None,
 ) -> None:
     for scenario in catalog:
         runnable = []
@@ -274,7 +278,7 @@ def _run_all(
             ]
         for variant, onset in variants:
             for agent in runnable:
-                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls)
+                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls, stack=stack)
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )

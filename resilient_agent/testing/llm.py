@@ -36,7 +36,14 @@ from typing_extensions import Never, override
 
 from .schedule import delivery_wait
 
-__all__ = ["LLMRequest", "LLMRule", "ScriptedLLM", "ToolCallScript", "malformed_context"]
+__all__ = [
+    "LLMRequest",
+    "LLMRule",
+    "ScriptedAnswer",
+    "ScriptedLLM",
+    "ToolCallScript",
+    "malformed_context",
+]
 
 
 @dataclass(frozen=True)
@@ -217,20 +224,18 @@ class ScriptedLLM(llm.LLM[Never]):
         echo = f"Sure: {last_user_text}." if last_user_text else "How can I help?"
         return LLMRule(text=echo, ttft=self.fallback_ttft), last_user_text, None
 
-    @override
-    def chat(
-        self,
-        *,
-        chat_ctx: ChatContext,
-        tools: list[Tool] | None = None,
-        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
-        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
-        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
-        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
-    ) -> ScriptedLLMStream:
+    def answer(self, chat_ctx: ChatContext, *, tools_allowed: bool = True) -> ScriptedAnswer:
+        """Choose and record the answer to ``chat_ctx``, whoever serialises it.
+
+        :meth:`chat` streams it as livekit chunks; a wire emulator
+        (:mod:`resilient_agent.testing.emulators`) writes it in a provider's wire shape.
+
+        Args:
+            chat_ctx: The context the request carries.
+            tools_allowed: False when the request forbids tool calls (``tool_choice="none"``).
+        """
         rule, last_user_text, last_tool = self.answer_for(chat_ctx)
-        allow_tools = tool_choice != "none"
-        calls = rule.tool_calls if allow_tools else ()
+        calls = rule.tool_calls if tools_allowed else ()
         user_texts = tuple(
             i.text_content or "" for i in chat_ctx.items if i.type == "message" and i.role == "user"
         )
@@ -250,17 +255,50 @@ class ScriptedLLM(llm.LLM[Never]):
                 malformed=malformed,
             )
         )
+        return ScriptedAnswer(rule, calls, hangs, times_out, malformed)
+
+    @override
+    def chat(
+        self,
+        *,
+        chat_ctx: ChatContext,
+        tools: list[Tool] | None = None,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+        parallel_tool_calls: NotGivenOr[bool] = NOT_GIVEN,
+        tool_choice: NotGivenOr[llm.ToolChoice] = NOT_GIVEN,
+        extra_kwargs: NotGivenOr[dict[str, Any]] = NOT_GIVEN,
+    ) -> ScriptedLLMStream:
+        answer = self.answer(chat_ctx, tools_allowed=tool_choice != "none")
         return ScriptedLLMStream(
             self,
             chat_ctx=chat_ctx,
             tools=tools or [],
             conn_options=conn_options,
-            rule=rule,
-            calls=calls,
-            hangs=hangs,
-            times_out=times_out,
-            malformed=malformed,
+            rule=answer.rule,
+            calls=answer.calls,
+            hangs=answer.hangs,
+            times_out=answer.times_out,
+            malformed=answer.malformed,
         )
+
+
+@dataclass(frozen=True)
+class ScriptedAnswer:
+    """What :class:`ScriptedLLM` answers one request with.
+
+    Attributes:
+        rule: The rule answering it (its text and timing).
+        calls: The tool calls it makes (none when the request forbids tools).
+        hangs: It never produces a token.
+        times_out: It produces nothing until the client's timeout.
+        malformed: Why a provider rejects its context, if it does.
+    """
+
+    rule: LLMRule
+    calls: tuple[ToolCallScript, ...]
+    hangs: bool
+    times_out: bool
+    malformed: str | None
 
 
 class ScriptedLLMStream(llm.LLMStream):

@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 from livekit import rtc
+from livekit.agents import stt
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from livekit.agents.utils.audio import AudioBuffer
 from typing_extensions import override
 
 from .audio import (
@@ -171,6 +173,15 @@ class LabRecognizer(PocketSphinxSTT):
     @override
     def stream(self, **kwargs: Any) -> PocketSphinxStream:
         return _RecordedStream(self)
+
+    @override
+    async def recognize(self, buffer: AudioBuffer, **kwargs: Any) -> stt.SpeechEvent:
+        # audio recognized in one request is audio re-transcribed after the fact
+        event = await super().recognize(buffer, **kwargs)
+        text = event.alternatives[0].text.strip() if event.alternatives else ""
+        if text:
+            self.recovered.append((asyncio.get_running_loop().time(), text))
+        return event
 
 
 class _RecordedStream(PocketSphinxStream):

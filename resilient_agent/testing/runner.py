@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
@@ -20,6 +20,7 @@ from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
+from .emulators import CartesiaEmulator, DeepgramEmulator, OpenAIEmulator
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
@@ -30,6 +31,9 @@ from .stt import ScriptedSTT
 from .tool_mocks import by_name
 from .tts import ScriptedTTS
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
+
+if TYPE_CHECKING:
+    from .stacks import RunningStack
 
 __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 
@@ -71,6 +75,8 @@ class CallWorld:
         unfinished_handles: Ids of the speech handles not done by then.
         wall_seconds: Real seconds the run took.
         virtual_seconds: Call seconds simulated.
+        connections: On a provider stack, the websocket connections and HTTP requests the call
+            opened at each emulator (``"deepgram-emulator ws /v1/listen": 2``).
     """
 
     scenario: Scenario
@@ -79,9 +85,9 @@ class CallWorld:
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel
+    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -95,6 +101,7 @@ class CallWorld:
     unfinished_handles: tuple[str, ...] = ()
     wall_seconds: float = 0.0
     virtual_seconds: float = 0.0
+    connections: dict[str, int] = field(default_factory=dict)
 
 
 _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
@@ -126,8 +133,35 @@ def _session_options(scenario: Scenario) -> dict[str, Any]:
     return options
 
 
-async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> CallWorld:
-    """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time."""
+async def run_scenario_async(
+    scenario: Scenario, agent_class: type[Agent], *, stack: str | None = None
+) -> CallWorld:
+    """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time.
+
+    With ``stack`` (a key of :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call
+    runs on that stack's real provider plugins against local wire emulators.
+    """
+    if stack is None or scenario.model != "pipeline":
+        return await _run_call(scenario, agent_class, None)
+    from .stacks import running_stack
+
+    t0 = asyncio.get_running_loop().time()
+    _, words = _caller_audio(scenario)
+    scripted = ScriptedLLM(scenario.llm, clock=lambda: asyncio.get_running_loop().time() - t0)
+    async with running_stack(
+        stack,
+        scripted=scripted,
+        word_lookup=lambda u, w: words[(u, w)],
+        interim_results=scenario.stt_interims,
+    ) as running:
+        world = await _run_call(scenario, agent_class, running)
+        world.connections = running.connections()
+        return world
+
+
+async def _run_call(
+    scenario: Scenario, agent_class: type[Agent], running: RunningStack | None
+) -> CallWorld:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_unretrieved_exception)
     t0 = loop.time()
@@ -148,11 +182,21 @@ async def run_scenario_async(scenario: Scenario, agent_class: type[Agent]) -> Ca
         reports_cleared_playout=not scenario.lost_playout_report,
     )
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel
+    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
     session: AgentSession[Any]
-    if scenario.model == "pipeline":
+    if scenario.model == "pipeline" and running is not None:
+        vad = _vad(scenario, script)
+        stt, llm, tts = running.heard, running.scripted, running.spoken
+        session = AgentSession(
+            vad=vad,
+            stt=running.stt,
+            llm=running.llm,
+            tts=running.tts,
+            **_session_options(scenario),
+        )
+    elif scenario.model == "pipeline":
         vad, stt, llm, tts = _providers(scenario, words, script, clock)
         session = AgentSession(vad=vad, stt=stt, llm=llm, tts=tts, **_session_options(scenario))
     else:
@@ -245,11 +289,7 @@ def _providers(
     clock: Callable[[], float],
 ) -> tuple[ScriptedVAD | inference.VAD, ScriptedSTT | LabRecognizer, ScriptedLLM, ScriptedTTS]:
     """The call's VAD, STT, LLM and TTS, scripted or real as the scenario says."""
-    vad: ScriptedVAD | inference.VAD = (
-        ScriptedVAD(fault=scenario.vad_fault, script=script)
-        if scenario.vad == "scripted"
-        else inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
-    )
+    vad = _vad(scenario, script)
     faults = scenario.provider_faults
     real = scenario.real_speech
     stt = (
@@ -266,6 +306,15 @@ def _providers(
     llm = ScriptedLLM(scenario.llm, clock=clock)
     tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence) if real is None else real.voice()
     return vad, stt, llm, tts
+
+
+def _vad(
+    scenario: Scenario, script: Callable[[float], np.ndarray] | None
+) -> ScriptedVAD | inference.VAD:
+    """The call's VAD: scripted, or livekit's embedded Silero model."""
+    if scenario.vad == "scripted":
+        return ScriptedVAD(fault=scenario.vad_fault, script=script)
+    return inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
 
 
 def _realtime_model(
@@ -343,9 +392,15 @@ async def _closing_done(session: AgentSession[Any]) -> None:
     await session.aclose()
 
 
-def run_scenario(scenario: Scenario, agent_class: type[Agent]) -> tuple[CallWorld, CallOutcome]:
-    """Run ``scenario`` on a fresh virtual-time loop and judge it against the contracts."""
+def run_scenario(
+    scenario: Scenario, agent_class: type[Agent], *, stack: str | None = None
+) -> tuple[CallWorld, CallOutcome]:
+    """Run ``scenario`` on a fresh virtual-time loop and judge it against the contracts.
+
+    With ``stack`` (see :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call runs on
+    the real provider plugins against local wire emulators.
+    """
     started = time.perf_counter()
-    world = run_virtual(run_scenario_async(scenario, agent_class))
+    world = run_virtual(run_scenario_async(scenario, agent_class, stack=stack))
     world.wall_seconds = time.perf_counter() - started
     return world, evaluate(world)

@@ -12,6 +12,7 @@ Silero's. Faults reproduce what production VAD models do wrong, pinned to one us
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -29,6 +30,8 @@ __all__ = ["ScriptedVAD", "VADFault", "VADFaultMode"]
 VADFaultMode = Literal["healthy", "no_end_of_speech", "stuck", "dead"]
 SILENCE_TO_END_SPEECH = 0.55
 """Seconds of silence before END_OF_SPEECH, as livekit's Silero plugin defaults to."""
+PREFIX_PADDING = 0.5
+"""Seconds of audio before START_OF_SPEECH kept with the speech, as livekit's VAD defaults to."""
 _ENERGY_THRESHOLD = 100.0
 _INFERENCE_EVERY_FRAMES = 3
 
@@ -111,6 +114,10 @@ class ScriptedVADStream(vad.VADStream):
         frame_count = 0
         swallow_next_end = False
         fault_frames = 0
+        # the audio of the speech so far, with its prefix padding: livekit's VAD hands it over
+        # with START_OF_SPEECH and END_OF_SPEECH (a StreamAdapter recognizes it)
+        padding: deque[rtc.AudioFrame] = deque()
+        speech: list[rtc.AudioFrame] = []
         async for item in self._input_ch:
             wait = delivery_wait("vad", 0.0)
             if wait > 0:
@@ -138,6 +145,12 @@ class ScriptedVADStream(vad.VADStream):
                         continue
             if self.stuck:
                 voiced = True
+            if speaking:
+                speech.append(item)
+            else:
+                padding.append(item)
+                while len(padding) * item.duration > PREFIX_PADDING + 1e-9:
+                    padding.popleft()
 
             if voiced:
                 speech_run += frame.duration
@@ -151,7 +164,16 @@ class ScriptedVADStream(vad.VADStream):
             if not speaking and voiced and speech_run >= owner.min_speech_duration:
                 speaking = True
                 speech_total = speech_run
-                self._send(vad.VADEventType.START_OF_SPEECH, samples_index, speech_total, 0.0, True)
+                speech = list(padding)
+                padding.clear()
+                self._send(
+                    vad.VADEventType.START_OF_SPEECH,
+                    samples_index,
+                    speech_total,
+                    0.0,
+                    True,
+                    frames=speech,
+                )
             elif speaking and not voiced and silence_run >= owner.min_silence_duration:
                 speaking = False
                 if swallow_next_end:
@@ -163,8 +185,11 @@ class ScriptedVADStream(vad.VADStream):
                         speech_total,
                         silence_run,
                         False,
+                        frames=speech,
                     )
                 speech_total = 0.0
+                padding.extend(speech[-round(PREFIX_PADDING / item.duration) :])
+                speech = []
 
             if frame_count % _INFERENCE_EVERY_FRAMES == 0:
                 self._send(
@@ -185,6 +210,7 @@ class ScriptedVADStream(vad.VADStream):
         speaking: bool,
         *,
         probability: float = 1.0,
+        frames: list[rtc.AudioFrame] | None = None,
     ) -> None:
         self._event_ch.send_nowait(
             vad.VADEvent(
@@ -197,6 +223,7 @@ class ScriptedVADStream(vad.VADStream):
                 speaking=speaking,
                 raw_accumulated_speech=speech_duration,
                 raw_accumulated_silence=silence_duration,
+                frames=[rtc.combine_audio_frames(frames)] if frames else [],
             )
         )
 

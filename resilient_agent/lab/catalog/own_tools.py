@@ -165,7 +165,9 @@ def tool_windows(cls: type[Agent], mocks: ToolMocks | None = None) -> list[ToolW
         return [probe_tool(cls, tool, given) for tool in app_tools(build_app_agent(cls), given)]
 
 
-def race_own_tools(cls: type[Agent], mocks: ToolMocks | None = None) -> list[LabResult]:
+def race_own_tools(
+    cls: type[Agent], mocks: ToolMocks | None = None, *, stack: str | None = None
+) -> list[LabResult]:
     """Run what ``resilient-agent lab --agent`` runs on an app's own tools, for a test.
 
     Every window of every tool of ``cls`` gets a call in which the caller asks a question
@@ -177,10 +179,13 @@ def race_own_tools(cls: type[Agent], mocks: ToolMocks | None = None) -> list[Lab
     Args:
         cls: The app's agent class, built with no arguments (or only ``instructions``).
         mocks: Mocks for the tools with side effects, and arguments per tool.
+        stack: Race them on this stack of real provider plugins against local wire
+            emulators (see :data:`~resilient_agent.testing.stacks.STACKS`).
     """
     given = mocks or ToolMocks()
     scenarios = app_tool_scenarios(tool_windows(cls, given), given)
-    return run_lab(scenarios, [AgentUnderTest(f"{cls.__module__}:{cls.__qualname__}", cls)])
+    agent = AgentUnderTest(f"{cls.__module__}:{cls.__qualname__}", cls)
+    return run_lab(scenarios, [agent], stack=stack)
 
 
 def _windows(tool: AppTool, timeline: CallTimeline) -> ToolWindows:

@@ -1,0 +1,44 @@
+"""Which catalog calls run on a stack of real provider plugins (``lab --stack NAME``).
+
+A pipeline call runs with the stack's plugins against the local wire emulators. A call is left
+out, with the reason, when the stack cannot play it: a realtime model has no pipeline plugins;
+a scripted fault of the scripted STT or TTS is a fault of the lab's own fakes (the wire faults
+are the emulators'); and a quiet or zeros caller line is followed by the scripted STT by time,
+which a wire STT, hearing only the bytes it gets, cannot do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..testing import Scenario
+from .real_speech_variants import LeftOut
+
+__all__ = ["stack_variants"]
+
+
+def _not_on_a_stack(scenario: Scenario) -> str | None:
+    if scenario.model != "pipeline":
+        return "a realtime model: no STT, LLM and TTS plugins to put on a stack"
+    faults = scenario.provider_faults
+    if faults.stt_dies_at is not None or faults.tts_fails_sentence is not None:
+        return "a scripted fault of the lab's own STT or TTS, not of a provider's wire"
+    if scenario.caller_line != "marked":
+        return (
+            f"a {scenario.caller_line} caller line, which only the scripted STT can follow (by "
+            "the script's time); a provider hears only the bytes it gets"
+        )
+    return None
+
+
+def stack_variants(catalog: Sequence[Scenario]) -> tuple[list[Scenario], list[LeftOut]]:
+    """The scenarios a stack runs, and those it leaves out with the reason."""
+    runnable: list[Scenario] = []
+    left_out: list[LeftOut] = []
+    for scenario in catalog:
+        why = _not_on_a_stack(scenario)
+        if why is None:
+            runnable.append(scenario)
+        else:
+            left_out.append(LeftOut(scenario.name, why))
+    return runnable, left_out

@@ -1,0 +1,213 @@
+"""Named stacks of real provider plugins, pointed at the local wire emulators.
+
+``run_scenario(..., stack="deepgram+openai+cartesia")`` runs a pipeline call with the
+unmodified ``livekit-plugins-deepgram`` STT, ``livekit-plugins-openai`` LLM and
+``livekit-plugins-cartesia`` TTS, each reaching its emulator on loopback with a dummy key
+(:mod:`resilient_agent.testing.emulators`). The scenario's VAD stays the lab's, and its LLM rules
+are what the LLM emulator serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from livekit.agents import llm, stt, tts
+
+from .emulators import (
+    CartesiaEmulator,
+    DeepgramEmulator,
+    DeepgramFaults,
+    EmulatorServer,
+    GeminiEmulator,
+    OpenAIEmulator,
+)
+from .llm import ScriptedLLM
+
+__all__ = ["STACKS", "RunningStack", "StackUnavailable", "check_stack", "running_stack"]
+
+# any non-empty key: the emulators do not check it
+_KEY = "emulated-key"
+_EXTRA = "pip install 'resilient-agent[providers]'"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """Which plugin plays each part.
+
+    Attributes:
+        stt: ``deepgram`` (streaming) or ``openai-stt`` (non-streaming: livekit wraps it in a
+            ``StreamAdapter`` with the VAD).
+        llm: ``openai`` or ``google``.
+        tts: ``cartesia``.
+    """
+
+    stt: str
+    llm: str
+    tts: str
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        """The ``livekit-plugins-*`` distributions it needs."""
+        names = {"deepgram": "deepgram", "openai-stt": "openai", "openai": "openai"}
+        parts = (names.get(self.stt, self.stt), names.get(self.llm, self.llm), self.tts)
+        return tuple(dict.fromkeys(parts))
+
+
+STACKS: dict[str, StackSpec] = {
+    "deepgram+openai+cartesia": StackSpec("deepgram", "openai", "cartesia"),
+    "deepgram+google+cartesia": StackSpec("deepgram", "google", "cartesia"),
+    "openai-stt+openai+cartesia": StackSpec("openai-stt", "openai", "cartesia"),
+}
+
+
+class StackUnavailable(ValueError):
+    """A stack that is not known, or whose plugin is not installed: one line saying which."""
+
+
+def check_stack(name: str) -> StackSpec:
+    """The stack called ``name``, once its plugins are importable.
+
+    Raises:
+        StackUnavailable: No such stack (the message lists them), or a plugin is missing (the
+            message names the extra to install).
+    """
+    spec = STACKS.get(name)
+    if spec is None:
+        raise StackUnavailable(f"unknown stack {name!r}: choose one of {', '.join(STACKS)}")
+    for plugin in spec.plugins:
+        if importlib.util.find_spec(f"livekit.plugins.{plugin}") is None:
+            raise StackUnavailable(
+                f"stack {name!r} needs livekit-plugins-{plugin}, which is not installed: {_EXTRA}"
+            )
+    return spec
+
+
+@dataclass
+class RunningStack:
+    """A stack's plugins and the emulators they talk to, for one call.
+
+    Attributes:
+        stt: The STT plugin the session uses.
+        llm: The LLM plugin the session uses.
+        tts: The TTS plugin the session uses.
+        heard: The STT emulator (its ``finals``: what reached the provider).
+        scripted: The scripted LLM the LLM emulator serves (its ``requests``).
+        spoken: The TTS emulator (its ``sentences``).
+        servers: Every emulator of the call.
+    """
+
+    stt: stt.STT[Any]
+    llm: llm.LLM[Any]
+    tts: tts.TTS[Any]
+    heard: DeepgramEmulator | OpenAIEmulator
+    scripted: ScriptedLLM
+    spoken: CartesiaEmulator
+    servers: list[EmulatorServer] = field(default_factory=list)
+
+    def connections(self) -> dict[str, int]:
+        """Websocket connections and HTTP requests the call opened, by provider and path."""
+        counts: dict[str, int] = {}
+        for server in self.servers:
+            provider = str(getattr(server, "provider", type(server).__name__))
+            for path, n in sorted(server.connections.items()):
+                counts[f"{provider} ws {path}"] = n
+            for path, n in sorted(server.requests.items()):
+                # a websocket's upgrade is a request too: the rest are plain HTTP requests
+                plain = n - server.connections.get(path, 0)
+                if plain:
+                    counts[f"{provider} http {path}"] = plain
+        return counts
+
+
+@contextlib.asynccontextmanager
+async def running_stack(
+    name: str,
+    *,
+    scripted: ScriptedLLM,
+    word_lookup: Callable[[int, int], str],
+    interim_results: bool = True,
+    deepgram_faults: DeepgramFaults | None = None,
+) -> AsyncIterator[RunningStack]:
+    """Start the stack's emulators in the running loop and build its plugins pointed at them.
+
+    Args:
+        name: A key of :data:`STACKS`.
+        scripted: The scripted LLM the LLM emulator answers with.
+        word_lookup: ``(utterance, word)`` to its text, for the STT emulator.
+        interim_results: Whether the STT is asked for interim results.
+        deepgram_faults: Wire faults of the Deepgram emulator.
+
+    Raises:
+        StackUnavailable: See :func:`check_stack`.
+    """
+    spec = check_stack(name)
+    async with contextlib.AsyncExitStack() as exits:
+        http = aiohttp.ClientSession()
+        exits.push_async_callback(http.close)
+
+        async def serve(server: Any) -> Any:
+            await exits.enter_async_context(server)
+            servers.append(server)
+            return server
+
+        servers: list[EmulatorServer] = []
+        llm_plugin, openai_server = await _llm(spec, scripted, serve)
+        heard: DeepgramEmulator | OpenAIEmulator
+        stt_plugin: stt.STT[Any]
+        if spec.stt == "deepgram":
+            from livekit.plugins import deepgram
+
+            heard = await serve(DeepgramEmulator(word_lookup, faults=deepgram_faults))
+            stt_plugin = deepgram.STT(
+                api_key=_KEY,
+                base_url=f"{heard.url}/v1/listen",
+                http_session=http,
+                interim_results=interim_results,
+            )
+        else:
+            from livekit.plugins import openai
+
+            if openai_server is None:
+                openai_server = await serve(OpenAIEmulator(scripted))
+            openai_server.word_lookup = word_lookup
+            heard = openai_server
+            stt_plugin = openai.STT(api_key=_KEY, base_url=openai_server.base_url)
+        from livekit.plugins import cartesia
+
+        spoken = await serve(CartesiaEmulator())
+        tts_plugin = cartesia.TTS(
+            api_key=_KEY, base_url=spoken.url, sample_rate=16_000, http_session=http
+        )
+        running = RunningStack(
+            stt_plugin, llm_plugin, tts_plugin, heard, scripted, spoken, servers=servers
+        )
+        try:
+            yield running
+        finally:
+            for plugin in (stt_plugin, tts_plugin, llm_plugin):
+                await plugin.aclose()
+
+
+async def _llm(
+    spec: StackSpec, scripted: ScriptedLLM, serve: Callable[[Any], Any]
+) -> tuple[llm.LLM[Any], OpenAIEmulator | None]:
+    if spec.llm == "google":
+        from google.genai import types
+        from livekit.plugins import google
+
+        gemini = await serve(GeminiEmulator(scripted))
+        plugin = google.LLM(
+            model="gemini-2.5-flash",
+            api_key=_KEY,
+            http_options=types.HttpOptions(base_url=gemini.url),
+        )
+        return plugin, None
+    from livekit.plugins import openai
+
+    server = await serve(OpenAIEmulator(scripted))
+    return openai.LLM(model="gpt-4.1", api_key=_KEY, base_url=server.base_url), server
