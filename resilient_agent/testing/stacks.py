@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import aiohttp
@@ -58,11 +59,13 @@ class StackSpec:
         return tuple(dict.fromkeys(parts))
 
 
-STACKS: dict[str, StackSpec] = {
-    "deepgram+openai+cartesia": StackSpec("deepgram", "openai", "cartesia"),
-    "deepgram+google+cartesia": StackSpec("deepgram", "google", "cartesia"),
-    "openai-stt+openai+cartesia": StackSpec("openai-stt", "openai", "cartesia"),
-}
+STACKS: Mapping[str, StackSpec] = MappingProxyType(
+    {
+        "deepgram+openai+cartesia": StackSpec("deepgram", "openai", "cartesia"),
+        "deepgram+google+cartesia": StackSpec("deepgram", "google", "cartesia"),
+        "openai-stt+openai+cartesia": StackSpec("openai-stt", "openai", "cartesia"),
+    }
+)
 
 
 class StackUnavailable(ValueError):
