@@ -79,6 +79,7 @@ __all__ = [
     "RealtimeResponse",
     "ScriptedRealtimeModel",
     "ScriptedRealtimeSession",
+    "quoted_line",
     "realtime_capabilities",
 ]
 
@@ -688,7 +689,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         context = self._decision_context(instructions)
         rule, last_user_text, last_tool = model._brain.answer_for(context)
         if instructions and rule.when_instructed is None:
-            quoted = _quoted(instructions)
+            quoted = quoted_line(instructions)
             if quoted is not None:
                 rule = LLMRule(text=quoted, ttft=model.fallback_ttft)
         choice = tool_choice if is_given(tool_choice) else self._tool_choice
@@ -983,7 +984,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         return task
 
 
-def _quoted(instructions: str) -> str | None:
+def quoted_line(instructions: str) -> str | None:
     """The first quoted text in ``instructions``, if any."""
     found = _QUOTED.search(instructions)
     if found is None:

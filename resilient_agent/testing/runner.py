@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypeGuard
+
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
@@ -20,7 +22,7 @@ from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
-from .emulators import CartesiaEmulator, DeepgramEmulator, OpenAIEmulator
+from .emulators import CartesiaEmulator, DeepgramEmulator, GeminiLiveEmulator, OpenAIEmulator
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
@@ -33,7 +35,7 @@ from .tts import ScriptedTTS
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 
 if TYPE_CHECKING:
-    from .stacks import RunningStack
+    from .stacks import RunningRealtimeStack, RunningStack
 
 __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 
@@ -85,9 +87,16 @@ class CallWorld:
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
+    stt: (
+        ScriptedSTT
+        | LabRecognizer
+        | ScriptedRealtimeModel
+        | DeepgramEmulator
+        | OpenAIEmulator
+        | GeminiLiveEmulator
+    )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -141,13 +150,22 @@ async def run_scenario_async(
     With ``stack`` (a key of :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call
     runs on that stack's real provider plugins against local wire emulators.
     """
-    if stack is None or scenario.model != "pipeline":
-        return await _run_call(scenario, agent_class, None)
-    from .stacks import running_stack
+    from .stacks import STACKS, running_realtime_stack, running_stack
 
+    spec = STACKS.get(stack) if stack is not None else None
+    realtime = spec is not None and spec.realtime is not None
+    if stack is None or scenario.model != (spec.realtime if realtime else "pipeline"):
+        return await _run_call(scenario, agent_class, None)
     t0 = asyncio.get_running_loop().time()
     _, words = _caller_audio(scenario)
     scripted = ScriptedLLM(scenario.llm, clock=lambda: asyncio.get_running_loop().time() - t0)
+    if realtime:
+        async with running_realtime_stack(
+            stack, scripted=scripted, word_lookup=lambda u, w: words[(u, w)]
+        ) as live:
+            world = await _run_call(scenario, agent_class, live)
+            world.connections = live.connections()
+            return world
     async with running_stack(
         stack,
         scripted=scripted,
@@ -160,7 +178,9 @@ async def run_scenario_async(
 
 
 async def _run_call(
-    scenario: Scenario, agent_class: type[Agent], running: RunningStack | None
+    scenario: Scenario,
+    agent_class: type[Agent],
+    running: RunningStack | RunningRealtimeStack | None,
 ) -> CallWorld:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_unretrieved_exception)
@@ -180,13 +200,24 @@ async def _run_call(
         on_segment_done=segments.append,
         on_resumed=recorder.on_resumed,
         reports_cleared_playout=not scenario.lost_playout_report,
+        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {}),
     )
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
+    stt: (
+        ScriptedSTT
+        | LabRecognizer
+        | ScriptedRealtimeModel
+        | DeepgramEmulator
+        | OpenAIEmulator
+        | GeminiLiveEmulator
+    )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
     session: AgentSession[Any]
-    if scenario.model == "pipeline" and running is not None:
+    if _is_realtime(running):
+        vad, stt, llm, tts = None, running.emulator, running.scripted, running.emulator
+        session = AgentSession(vad=None, llm=running.model, **_session_options(scenario))
+    elif scenario.model == "pipeline" and running is not None:
         vad = _vad(scenario, script)
         stt, llm, tts = running.heard, running.scripted, running.spoken
         session = AgentSession(
@@ -254,6 +285,13 @@ async def _run_call(
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _is_realtime(
+    running: RunningStack | RunningRealtimeStack | None,
+) -> TypeGuard[RunningRealtimeStack]:
+    """Whether the call runs on a realtime stack (a real speech-to-speech model)."""
+    return running is not None and hasattr(running, "emulator")
 
 
 def _caller_audio(
