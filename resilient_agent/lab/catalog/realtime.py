@@ -40,6 +40,10 @@ _CHANGE = Utterance(4.0, 5.7, "actually make it nine instead", reply_within=5.0)
 
 _PARCEL = "where is my parcel it was due yesterday"
 _ANSWER_PARCEL = LLMRule(text="Let me look that parcel up for you.", when_user_says="parcel")
+# Gemini's silent turn, once: a model asked again answers with audio
+_SILENT_ONCE = LLMRule(
+    text="Your parcel arrives tomorrow morning.", when_user_says="parcel", silent_answers=1
+)
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
 
@@ -100,6 +104,20 @@ def realtime_scenarios() -> list[Scenario]:
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
         ]
+    found.append(
+        Scenario(
+            name="realtime/gemini/silent_turn",
+            family="realtime",
+            description=(
+                "gemini: the model answers the caller's question with text only, in audio mode "
+                "(a silent turn): nothing is played."
+            ),
+            agent=agents.plain_agent,
+            utterances=(Utterance(1.0, 3.0, _PARCEL, reply_within=3.0),),
+            llm=(_SILENT_ONCE,),
+            model=_model("gemini"),  # type: ignore[arg-type]
+        )
+    )
     return found
 
 
