@@ -10,13 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import TypeGuard
-
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
+from typing_extensions import TypeIs
 
 from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
@@ -154,7 +153,8 @@ async def run_scenario_async(
 
     spec = STACKS.get(stack) if stack is not None else None
     realtime = spec is not None and spec.realtime is not None
-    if stack is None or scenario.model != (spec.realtime if realtime else "pipeline"):
+    plays = spec.realtime if spec is not None and realtime else "pipeline"
+    if stack is None or scenario.model != plays:
         return await _run_call(scenario, agent_class, None)
     t0 = asyncio.get_running_loop().time()
     _, words = _caller_audio(scenario)
@@ -289,7 +289,7 @@ async def _run_call(
 
 def _is_realtime(
     running: RunningStack | RunningRealtimeStack | None,
-) -> TypeGuard[RunningRealtimeStack]:
+) -> TypeIs[RunningRealtimeStack]:
     """Whether the call runs on a realtime stack (a real speech-to-speech model)."""
     return running is not None and hasattr(running, "emulator")
 

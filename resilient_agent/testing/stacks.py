@@ -71,7 +71,11 @@ class StackSpec:
             "openai": "openai",
             "gemini-live": "google",
         }
-        parts = (names.get(self.stt, self.stt), names.get(self.llm, self.llm), names.get(self.tts, self.tts))
+        parts = (
+            names.get(self.stt, self.stt),
+            names.get(self.llm, self.llm),
+            names.get(self.tts, self.tts),
+        )
         return tuple(dict.fromkeys(parts))
 
     @property
