@@ -21,7 +21,13 @@ from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
-from .emulators import CartesiaEmulator, DeepgramEmulator, GeminiLiveEmulator, OpenAIEmulator
+from .emulators import (
+    CartesiaEmulator,
+    DeepgramEmulator,
+    GeminiLiveEmulator,
+    GeminiLiveFaults,
+    OpenAIEmulator,
+)
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
@@ -160,8 +166,16 @@ async def run_scenario_async(
     _, words = _caller_audio(scenario)
     scripted = ScriptedLLM(scenario.llm, clock=lambda: asyncio.get_running_loop().time() - t0)
     if realtime:
+        faults = scenario.provider_faults
         async with running_realtime_stack(
-            stack, scripted=scripted, word_lookup=lambda u, w: words[(u, w)]
+            stack,
+            scripted=scripted,
+            word_lookup=lambda u, w: words[(u, w)],
+            gemini_live_faults=GeminiLiveFaults(
+                drop_in_reply=faults.realtime_drop_in_reply,
+                go_away_in_reply=faults.realtime_go_away_in_reply,
+                error_in_reply=faults.realtime_error_in_reply,
+            ),
         ) as live:
             world = await _run_call(scenario, agent_class, live)
             world.connections = live.connections()
