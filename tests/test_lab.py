@@ -64,6 +64,7 @@ EXPECTED_BREAKS = {
     "realtime/gemini/words_over_protected_tool": "never reached the LLM",
     "realtime/gemini/words_over_protected_greeting": "never reached the LLM",
     "realtime/gemini/question_over_livekit_goodbye": "call hung up although the farewell was not",
+    "realtime/gemini/silent_turn": "never answered audibly",
     "talk_over/caller_keeps_talking_over_filler": "over the caller",
     "talk_over/caller_keeps_talking_through_handoff_hold": "never reached the LLM",
     "vad/stuck_plain_agent": "stuck at 'speaking'",
