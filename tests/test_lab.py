@@ -65,6 +65,8 @@ EXPECTED_BREAKS = {
     "realtime/gemini/words_over_protected_greeting": "never reached the LLM",
     "realtime/gemini/question_over_livekit_goodbye": "call hung up although the farewell was not",
     "realtime/gemini/silent_turn": "never answered audibly",
+    "realtime/openai/words_over_protected_transfer": "never reached the LLM",
+    "realtime/gemini/words_over_protected_transfer": "never reached the LLM",
     "talk_over/caller_keeps_talking_over_filler": "over the caller",
     "talk_over/caller_keeps_talking_through_handoff_hold": "never reached the LLM",
     "vad/stuck_plain_agent": "stuck at 'speaking'",
