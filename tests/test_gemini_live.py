@@ -7,6 +7,7 @@ A few representative calls, a second or two each: the realtime family on the sta
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import ssl
 
 import aiohttp
@@ -15,6 +16,7 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.testing import Scenario, run_scenario
 from resilient_agent.testing.clock import run_virtual
@@ -54,13 +56,29 @@ def test_a_race_free_booking_is_the_same_call_on_both_agents_over_the_wire() -> 
     assert runs[Agent] == runs[ResilientAgent]
 
 
-def test_words_over_a_protected_tool_are_lost_on_agent_and_answered_on_resilient_agent() -> None:
-    scenario = _scenario("realtime/gemini/words_over_protected_tool")
-    _, plain = run_scenario(scenario, Agent, stack=STACK)
-    world, resilient = run_scenario(scenario, ResilientAgent, stack=STACK)
-    assert not plain.passed
-    assert resilient.passed, resilient.reasons
-    assert "actually make it nine instead" in [text for _, text, _ in world.stt.finals]
+DOCUMENTED = "resilient-agent lab --quiet --stack gemini-live"
+
+
+def test_the_documented_run_the_realtime_races_on_the_real_plugin(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    program, *arguments = shlex.split(DOCUMENTED)
+    assert program == "resilient-agent"
+    assert main(arguments) == 0
+    out = capsys.readouterr().out
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in out.splitlines()
+        if line.startswith(("realtime/", "control/realtime_"))
+    }
+    runnable, _ = stack_variants(scenarios(), STACK)
+    assert set(rows) == {s.name for s in runnable}
+    for scenario in runnable:
+        on_agent, _, on_resilient, *_ = rows[scenario.name]
+        assert on_agent == ("pass" if scenario.control else "FAIL"), scenario.name
+        assert on_resilient == "pass", scenario.name
+    assert "Agent (livekit.agents:Agent, reference): 2 passed, 5 failed" in out
+    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 7 passed, 0 failed" in out
 
 
 def test_a_silent_turn_is_asked_again_on_resilient_agent_only() -> None:
