@@ -6,11 +6,14 @@ A few representative calls, a second or two each: the realtime family on the sta
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import shlex
 import ssl
 
 import aiohttp
+import numpy as np
 import pytest
 from livekit.agents import Agent
 
@@ -19,9 +22,10 @@ from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing.audio import KIND_USER, AudioMarker, marker_frame_samples
 from resilient_agent.testing.clock import run_virtual
 from resilient_agent.testing.emulators import GeminiLiveEmulator
-from resilient_agent.testing.llm import ScriptedLLM
+from resilient_agent.testing.llm import LLMRule, ScriptedLLM, ToolCallScript
 from resilient_agent.testing.scenario import ProviderFaults
 
 pytest.importorskip("livekit.plugins.google")
@@ -146,3 +150,76 @@ def test_the_stack_plays_the_gemini_realtime_calls_only() -> None:
         "realtime/gemini/silent_turn",
     }
     assert any("realtime_gemini" in o.why for o in left_out)
+
+
+def _words(utterance: int, count: int) -> list[np.ndarray]:
+    return [
+        marker_frame_samples(AudioMarker(KIND_USER, utterance, w, i, 10))
+        for w in range(count)
+        for i in range(10)
+    ]
+
+
+def _audio(frames: list[np.ndarray]) -> dict[str, object]:
+    pcm = np.concatenate(frames).tobytes()
+    data = base64.urlsafe_b64encode(pcm).decode()
+    return {"realtime_input": {"audio": {"data": data, "mime_type": "audio/pcm;rate=16000"}}}
+
+
+def test_the_wire_barge_in_tool_call_cancellation_and_resumption() -> None:
+    words = {(0, 0): "book", (1, 0): "nine", (2, 0): "wait"}
+    rules = [
+        LLMRule(text="Sure, booked.", when_user_says="book"),
+        LLMRule(
+            tool_calls=(ToolCallScript("change_booking", {"time": "nine"}),), when_user_says="nine"
+        ),
+    ]
+    silence = [np.zeros(160, np.int16)] * 60
+    llm = ScriptedLLM(rules)
+
+    async def until(ws: aiohttp.ClientWebSocketResponse, key: str) -> list[str]:
+        seen = []
+        while True:
+            message = await ws.receive_json()
+            kind = next(iter(message))
+            seen.append(next(iter(message[kind]), kind) if kind == "serverContent" else kind)
+            if key in json.dumps(message):
+                return seen
+
+    async def main() -> tuple[list[str], list[str], list[str], str]:
+        async with (
+            GeminiLiveEmulator(llm, lambda u, w: words[(u, w)]) as emulator,
+            aiohttp.ClientSession() as http,
+        ):
+            url = f"{emulator.url.replace('https', 'wss')}{_LIVE_PATH}"
+            async with http.ws_connect(url, ssl=emulator.tls.client) as ws:
+                await ws.send_json({"setup": {"model": "models/x"}})
+                await until(ws, "setupComplete")
+                await ws.send_json(_audio([*_words(0, 1), *silence]))
+                answered = await until(ws, "inlineData")
+                # the caller speaks over the reply while it plays: the server's barge-in
+                await ws.send_json(_audio(_words(2, 1)))
+                barged = await until(ws, "newHandle")
+                handle = emulator.resumable and list(emulator.resumable)[-1]
+            async with http.ws_connect(url, ssl=emulator.tls.client) as ws:
+                await ws.send_json({"setup": {"session_resumption": {"handle": handle}}})
+                await until(ws, "setupComplete")
+                await ws.send_json(_audio([*_words(1, 1), *silence]))
+                await until(ws, "functionCalls")
+                # speech before the call was answered: the call is cancelled
+                await ws.send_json(_audio(_words(2, 1)))
+                cancelled = await until(ws, "toolCallCancellation")
+            return answered, barged, cancelled, handle
+
+    answered, barged, cancelled, handle = run_virtual(main())
+    assert answered == ["inputTranscription", "modelTurn"]
+    # cut while still generating: the rest of its audio never comes
+    assert barged == [
+        "outputTranscription",
+        "interrupted",
+        "turnComplete",
+        "sessionResumptionUpdate",
+    ]
+    assert cancelled[-1] == "toolCallCancellation" and handle
+    # the resumed session answered from the conversation its handle stands for
+    assert llm.requests[-1].user_texts == ("book", "nine")

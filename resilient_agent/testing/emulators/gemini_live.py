@@ -297,15 +297,16 @@ class _Connection:
     async def _speech_started(self) -> None:
         reply = self.reply
         loop = asyncio.get_running_loop()
+        if self.unanswered_calls:
+            # the caller spoke before the calls were answered: the server drops them
+            await self.send({"toolCallCancellation": {"ids": list(self.unanswered_calls)}})
+            self.unanswered_calls = []
         if reply is None or not (not reply.generated or reply.playing_at(loop.time())):
             return
         # the barge-in: the reply stops where it is, the client is told, the turn ends
         self.server.interruptions.append(loop.time())
         self._stop(reply)
         await self.send({"serverContent": {"interrupted": True}})
-        if self.unanswered_calls:
-            await self.send({"toolCallCancellation": {"ids": list(self.unanswered_calls)}})
-            self.unanswered_calls = []
         await self._turn_complete(reply)
 
     def _turn_ended(self) -> None:
