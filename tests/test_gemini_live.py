@@ -223,3 +223,14 @@ def test_the_wire_barge_in_tool_call_cancellation_and_resumption() -> None:
     assert cancelled[-1] == "toolCallCancellation" and handle
     # the resumed session answered from the conversation its handle stands for
     assert llm.requests[-1].user_texts == ("book", "nine")
+
+
+def test_a_reply_silent_twice_is_asked_again_once_then_reported() -> None:
+    scenario = _scenario("realtime/gemini/silent_turn")
+    twice = dataclasses.replace(
+        scenario, llm=tuple(dataclasses.replace(r, silent_answers=2) for r in scenario.llm)
+    )
+    world, outcome = run_scenario(twice, ResilientAgent)
+    assert not outcome.passed
+    assert [e["action"] for e in world.race_events] == [None, "regenerated", None, "gave_up"]
+    assert len(world.llm.requests) == 2
