@@ -234,3 +234,30 @@ def test_a_reply_silent_twice_is_asked_again_once_then_reported() -> None:
     assert not outcome.passed
     assert [e["action"] for e in world.race_events] == [None, "regenerated", None, "gave_up"]
     assert len(world.llm.requests) == 2
+
+
+def test_an_app_agents_own_model_is_redirected_not_replaced() -> None:
+    from livekit.plugins import google
+
+    def own_model_agent(base: type[Agent]) -> Agent:
+        class OwnModel(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                # the app's own instance, key and voice: redirected to the emulator, kept
+                own = google.realtime.RealtimeModel(api_key="app-key", voice="Kore")
+                super().__init__(instructions="Be brief.", llm=own)
+
+        return OwnModel()
+
+    question = _scenario("realtime/gemini/silent_turn")
+    answered = dataclasses.replace(
+        question,
+        agent=own_model_agent,
+        llm=tuple(dataclasses.replace(r, silent_answers=0) for r in question.llm),
+    )
+    world, outcome = run_scenario(answered, Agent, stack=STACK)
+    assert outcome.passed, outcome.reasons
+    (setup,) = world.stt.setups
+    # google-genai's setup mixes camelCase and snake_case keys
+    speech = setup["generationConfig"]["speechConfig"]
+    assert speech["voice_config"]["prebuilt_voice_config"] == {"voice_name": "Kore"}
+    assert world.stt.sentences == {1: "Your parcel arrives tomorrow morning."}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
+from livekit.agents.utils import is_given
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
@@ -257,6 +258,9 @@ async def _run_call(
     lk_logger = logging.getLogger(_LIVEKIT_LOGGER)
     lk_logger.addHandler(logs)
     agent = scenario.agent(agent_class)
+    if _is_realtime(running) and is_given(agent.llm):
+        # an app agent bringing its own model of the stack's plugin: that instance is redirected
+        running.redirect(agent.llm)
     world = CallWorld(
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 from livekit.agents import llm, stt, tts
 
+from .._livekit.compat import redirect_realtime_http
 from .emulators import (
     CartesiaEmulator,
     DeepgramEmulator,
@@ -262,6 +263,8 @@ class RunningRealtimeStack:
         scripted: The scripted LLM it answers from (its ``requests``).
         output_sample_rate: The rate of the model's audio (the lab's output takes it as is).
         servers: Every emulator of the call.
+        redirect: Points an app agent's own model of the stack's plugin at the emulator (the
+            instance kept, its options with it); False for any other model.
     """
 
     model: llm.RealtimeModel
@@ -269,6 +272,7 @@ class RunningRealtimeStack:
     scripted: ScriptedLLM
     output_sample_rate: int
     servers: list[EmulatorServer] = field(default_factory=list)
+    redirect: Callable[[Any], bool] = lambda _model: False
 
     def connections(self) -> dict[str, int]:
         """Websocket connections the call opened, by provider and path."""
@@ -298,15 +302,23 @@ async def running_realtime_stack(
     from .emulators.gemini_live import OUTPUT_SAMPLE_RATE
 
     async with GeminiLiveEmulator(scripted, word_lookup, faults=gemini_live_faults) as emulator:
-        model = google.realtime.RealtimeModel(
-            api_key=_KEY,
-            http_options=types.HttpOptions(
+
+        def http_options() -> Any:
+            # a fresh value each time: the plugin adds its headers to the one it is given
+            return types.HttpOptions(
                 base_url=emulator.url, async_client_args={"ssl": emulator.tls.client}
-            ),
-        )
+            )
+
+        model = google.realtime.RealtimeModel(api_key=_KEY, http_options=http_options())
+
+        def redirect(agent_model: Any) -> bool:
+            if not isinstance(agent_model, google.realtime.RealtimeModel):
+                return False
+            return redirect_realtime_http(agent_model, http_options(), _KEY)
+
         try:
             yield RunningRealtimeStack(
-                model, emulator, scripted, OUTPUT_SAMPLE_RATE, servers=[emulator]
+                model, emulator, scripted, OUTPUT_SAMPLE_RATE, servers=[emulator], redirect=redirect
             )
         finally:
             await model.aclose()
