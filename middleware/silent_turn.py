@@ -60,6 +60,12 @@ class SilentTurnGuard(Middleware):
             logger.warning("silent_turn_again", speech_id=speech.id)
             ctx.race_handled(self, RACE, "gave_up", details=details)
             return
+        try:
+            ctx.session.generate_reply()
+        except RuntimeError as exc:
+            # the session is closing or the agent leaving: no reply can be asked for now
+            logger.warning("silent_turn_not_asked_again", speech_id=speech.id, error=str(exc))
+            ctx.race_handled(self, RACE, "gave_up", details=details)
+            return
         self._retry_pending = True
-        ctx.session.generate_reply()
         ctx.race_handled(self, RACE, "regenerated", details=details)
