@@ -1,0 +1,1 @@
+"""Replay a real call from livekit's session report (``resilient-agent replay``)."""

@@ -1,0 +1,175 @@
+"""A replay plan as a lab :class:`~resilient_agent.testing.Scenario`.
+
+The caller says each recorded turn at its recorded times (the words the STT transcribed, and
+placeholder words where the report has no transcript of speech the VAD heard); the scripted LLM
+answers each recorded user message or tool output with the recorded text and tool calls after
+the recorded delays; each tool says what it said at its recorded offsets and returns its
+recorded output after its recorded duration. The agent is built on whichever base class runs it,
+so the same replay runs on a plain ``Agent`` (fidelity) and on ``ResilientAgent`` (verdict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from livekit.agents import Agent, RunContext, function_tool, get_job_context, llm
+
+from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from .plan import AppSay, CallerTurn, ReplayPlan, ToolRunPlan
+
+__all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
+
+GREETING_INSTRUCTIONS = "Greet the caller (replayed)."
+INSTRUCTIONS = "You are the agent of a replayed call."
+# livekit 1.8.9's aclose takes this long in the lab before its close event: a session ended by
+# the worker closed that much after the end of the call
+SESSION_CLOSE_LAG_S = 2.0
+_TAIL_S = 1.0
+
+
+def turn_words(index: int, turn: CallerTurn) -> tuple[str, ...]:
+    """The words the replayed caller says in ``turn``: the heard ones after placeholders."""
+    return tuple(f"unheard{index}w{j}" for j in range(turn.unheard)) + turn.heard
+
+
+def replay_scenario(plan: ReplayPlan, name: str = "replay/call") -> Scenario:
+    """The lab scenario that replays ``plan``."""
+    utterances = tuple(
+        Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
+        for i, t in enumerate(plan.turns)
+    )
+    caller_leaves_at = plan.close_at if plan.caller_left else None
+    if plan.close_at is not None and (plan.caller_left or plan.app_hung_up):
+        duration = plan.close_at + _TAIL_S
+    elif plan.close_at is not None:
+        duration = max(plan.close_at - SESSION_CLOSE_LAG_S, plan.end_at)
+    else:
+        duration = plan.end_at + _TAIL_S
+    duration = max([duration, *(u.end + 0.1 for u in utterances)])
+    return Scenario(
+        name=name,
+        family="replay",
+        description="A call replayed from livekit's session report.",
+        agent=_agent_factory(plan),
+        utterances=utterances,
+        llm=_rules(plan),
+        duration=round(duration, 3),
+        session_options=_session_options(plan),
+        caller_leaves_at=caller_leaves_at,
+        talk_over_tolerance=None,
+    )
+
+
+def _session_options(plan: ReplayPlan) -> dict[str, Any]:
+    options = plan.options
+    interruption: dict[str, Any] = {}
+    for key, lab_key in (
+        ("min_interruption_duration", "min_duration"),
+        ("min_interruption_words", "min_words"),
+        ("allow_interruptions", "enabled"),
+        ("discard_audio_if_uninterruptible", "discard_audio_if_uninterruptible"),
+    ):
+        if key in options:
+            interruption[lab_key] = options[key]
+    result: dict[str, Any] = {"interruption": interruption} if interruption else {}
+    if "max_tool_steps" in options:
+        result["max_tool_steps"] = options["max_tool_steps"]
+    return result
+
+
+def _rules(plan: ReplayPlan) -> tuple[LLMRule, ...]:
+    rules: list[LLMRule] = []
+    seen: set[tuple[str | None, str | None]] = set()
+    for answer in plan.answers:
+        key = (answer.after_user, answer.after_tool)
+        if key in seen:
+            continue  # the same context answered again (a retry): the first answer stands
+        seen.add(key)
+        calls = tuple(ToolCallScript(c.name, dict(c.arguments)) for c in answer.tool_calls)
+        timing = {"ttft": answer.ttft, "duration": max(answer.duration, answer.ttft)}
+        if answer.after_tool is not None:
+            rules.append(LLMRule(answer.text, calls, after_tool=answer.after_tool, **timing))
+        elif answer.after_user is not None:
+            rules.append(LLMRule(answer.text, calls, when_user_says=answer.after_user, **timing))
+        else:
+            rules.append(
+                LLMRule(answer.text, calls, when_instructed=GREETING_INSTRUCTIONS, **timing)
+            )
+    # a longer user message first: a short one may be a part of it
+    return tuple(sorted(rules, key=lambda r: -len(r.when_user_says or "")))
+
+
+def _agent_factory(plan: ReplayPlan) -> Callable[[type[Agent]], Agent]:
+    greets = any(a.after_user is None and a.after_tool is None for a in plan.answers)
+
+    def build(base: type[Agent]) -> Agent:
+        class ReplayedAgent(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                runs: dict[str, list[ToolRunPlan]] = {}
+                for run in plan.tool_runs:
+                    runs.setdefault(run.name, []).append(run)
+                super().__init__(
+                    instructions=INSTRUCTIONS,
+                    tools=[_replayed_tool(name, r) for name, r in runs.items()],
+                )
+
+            async def on_enter(self) -> None:
+                if plan.app_says:
+                    asyncio.get_running_loop().create_task(_app_says(self, plan.app_says))
+                if greets:
+                    self.session.generate_reply(instructions=GREETING_INSTRUCTIONS)
+
+        return ReplayedAgent()
+
+    return build
+
+
+async def _app_says(agent: Agent, says: Sequence[AppSay]) -> None:
+    started = asyncio.get_running_loop().time()
+    for say in says:
+        await asyncio.sleep(max(0.0, started + say.at - asyncio.get_running_loop().time()))
+        agent.session.say(say.text, allow_interruptions=not say.protected)
+
+
+def _replayed_tool(name: str, runs: Sequence[ToolRunPlan]) -> llm.RawFunctionTool[..., Any]:
+    """A tool answering its n-th call as its n-th recorded run did."""
+    calls = iter(runs)
+    last = runs[-1]
+
+    async def run(raw_arguments: dict[str, Any], ctx: RunContext[Any]) -> str:
+        recorded = next(calls, last)
+        return await _replay_run(recorded, ctx)
+
+    schema = {
+        "name": name,
+        "description": f"The replayed {name} tool.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
+    }
+    return function_tool(run, raw_schema=schema)
+
+
+async def _replay_run(run: ToolRunPlan, ctx: RunContext[Any]) -> str:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def until(offset: float) -> None:
+        await asyncio.sleep(max(0.0, started + offset - loop.time()))
+
+    for say in run.says:
+        await until(say.offset)
+        await ctx.session.say(say.text, allow_interruptions=not say.protected)
+    if run.hangs_up_after is not None:
+        await until(run.hangs_up_after)
+        get_job_context().shutdown(reason="replayed hang-up")
+    if run.duration is None:
+        await _forever()
+    await until(run.duration or 0.0)
+    if run.is_error:
+        raise llm.ToolError(run.output)
+    return run.output
+
+
+def _forever() -> Coroutine[Any, Any, None]:
+    return asyncio.Event().wait()  # type: ignore[return-value]
