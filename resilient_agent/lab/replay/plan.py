@@ -427,7 +427,31 @@ class _Reader:
             self.calls[call_id].output = str(output.get("output", ""))
             self.calls[call_id].is_error = bool(output.get("is_error", False))
 
+    def _committed_words(self) -> None:
+        """Words of a turn with no transcript event that reached the chat all the same.
+
+        A middleware that recovers withheld words (``ResilientAgent``) commits them as a user
+        message without livekit's ``user_input_transcribed``: the message has the words.
+        """
+        transcribed = {word for _, _, heard in self.turns for word in heard}
+        used: set[int] = set()
+        for turn in self.turns:
+            if turn[2]:
+                continue
+            for index, (at, text) in enumerate(self.user_messages):
+                words = text.split()
+                if index in used or at < turn[0] or not set(words) - transcribed:
+                    continue
+                used.add(index)
+                turn[2].extend(words)
+                self.assumptions.append(
+                    f"at {turn[0]:.2f} s: the caller's words taken from the chat's user message "
+                    "(no transcript event of them)"
+                )
+                break
+
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
+        self._committed_words()
         turns: list[CallerTurn] = []
         for start, end, heard in self.turns:
             if end is None:

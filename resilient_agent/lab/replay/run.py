@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from livekit.agents import Agent
 
@@ -33,8 +35,24 @@ class ReplayRun:
     divergences: tuple[Divergence, ...]
 
 
-def run_replay(plan: ReplayPlan, agent_class: type[Agent], name: str = "replay/call") -> ReplayRun:
-    """Replay ``plan`` with its agent built on ``agent_class`` (virtual time)."""
-    world, outcome = run_scenario(replay_scenario(plan, name), agent_class)
+def run_replay(
+    plan: ReplayPlan,
+    agent_class: type[Agent],
+    name: str = "replay/call",
+    *,
+    app: bool = False,
+    tool_mocks: Mapping[str, Callable[..., Any]] | None = None,
+) -> ReplayRun:
+    """Replay ``plan`` on virtual time.
+
+    Args:
+        plan: The recorded call.
+        agent_class: The base class of the replayed agent, or with ``app`` the app's class.
+        name: The scenario's name.
+        app: ``agent_class`` is the app's own (its tools run, see :func:`replay_scenario`).
+        tool_mocks: With ``app``: tool name to the callable run instead of that tool.
+    """
+    scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks)
+    world, outcome = run_scenario(scenario, agent_class)
     replayed = load_plan(session_report(world))
     return ReplayRun(world, outcome, replayed, tuple(divergences(plan, replayed)))

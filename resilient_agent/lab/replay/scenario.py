@@ -11,7 +11,7 @@ so the same replay runs on a plain ``Agent`` (fidelity) and on ``ResilientAgent`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from livekit.agents import Agent, RunContext, function_tool, get_job_context, llm
@@ -34,8 +34,22 @@ def turn_words(index: int, turn: CallerTurn) -> tuple[str, ...]:
     return tuple(f"unheard{index}w{j}" for j in range(turn.unheard)) + turn.heard
 
 
-def replay_scenario(plan: ReplayPlan, name: str = "replay/call") -> Scenario:
-    """The lab scenario that replays ``plan``."""
+def replay_scenario(
+    plan: ReplayPlan,
+    name: str = "replay/call",
+    *,
+    app: bool = False,
+    tool_mocks: Mapping[str, Callable[..., Any]] | None = None,
+) -> Scenario:
+    """The lab scenario that replays ``plan``.
+
+    Args:
+        plan: The recorded call.
+        name: The scenario's name.
+        app: The agent is the app's own class, built as the app builds it: its tools run (or
+            their ``tool_mocks``) instead of the recorded ones, and it greets as it does.
+        tool_mocks: Tool name to the callable run instead of that tool of the app's class.
+    """
     utterances = tuple(
         Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
         for i, t in enumerate(plan.turns)
@@ -52,14 +66,22 @@ def replay_scenario(plan: ReplayPlan, name: str = "replay/call") -> Scenario:
         name=name,
         family="replay",
         description="A call replayed from livekit's session report.",
-        agent=_agent_factory(plan),
+        agent=_app_factory if app else _agent_factory(plan),
         utterances=utterances,
-        llm=_rules(plan),
+        llm=_rules(plan, app),
         duration=round(duration, 3),
         session_options=_session_options(plan),
         caller_leaves_at=caller_leaves_at,
         talk_over_tolerance=None,
+        tool_mocks=dict(tool_mocks or {}),
     )
+
+
+def _app_factory(base: type[Agent]) -> Agent:
+    """The app's own agent (``base`` is its class), as the app builds it."""
+    from ..catalog.own_tools import build_app_agent
+
+    return build_app_agent(base)
 
 
 def _session_options(plan: ReplayPlan) -> dict[str, Any]:
@@ -79,7 +101,7 @@ def _session_options(plan: ReplayPlan) -> dict[str, Any]:
     return result
 
 
-def _rules(plan: ReplayPlan) -> tuple[LLMRule, ...]:
+def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
     rules: list[LLMRule] = []
     seen: set[tuple[str | None, str | None]] = set()
     for answer in plan.answers:
@@ -94,11 +116,20 @@ def _rules(plan: ReplayPlan) -> tuple[LLMRule, ...]:
         elif answer.after_user is not None:
             rules.append(LLMRule(answer.text, calls, when_user_says=answer.after_user, **timing))
         else:
-            rules.append(
-                LLMRule(answer.text, calls, when_instructed=GREETING_INSTRUCTIONS, **timing)
-            )
-    # a longer user message first: a short one may be a part of it
-    return tuple(sorted(rules, key=lambda r: -len(r.when_user_says or "")))
+            # the app greets with its own instructions: its greeting answers any context that
+            # no recorded rule does
+            instructed = None if app else GREETING_INSTRUCTIONS
+            rules.append(LLMRule(answer.text, calls, when_instructed=instructed, **timing))
+    # a longer user message first: a short one may be a part of it; a catch-all last
+    return tuple(
+        sorted(
+            rules,
+            key=lambda r: (
+                r.when_user_says is None and r.after_tool is None and r.when_instructed is None,
+                -len(r.when_user_says or ""),
+            ),
+        )
+    )
 
 
 def _agent_factory(plan: ReplayPlan) -> Callable[[type[Agent]], Agent]:
@@ -164,12 +195,8 @@ async def _replay_run(run: ToolRunPlan, ctx: RunContext[Any]) -> str:
         await until(run.hangs_up_after)
         get_job_context().shutdown(reason="replayed hang-up")
     if run.duration is None:
-        await _forever()
+        await asyncio.Event().wait()  # it never ended in the recording
     await until(run.duration or 0.0)
     if run.is_error:
         raise llm.ToolError(run.output)
     return run.output
-
-
-def _forever() -> Coroutine[Any, Any, None]:
-    return asyncio.Event().wait()  # type: ignore[return-value]
