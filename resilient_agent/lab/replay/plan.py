@@ -220,6 +220,24 @@ def load_plan(report: Any) -> ReplayPlan:
     return _Reader(report).plan()
 
 
+def _untranscribed_prefix(
+    start: float, end: float, heard: int, first_at: float | None, stopped_at: float | None
+) -> int:
+    """Words said over the agent before the first transcribed one, when none of them was.
+
+    livekit withholds the caller's audio from the STT while protected speech plays: when the
+    first transcript of a turn that began over the agent comes only after the agent stopped,
+    the words said until then were never transcribed. They are counted at the pace of the
+    words heard after it.
+    """
+    if not heard or first_at is None or stopped_at is None:
+        return 0
+    if not start < stopped_at < min(first_at, end):
+        return 0
+    pace = (end - stopped_at) / heard
+    return int((stopped_at - start) / pace)
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -270,7 +288,10 @@ class _Reader:
         self.report = report
         self.assumptions: list[str] = []
         self.t0 = 0.0
-        self.turns: list[list[Any]] = []  # [start, end | None, heard words]
+        # [start, end | None, heard words, first transcript at | None, when the agent it began
+        # over stopped speaking (True while it speaks, None if it did not, or was heard over)]
+        self.turns: list[list[Any]] = []
+        self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         self.said: list[_Said] = []
         self.calls: dict[str, _Call] = {}
@@ -336,12 +357,22 @@ class _Reader:
         if kind == "user_state_changed":
             state = _field(event, "new_state", str, where)
             if state == "speaking":
-                self.turns.append([at, None, []])
+                self.turns.append([at, None, [], None, True if self.agent_state == "speaking" else None])
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
+        elif kind == "agent_state_changed":
+            self.agent_state = str(_field(event, "new_state", str, where))
+            # the agent stopped speaking over a caller not yet transcribed: when it did
+            if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
+                self.turns[-1][4] = at
         elif kind == "user_input_transcribed":
+            transcript = _field(event, "transcript", str, where)
+            if self.turns and self.turns[-1][3] is None and transcript.split():
+                self.turns[-1][3] = at
+                if self.agent_state == "speaking":
+                    self.turns[-1][4] = None  # the agent still speaks: the caller is heard
             if _field(event, "is_final", bool, where):
-                self._heard(_field(event, "transcript", str, where), at)
+                self._heard(transcript, at)
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
@@ -368,7 +399,7 @@ class _Reader:
                 f"at {at:.2f} s: a transcript with no caller turn before it; a turn of its "
                 "words ending then assumed"
             )
-            self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, []])
+            self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, [], at, None])
         self.turns[-1][2].extend(words)
 
     def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
@@ -433,10 +464,11 @@ class _Reader:
         A middleware that recovers withheld words (``ResilientAgent``) commits them as a user
         message without livekit's ``user_input_transcribed``: the message has the words.
         """
-        transcribed = {word for _, _, heard in self.turns for word in heard}
+        transcribed = {word for turn in self.turns for word in turn[2]}
         used: set[int] = set()
         for turn in self.turns:
             if turn[2]:
+                self._committed_prefix(turn, transcribed)
                 continue
             for index, (at, text) in enumerate(self.user_messages):
                 words = text.split()
@@ -450,17 +482,49 @@ class _Reader:
                 )
                 break
 
+    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> None:
+        """Words said before a turn's transcribed ones that reached the chat all the same."""
+        heard = turn[2]
+        for at, text in self.user_messages:
+            words = text.split()
+            if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
+                continue
+            prefix = words[: -len(heard)]
+            if set(prefix) & transcribed:
+                continue  # a turn before, committed with this one
+            turn[2] = [*prefix, *heard]
+            turn[4] = None  # no words to count as lost
+            self.assumptions.append(
+                f"at {turn[0]:.2f} s: {len(prefix)} word(s) before the transcribed ones taken "
+                "from the chat's user message (no transcript event of them)"
+            )
+            return
+
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
         self._committed_words()
         turns: list[CallerTurn] = []
-        for start, end, heard in self.turns:
+        previous_end = -math.inf
+        for start, end, heard, first_at, stopped_at in self.turns:
+            if start <= previous_end:
+                # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's turn starts before the one before it ended "
+                    f"({previous_end:.2f} s); it starts just after"
+                )
+                start = previous_end + 0.01
             if end is None:
                 end = self.close_at if self.close_at is not None else self.end_at
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller's last turn never ended; it ends at {end:.2f} s"
                 )
             end = max(end, start + 0.05)
-            unheard = 0
+            stopped = stopped_at if isinstance(stopped_at, float) else None
+            unheard = _untranscribed_prefix(start, end, len(heard), first_at, stopped)
+            if unheard:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
+                    f"came late; {unheard} placeholder word(s) before the transcribed ones"
+                )
             if not heard:
                 unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
                 self.assumptions.append(
@@ -468,6 +532,7 @@ class _Reader:
                     f"{unheard} placeholder words in it"
                 )
             turns.append(CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard))
+            previous_end = end
         return tuple(turns)
 
     def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
@@ -483,7 +548,9 @@ class _Reader:
                 continue
             at = say_times.pop(0) if say_times else said.created
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
-            protected = not said.interrupted and over >= float(min_duration)
+            # words lost from a turn that began while it played: livekit withheld them
+            withheld = any(t.unheard and at <= t.start < said.added for t in turns)
+            protected = not said.interrupted and (over >= float(min_duration) or withheld)
             says.append(AppSay(round(at, 3), said.text, protected))
         if unsure:
             self.assumptions.append(
@@ -491,8 +558,8 @@ class _Reader:
             )
         if any(s.protected for s in says):
             self.assumptions.append(
-                "a line the caller spoke over and did not interrupt was said with "
-                "allow_interruptions=False (the report does not record it)"
+                "a line the caller spoke over (or lost words over) and did not interrupt was said "
+                "with allow_interruptions=False (the report does not record it)"
             )
         return says
 

@@ -69,7 +69,12 @@ def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
         return RoundTrip(
             scenario.name, agent_class.__name__, (f"unreadable: {exc}",), outcome.passed, False
         )
-    replay = run_replay(plan, agent_class, name=scenario.name)
+    try:
+        replay = run_replay(plan, agent_class, name=scenario.name)
+    except ReportError as exc:
+        return RoundTrip(
+            scenario.name, agent_class.__name__, (f"not replayable: {exc}",), outcome.passed, False
+        )
     return RoundTrip(
         scenario.name,
         agent_class.__name__,

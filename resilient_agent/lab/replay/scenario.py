@@ -17,14 +17,14 @@ from typing import Any
 from livekit.agents import Agent, RunContext, function_tool, get_job_context, llm
 
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
-from .plan import AppSay, CallerTurn, ReplayPlan, ToolRunPlan
+from .plan import AppSay, CallerTurn, ReplayPlan, ReportError, ToolRunPlan
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
 GREETING_INSTRUCTIONS = "Greet the caller (replayed)."
 INSTRUCTIONS = "You are the agent of a replayed call."
-# livekit 1.8.9's aclose takes this long in the lab before its close event: a session ended by
-# the worker closed that much after the end of the call
+# livekit 1.8.9's aclose takes this long before its close event: a session the worker ended, or
+# that of a caller who left, closed that much after the end of the call
 SESSION_CLOSE_LAG_S = 2.0
 _TAIL_S = 1.0
 
@@ -54,7 +54,12 @@ def replay_scenario(
         Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
         for i, t in enumerate(plan.turns)
     )
-    caller_leaves_at = plan.close_at if plan.caller_left else None
+    # livekit closes the session that long after the caller leaves the room
+    caller_leaves_at = (
+        max(plan.close_at - SESSION_CLOSE_LAG_S, 0.0)
+        if plan.caller_left and plan.close_at is not None
+        else None
+    )
     if plan.close_at is not None and (plan.caller_left or plan.app_hung_up):
         duration = plan.close_at + _TAIL_S
     elif plan.close_at is not None:
@@ -62,6 +67,21 @@ def replay_scenario(
     else:
         duration = plan.end_at + _TAIL_S
     duration = max([duration, *(u.end + 0.1 for u in utterances)])
+    try:
+        return _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+    except ValueError as exc:  # the scenario's own checks: the report's timings disagree
+        raise ReportError(f"the call cannot be replayed: {exc}") from None
+
+
+def _scenario(
+    plan: ReplayPlan,
+    name: str,
+    app: bool,
+    tool_mocks: Mapping[str, Callable[..., Any]] | None,
+    utterances: tuple[Utterance, ...],
+    duration: float,
+    caller_leaves_at: float | None,
+) -> Scenario:
     return Scenario(
         name=name,
         family="replay",
@@ -120,6 +140,12 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
             # no recorded rule does
             instructed = None if app else GREETING_INSTRUCTIONS
             rules.append(LLMRule(answer.text, calls, when_instructed=instructed, **timing))
+    answered = {a.after_tool for a in plan.answers}
+    for run in plan.tool_runs:
+        if run.name not in answered:
+            # the recorded call never answered this tool's output: nor does the replay
+            rules.append(LLMRule("", after_tool=run.name))
+            answered.add(run.name)
     # a longer user message first: a short one may be a part of it; a catch-all last
     return tuple(
         sorted(
