@@ -74,8 +74,8 @@ class ReplayUsageError(Exception):
 
 def replay_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Run ``resilient-agent replay``; a usage or report error is one line on stderr, exit 2."""
-    from ..run import quiet_logs
-    from .plan import ReportError, read_plan
+    from ..run import RESILIENT_PATH, quiet_logs
+    from .plan import ReportError, load_plan, read_report
 
     try:
         _check(args)
@@ -84,10 +84,23 @@ def replay_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
             with quiet_logs():
                 return run_round_trip(args.only, out)
-        plan = read_plan(args.report)
+        report = read_report(args.report)
+        plan = load_plan(report)
         agent_class, app = _agent_under_test(args.agent)
         with quiet_logs():
-            return _replay(plan, args, agent_class, app, out)
+            code = _replay(plan, args, agent_class, app, out)
+        if args.emit_test is not None:
+            from .emit import write_test
+
+            write_test(
+                report,
+                args.emit_test,
+                agent_path=args.agent or RESILIENT_PATH,
+                redact=args.redact,
+                source=args.report.name,
+            )
+            print(f"wrote {args.emit_test}", file=out)
+        return code
     except (ReportError, ReplayUsageError) as exc:
         print(f"resilient-agent replay: error: {exc}", file=sys.stderr)
         return 2
@@ -150,11 +163,6 @@ def _replay(
     mocks = _mocks(args.mock) if app else {}
     under_test = run_replay(plan, agent_class, app=app, tool_mocks=mocks)
     print(_verdict(agent_class.__name__, under_test), file=out)
-    if args.emit_test is not None:
-        from .emit import write_test
-
-        write_test(plan, args.emit_test, redact=args.redact, source=args.report)
-        print(f"wrote {args.emit_test}", file=out)
     return 0 if faithful and under_test.outcome.passed else 1
 
 

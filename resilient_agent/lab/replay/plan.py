@@ -26,6 +26,7 @@ __all__ = [
     "ToolSay",
     "load_plan",
     "read_plan",
+    "read_report",
 ]
 
 SUPPORTED_SDK = "1.8."
@@ -196,19 +197,27 @@ class ReplayPlan:
         return self.close_reason in _CALLER_CLOSES
 
 
+def read_report(path: Path) -> Any:
+    """The JSON value in the report file at ``path``.
+
+    Raises:
+        ReportError: The file is missing or not JSON.
+    """
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read it ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not JSON ({exc})") from None
+
+
 def read_plan(path: Path) -> ReplayPlan:
     """The plan of the report JSON at ``path``.
 
     Raises:
         ReportError: The file is missing, not JSON, or not a livekit 1.8 report.
     """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read it ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not JSON ({exc})") from None
-    return load_plan(data)
+    return load_plan(read_report(path))
 
 
 def load_plan(report: Any) -> ReplayPlan:
