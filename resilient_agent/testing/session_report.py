@@ -18,10 +18,13 @@ from livekit.agents.voice.report import SessionReport
 
 from .clock import virtual_wall_time
 
+SCRIPT_END_TAG = "resilient-agent-lab:script-end="
+"""The report tag saying when a lab call's script ended and the lab closed the session."""
+
 if TYPE_CHECKING:
     from .runner import CallWorld
 
-__all__ = ["session_report", "write_session_report"]
+__all__ = ["SCRIPT_END_TAG", "session_report", "write_session_report"]
 
 
 def session_report(world: CallWorld) -> dict[str, Any]:
@@ -42,6 +45,8 @@ def session_report(world: CallWorld) -> dict[str, Any]:
         duration=world.virtual_seconds,
         timestamp=virtual_wall_time(world.t0 + world.virtual_seconds),
         agent_name=type(world.agent).__name__,
+        # when the script ended and the lab closed the session: no app or caller did
+        tags=[f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
     )
     # as the file holds it: enums and paths as their JSON strings
     data: dict[str, Any] = json.loads(json.dumps(report.to_dict(), default=str))

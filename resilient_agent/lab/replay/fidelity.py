@@ -48,7 +48,11 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
             found.append(Divergence(was.start, f"caller turn {index + 1}: not replayed"))
             continue
         assert was is not None and now is not None
-        for edge in ("start", "end"):
+        if was.ended != now.ended:
+            ends = "never ends" if not now.ended else "ends"
+            found.append(Divergence(was.start, f"caller turn {index + 1} {ends}, unlike recorded"))
+        # a turn that never ended has no end to compare
+        for edge in ("start", "end") if was.ended and now.ended else ("start",):
             a, b = getattr(was, edge), getattr(now, edge)
             if abs(a - b) > FRAME_TOLERANCE_S:
                 found.append(

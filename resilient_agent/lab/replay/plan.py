@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# a lab call's report says when its script ended and the lab closed the session; a production
+# call has no such end: every close is the caller's or the app's
+from ...testing.session_report import SCRIPT_END_TAG
+
 __all__ = [
     "AppSay",
     "CallerTurn",
@@ -39,8 +43,8 @@ _DEFAULT_MIN_INTERRUPTION_S = 0.5
 _WORDS_PER_SECOND = 2.5
 # the caller's close is the room's: livekit closes the session for the caller
 _CALLER_CLOSES = frozenset({"participant_disconnected"})
-# livekit's own close at the end of a session the worker ended (aclose / the job's end)
-_SESSION_ENDS = frozenset({"user_initiated"})
+# a line the session closed this soon after was the app's goodbye (the close followed it)
+_GOODBYE_CLOSE_S = 1.0
 
 
 class ReportError(ValueError):
@@ -53,15 +57,17 @@ class CallerTurn:
 
     Attributes:
         start: Seconds from the start of the call.
-        end: Seconds from the start of the call.
+        end: Seconds from the start of the call (its last words, when it never ended).
         heard: The words the STT transcribed in it (finals), in order; empty when none were.
         unheard: How many words were said that the report has no transcript of (assumed).
+        ended: Whether livekit saw it end (a VAD that never ends a turn leaves it speaking).
     """
 
     start: float
     end: float
     heard: tuple[str, ...]
     unheard: int = 0
+    ended: bool = True
 
 
 @dataclass(frozen=True)
@@ -165,9 +171,15 @@ class ReplayPlan:
         app_says: Lines the app said outside tools.
         said: What the agent said, in order (assistant messages), with whether each was
             interrupted.
+        user_messages: What the LLM was given of the caller's words, in order (user messages).
         close_at: Seconds when the session closed; None if the report has no close.
         close_reason: livekit's close reason.
         end_at: Seconds of the last event before the close.
+        script_end: A lab call's: when its script ended (see :data:`SCRIPT_END_TAG`).
+        hang_up_after_line: The line the app closed the session right after, if it did.
+        close_transcript_timeout: Seconds livekit waited for the caller's last words when the
+            app closed the session after a line (``session_close_transcript_timeout``, which the
+            report's options leave out), None when the report cannot tell.
         options: The report's ``options``.
         assumptions: What the report did not say and the plan assumed, one line each.
     """
@@ -178,18 +190,20 @@ class ReplayPlan:
     tool_runs: tuple[ToolRunPlan, ...]
     app_says: tuple[AppSay, ...]
     said: tuple[tuple[str, bool], ...]
+    user_messages: tuple[str, ...]
     close_at: float | None
     close_reason: str | None
     end_at: float
     options: Mapping[str, Any]
+    script_end: float | None = None
+    hang_up_after_line: str | None = None
+    close_transcript_timeout: float | None = None
     assumptions: tuple[str, ...] = ()
 
     @property
     def app_hung_up(self) -> bool:
-        """Whether the app (not the caller, not the end of the session) closed it."""
-        return self.close_reason is not None and self.close_reason not in (
-            _CALLER_CLOSES | _SESSION_ENDS
-        )
+        """Whether the app (not the caller, not the end of a lab script) closed it."""
+        return _closed_by_app(self.close_reason, self.close_at, self.script_end)
 
     @property
     def caller_left(self) -> bool:
@@ -227,6 +241,22 @@ def load_plan(report: Any) -> ReplayPlan:
         ReportError: A field is missing, has the wrong type, or the events are out of order.
     """
     return _Reader(report).plan()
+
+
+def _closed_by_app(reason: str | None, close_at: float | None, script_end: float | None) -> bool:
+    if reason is None or close_at is None or reason in _CALLER_CLOSES:
+        return False
+    return script_end is None or close_at < script_end - 1e-3
+
+
+def _script_end(tags: Any) -> float | None:
+    for tag in tags if isinstance(tags, list) else ():
+        if isinstance(tag, str) and tag.startswith(SCRIPT_END_TAG):
+            try:
+                return float(tag[len(SCRIPT_END_TAG) :])
+            except ValueError:
+                return None
+    return None
 
 
 def _untranscribed_prefix(
@@ -307,6 +337,9 @@ class _Reader:
         self.speeches: list[tuple[float, str]] = []
         self.close_at: float | None = None
         self.close_reason: str | None = None
+        self.script_end: float | None = None
+        self.transcript_times: list[float] = []
+        self.close_wait: float | None = None
         self.end_at = 0.0
 
     def plan(self) -> ReplayPlan:
@@ -323,10 +356,12 @@ class _Reader:
         if not isinstance(options, Mapping):
             self.assumptions.append("options: missing; livekit's defaults assumed")
             options = {}
+        self.script_end = _script_end(self.report.get("tags"))
         self._read_events(events)
         turns = self._caller_turns()
         says = self._says(options, turns)
         runs = self._tool_runs(says)
+        goodbye = self._goodbye(runs)
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -334,10 +369,14 @@ class _Reader:
             tool_runs=tuple(runs),
             app_says=tuple(says),
             said=tuple((s.text, s.interrupted) for s in self.said),
+            user_messages=tuple(text for _, text in self.user_messages),
             close_at=self.close_at,
             close_reason=self.close_reason,
             end_at=round(self.end_at, 3),
             options=dict(options),
+            script_end=self.script_end,
+            hang_up_after_line=goodbye,
+            close_transcript_timeout=self.close_wait,
             assumptions=tuple(self.assumptions),
         )
 
@@ -376,6 +415,7 @@ class _Reader:
                 self.turns[-1][4] = at
         elif kind == "user_input_transcribed":
             transcript = _field(event, "transcript", str, where)
+            self.transcript_times.append(at)
             if self.turns and self.turns[-1][3] is None and transcript.split():
                 self.turns[-1][3] = at
                 if self.agent_state == "speaking":
@@ -521,10 +561,14 @@ class _Reader:
                     f"({previous_end:.2f} s); it starts just after"
                 )
                 start = previous_end + 0.01
+            # livekit ends a turn still open when the session closes: it never ended
+            ended = end is not None and (self.close_at is None or end < self.close_at - 1e-3)
+            end = end if ended else None
             if end is None:
-                end = self.close_at if self.close_at is not None else self.end_at
+                end = self._last_words(start, heard)
                 self.assumptions.append(
-                    f"at {start:.2f} s: the caller's last turn never ended; it ends at {end:.2f} s"
+                    f"at {start:.2f} s: the caller's turn never ended (the VAD never said so); "
+                    f"its words end at {end:.2f} s and the replay's VAD never ends it either"
                 )
             end = max(end, start + 0.05)
             stopped = stopped_at if isinstance(stopped_at, float) else None
@@ -540,9 +584,47 @@ class _Reader:
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
                     f"{unheard} placeholder words in it"
                 )
-            turns.append(CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard))
+            turns.append(
+                CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard, ended)
+            )
             previous_end = end
         return tuple(turns)
+
+    def _last_words(self, start: float, heard: Sequence[str]) -> float:
+        """When the words of a turn that never ended were over: its last transcript's time."""
+        last = max((at for at in self.transcript_times if at >= start), default=None)
+        if last is not None and heard:
+            return last
+        return start + 1.0
+
+    def _goodbye(self, runs: Sequence[ToolRunPlan]) -> str | None:
+        """The line the app closed the session right after (a hang-up after its goodbye)."""
+        if self.close_at is None:
+            return None
+        if self.script_end is not None and self.close_at >= self.script_end - 1e-3:
+            # the lab closed it when its script ended: livekit waited that long for the
+            # caller's last words
+            self.close_wait = round(self.close_at - self.script_end, 3)
+            return None
+        if not _closed_by_app(self.close_reason, self.close_at, self.script_end):
+            return None
+        if any(r.hangs_up_after is not None for r in runs):
+            return None  # a tool closed it while it ran
+        before = [s for s in self.said if s.added <= self.close_at + 1e-3]
+        if before and self.close_at - before[-1].added <= _GOODBYE_CLOSE_S:
+            # livekit waits for the caller's last words before it closes (at most
+            # session_close_transcript_timeout): how long it waited says what that option was
+            self.close_wait = round(self.close_at - before[-1].added, 3)
+            self.assumptions.append(
+                f"at {self.close_at:.2f} s: the app closed the session after its line "
+                f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
+                "last words (session_close_transcript_timeout)"
+            )
+            return before[-1].text
+        self.assumptions.append(
+            f"at {self.close_at:.2f} s: the app closed the session; the replay closes it then"
+        )
+        return None
 
     def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
@@ -585,7 +667,8 @@ class _Reader:
             if (
                 self.close_at is not None
                 and call.started <= self.close_at <= end
-                and self.close_reason not in (_CALLER_CLOSES | _SESSION_ENDS)
+                and call.ended is None
+                and _closed_by_app(self.close_reason, self.close_at, self.script_end)
             ):
                 hangs_up = round(self.close_at - call.started, 3)
             runs.append(

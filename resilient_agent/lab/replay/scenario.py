@@ -17,14 +17,15 @@ from typing import Any
 from livekit.agents import Agent, RunContext, function_tool, get_job_context, llm
 
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing.vad import VADFault
 from .plan import AppSay, CallerTurn, ReplayPlan, ReportError, ToolRunPlan
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
 GREETING_INSTRUCTIONS = "Greet the caller (replayed)."
 INSTRUCTIONS = "You are the agent of a replayed call."
-# livekit 1.8.9's aclose takes this long before its close event: a session the worker ended, or
-# that of a caller who left, closed that much after the end of the call
+# livekit 1.8.9 closes a session this long after it was asked to, waiting for the caller's last
+# words (``session_close_transcript_timeout``'s default)
 SESSION_CLOSE_LAG_S = 2.0
 _TAIL_S = 1.0
 
@@ -62,8 +63,8 @@ def replay_scenario(
     )
     if plan.close_at is not None and (plan.caller_left or plan.app_hung_up):
         duration = plan.close_at + _TAIL_S
-    elif plan.close_at is not None:
-        duration = max(plan.close_at - SESSION_CLOSE_LAG_S, plan.end_at)
+    elif plan.script_end is not None:
+        duration = plan.script_end
     else:
         duration = plan.end_at + _TAIL_S
     duration = max([duration, *(u.end + 0.1 for u in utterances)])
@@ -82,13 +83,17 @@ def _scenario(
     duration: float,
     caller_leaves_at: float | None,
 ) -> Scenario:
+    unended = [i for i, t in enumerate(plan.turns) if not t.ended]
     return Scenario(
         name=name,
+        vad_fault=VADFault("no_end_of_speech", unended[0]) if unended else VADFault(),
         family="replay",
         description="A call replayed from livekit's session report.",
         agent=_app_factory if app else _agent_factory(plan),
         utterances=utterances,
         llm=_rules(plan, app),
+        # the line the app hung up after was its farewell: the contracts judge the hang-up by it
+        farewell=plan.hang_up_after_line,
         duration=round(duration, 3),
         session_options=_session_options(plan),
         caller_leaves_at=caller_leaves_at,
@@ -118,6 +123,8 @@ def _session_options(plan: ReplayPlan) -> dict[str, Any]:
     result: dict[str, Any] = {"interruption": interruption} if interruption else {}
     if "max_tool_steps" in options:
         result["max_tool_steps"] = options["max_tool_steps"]
+    if plan.close_transcript_timeout is not None:
+        result["session_close_transcript_timeout"] = plan.close_transcript_timeout
     return result
 
 
@@ -140,6 +147,12 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
             # no recorded rule does
             instructed = None if app else GREETING_INSTRUCTIONS
             rules.append(LLMRule(answer.text, calls, when_instructed=instructed, **timing))
+    for message in plan.user_messages:
+        if message.split() and (message, None) not in seen:
+            # the recorded LLM never answered it (it failed, or the call moved on): nor does
+            # the replay's
+            rules.append(LLMRule("", when_user_says=message))
+            seen.add((message, None))
     answered = {a.after_tool for a in plan.answers}
     for run in plan.tool_runs:
         if run.name not in answered:
@@ -173,6 +186,7 @@ def _agent_factory(plan: ReplayPlan) -> Callable[[type[Agent]], Agent]:
                 )
 
             async def on_enter(self) -> None:
+                _hang_up_as_recorded(self.session, plan)
                 if plan.app_says:
                     asyncio.get_running_loop().create_task(_app_says(self, plan.app_says))
                 if greets:
@@ -181,6 +195,37 @@ def _agent_factory(plan: ReplayPlan) -> Callable[[type[Agent]], Agent]:
         return ReplayedAgent()
 
     return build
+
+
+def _hang_up_as_recorded(session: Any, plan: ReplayPlan) -> None:
+    """Close the session when the recorded app did: after its goodbye line, or at that time."""
+    if not plan.app_hung_up or any(r.hangs_up_after is not None for r in plan.tool_runs):
+        return
+    loop = asyncio.get_running_loop()
+
+    def hang_up() -> None:
+        if plan.close_reason == "job_shutdown":
+            get_job_context().shutdown(reason="replayed hang-up")
+        else:
+            session.shutdown()
+
+    line = plan.hang_up_after_line
+    if line is None:
+        assert plan.close_at is not None  # app_hung_up
+        loop.call_later(max(0.0, plan.close_at - SESSION_CLOSE_LAG_S), hang_up)
+        return
+
+    def after_line(ev: Any) -> None:
+        item = ev.item
+        if item.type == "message" and item.role == "assistant" and item.text_content == line:
+            # as livekit's EndCallTool does: once the speech that said it is done
+            speech = session.current_speech
+            if speech is None or speech.done():
+                hang_up()
+            else:
+                speech.add_done_callback(lambda _: hang_up())
+
+    session.on("conversation_item_added", after_line)
 
 
 async def _app_says(agent: Agent, says: Sequence[AppSay]) -> None:
