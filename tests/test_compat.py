@@ -867,5 +867,5 @@ def test_livekit_session_report_moved_trips(monkeypatch: pytest.MonkeyPatch) -> 
     from livekit.agents import JobContext
 
     monkeypatch.delattr(JobContext, "make_session_report")  # livekit moved it
-    with pytest.raises(AssertionError, match="moved JobContext.make_session_report"):
+    with pytest.raises(AssertionError, match=r"moved JobContext\.make_session_report"):
         check_livekit_session_report()

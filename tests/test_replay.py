@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from livekit.agents import Agent, RunContext, function_tool
+
 from resilient_agent import ResilientAgent, end_call_tool
 from resilient_agent._livekit.compat import livekit_session_report
 from resilient_agent.lab.catalog import CATALOG
@@ -34,7 +35,8 @@ def seed_report() -> dict[str, Any]:
 
 def test_the_plan_reads_turns_answers_tools_and_lines(seed_report: dict[str, Any]) -> None:
     plan = load_plan(seed_report)
-    assert [(t.start, t.end, t.heard) for t in plan.turns][0] == (
+    first = plan.turns[0]
+    assert (first.start, first.end, first.heard) == (
         1.0,
         2.8,
         ("please", "book", "a", "table", "for", "eight"),
@@ -165,7 +167,9 @@ def test_livekits_own_report_of_the_readme_agent_replays_faithfully() -> None:
             Utterance(4.1, 5.4, "actually make it nine", reply_within=6.0),
         ),
         llm=(
-            LLMRule(when_user_says="book", tool_calls=(ToolCallScript("book_table", {"time": "8"}),)),
+            LLMRule(
+                when_user_says="book", tool_calls=(ToolCallScript("book_table", {"time": "8"}),)
+            ),
             LLMRule(after_tool="book_table", text="Your table is booked."),
         ),
         duration=14.0,

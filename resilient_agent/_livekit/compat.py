@@ -145,7 +145,7 @@ def close_as_caller_left(session: Any) -> bool:
 def livekit_session_report(
     session: Any, *, job_id: str, room_id: str, room: str, agent_name: str = ""
 ) -> Any:
-    """livekit's own ``JobContext.make_session_report`` for ``session``, run outside a job.
+    """Livekit's own ``JobContext.make_session_report`` for ``session``, run outside a job.
 
     The method reads the job's ids, its tagger and the session's private event record,
     start time and recorder; a stand-in job context gives it the first two, so the report is

@@ -1,4 +1,4 @@
-"""``resilient-agent replay``: a recorded call, replayed on ``Agent`` and on the agent under test."""
+"""``resilient-agent replay``: a recorded call replayed on ``Agent`` and on the agent under test."""
 
 from __future__ import annotations
 

@@ -74,7 +74,9 @@ def redacted(report: Any) -> Any:
 
     def walk(value: Any, key: str | None = None) -> Any:
         if isinstance(value, Mapping):
-            return {k: _arguments(v, text) if k == "arguments" else walk(v, k) for k, v in value.items()}
+            return {
+                k: _arguments(v, text) if k == "arguments" else walk(v, k) for k, v in value.items()
+            }
         if isinstance(value, list):
             return [walk(v, key) for v in value]
         if isinstance(value, str) and key in _WORD_KEYS:
@@ -123,7 +125,11 @@ def test_{cls.lower()}_keeps_the_call() -> None:
 
 
 def _imports(module: str, cls: str) -> str:
-    lines = ["from livekit.agents import Agent", "", "from resilient_agent.lab.replay import load_plan, run_replay"]
+    lines = [
+        "from livekit.agents import Agent",
+        "",
+        "from resilient_agent.lab.replay import load_plan, run_replay",
+    ]
     if (module, cls) != ("livekit.agents", "Agent"):
         lines.append(f"from {module} import {cls}")
     return "\n".join(lines)

@@ -70,9 +70,7 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     said_was = [text for text, _ in recorded.said]
     said_now = [text for text, _ in replayed.said]
     if said_was != said_now:
-        found.append(
-            Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}")
-        )
+        found.append(Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}"))
     found.extend(_hang_up(recorded, replayed))
     return sorted(found, key=lambda d: d.at)
 
@@ -93,7 +91,8 @@ def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     ):
         return [
             Divergence(
-                at, f"the session closed at {replayed.close_at:.3f} s, not {recorded.close_at:.3f} s"
+                at,
+                f"the session closed at {replayed.close_at:.3f} s, not {recorded.close_at:.3f} s",
             )
         ]
     return []

@@ -45,6 +45,9 @@ _WORDS_PER_SECOND = 2.5
 _CALLER_CLOSES = frozenset({"participant_disconnected"})
 # a line the session closed this soon after was the app's goodbye (the close followed it)
 _GOODBYE_CLOSE_S = 1.0
+# livekit waits at most this long for the caller's last words before it closes a session
+# (``session_close_transcript_timeout``'s default)
+_SESSION_CLOSE_WAIT_S = 2.0
 
 
 class ReportError(ValueError):
@@ -180,6 +183,7 @@ class ReplayPlan:
         close_transcript_timeout: Seconds livekit waited for the caller's last words when the
             app closed the session after a line (``session_close_transcript_timeout``, which the
             report's options leave out), None when the report cannot tell.
+        farewell: The last line the agent said before the app closed the session.
         options: The report's ``options``.
         assumptions: What the report did not say and the plan assumed, one line each.
     """
@@ -198,6 +202,7 @@ class ReplayPlan:
     script_end: float | None = None
     hang_up_after_line: str | None = None
     close_transcript_timeout: float | None = None
+    farewell: str | None = None
     assumptions: tuple[str, ...] = ()
 
     @property
@@ -281,7 +286,7 @@ def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], whe
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
     value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise ReportError(f"{where}{key}: expected {_kind_name(kind)}, got {value!r:.60}")
     return value
 
@@ -340,6 +345,7 @@ class _Reader:
         self.script_end: float | None = None
         self.transcript_times: list[float] = []
         self.close_wait: float | None = None
+        self.farewell: str | None = None
         self.end_at = 0.0
 
     def plan(self) -> ReplayPlan:
@@ -377,6 +383,7 @@ class _Reader:
             script_end=self.script_end,
             hang_up_after_line=goodbye,
             close_transcript_timeout=self.close_wait,
+            farewell=self.farewell,
             assumptions=tuple(self.assumptions),
         )
 
@@ -405,7 +412,9 @@ class _Reader:
         if kind == "user_state_changed":
             state = _field(event, "new_state", str, where)
             if state == "speaking":
-                self.turns.append([at, None, [], None, True if self.agent_state == "speaking" else None])
+                self.turns.append(
+                    [at, None, [], None, True if self.agent_state == "speaking" else None]
+                )
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
         elif kind == "agent_state_changed":
@@ -584,9 +593,7 @@ class _Reader:
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
                     f"{unheard} placeholder words in it"
                 )
-            turns.append(
-                CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard, ended)
-            )
+            turns.append(CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard, ended))
             previous_end = end
         return tuple(turns)
 
@@ -608,9 +615,10 @@ class _Reader:
             return None
         if not _closed_by_app(self.close_reason, self.close_at, self.script_end):
             return None
-        if any(r.hangs_up_after is not None for r in runs):
-            return None  # a tool closed it while it ran
         before = [s for s in self.said if s.added <= self.close_at + 1e-3]
+        self.farewell = before[-1].text if before else None
+        if any(r.hangs_up_after is not None for r in runs):
+            return None  # a tool closed it
         if before and self.close_at - before[-1].added <= _GOODBYE_CLOSE_S:
             # livekit waits for the caller's last words before it closes (at most
             # session_close_transcript_timeout): how long it waited says what that option was
@@ -659,18 +667,24 @@ class _Reader:
         claimed: set[int] = set()
         for call in sorted(self.calls.values(), key=lambda c: c.started):
             end = call.ended if call.ended is not None else math.inf
-            mine = [
-                s for s in says if call.started - 1e-3 <= s.at < end and id(s) not in claimed
-            ]
+            mine = [s for s in says if call.started - 1e-3 <= s.at < end and id(s) not in claimed]
             claimed.update(id(s) for s in mine)
             hangs_up = None
+            # a tool that shut the session down as it ended (in its finally) or while it ran:
+            # livekit closes it at most session_close_transcript_timeout later
             if (
                 self.close_at is not None
-                and call.started <= self.close_at <= end
-                and call.ended is None
+                and call.started <= self.close_at <= end + _SESSION_CLOSE_WAIT_S
                 and _closed_by_app(self.close_reason, self.close_at, self.script_end)
+                # a line said after it ended: the close followed that line, not the tool
+                and not any(end < s.added <= self.close_at for s in self.said)
             ):
-                hangs_up = round(self.close_at - call.started, 3)
+                asked = min(self.close_at, end)
+                hangs_up = round(asked - call.started, 3)
+                self.close_wait = round(self.close_at - asked, 3) if asked < self.close_at else None
+                self.assumptions.append(
+                    f"at {asked:.2f} s: the tool {call.name} closed the session"
+                )
             runs.append(
                 ToolRunPlan(
                     name=call.name,

@@ -93,7 +93,7 @@ def run_round_trip(only: str | None, out: TextIO) -> int:
     started = time.perf_counter()
     chosen = select(scenarios(), only)
     runnable = [s for s in chosen if left_out(s) is None]
-    classes = [Agent, load_agent_class(RESILIENT_PATH)]
+    classes: list[type[Agent]] = [Agent, load_agent_class(RESILIENT_PATH)]
     trips: list[RoundTrip] = []
     for scenario in runnable:
         for cls in classes:
@@ -112,7 +112,9 @@ def run_round_trip(only: str | None, out: TextIO) -> int:
         f"typed or real speech)",
         file=out,
     )
-    print(f"  replayed within one frame (same turns, words lost, lines, close): {faithful}", file=out)
+    print(
+        f"  replayed within one frame (same turns, words lost, lines, close): {faithful}", file=out
+    )
     print(f"  same verdict: {same}", file=out)
     for cls in classes:
         mine = [t for t in trips if t.agent == cls.__name__]

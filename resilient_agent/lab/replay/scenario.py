@@ -93,7 +93,7 @@ def _scenario(
         utterances=utterances,
         llm=_rules(plan, app),
         # the line the app hung up after was its farewell: the contracts judge the hang-up by it
-        farewell=plan.hang_up_after_line,
+        farewell=plan.farewell,
         duration=round(duration, 3),
         session_options=_session_options(plan),
         caller_leaves_at=caller_leaves_at,
@@ -137,16 +137,20 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
             continue  # the same context answered again (a retry): the first answer stands
         seen.add(key)
         calls = tuple(ToolCallScript(c.name, dict(c.arguments)) for c in answer.tool_calls)
-        timing = {"ttft": answer.ttft, "duration": max(answer.duration, answer.ttft)}
-        if answer.after_tool is not None:
-            rules.append(LLMRule(answer.text, calls, after_tool=answer.after_tool, **timing))
-        elif answer.after_user is not None:
-            rules.append(LLMRule(answer.text, calls, when_user_says=answer.after_user, **timing))
-        else:
-            # the app greets with its own instructions: its greeting answers any context that
-            # no recorded rule does
-            instructed = None if app else GREETING_INSTRUCTIONS
-            rules.append(LLMRule(answer.text, calls, when_instructed=instructed, **timing))
+        # the app greets with its own instructions: its greeting answers any context that no
+        # recorded rule does
+        greeting = answer.after_tool is None and answer.after_user is None
+        rules.append(
+            LLMRule(
+                answer.text,
+                calls,
+                when_user_says=answer.after_user,
+                after_tool=answer.after_tool,
+                when_instructed=GREETING_INSTRUCTIONS if greeting and not app else None,
+                ttft=answer.ttft,
+                duration=max(answer.duration, answer.ttft),
+            )
+        )
     for message in plan.user_messages:
         if message.split() and (message, None) not in seen:
             # the recorded LLM never answered it (it failed, or the call moved on): nor does
@@ -265,6 +269,8 @@ async def _replay_run(run: ToolRunPlan, ctx: RunContext[Any]) -> str:
     if run.hangs_up_after is not None:
         await until(run.hangs_up_after)
         get_job_context().shutdown(reason="replayed hang-up")
+        if run.duration is not None and run.hangs_up_after >= run.duration:
+            return run.output  # it hung up as it ended
     if run.duration is None:
         await asyncio.Event().wait()  # it never ended in the recording
     await until(run.duration or 0.0)
