@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +189,24 @@ def test_livekits_own_report_of_the_readme_agent_replays_faithfully() -> None:
     assert [t.heard for t in replayed.replayed.turns][1] == ()
 
 
-def test_the_lab_records_its_calls_as_livekit_reports(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+RECORD = "resilient-agent lab --quiet --agent livekit.agents:Agent --only tool_gap/gap_disallow_and_say$ --record reports"  # noqa: E501
+REPLAY = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json"
+ROUND_TRIP = "resilient-agent replay --round-trip --only tool_gap/gap_"
+
+
+def test_the_replay_guide_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["lab", "--quiet", "--agent", "livekit.agents:Agent", "--only"]
-    main([*args, "tool_gap/gap_disallow_and_say$", "--record", str(tmp_path)])
+    """docs/replay.md's commands: the lab records its call as livekit's report, it replays."""
+    monkeypatch.chdir(tmp_path)
+    main(shlex.split(RECORD)[1:])
     capsys.readouterr()
-    (path,) = tmp_path.glob("*/*.json")
-    assert path.relative_to(tmp_path) == Path("Agent/tool_gap__gap_disallow_and_say.json")
-    assert load_plan(json.loads(path.read_text())).turns[1].heard == ()
+    (path,) = tmp_path.glob("reports/*/*.json")
+    assert path.relative_to(tmp_path) == Path("reports/Agent/tool_gap__gap_disallow_and_say.json")
+    assert main(shlex.split(REPLAY)[1:]) == 0
+    printed = capsys.readouterr().out
+    guide = (Path(__file__).parents[1] / "docs" / "replay.md").read_text()
+    assert printed in guide, printed  # the guide shows what the command prints
+    assert main(shlex.split(ROUND_TRIP)[1:]) == 0
+    out = capsys.readouterr().out
+    assert "replayed within one frame (same turns, words lost, lines, close): 4" in out

@@ -72,8 +72,9 @@ class ReplayUsageError(Exception):
     """A mistake in the replay command line: one line on stderr, exit code 2."""
 
 
-def replay_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``resilient-agent replay``; a usage or report error is one line on stderr, exit 2."""
+    out = out if out is not None else sys.stdout
     from ..run import RESILIENT_PATH, quiet_logs
     from .plan import ReportError, load_plan, read_report
 

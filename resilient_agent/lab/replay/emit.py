@@ -12,22 +12,25 @@ import json
 import pprint
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
 
 # what the replay plan reads of each event (see .plan); the first event is kept whatever it is,
 # as the call's start
-_KEPT: Mapping[str, tuple[str, ...]] = {
-    "user_state_changed": ("new_state",),
-    "agent_state_changed": ("new_state",),
-    "user_input_transcribed": ("transcript", "is_final"),
-    "conversation_item_added": ("item",),
-    "tool_execution_updated": ("update",),
-    "function_tools_executed": ("function_call_outputs",),
-    "speech_created": ("source",),
-    "close": ("reason",),
-}
+_KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "user_state_changed": ("new_state",),
+        "agent_state_changed": ("new_state",),
+        "user_input_transcribed": ("transcript", "is_final"),
+        "conversation_item_added": ("item",),
+        "tool_execution_updated": ("update",),
+        "function_tools_executed": ("function_call_outputs",),
+        "speech_created": ("source",),
+        "close": ("reason",),
+    }
+)
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
