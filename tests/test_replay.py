@@ -109,6 +109,8 @@ def test_the_command_says_what_it_assumed_and_judges_both_agents(
     assert "ResilientAgent: PASS  lost words 0" in out
     written = test_path.read_text()
     assert "please" not in written and "book_table" in written  # words redacted, tools kept
+    assert main(["replay", str(path), "--explore", "2"]) == 0
+    assert "replay/call" in capsys.readouterr().out.split("exploring")[1]
 
 
 def test_an_unreadable_report_is_one_line_and_exit_2(

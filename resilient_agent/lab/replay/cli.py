@@ -58,6 +58,14 @@ def add_replay_parser(commands: Any) -> None:
         help="with --emit-test: replace the caller's and the agent's words in what it writes",
     )
     replay.add_argument(
+        "--explore",
+        metavar="N",
+        type=int,
+        help="also run the replay on the agent under test under N seeded delivery schedules "
+        "(as resilient-agent lab --explore): a call that fails under nearby schedules is "
+        "fragile, not just unlucky",
+    )
+    replay.add_argument(
         "--round-trip",
         action="store_true",
         help="instead of a report: record every catalog call as livekit's report, replay it "
@@ -116,6 +124,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ReplayUsageError("--only goes with --round-trip")
     if args.mock is not None and args.agent is None:
         raise ReplayUsageError("--mock goes with --agent")
+    if args.explore is not None and (args.round_trip or args.explore < 1):
+        raise ReplayUsageError("--explore N takes a REPORT and N of 1 or more")
     if args.redact and args.emit_test is None:
         raise ReplayUsageError("--redact goes with --emit-test")
 
@@ -164,7 +174,29 @@ def _replay(
     mocks = _mocks(args.mock) if app else {}
     under_test = run_replay(plan, agent_class, app=app, tool_mocks=mocks)
     print(_verdict(agent_class.__name__, under_test), file=out)
-    return 0 if faithful and under_test.outcome.passed else 1
+    code = 0 if faithful and under_test.outcome.passed else 1
+    if args.explore is not None:
+        code = max(code, _explore(plan, args, agent_class, app, mocks, out))
+    return code
+
+
+def _explore(
+    plan: ReplayPlan,
+    args: argparse.Namespace,
+    agent_class: type[Agent],
+    app: bool,
+    mocks: dict[str, Any],
+    out: TextIO,
+) -> int:
+    """The replay on the agent under test under ``--explore`` delivery schedules."""
+    from ..explore import run_explore_command
+    from ..run import AgentUnderTest
+    from .scenario import replay_scenario
+
+    scenario = replay_scenario(plan, "replay/call", app=app, tool_mocks=mocks)
+    path = args.agent or f"{agent_class.__module__}:{agent_class.__name__}"
+    agent = AgentUnderTest(path, agent_class)
+    return run_explore_command([scenario], [agent], args.explore, 0, None, out)
 
 
 def _summary(path: Path, plan: ReplayPlan) -> str:
