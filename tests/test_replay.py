@@ -17,8 +17,10 @@ from resilient_agent._livekit.compat import livekit_session_report
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.replay import ReportError, load_plan, run_replay
-from resilient_agent.lab.replay.emit import redacted, trimmed_report
+from resilient_agent.lab.replay.emit import emitted_test_source, redacted, trimmed_report
 from resilient_agent.lab.replay.fidelity import divergences
+from resilient_agent.lab.run import BASELINE_PATH as BASELINE
+from resilient_agent.lab.run import RESILIENT_PATH as RESILIENT
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 from resilient_agent.testing.session_report import session_report
 
@@ -212,3 +214,17 @@ def test_the_replay_guide_runs_as_written(
     assert main(shlex.split(ROUND_TRIP)[1:]) == 0
     out = capsys.readouterr().out
     assert "replayed within one frame (same turns, words lost, lines, close): 4" in out
+
+
+def test_the_emitted_test_passes_on_resilient_agent_and_fails_on_plain_agent(
+    seed_report: dict[str, Any],
+) -> None:
+    report = redacted(trimmed_report(seed_report))
+    kept: dict[str, Any] = {}
+    exec(emitted_test_source(report, agent_path=RESILIENT, source="call.json"), kept)
+    kept["test_the_replay_is_faithful_on_plain_agent"]()
+    kept["test_resilientagent_keeps_the_call"]()
+    lost: dict[str, Any] = {}
+    exec(emitted_test_source(report, agent_path=BASELINE, source="call.json"), lost)
+    with pytest.raises(AssertionError, match="never reached the LLM"):
+        lost["test_agent_keeps_the_call"]()
