@@ -231,6 +231,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--report", args.report is not None, "the explorer writes only --json"),
             ("--timeline", args.timeline is not None, "the explorer writes only --json"),
             ("--traces", args.traces is not None, "the explorer writes only --json"),
+            ("--record", args.record is not None, "the explorer writes only --json"),
             ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
         )
         found += _not_with("--explore N", explore_only_json)
@@ -244,6 +245,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             "report",
             "timeline",
             "traces",
+            "record",
         ):
             if getattr(args, option) not in (None, False):
                 found.append(f"--list only lists the scenarios: drop --{option} or --list")
@@ -254,6 +256,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--report", args.report is not None, "the fuzzer writes only --json"),
             ("--timeline", args.timeline is not None, "the fuzzer writes only --json"),
             ("--traces", args.traces is not None, "the fuzzer writes only --json"),
+            ("--record", args.record is not None, "the fuzzer writes only --json"),
             ("--speech real", args.speech == "real", "fuzzed calls use scripted speech"),
         )
         found += _not_with("--fuzz N", catalog_only)
