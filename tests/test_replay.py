@@ -93,6 +93,9 @@ def test_bad_reports_name_the_field(seed_report: dict[str, Any]) -> None:
     assert "out of order" in _bad(
         seed_report, lambda r: r["events"][5].update(created_at=r["events"][0]["created_at"] - 60)
     )
+    assert "options.min_interruption_duration: expected int or float" in _bad(
+        seed_report, lambda r: r["options"].update(min_interruption_duration="x")
+    )
     with pytest.raises(ReportError, match="expected a JSON object"):
         load_plan([1, 2])
 

@@ -248,6 +248,22 @@ def load_plan(report: Any) -> ReplayPlan:
     return _Reader(report).plan()
 
 
+# the options a replay passes on to its session, with their types
+_NUMBER_OPTIONS = ("min_interruption_duration", "min_interruption_words", "max_tool_steps")
+_FLAG_OPTIONS = ("allow_interruptions", "discard_audio_if_uninterruptible")
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    for key in _NUMBER_OPTIONS:
+        if key in options:
+            _field(options, key, (int, float), "options.")
+            if options[key] < 0:
+                raise ReportError(f"options.{key}: negative ({options[key]})")
+    for key in _FLAG_OPTIONS:
+        if key in options:
+            _field(options, key, bool, "options.")
+
+
 def _closed_by_app(reason: str | None, close_at: float | None, script_end: float | None) -> bool:
     if reason is None or close_at is None or reason in _CALLER_CLOSES:
         return False
@@ -362,6 +378,7 @@ class _Reader:
         if not isinstance(options, Mapping):
             self.assumptions.append("options: missing; livekit's defaults assumed")
             options = {}
+        _check_options(options)
         self.script_end = _script_end(self.report.get("tags"))
         self._read_events(events)
         turns = self._caller_turns()
