@@ -851,3 +851,36 @@ def test_a_gemini_live_model_keeps_its_options_where_the_lab_redirects_them() ->
     )
     assert model._opts.http_options is options and model._opts.api_key == "lab-key"
     assert model._opts.voice == "Kore"
+
+
+def check_livekit_session_report() -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent._livekit.compat import livekit_session_report
+    from resilient_agent.testing import Scenario, Utterance, run_scenario
+
+    call = Scenario(
+        name="t/report",
+        family="t",
+        description="",
+        agent=lambda base: base(instructions="t"),
+        utterances=(Utterance(1.0, 2.0, "hello there"),),
+        duration=5.0,
+    )
+    world, _ = run_scenario(call, PlainAgent)
+    report = livekit_session_report(world.session, job_id="j", room_id="r", room="t")
+    assert report is not None, "livekit moved JobContext.make_session_report or its event record"
+    kinds = {e["type"] for e in report.to_dict()["events"]}
+    assert {"user_state_changed", "user_input_transcribed", "close"} <= kinds, kinds
+
+
+def test_livekit_session_report_is_where_compat_expects_it() -> None:
+    check_livekit_session_report()
+
+
+def test_livekit_session_report_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    from livekit.agents import JobContext
+
+    monkeypatch.delattr(JobContext, "make_session_report")  # livekit moved it
+    with pytest.raises(AssertionError, match=r"moved JobContext\.make_session_report"):
+        check_livekit_session_report()

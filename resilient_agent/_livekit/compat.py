@@ -26,6 +26,7 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "link_publication_track",
+    "livekit_session_report",
     "local_track_publications",
     "queued_speeches",
     "redirect_realtime_http",
@@ -140,6 +141,32 @@ def close_as_caller_left(session: Any) -> bool:
         return False
     close_soon(reason=CloseReason.PARTICIPANT_DISCONNECTED)
     return True
+
+
+def livekit_session_report(
+    session: Any, *, job_id: str, room_id: str, room: str, agent_name: str = ""
+) -> Any:
+    """Livekit's own ``JobContext.make_session_report`` for ``session``, run outside a job.
+
+    The method reads the job's ids, its tagger and the session's private event record,
+    start time and recorder; a stand-in job context gives it the first two, so the report is
+    built by livekit's code exactly as ``on_session_end`` gets it. None if livekit moved it.
+    """
+    from types import SimpleNamespace
+
+    from livekit.agents import JobContext
+
+    make = getattr(JobContext, "make_session_report", None)
+    if make is None or not hasattr(session, "_recorded_events"):
+        return None
+    stand_in = SimpleNamespace(
+        job=SimpleNamespace(
+            id=job_id, room=SimpleNamespace(sid=room_id, name=room), agent_name=agent_name
+        ),
+        _primary_agent_session=session,
+        _tagger=SimpleNamespace(tags=set()),
+    )
+    return make(stand_in, session)
 
 
 # -- the offline room: an rtc.Room that never connects (resilient_agent.testing.room) ----------
