@@ -16,6 +16,8 @@
   when its audio began, or when it resumed after a pause, at most
   ``Scenario.talk_over_tolerance`` seconds play while an utterance that was already under way
   goes on;
+* every line of ``Scenario.protected_lines`` (the app asked for it uninterrupted) that was
+  spoken is heard to the end;
 * the function tools of ``Scenario.tools_complete`` each run to completion, in that order: what
   the caller said reached the code that acts on it (an email read back and confirmed, not saved
   unconfirmed).
@@ -463,6 +465,19 @@ def protected_speech_waits_for_caller(evidence: CallEvidence) -> list[str]:
     ]
 
 
+def protected_lines_play_whole(evidence: CallEvidence) -> list[str]:
+    """Each line of ``Scenario.protected_lines`` that began to play was heard to the end."""
+    expected = evidence.world.scenario.protected_lines
+    if not expected:
+        return []
+    return [
+        f"the protected line {sentence.text!r} was cut after {sentence.heard:.2f}s of "
+        f"{sentence.length:.2f}s"
+        for sentence in heard_sentences(evidence.world)
+        if sentence.text in expected and sentence.started_at is not None and not sentence.complete
+    ]
+
+
 def tools_complete_in_order(evidence: CallEvidence) -> list[str]:
     """Each tool of ``Scenario.tools_complete`` ran to completion, each after the one before.
 
@@ -630,6 +645,7 @@ CONTRACTS: tuple[Contract, ...] = (
     no_forced_cancel,
     session_closes,
     protected_speech_waits_for_caller,
+    protected_lines_play_whole,
     tools_complete_in_order,
     tool_outputs_as_expected,
     hang_up_follows_farewell,

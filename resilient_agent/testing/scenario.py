@@ -266,6 +266,9 @@ class Scenario:
             mock returns for the arguments the scripted LLM sends.
         model: What answers the call (see :data:`ModelKind`): the pipeline, or a realtime model
             that answers by the same ``llm`` rules and leaves turn detection to its server.
+        protected_lines: Lines the app asked to be spoken uninterrupted (``say`` or
+            ``generate_reply`` with ``allow_interruptions=False``): each must be heard to the
+            end, whoever talks over it.
     """
 
     name: str
@@ -299,6 +302,7 @@ class Scenario:
     tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     tool_outputs: Mapping[str, str] = field(default_factory=dict)
     model: ModelKind = "pipeline"
+    protected_lines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.realtime import Flavour
 from . import agents
-from .agents.realtime import protected_greeting_agent
+from .agents.realtime import GREETING, app_protected_greeting_agent, protected_greeting_agent
 from .hangup import GOODBYE, SAYS_BYE
 
 __all__ = ["realtime_controls", "realtime_scenarios"]
@@ -42,6 +42,7 @@ _PARCEL = "where is my parcel it was due yesterday"
 _ANSWER_PARCEL = LLMRule(text="Let me look that parcel up for you.", when_user_says="parcel")
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
+_AFTER_GREETING = Utterance(6.5, 8.5, _PARCEL)
 
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
@@ -86,6 +87,21 @@ def realtime_scenarios() -> list[Scenario]:
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
             Scenario(
+                name=f"realtime/{flavour}/words_over_app_protected_greeting",
+                family="realtime",
+                description=(
+                    f"{flavour}: the app asks for its greeting with generate_reply(..., "
+                    "allow_interruptions=False); the caller asks about a parcel over it."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_OVER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                talk_over_tolerance=None,
+                protected_lines=(GREETING,),
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
                 name=f"realtime/{flavour}/question_over_livekit_goodbye",
                 family="realtime",
                 description=(
@@ -116,6 +132,21 @@ def realtime_controls() -> list[Scenario]:
                 utterances=(_ASK_BOOKING,),
                 llm=(_BOOK_WITH_PREAMBLE, _TOOL_REPLY),
                 tools_complete=("book_table",),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_app_protected_greeting",
+                family="control",
+                description=(
+                    f"{flavour}: the app's greeting asked with allow_interruptions=False; the "
+                    "caller asks about a parcel once it is over."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_AFTER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                protected_lines=(GREETING,),
                 control=True,
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
