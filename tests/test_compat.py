@@ -43,8 +43,8 @@ from livekit.agents import (  # noqa: E402
     llm,
 )
 from livekit.agents.beta.tools import EndCallTool  # noqa: E402
-from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.types import NOT_GIVEN  # noqa: E402
+from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
 from resilient_agent._livekit.compat import RELIED_ON  # noqa: E402

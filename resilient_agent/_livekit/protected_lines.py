@@ -69,10 +69,9 @@ class ProtectedLineGate:
 
     def install(self, interceptor: Interceptor) -> None:
         """Shadow both methods on the session instance."""
-        interceptor.install("AgentSession.say", self._session, self._shadow("say"))
-        interceptor.install(
-            "AgentSession.generate_reply", self._session, self._shadow("generate_reply")
-        )
+        for method in ("say", "generate_reply"):
+            if callable(getattr(self._session, method, None)):  # a stand-in session may have none
+                interceptor.install(f"AgentSession.{method}", self._session, self._shadow(method))
 
     def _shadow(self, how: str) -> Callable[[Callable[..., SpeechHandle]], Callable[..., Any]]:
         session = self._session

@@ -18,7 +18,7 @@ from . import agents
 from .agents.realtime import GREETING, app_protected_greeting_agent, protected_greeting_agent
 from .hangup import GOODBYE, SAYS_BYE
 
-__all__ = ["realtime_controls", "realtime_scenarios"]
+__all__ = ["realtime_controls", "realtime_scenarios", "reply_never_comes"]
 
 FLAVOURS: tuple[Flavour, ...] = ("openai", "gemini")
 
@@ -43,6 +43,15 @@ _ANSWER_PARCEL = LLMRule(text="Let me look that parcel up for you.", when_user_s
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
 _AFTER_GREETING = Utterance(6.5, 8.5, _PARCEL)
+
+# a reply that never comes (the first request hangs until cancelled): the model's no-race
+# latency is 0.3 s; asked again 5 s after the caller's voice, answered 0.3 s later
+_ASK_PARCEL = Utterance(1.0, 3.0, _PARCEL, reply_within=6.0)
+_HANGING_PARCEL = LLMRule(
+    text="Your parcel is at the depot.", when_user_says="parcel", hangs_before=6.0
+)
+_ASK_PARCEL_SLOW = Utterance(1.0, 3.0, _PARCEL, reply_within=5.0)
+_SLOW_PARCEL = LLMRule(text="Your parcel is at the depot.", when_user_says="parcel", ttft=4.0)
 
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
@@ -116,7 +125,26 @@ def realtime_scenarios() -> list[Scenario]:
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
         ]
+    # Gemini's hung generation holds its handle until livekit's interruption timeout (5 s):
+    # recovered, but not within the bound (tests/test_realtime_reply.py shows it)
+    found.append(reply_never_comes("openai"))
     return found
+
+
+def reply_never_comes(flavour: Flavour) -> Scenario:
+    """The caller asks about a parcel; the model's reply never comes (it hangs until cancelled)."""
+    return Scenario(
+        name=f"realtime/{flavour}/reply_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: the caller asks about a parcel; the model's reply never comes "
+            "(the server hangs until it is cancelled)."
+        ),
+        agent=agents.plain_agent,
+        utterances=(_ASK_PARCEL,),
+        llm=(_HANGING_PARCEL,),
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
 
 
 def realtime_controls() -> list[Scenario]:
@@ -147,6 +175,19 @@ def realtime_controls() -> list[Scenario]:
                 llm=(_ANSWER_PARCEL,),
                 duration=14.0,
                 protected_lines=(GREETING,),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_slow_reply",
+                family="control",
+                description=(
+                    f"{flavour}: the model takes 4 s to answer, under the bound of a reply "
+                    "that never comes: nothing is asked again."
+                ),
+                agent=agents.plain_agent,
+                utterances=(_ASK_PARCEL_SLOW,),
+                llm=(_SLOW_PARCEL,),
                 control=True,
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
