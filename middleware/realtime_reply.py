@@ -128,9 +128,7 @@ class RealtimeReplyWatch(Middleware):
 
     def _look_soon(self) -> None:
         if self._look_timer is None and self._ctx is not None:
-            self._look_timer = asyncio.get_running_loop().call_later(
-                self.check_every_s, self._look
-            )
+            self._look_timer = asyncio.get_running_loop().call_later(self.check_every_s, self._look)
 
     def _stop_looking(self) -> None:
         if self._look_timer is not None:
