@@ -17,8 +17,13 @@ server activity detection; the new request replaces the hung generation there (t
 finalises the previous one). A reply that arrives late is the interrupted one: livekit drops its
 audio, so the caller does not hear the answer twice. A model still silent after
 ``max_attempts`` is reported (``not_recovered``) and left alone. A slow model that answers within
-``no_reply_s`` raises nothing. On a pipeline session the middleware leaves the chain (the
-Watchdog's ``thinking`` stall covers a hanging LLM there).
+``no_reply_s`` raises nothing.
+
+A goodbye that never comes after livekit's ``EndCallTool`` is not asked for again (the caller
+wanted to leave): the tool hangs up from the done callback of the goodbye's handle, so that
+handle is ended (``realtime_goodbye_missing``), and the hang-up it then asks for is let through
+(``decide_shutdown``) while the caller stays silent. On a pipeline session the middleware leaves
+the chain (the Watchdog's ``thinking`` stall covers a hanging LLM there).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import asyncio
 import time
 from typing import Any
 
+from livekit.agents import Agent
+from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
@@ -36,14 +43,19 @@ from resilient_agent import (
     MiddlewareContext,
     MiddlewareNotUsed,
     OptionChecker,
+    ShutdownDecision,
+    ShutdownRequest,
+    ToolCall,
+    ToolOutcome,
     get_logger,
 )
 
 from .clock import loop_now
 
-__all__ = ["RACE", "RealtimeReplyWatch"]
+__all__ = ["GOODBYE_RACE", "RACE", "RealtimeReplyWatch"]
 
 RACE = "realtime_reply_missing"
+GOODBYE_RACE = "realtime_goodbye_missing"
 
 logger = get_logger("middleware.realtime_reply")
 
@@ -81,6 +93,9 @@ class RealtimeReplyWatch(Middleware):
         self._attempts = 0
         # the hung reply's handle, interrupted: the reply asked again plays only once it is done
         self._cut: SpeechHandle | None = None
+        self._end_call_at = _NEVER  # livekit's EndCallTool last ran: a goodbye is owed
+        # a goodbye given up on: its handle, and time.time() then (the clock of caller_voiced_at)
+        self._abandoned: tuple[SpeechHandle, float] | None = None
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Watch, on a session whose active agent runs a realtime model."""
@@ -116,6 +131,27 @@ class RealtimeReplyWatch(Middleware):
         elif ev.old_state == "speaking":
             self._quiet_from = now
             self._look_soon()
+
+    async def on_tool_exit(
+        self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
+    ) -> None:
+        """An ``EndCallTool`` of livekit ran: what is owed now is its goodbye, then the hang-up."""
+        if _is_livekit_end_call(ctx.agent, call.name):
+            self._end_call_at = self._quiet_from = loop_now()
+            self._look_soon()
+
+    def decide_shutdown(
+        self, ctx: MiddlewareContext, request: ShutdownRequest
+    ) -> ShutdownDecision | None:
+        """The hang-up of a goodbye that never came goes through while the caller is silent."""
+        abandoned = self._abandoned
+        if abandoned is None or request.farewell is None:
+            return None
+        handle, since = abandoned
+        if request.farewell.handle is not handle or ctx.state.user_spoke_since(since):
+            return None  # the caller spoke: ConditionalHangup keeps the call as usual
+        ctx.race_handled(self, GOODBYE_RACE, "hung_up", details={"speech_id": handle.id})
+        return ShutdownDecision.now("the goodbye never came; the caller asked to end the call")
 
     # -- the watch -------------------------------------------------------------------------------
     def _owed(self, ctx: MiddlewareContext) -> bool:
@@ -162,6 +198,10 @@ class RealtimeReplyWatch(Middleware):
                 min(self.check_every_s, self.no_reply_s - waited), self._look
             )
             return
+        if self._end_call_at > self._spoke_at:
+            if self._abandoned is None:
+                self._give_up_goodbye(ctx, round(waited, 3))
+            return
         if self._attempts >= self.max_attempts:
             self._attempts += 1
             if self._attempts == self.max_attempts + 1:
@@ -197,3 +237,31 @@ class RealtimeReplyWatch(Middleware):
         )
         ctx.race_handled(self, RACE, "asked_again", details=details)
         self._look_soon()
+
+    def _give_up_goodbye(self, ctx: MiddlewareContext, waited: float) -> None:
+        """End the goodbye's handle: livekit's EndCallTool hangs up once it is done."""
+        current = ctx.session.current_speech
+        if current is None or current.done():
+            return
+        self._abandoned = (current, time.time())
+        ctx.race_detected(self, GOODBYE_RACE, details={"waited_s": waited, "speech_id": current.id})
+        logger.info(
+            "realtime_goodbye_abandoned",
+            waited_s=waited,
+            speech_id=current.id,
+            why=(
+                "livekit's EndCallTool hangs up when its goodbye is done, and the goodbye never "
+                f"came ({self.no_reply_s:g} s of a quiet line): it is ended so the hang-up goes on"
+            ),
+        )
+        ctx.session.interrupt(force=True)
+
+
+def _is_livekit_end_call(agent: Agent, tool: str) -> bool:
+    """Whether ``tool`` is one of the agent's livekit ``EndCallTool`` tools."""
+    for toolset in agent.tools:
+        # a ResilientAgent runs the app's toolsets wrapped, the app's own one as ``inner``
+        toolset = getattr(toolset, "inner", toolset)
+        if isinstance(toolset, EndCallTool) and any(t.id == tool for t in toolset.tools):
+            return True
+    return False

@@ -1,4 +1,4 @@
-"""A realtime reply that never comes: found on evidence and asked for again; a slow one is not."""
+"""A realtime reply, or livekit EndCallTool's goodbye, that never comes; a slow reply is not."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
-from resilient_agent.lab.catalog.realtime import realtime_controls, reply_never_comes
+from resilient_agent.lab.catalog.realtime import (
+    livekit_goodbye_never_comes,
+    realtime_controls,
+    reply_never_comes,
+)
 from resilient_agent.testing import heard_sentences, run_scenario
+from resilient_agent.testing.contracts import hung_up
 from resilient_agent.testing.realtime import ScriptedRealtimeModel
 
 ANSWER = "Your parcel is at the depot."
@@ -65,3 +70,32 @@ def test_a_slow_but_live_model_raises_no_alarm(flavour: str) -> None:
     assert outcome.passed, outcome.reasons
     assert _races(world) == []
     assert len(_model(world).responses) == 1
+
+
+def test_openai_livekits_end_call_tool_hangs_up_when_its_goodbye_never_comes() -> None:
+    scenario = livekit_goodbye_never_comes("openai")
+    world, on_agent = run_scenario(scenario, Agent)
+    assert not on_agent.passed  # the goodbye's handle never finishes: the call stays up
+    assert not hung_up(world)
+
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert _races(world) == [
+        ("realtime_goodbye_missing", None),
+        ("realtime_goodbye_missing", "hung_up"),
+        ("shutdown_request", "hung_up"),
+    ]
+    assert world.job.hung_up_at is not None and world.job.room_deletions
+    # the caller's goodbye ends at 2.2 s; 5 s of a quiet line, then livekit's tool hangs up
+    assert world.job.hung_up_at - 2.2 < 6.5
+    # the goodbye was not asked for again: the caller wanted to leave (the tool call, and
+    # livekit's tool reply that hung)
+    assert len(_model(world).responses) == 2
+
+
+def test_gemini_livekits_end_call_tool_hangs_up_after_livekits_timeout() -> None:
+    world, _ = run_scenario(livekit_goodbye_never_comes("gemini"), ResilientAgent)
+    assert ("realtime_goodbye_missing", "hung_up") in _races(world)
+    assert world.job.hung_up_at is not None
+    # livekit's interruption timeout (5 s) before the goodbye's handle is done on Gemini
+    assert world.job.hung_up_at - 2.2 < 11.5

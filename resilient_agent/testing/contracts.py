@@ -608,7 +608,14 @@ def caller_leaving_closes_at_once(evidence: CallEvidence) -> list[str]:
 
 
 def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
-    """The call ends if and only if the farewell was heard and the caller was silent after it."""
+    """The call ends if and only if the farewell was heard and the caller was silent after it.
+
+    With ``Scenario.hang_up_without_farewell_within``, a farewell that never began to play
+    must still end the call, within that bound of the caller's last word.
+    """
+    never_came = _farewell_never_came(evidence)
+    if never_came is not None:
+        return never_came
     heard, expected = farewell_heard(evidence)
     ended = hung_up(evidence.world)
     if ended and not expected:
@@ -621,6 +628,29 @@ def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
         return [f"call hung up although {why}"]
     if expected and not ended:
         return ["farewell heard and caller silent, but the call was not ended"]
+    return []
+
+
+def _farewell_never_came(evidence: CallEvidence) -> list[str] | None:
+    """The verdict on a farewell that never began, when the scenario bounds that hang-up."""
+    world = evidence.world
+    scenario = world.scenario
+    bound = scenario.hang_up_without_farewell_within
+    if bound is None or scenario.farewell is None:
+        return None
+    if any(
+        s.text == scenario.farewell and s.started_at is not None for s in heard_sentences(world)
+    ):
+        return None
+    last_word = max((u.end for u in scenario.utterances), default=0.0)
+    at = world.job.hung_up_at
+    if not hung_up(world) or at is None:
+        return [f"the farewell never came and the call was not ended (bound {bound:.1f}s)"]
+    if at - last_word > bound:
+        return [
+            f"the farewell never came and the call ended {at - last_word:.2f}s after the "
+            f"caller's last word (bound {bound:.1f}s)"
+        ]
     return []
 
 

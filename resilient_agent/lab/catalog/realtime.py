@@ -18,7 +18,12 @@ from . import agents
 from .agents.realtime import GREETING, app_protected_greeting_agent, protected_greeting_agent
 from .hangup import GOODBYE, SAYS_BYE
 
-__all__ = ["realtime_controls", "realtime_scenarios", "reply_never_comes"]
+__all__ = [
+    "livekit_goodbye_never_comes",
+    "realtime_controls",
+    "realtime_scenarios",
+    "reply_never_comes",
+]
 
 FLAVOURS: tuple[Flavour, ...] = ("openai", "gemini")
 
@@ -55,6 +60,7 @@ _SLOW_PARCEL = LLMRule(text="Your parcel is at the depot.", when_user_says="parc
 
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
+_HANGING_GOODBYE = LLMRule(after_tool="end_call", text=agents.FAREWELL, hangs_before=60.0)
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
 _QUICK_CLOSE: Mapping[str, float] = MappingProxyType({"session_close_transcript_timeout": 0.5})
 
@@ -126,9 +132,30 @@ def realtime_scenarios() -> list[Scenario]:
             ),
         ]
     # Gemini's hung generation holds its handle until livekit's interruption timeout (5 s):
-    # recovered, but not within the bound (tests/test_realtime_reply.py shows it)
+    # recovered, but not within the bounds (tests/test_realtime_reply.py shows it)
     found.append(reply_never_comes("openai"))
+    found.append(livekit_goodbye_never_comes("openai"))
     return found
+
+
+def livekit_goodbye_never_comes(flavour: Flavour) -> Scenario:
+    """An ``EndCallTool`` of livekit whose goodbye never comes: its handle never finishes."""
+    return Scenario(
+        name=f"realtime/{flavour}/livekit_goodbye_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: livekit's EndCallTool; the model's goodbye never comes, so the "
+            "tool's hang-up, attached to the goodbye's handle, never runs."
+        ),
+        agent=agents.livekit_end_call_agent,
+        utterances=(GOODBYE,),
+        llm=(SAYS_BYE, _HANGING_GOODBYE),
+        farewell=agents.FAREWELL,
+        session_options=dict(_QUICK_CLOSE),
+        # 5 s of a quiet line after the caller's goodbye, then livekit ends the call
+        hang_up_without_farewell_within=8.0,
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
 
 
 def reply_never_comes(flavour: Flavour) -> Scenario:
