@@ -43,6 +43,7 @@ from livekit.agents import (  # noqa: E402
     llm,
 )
 from livekit.agents.beta.tools import EndCallTool  # noqa: E402
+from livekit.agents.types import NOT_GIVEN  # noqa: E402
 from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
@@ -56,6 +57,15 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     "AgentSession.interrupt": (AgentSession, [("force", False)]),
     # keyword-only, with user_input among them (the rest differ between 1.8 releases)
     "AgentSession.generate_reply": (AgentSession, []),
+    "AgentSession.say": (
+        AgentSession,
+        [
+            ("text", inspect.Parameter.empty),
+            ("audio", NOT_GIVEN),
+            ("allow_interruptions", NOT_GIVEN),
+            ("add_to_chat_ctx", True),
+        ],
+    ),
     "RunContext.disallow_interruptions": (RunContext, []),
     "RealtimeSession.push_audio": (llm.RealtimeSession, [("frame", inspect.Parameter.empty)]),
     "Agent.on_enter": (Agent, []),

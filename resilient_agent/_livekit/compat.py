@@ -377,6 +377,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_intercepted_methods_keep_their_signatures[AgentSession.generate_reply]",
     ),
     Reliance(
+        "AgentSession.say(text, *, audio=..., allow_interruptions=..., add_to_chat_ctx=True) "
+        "-> SpeechHandle",
+        "resilient_agent._livekit.protected_lines",
+        "livekit changed AgentSession.say's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.say]",
+    ),
+    Reliance(
         "RealtimeSession.push_audio(frame) -> None, called by livekit for every caller frame",
         "resilient_agent._session.model_input",
         "livekit changed RealtimeSession.push_audio's signature",

@@ -274,6 +274,12 @@ class Scenario:
             mock returns for the arguments the scripted LLM sends.
         model: What answers the call (see :data:`ModelKind`): the pipeline, or a realtime model
             that answers by the same ``llm`` rules and leaves turn detection to its server.
+        hang_up_without_farewell_within: When set, a farewell that never begins to play (the
+            provider never sends it) with the caller silent after their last word must still
+            end the call, within this many seconds of that word.
+        protected_lines: Lines the app asked to be spoken uninterrupted (``say`` or
+            ``generate_reply`` with ``allow_interruptions=False``): each must be heard to the
+            end, whoever talks over it.
     """
 
     name: str
@@ -307,6 +313,8 @@ class Scenario:
     tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     tool_outputs: Mapping[str, str] = field(default_factory=dict)
     model: ModelKind = "pipeline"
+    protected_lines: tuple[str, ...] = ()
+    hang_up_without_farewell_within: float | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

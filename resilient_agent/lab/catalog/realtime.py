@@ -15,10 +15,20 @@ from types import MappingProxyType
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.realtime import Flavour
 from . import agents
-from .agents.realtime import protected_greeting_agent, protected_transfer_agent
+from .agents.realtime import (
+    GREETING,
+    app_protected_greeting_agent,
+    protected_greeting_agent,
+    protected_transfer_agent,
+)
 from .hangup import GOODBYE, SAYS_BYE
 
-__all__ = ["realtime_controls", "realtime_scenarios"]
+__all__ = [
+    "livekit_goodbye_never_comes",
+    "realtime_controls",
+    "realtime_scenarios",
+    "reply_never_comes",
+]
 
 FLAVOURS: tuple[Flavour, ...] = ("openai", "gemini")
 
@@ -55,9 +65,20 @@ _SILENT_ONCE = LLMRule(
 )
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
+_AFTER_GREETING = Utterance(6.5, 8.5, _PARCEL)
+
+# a reply that never comes (the first request hangs until cancelled): the model's no-race
+# latency is 0.3 s; asked again 5 s after the caller's voice, answered 0.3 s later
+_ASK_PARCEL = Utterance(1.0, 3.0, _PARCEL, reply_within=6.0)
+_HANGING_PARCEL = LLMRule(
+    text="Your parcel is at the depot.", when_user_says="parcel", hangs_before=6.0
+)
+_ASK_PARCEL_SLOW = Utterance(1.0, 3.0, _PARCEL, reply_within=5.0)
+_SLOW_PARCEL = LLMRule(text="Your parcel is at the depot.", when_user_says="parcel", ttft=4.0)
 
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
+_HANGING_GOODBYE = LLMRule(after_tool="end_call", text=agents.FAREWELL, hangs_before=60.0)
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
 _QUICK_CLOSE: Mapping[str, float] = MappingProxyType({"session_close_transcript_timeout": 0.5})
 
@@ -96,6 +117,21 @@ def realtime_scenarios() -> list[Scenario]:
                 duration=14.0,
                 # the caller talks over a greeting that began before they did
                 talk_over_tolerance=None,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"realtime/{flavour}/words_over_app_protected_greeting",
+                family="realtime",
+                description=(
+                    f"{flavour}: the app asks for its greeting with generate_reply(..., "
+                    "allow_interruptions=False); the caller asks about a parcel over it."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_OVER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                talk_over_tolerance=None,
+                protected_lines=(GREETING,),
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
             Scenario(
@@ -140,7 +176,47 @@ def realtime_scenarios() -> list[Scenario]:
             model=_model("gemini"),  # type: ignore[arg-type]
         )
     )
+    # Gemini's hung generation holds its handle until livekit's interruption timeout (5 s):
+    # recovered, but not within the bounds (tests/test_realtime_reply.py shows it)
+    found.append(reply_never_comes("openai"))
+    found.append(livekit_goodbye_never_comes("openai"))
     return found
+
+
+def livekit_goodbye_never_comes(flavour: Flavour) -> Scenario:
+    """An ``EndCallTool`` of livekit whose goodbye never comes: its handle never finishes."""
+    return Scenario(
+        name=f"realtime/{flavour}/livekit_goodbye_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: livekit's EndCallTool; the model's goodbye never comes, so the "
+            "tool's hang-up, attached to the goodbye's handle, never runs."
+        ),
+        agent=agents.livekit_end_call_agent,
+        utterances=(GOODBYE,),
+        llm=(SAYS_BYE, _HANGING_GOODBYE),
+        farewell=agents.FAREWELL,
+        session_options=dict(_QUICK_CLOSE),
+        # 5 s of a quiet line after the caller's goodbye, then livekit ends the call
+        hang_up_without_farewell_within=8.0,
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
+
+
+def reply_never_comes(flavour: Flavour) -> Scenario:
+    """The caller asks about a parcel; the model's reply never comes (it hangs until cancelled)."""
+    return Scenario(
+        name=f"realtime/{flavour}/reply_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: the caller asks about a parcel; the model's reply never comes "
+            "(the server hangs until it is cancelled)."
+        ),
+        agent=agents.plain_agent,
+        utterances=(_ASK_PARCEL,),
+        llm=(_HANGING_PARCEL,),
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
 
 
 def realtime_controls() -> list[Scenario]:
@@ -156,6 +232,34 @@ def realtime_controls() -> list[Scenario]:
                 utterances=(_ASK_BOOKING,),
                 llm=(_BOOK_WITH_PREAMBLE, _TOOL_REPLY),
                 tools_complete=("book_table",),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_app_protected_greeting",
+                family="control",
+                description=(
+                    f"{flavour}: the app's greeting asked with allow_interruptions=False; the "
+                    "caller asks about a parcel once it is over."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_AFTER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                protected_lines=(GREETING,),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_slow_reply",
+                family="control",
+                description=(
+                    f"{flavour}: the model takes 4 s to answer, under the bound of a reply "
+                    "that never comes: nothing is asked again."
+                ),
+                agent=agents.plain_agent,
+                utterances=(_ASK_PARCEL_SLOW,),
+                llm=(_SLOW_PARCEL,),
                 control=True,
                 model=_model(flavour),  # type: ignore[arg-type]
             ),

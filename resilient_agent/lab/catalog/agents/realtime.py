@@ -9,7 +9,12 @@ from livekit.agents import Agent, RunContext, function_tool
 from ....testing.scenario import AgentFactory
 from . import INSTRUCTIONS
 
-__all__ = ["GREETING", "protected_greeting_agent", "protected_transfer_agent"]
+__all__ = [
+    "GREETING",
+    "app_protected_greeting_agent",
+    "protected_greeting_agent",
+    "protected_transfer_agent",
+]
 
 GREETING = "Welcome to the parcel service, I can track, redirect or hold a parcel for you."
 
@@ -59,3 +64,20 @@ def protected_transfer_agent(*, delay_s: float) -> AgentFactory:
         return FrontDesk()
 
     return build
+
+
+def app_protected_greeting_agent(base: type[Agent]) -> Agent:
+    """Greets on entering with a reply it asks livekit not to let the caller interrupt.
+
+    The way a pipeline app protects a line: ``generate_reply(..., allow_interruptions=False)``.
+    Under server turn detection livekit drops the argument (with a warning).
+    """
+
+    class AppProtectedGreeter(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        async def on_enter(self) -> None:
+            self.session.generate_reply(instructions=f'Say "{GREETING}"', allow_interruptions=False)
+
+    return AppProtectedGreeter()
