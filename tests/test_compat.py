@@ -836,3 +836,34 @@ def test_offline_room_proto_message_moved_trips(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delattr(participant_pb2, "OwnedParticipant")  # livekit renamed the message
     with pytest.raises(AssertionError, match=re.escape("participant_pb2 has no OwnedParticipant")):
         check_offline_room_internal("rtc._proto")
+
+
+def check_event_listeners() -> None:
+    from resilient_agent._livekit.compat import event_listeners
+
+    message = _change("test_event_listeners_is_where_compat_expects_it")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        before = event_listeners(session, "close")
+        assert before is not None, message
+        session.once("close", lambda _ev: None)
+        after = event_listeners(session, "close")
+        assert after is not None and len(after) == len(before) + 1, message
+        (added,) = [cb for cb in after if cb not in before]
+        session.off("close", added)
+        assert event_listeners(session, "close") == before, message
+
+    asyncio.run(check())
+
+
+def test_event_listeners_is_where_compat_expects_it() -> None:
+    check_event_listeners()
+
+
+def test_event_listeners_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_LISTENERS", "_listeners")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved EventEmitter._events")):
+        check_event_listeners()
