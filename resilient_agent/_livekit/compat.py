@@ -418,6 +418,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_session_closing_is_where_compat_expects_it",
     ),
     Reliance(
+        "SpeechHandle.wait_for_playout(), awaiting a handle, RunContext.wait_for_playout() "
+        "and SpeechHandle.wait_if_not_interrupted() shield livekit's futures: a hook cancelled "
+        "while it awaits them (its budget ran out, its task was cancelled) leaves the speech be",
+        "resilient_agent._engine.boundary (hook budgets), resilient_agent.middleware",
+        "livekit no longer shields the speech handle's futures from a cancelled awaiter",
+        "test_awaiting_a_speech_never_cancels_it",
+    ),
+    Reliance(
         "EventEmitter._events maps an event to its callbacks, once() wrappers included, each "
         "removable with off(): a vetoed EndCallTool call's close listener is removed",
         "resilient_agent._session.tools (toolsets)",
