@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .silent_reply import SilentReply
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard, ToolPolicy
     from .turn_keeper import TurnKeeper
@@ -38,6 +39,7 @@ _EXPORTS: Mapping[str, str] = MappingProxyType(
         "ContextIntegrity": "context_integrity",
         "LlmFallback": "llm_fallback",
         "RealtimeInputHold": "realtime_input",
+        "SilentReply": "silent_reply",
         "SttRecovery": "stt_recovery",
         "ToolGuard": "tool_guard",
         "ToolPolicy": "tool_guard",
@@ -53,6 +55,7 @@ __all__ = [
     "ContextIntegrity",
     "LlmFallback",
     "RealtimeInputHold",
+    "SilentReply",
     "SttRecovery",
     "ToolGuard",
     "ToolPolicy",
@@ -95,6 +98,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .silent_reply import SilentReply
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
@@ -110,6 +114,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(ConditionalHangup),
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),
+        MiddlewareSpec(SilentReply),
         MiddlewareSpec(Watchdog),
         # innermost wrap_llm_request (position "last", after the Watchdog): it checks the
         # context as the LLM gets it, after the TurnKeeper's merged words

@@ -305,7 +305,7 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             continue
         if not _mentions(said, {w for t in request.user_texts for w in _words(t)}, evidence):
             continue
-        spoken = evidence.owned.get(index, [])
+        spoken = _last_said(evidence.owned.get(index, []))
         if spoken and all(s.complete for s in spoken):
             first = min(s.started_at for s in spoken if s.started_at is not None)
             if first >= said.end:
@@ -323,6 +323,18 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             and s.started_at >= said.end
         ]
     return round(min(answers), 3) if answers else None
+
+
+def _last_said(spoken: list[HeardSentence]) -> list[HeardSentence]:
+    """Each sentence of an answer as it was said last.
+
+    A reply said again (the caller heard nothing of it the first time) is judged by its second
+    saying.
+    """
+    last: dict[str, HeardSentence] = {}
+    for sentence in spoken:
+        last[sentence.text] = sentence
+    return list(last.values())
 
 
 def _partial_answer(evidence: CallEvidence, said: CallerInput) -> tuple[float, list[str]] | None:
