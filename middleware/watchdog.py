@@ -104,6 +104,8 @@ class Watchdog(Middleware):
             not say (livekit's ``inference.VAD`` has a public ``min_silence_duration``).
         stuck_margin_s: Quiet beyond the VAD's silence window, with the final transcript in,
             before a turn counts as stuck.
+        noise_turn_s: Seconds without a word after the caller's final transcript, while the
+            VAD still hears them (noise on a loud line), before their turn is ended.
     """
 
     name = "Watchdog"
@@ -122,6 +124,7 @@ class Watchdog(Middleware):
         check_every_s: float = 0.25,
         vad_silence_s: float = 0.55,
         stuck_margin_s: float = 0.25,
+        noise_turn_s: float = 2.0,
     ) -> None:
         check = OptionChecker(self.display_name)
         quiet_s = check.number("quiet_s", quiet_s, ge=0.5, le=60.0)
@@ -135,6 +138,7 @@ class Watchdog(Middleware):
         check_every_s = check.number("check_every_s", check_every_s, ge=0.05, le=5.0)
         vad_silence_s = check.number("vad_silence_s", vad_silence_s, ge=0.05, le=10.0)
         stuck_margin_s = check.number("stuck_margin_s", stuck_margin_s, ge=0.1, le=10.0)
+        noise_turn_s = check.number("noise_turn_s", noise_turn_s, ge=0.5, le=60.0)
         shortest = min(quiet_s, speech_wait_s, thinking_s, interrupted_done_s)
         if check_every_s >= shortest:
             check.fail(
@@ -150,6 +154,7 @@ class Watchdog(Middleware):
             interrupted_done_s=interrupted_done_s,
             vad_silence_s=vad_silence_s,
             stuck_margin_s=stuck_margin_s,
+            noise_turn_s=noise_turn_s,
         )
         self.escalate_after_s = escalate_after_s
         self.max_recoveries = max_recoveries
@@ -356,6 +361,9 @@ class Watchdog(Middleware):
         if stall.kind == "user_turn_stuck":
             # only the STT's final words are committed, never an interim
             await self._end_user_turn(ctx, stall, evidence, commit=evidence.final_transcript_in)
+        elif stall.kind == "turn_held_by_noise":
+            # the STT's words are final: commit them, whatever the VAD hears
+            await self._end_user_turn(ctx, stall, evidence, commit=True)
         elif stall.kind == "speech_waits_for_silence":
             await self._play_waiting_speech(ctx, stall)
         elif stall.kind == "thinking_without_speech":
