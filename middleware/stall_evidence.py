@@ -15,7 +15,9 @@ Each stall is judged on signs of life, not on a timer alone:
   music, a TV, an IVR under the caller's question): the VAD will not end a turn on noise, and
   livekit holds the answer until the noise stops. A caller who goes on talking keeps producing
   transcripts, on an STT that sends interim ones (one that sends only finals is silent while
-  the caller talks: no evidence there); a quiet line is ``user_turn_stuck``'s evidence;
+  the caller talks: no evidence there), and the period counts only from the last moment the
+  agent spoke or livekit fed the STT silence (a protected speech: the caller's words then never
+  reach it); a quiet line is ``user_turn_stuck``'s evidence;
 * ``speech_waits_for_silence``: an interruptible speech is current and waits for the caller to
   stop, while for ``speech_wait_s`` the caller "speaks" words the STT does not hear (noise, or a
   VAD stuck on a loud line). A caller who really talks keeps producing transcripts;
@@ -136,6 +138,9 @@ class StallEvidence:
         # an STT that sends interim transcripts reports words as they come: a silence of its
         # words means none are said; one that sends only finals is silent while the caller talks
         self.interims_heard = False
+        # the last look at which the agent spoke, or livekit fed the STT silence (a protected
+        # speech): the caller's words of that time cannot reach the STT, their absence is no sign
+        self.stt_deaf_at = float("-inf")
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
         """The caller started or stopped speaking."""
@@ -261,7 +266,7 @@ class StallEvidence:
             or not self.final_transcript_in
         ):
             return None
-        words_done_for = now - self.last_transcript_at
+        words_done_for = now - max(self.last_transcript_at, self.stt_deaf_at)
         if words_done_for < self.thresholds.noise_turn_s:
             return None
         self.noise_known_at = now

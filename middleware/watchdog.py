@@ -55,6 +55,7 @@ from resilient_agent import (
 from .audio_level import AudioLevelMeter
 from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
+from .session_facts import stt_is_withheld
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -294,6 +295,8 @@ class Watchdog(Middleware):
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
+            if ctx.state.agent_state == "speaking" or stt_is_withheld(ctx.session):
+                self._evidence.stt_deaf_at = now
             stall = self._evidence.find(
                 now,
                 ctx.state,
