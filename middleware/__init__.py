@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .realtime_input import RealtimeInputHold
     from .realtime_reply import RealtimeReplyWatch
     from .silent_turn import SilentTurnGuard
+    from .silent_reply import SilentReply
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard, ToolPolicy
     from .turn_keeper import TurnKeeper
@@ -42,6 +43,7 @@ _EXPORTS: Mapping[str, str] = MappingProxyType(
         "RealtimeInputHold": "realtime_input",
         "RealtimeReplyWatch": "realtime_reply",
         "SilentTurnGuard": "silent_turn",
+        "SilentReply": "silent_reply",
         "SttRecovery": "stt_recovery",
         "ToolGuard": "tool_guard",
         "ToolPolicy": "tool_guard",
@@ -59,6 +61,7 @@ __all__ = [
     "RealtimeInputHold",
     "RealtimeReplyWatch",
     "SilentTurnGuard",
+    "SilentReply",
     "SttRecovery",
     "ToolGuard",
     "ToolPolicy",
@@ -103,6 +106,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .realtime_input import RealtimeInputHold
     from .realtime_reply import RealtimeReplyWatch
     from .silent_turn import SilentTurnGuard
+    from .silent_reply import SilentReply
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
@@ -120,6 +124,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(ConditionalHangup),
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),
+        MiddlewareSpec(SilentReply),
         MiddlewareSpec(Watchdog),
         # innermost wrap_llm_request (position "last", after the Watchdog): it checks the
         # context as the LLM gets it, after the TurnKeeper's merged words

@@ -10,6 +10,14 @@ Each stall is judged on signs of life, not on a timer alone:
   transcript it takes ``quiet_s`` of quiet, and it is left to livekit altogether when the app set
   ``transcription_timeout``. A line that never carried a voice (frames of zeros, frames the
   observer never sees, a hum at the level of the line) gives no evidence, so nothing is done;
+* ``turn_held_by_noise``: the caller shows as speaking, the turn's last transcript is a final
+  one, and for ``noise_turn_s`` since it the STT heard no word while the line stayed loud (hold
+  music, a TV, an IVR under the caller's question): the VAD will not end a turn on noise, and
+  livekit holds the answer until the noise stops. A caller who goes on talking keeps producing
+  transcripts, on an STT that sends interim ones (one that sends only finals is silent while
+  the caller talks: no evidence there), and the period counts only from the last moment the
+  agent spoke or livekit fed the STT silence (a protected speech: the caller's words then never
+  reach it); a quiet line is ``user_turn_stuck``'s evidence;
 * ``speech_waits_for_silence``: an interruptible speech is current and waits for the caller to
   stop, while for ``speech_wait_s`` the caller "speaks" words the STT does not hear (noise, or a
   VAD stuck on a loud line). A caller who really talks keeps producing transcripts;
@@ -41,6 +49,7 @@ __all__ = ["CAUSE_PLAYOUT", "CAUSE_TOOL", "Stall", "StallEvidence", "StallKind",
 
 StallKind = Literal[
     "user_turn_stuck",
+    "turn_held_by_noise",
     "speech_waits_for_silence",
     "thinking_without_speech",
     "interrupted_speech_not_done",
@@ -61,6 +70,7 @@ class StallThresholds:
         vad_silence_s: The VAD's own silence window before it ends speech.
         stuck_margin_s: For ``user_turn_stuck`` with a final transcript in: quiet beyond the
             VAD's silence window.
+        noise_turn_s: For ``turn_held_by_noise``: no word since the final transcript.
     """
 
     quiet_s: float
@@ -69,6 +79,7 @@ class StallThresholds:
     interrupted_done_s: float
     vad_silence_s: float = 0.55
     stuck_margin_s: float = 0.25
+    noise_turn_s: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,15 @@ class StallEvidence:
         self._thinking: tuple[str, float] | None = None
         self._thinking_ruled_out_at = float("-inf")
         self._interrupted_at: dict[str, float] = {}
+        # when a turn was found held by noise: until the STT hears a word again, the line's
+        # "speech" is known to be that noise, and a reply waiting for it to stop need not wait
+        self.noise_known_at: float | None = None
+        # an STT that sends interim transcripts reports words as they come: a silence of its
+        # words means none are said; one that sends only finals is silent while the caller talks
+        self.interims_heard = False
+        # the last look at which the agent spoke, or livekit fed the STT silence (a protected
+        # speech): the caller's words of that time cannot reach the STT, their absence is no sign
+        self.stt_deaf_at = float("-inf")
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
         """The caller started or stopped speaking."""
@@ -139,6 +159,9 @@ class StallEvidence:
         """The STT heard something."""
         self.last_transcript_at = now
         self.last_transcript_final = final
+        self.noise_known_at = None
+        if not final:
+            self.interims_heard = True
 
     @property
     def final_transcript_in(self) -> bool:
@@ -170,6 +193,7 @@ class StallEvidence:
         return (
             self._interrupted_speech_not_done(now, state, ledger)
             or self._user_turn_stuck(now, state, leave_untranscribed)
+            or self._turn_held_by_noise(now, state)
             or self._speech_waits_for_silence(now, state, current_speech)
             or self._thinking_without_speech(now, state, current_speech)
         )
@@ -234,6 +258,20 @@ class StallEvidence:
             needed = self.thresholds.quiet_s
         return quiet_since + needed, quiet_since
 
+    def _turn_held_by_noise(self, now: float, state: ConversationState) -> Stall | None:
+        if (
+            self.server_turns
+            or not self.interims_heard
+            or state.user_state != "speaking"
+            or not self.final_transcript_in
+        ):
+            return None
+        words_done_for = now - max(self.last_transcript_at, self.stt_deaf_at)
+        if words_done_for < self.thresholds.noise_turn_s:
+            return None
+        self.noise_known_at = now
+        return Stall("turn_held_by_noise", words_done_for)
+
     def _speech_waits_for_silence(
         self, now: float, state: ConversationState, speech: SpeechHandle | None
     ) -> Stall | None:
@@ -252,7 +290,9 @@ class StallEvidence:
         if self._waiting is None or self._waiting[0] != speech.id:
             self._waiting = (speech.id, now)
         no_words_for = now - max(self._waiting[1], self.last_transcript_at)
-        if no_words_for < self.thresholds.speech_wait_s:
+        # noise already found holding the caller's turn, and no word since: nothing to wait for
+        needed = 0.0 if self.noise_known_at is not None else self.thresholds.speech_wait_s
+        if no_words_for < needed:
             return None
         return Stall("speech_waits_for_silence", no_words_for, speech)
 

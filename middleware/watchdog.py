@@ -55,6 +55,7 @@ from resilient_agent import (
 from .audio_level import AudioLevelMeter
 from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
+from .session_facts import stt_is_withheld
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
@@ -104,6 +105,8 @@ class Watchdog(Middleware):
             not say (livekit's ``inference.VAD`` has a public ``min_silence_duration``).
         stuck_margin_s: Quiet beyond the VAD's silence window, with the final transcript in,
             before a turn counts as stuck.
+        noise_turn_s: Seconds without a word after the caller's final transcript, while the
+            VAD still hears them (noise on a loud line), before their turn is ended.
     """
 
     name = "Watchdog"
@@ -122,6 +125,7 @@ class Watchdog(Middleware):
         check_every_s: float = 0.25,
         vad_silence_s: float = 0.55,
         stuck_margin_s: float = 0.25,
+        noise_turn_s: float = 2.0,
     ) -> None:
         check = OptionChecker(self.display_name)
         quiet_s = check.number("quiet_s", quiet_s, ge=0.5, le=60.0)
@@ -135,6 +139,7 @@ class Watchdog(Middleware):
         check_every_s = check.number("check_every_s", check_every_s, ge=0.05, le=5.0)
         vad_silence_s = check.number("vad_silence_s", vad_silence_s, ge=0.05, le=10.0)
         stuck_margin_s = check.number("stuck_margin_s", stuck_margin_s, ge=0.1, le=10.0)
+        noise_turn_s = check.number("noise_turn_s", noise_turn_s, ge=0.5, le=60.0)
         shortest = min(quiet_s, speech_wait_s, thinking_s, interrupted_done_s)
         if check_every_s >= shortest:
             check.fail(
@@ -150,6 +155,7 @@ class Watchdog(Middleware):
             interrupted_done_s=interrupted_done_s,
             vad_silence_s=vad_silence_s,
             stuck_margin_s=stuck_margin_s,
+            noise_turn_s=noise_turn_s,
         )
         self.escalate_after_s = escalate_after_s
         self.max_recoveries = max_recoveries
@@ -289,6 +295,8 @@ class Watchdog(Middleware):
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
+            if ctx.state.agent_state == "speaking" or stt_is_withheld(ctx.session):
+                self._evidence.stt_deaf_at = now
             stall = self._evidence.find(
                 now,
                 ctx.state,
@@ -356,6 +364,9 @@ class Watchdog(Middleware):
         if stall.kind == "user_turn_stuck":
             # only the STT's final words are committed, never an interim
             await self._end_user_turn(ctx, stall, evidence, commit=evidence.final_transcript_in)
+        elif stall.kind == "turn_held_by_noise":
+            # the STT's words are final: commit them, whatever the VAD hears
+            await self._end_user_turn(ctx, stall, evidence, commit=True)
         elif stall.kind == "speech_waits_for_silence":
             await self._play_waiting_speech(ctx, stall)
         elif stall.kind == "thinking_without_speech":

@@ -894,3 +894,75 @@ def test_livekit_session_report_moved_trips(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delattr(JobContext, "make_session_report")  # livekit moved it
     with pytest.raises(AssertionError, match=r"moved JobContext\.make_session_report"):
         check_livekit_session_report()
+def check_event_listeners() -> None:
+    from resilient_agent._livekit.compat import event_listeners
+
+    message = _change("test_event_listeners_is_where_compat_expects_it")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        before = event_listeners(session, "close")
+        assert before is not None, message
+        session.once("close", lambda _ev: None)
+        after = event_listeners(session, "close")
+        assert after is not None and len(after) == len(before) + 1, message
+        (added,) = [cb for cb in after if cb not in before]
+        session.off("close", added)
+        assert event_listeners(session, "close") == before, message
+
+    asyncio.run(check())
+
+
+def test_event_listeners_is_where_compat_expects_it() -> None:
+    check_event_listeners()
+
+
+def test_event_listeners_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_LISTENERS", "_listeners")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved EventEmitter._events")):
+        check_event_listeners()
+
+
+def check_awaiting_a_speech_never_cancels_it() -> None:
+    message = _change("test_awaiting_a_speech_never_cancels_it")
+
+    async def check() -> None:
+        handle = SpeechHandle.create()
+        handle._generations.append(asyncio.get_running_loop().create_future())
+        never = asyncio.get_running_loop().create_future()
+        waits = [
+            handle.wait_for_playout,
+            lambda: _await(handle),
+            handle._wait_for_generation,  # what RunContext.wait_for_playout() awaits
+            lambda: handle.wait_if_not_interrupted([never]),
+        ]
+        for wait in waits:
+            task = asyncio.ensure_future(wait())
+            await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert not handle.done() and not handle.interrupted, message
+            assert not handle._generations[-1].cancelled(), message
+            assert not never.cancelled(), message
+
+    asyncio.run(check())
+
+
+async def _await(handle: SpeechHandle) -> None:
+    await handle
+
+
+def test_awaiting_a_speech_never_cancels_it() -> None:
+    check_awaiting_a_speech_never_cancels_it()
+
+
+def test_awaiting_a_speech_unshielded_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def unshielded(self: SpeechHandle) -> None:
+        await self._done_fut
+
+    monkeypatch.setattr(SpeechHandle, "wait_for_playout", unshielded)
+    with pytest.raises(AssertionError, match="no longer shields"):
+        check_awaiting_a_speech_never_cancels_it()

@@ -74,6 +74,7 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",
+        "SilentReply",
         "Watchdog",
         "ContextIntegrity",
     ]

@@ -46,6 +46,12 @@ def misbehaving(hook: str, behaviour: str) -> Middleware:
     async def act() -> None:
         if behaviour == "raise":
             raise Broken(f"{hook} broke")
+        if behaviour == "cancel":
+            # a stray cancellation: a future the hook awaited was cancelled by someone else;
+            # nobody cancelled the hook's task
+            stray = asyncio.get_running_loop().create_future()
+            stray.cancel()
+            await stray
         if behaviour == "hang":
             await asyncio.sleep(HANG_S)
 
@@ -56,13 +62,15 @@ def misbehaving(hook: str, behaviour: str) -> Middleware:
         await act()
 
     async def wrap(self: Any, ctx: Any, request: Any, call_next: Any) -> Any:
-        if behaviour in ("raise", "hang"):
+        if behaviour in ("raise", "hang", "cancel"):
             await act()
         if behaviour == "skip":
             return None
         result = await call_next(request)
         if behaviour == "raise_after":
             raise Broken(f"{hook} broke after call_next")
+        if behaviour == "cancel_after":
+            raise asyncio.CancelledError
         if behaviour == "hang_after":
             await asyncio.sleep(HANG_S)
         if behaviour == "none":
@@ -72,6 +80,8 @@ def misbehaving(hook: str, behaviour: str) -> Middleware:
     def decide(self: Any, ctx: Any, subject: Any) -> Any:
         if behaviour == "raise":
             raise Broken(f"{hook} broke")
+        if behaviour == "cancel":
+            raise asyncio.CancelledError
         return "protect it please"  # wrong_type: not a decision
 
     async def setup(self: Any, ctx: Any) -> None:
@@ -95,14 +105,25 @@ def misbehaving(hook: str, behaviour: str) -> Middleware:
     return type("Misbehaving", (Middleware,), body)()
 
 
+WRAP_BEHAVIOURS = (
+    "raise",
+    "raise_after",
+    "skip",
+    "none",
+    "hang",
+    "hang_after",
+    "cancel",  # a stray CancelledError: nobody cancelled the hook's task
+    "cancel_after",
+)
+
 CASES = (
-    [(hook, b) for hook in NOTIFY for b in ("raise", "hang")]
-    + [(hook, b) for hook in LIFECYCLE for b in ("raise", "hang")]
-    + [(hook, b) for hook in DECIDE for b in ("raise", "wrong_type")]
+    [(hook, b) for hook in NOTIFY for b in ("raise", "hang", "cancel")]
+    + [(hook, b) for hook in LIFECYCLE for b in ("raise", "hang", "cancel")]
+    + [(hook, b) for hook in DECIDE for b in ("raise", "wrong_type", "cancel")]
     + [
         (hook, b)
         for hook in WRAP
-        for b in ("raise", "raise_after", "skip", "none", "hang", "hang_after")
+        for b in WRAP_BEHAVIOURS
         # a user turn hook has no value to return: None after call_next is its normal answer
         if not (hook == "wrap_user_turn" and b == "none")
     ]

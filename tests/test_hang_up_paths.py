@@ -229,3 +229,74 @@ def test_end_call_tool_can_keep_the_room() -> None:
     assert world.job.room_deletions == []
     assert world.job.shutdowns  # the job still ends: the agent leaves the room
     assert "farewell heard, but never: the room was deleted" in outcome.reasons
+
+
+# -- a vetoed hang-up: the model is told the call goes on; a later goodbye hangs up once ------
+
+REFUND_ANSWER = "A refund takes five working days."
+
+
+def _goodbye_again(scenario: Scenario) -> Scenario:
+    """``scenario`` (a hang-up vetoed by a question over the goodbye), then a second goodbye."""
+    again = Utterance(12.0, 13.0, "thanks goodbye", expect_reply=False)
+    return dataclasses.replace(scenario, utterances=(*scenario.utterances, again), duration=25.0)
+
+
+def _library_tool_scenario() -> Scenario:
+    def build(base: type[Agent]) -> Agent:
+        return base(instructions="x", tools=[end_call_tool(farewell=FAREWELL)])
+
+    return dataclasses.replace(
+        catalog("end_call/livekit_tool_question_over_goodbye"),
+        agent=build,
+        llm=(
+            LLMRule(when_user_says="goodbye", tool_calls=(ToolCallScript("end_call"),)),
+            LLMRule(when_user_says="refund", text=REFUND_ANSWER),
+        ),
+        farewell=FAREWELL,
+    )
+
+
+def _told_the_call_goes_on(world: CallWorld) -> bool:
+    """The model's context says once, before the question's answer, the call was not ended."""
+    items = world.agent.chat_ctx.items
+    notes = [
+        n
+        for n, i in enumerate(items)
+        if i.type == "message" and i.role == "system" and "call goes on" in (i.text_content or "")
+    ]
+    answers = [
+        n
+        for n, i in enumerate(items)
+        if i.type == "message" and i.role == "assistant" and i.text_content == REFUND_ANSWER
+    ]
+    return len(notes) == 1 and len(answers) == 1 and notes[0] < answers[0]
+
+
+def test_after_a_vetoed_livekit_end_call_a_second_goodbye_deletes_the_room_once() -> None:
+    scenario = _goodbye_again(catalog("end_call/livekit_tool_question_over_goodbye"))
+    plain_world, plain = run_scenario(scenario, Agent)
+    assert plain.hung_up and plain_world.job.room_deletions[0] < 8.0  # over the question
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert [a for a, _, _ in shutdown_events(outcome)] == ["kept_call", "hung_up"]
+    # livekit's EndCallTool adds a close listener per call: one deletion, not one per call
+    assert len(world.job.room_deletions) == 1, world.job.room_deletions
+    assert _told_the_call_goes_on(world)
+
+
+def test_after_a_vetoed_end_call_tool_a_second_goodbye_hangs_up_once() -> None:
+    scenario = _goodbye_again(_library_tool_scenario())
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert [a for a, _, _ in shutdown_events(outcome)] == ["kept_call", "hung_up"]
+    assert len(world.job.room_deletions) == 1
+    assert [reason for _, reason in world.job.shutdowns] == ["end_call"]
+    assert _told_the_call_goes_on(world)
+
+
+def test_a_heard_goodbye_tells_the_model_nothing() -> None:
+    world, outcome = run_scenario(catalog("control/livekit_tool_goodbye_heard"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert not _told_the_call_goes_on(world)
+    assert len(world.job.room_deletions) == 1

@@ -101,6 +101,7 @@ def test_drop_in_construction_and_default_chain() -> None:
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",
+        "SilentReply",
         "Watchdog",
         "ContextIntegrity",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -10,7 +11,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .boundary import Budget, budget_of, guarded_wrap
+from .boundary import Budget, StrayCancellationError, budget_of, guarded_wrap
 from .errors import MiddlewareError
 from .hooks import (
     API_VERSION,
@@ -224,6 +225,11 @@ class MiddlewareChain:
                 continue
             try:
                 answer = getattr(mw, hook)(ctx, *args)
+            except asyncio.CancelledError:
+                # a plain function cannot be cancelled: raised, it would end livekit's task
+                stray = StrayCancellationError(f"{hook} raised CancelledError")
+                self.report_error(mw, hook, stray)
+                continue
             except Exception as exc:
                 self.report_error(mw, hook, exc)
                 continue

@@ -25,7 +25,7 @@ from livekit.agents.llm import ChatContext, ChatMessage
 from .._livekit.interception import Interceptor
 from .._livekit.shutdown import ShutdownGate
 from .._livekit.speech_gates import InterruptGate, ProtectionGate
-from .boundary import Budget, HookTimeoutError, budget_of
+from .boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
 from .chain import NOBODY_SETTING_UP, MiddlewareChain
 from .dispatch import NotifyQueue
 from .errors import MiddlewareNotUsed
@@ -230,9 +230,12 @@ class ChainRun:
                 else:
                     await mw.aclose()  # type: ignore[call-arg]
         except asyncio.CancelledError:
-            if not budget.expired:
+            if budget.expired:
+                raise budget.overrun(step) from None
+            stray = stray_cancellation(step)
+            if stray is None:
                 raise
-            raise budget.overrun(step) from None
+            raise stray from None
 
     def remove_gates(self) -> None:
         """Put livekit's methods back (the chain no longer decides for the session)."""

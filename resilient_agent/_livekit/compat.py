@@ -25,6 +25,7 @@ __all__ = [
     "LivekitMoved",
     "Reliance",
     "close_as_caller_left",
+    "event_listeners",
     "link_publication_track",
     "livekit_session_report",
     "local_track_publications",
@@ -126,6 +127,21 @@ def tool_call_releasable(run_context: Any) -> bool:
     """
     first_update = getattr(run_context, _FIRST_UPDATE, None)
     return isinstance(first_update, asyncio.Future) and not first_update.done()
+
+
+_LISTENERS = "_events"
+
+
+def event_listeners(emitter: Any, event: str) -> list[Any] | None:
+    """The callbacks registered on ``emitter`` for ``event``, as ``off()`` takes them.
+
+    livekit's ``EventEmitter._events`` maps each event to its callbacks (a ``once()`` callback
+    is stored as its wrapper, which ``off()`` removes). None if livekit moved it.
+    """
+    events = getattr(emitter, _LISTENERS, None)
+    if not isinstance(events, dict):
+        return None
+    return list(events.get(event, ()))
 
 
 def close_as_caller_left(session: Any) -> bool:
@@ -450,6 +466,21 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent._livekit.shutdown",
         "livekit moved AgentSession._is_closing",
         "test_session_closing_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "SpeechHandle.wait_for_playout(), awaiting a handle, RunContext.wait_for_playout() "
+        "and SpeechHandle.wait_if_not_interrupted() shield livekit's futures: a hook cancelled "
+        "while it awaits them (its budget ran out, its task was cancelled) leaves the speech be",
+        "resilient_agent._engine.boundary (hook budgets), resilient_agent.middleware",
+        "livekit no longer shields the speech handle's futures from a cancelled awaiter",
+        "test_awaiting_a_speech_never_cancels_it",
+    ),
+    Reliance(
+        "EventEmitter._events maps an event to its callbacks, once() wrappers included, each "
+        "removable with off(): a vetoed EndCallTool call's close listener is removed",
+        "resilient_agent._session.tools (toolsets)",
+        "livekit moved EventEmitter._events",
+        "test_event_listeners_is_where_compat_expects_it",
     ),
     Reliance(
         "AgentSession._root_span_context is the context of the running session's agent_session "

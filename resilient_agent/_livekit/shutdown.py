@@ -51,6 +51,12 @@ _SLEEP_HINT_AFTER_S = 1.0
 _JUST_FINISHED_S = 0.25
 _warned_about_sleeping = False
 
+CALL_GOES_ON = (
+    "The call was not ended ({reason}): the caller is still on the line and the call goes on. "
+    "Answer the caller; end the call only if they say goodbye again."
+)
+"""What the model reads after a vetoed hang-up."""
+
 
 class ShutdownGate:
     """Routes the app's hang-ups in one session through ``decide_shutdown``.
@@ -253,6 +259,7 @@ class ShutdownGate:
         self.decisions.append((request, decision))
         if decision.action == "veto":
             self._report(request, decision, "kept_call")
+            await self._tell_the_model_the_call_goes_on(decision)
             return
         self._report(request, decision, "hung_up")
         # the call is ending: what the hang-up calls (shutdown, then the job's) passes through
@@ -260,6 +267,20 @@ class ShutdownGate:
         result = proceed()
         if result is not None:
             await result
+
+    async def _tell_the_model_the_call_goes_on(self, decision: ShutdownDecision) -> None:
+        """Note in the agent's context that the hang-up did not happen.
+
+        Otherwise the context ends in the end-call tool's output and the goodbye, and a model
+        may take the call for ended (and never hang up again, or answer as if nobody listened).
+        """
+        agent = self._ctx.agent
+        context = agent.chat_ctx.copy()
+        context.add_message(role="system", content=CALL_GOES_ON.format(reason=decision.reason))
+        try:
+            await agent.update_chat_ctx(context)
+        except RuntimeError as exc:  # the agent left the session meanwhile (a handoff)
+            logger.info("call_goes_on_not_noted", error=repr(exc))
 
     async def _decision(self, request: ShutdownRequest) -> ShutdownDecision:
         loop = asyncio.get_running_loop()

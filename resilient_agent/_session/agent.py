@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
 from livekit.agents import Agent, utils
@@ -141,9 +141,11 @@ class ResilientAgent(Agent):
         self._app_on_exit = self.on_exit
         self._app_on_user_turn_completed = self.on_user_turn_completed
         self._app_llm_node = self.llm_node
+        self._app_tts_node = self.tts_node
         cut_in_hook = run_as_cut_in(self.on_user_turn_exceeded)
         self.on_user_turn_exceeded = cut_in_hook  # type: ignore[method-assign,assignment]
         self.llm_node = self._llm_node  # type: ignore[method-assign]
+        self.tts_node = self._tts_node  # type: ignore[method-assign]
         self.on_enter = self._enter  # type: ignore[method-assign]
         self.on_exit = self._exit  # type: ignore[method-assign]
         self.on_user_turn_completed = self._user_turn_completed  # type: ignore[method-assign]
@@ -238,6 +240,16 @@ class ResilientAgent(Agent):
         if runtime is None:
             return self._app_llm_node(chat_ctx, tools, model_settings)
         return runtime.inference(self._app_llm_node, chat_ctx, tools, model_settings)
+
+    def _tts_node(self, text: AsyncIterable[str], model_settings: Any) -> Any:
+        runtime = self._runtime
+        audio = runtime.reply_audio() if runtime is not None else None
+        if audio is None:
+            return self._app_tts_node(text, model_settings)
+        speech = self.session.current_speech
+        return audio.observe(
+            speech.id if speech is not None else None, self._app_tts_node, text, model_settings
+        )
 
     def hang_up_after_farewell(
         self,

@@ -47,6 +47,7 @@ from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
 from .event_hub import EventHub, EventOwner
 from .model_input import ModelInput
+from .reply_audio import ReplyAudio
 from .report import CallReport
 from .session_audio import SessionAudio
 from .session_listeners import SessionListeners
@@ -236,6 +237,12 @@ class SessionRuntime:
         if run is None:
             return app_node(chat_ctx, tools, model_settings)
         return run.inference(app_node, chat_ctx, tools, model_settings)
+
+    def reply_audio(self) -> ReplyAudio | None:
+        """The session's ``ReplyAudio`` if a middleware asked for it (the TTS is observed)."""
+        if self._stopped:
+            return None
+        return ReplyAudio.wanted(self.ctx)
 
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:
         """Run one tool call of the active agent through the active chain.

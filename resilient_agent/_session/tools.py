@@ -28,7 +28,7 @@ from livekit.agents import RunContext
 from livekit.agents.llm import FunctionTool, RawFunctionTool, Tool, ToolFlag, Toolset
 
 from .._engine.requests import ToolCall
-from .._livekit.compat import tool_call_releasable
+from .._livekit.compat import event_listeners, tool_call_releasable
 
 AnyFunctionTool = FunctionTool[..., Any] | RawFunctionTool[..., Any]
 
@@ -150,9 +150,33 @@ class ChainedToolset(Toolset):
     def __init__(self, inner: Toolset, runner: ToolRunner) -> None:
         super().__init__(id=inner.id)
         self.inner = inner
-        self._runner = runner
+        self._chain_runner = runner
+        self._runner = runner if not _is_end_call_toolset(inner) else self._run_keeping_one_close
         self._wrapped: dict[int, Tool | Toolset] = {}
+        self._close_listeners: list[Any] = []
         setattr(self, _WRAPPED_MARK, True)
+
+    async def _run_keeping_one_close(
+        self, call: ToolCall, body: Callable[[ToolCall], Awaitable[Any]]
+    ) -> Any:
+        """Run a call of livekit's ``EndCallTool``, which adds a close listener per call.
+
+        Each listener deletes the room and shuts the job down on ``close``: after a vetoed
+        hang-up, a second ``end_call`` would delete the room twice (two requests to livekit's
+        server). Only the latest call's listener is kept.
+        """
+        session = call.run_context.session if call.run_context is not None else None
+        before = event_listeners(session, "close") if session is not None else None
+        try:
+            return await self._chain_runner(call, body)
+        finally:
+            after = event_listeners(session, "close") if session is not None else None
+            if session is not None and before is not None and after is not None:
+                added = [listener for listener in after if listener not in before]
+                if added:
+                    for earlier in self._close_listeners:
+                        session.off("close", earlier)
+                    self._close_listeners = added
 
     @property
     def tools(self) -> list[Tool | Toolset]:
@@ -186,6 +210,12 @@ def wrap_toolset(tool: Tool | Toolset, runner: ToolRunner) -> Tool | Toolset:
     if isinstance(tool, Toolset) and not is_wrapped(tool) and not _is_async_toolset(tool):
         return ChainedToolset(tool, runner)
     return tool
+
+
+def _is_end_call_toolset(tool: Toolset) -> bool:
+    from livekit.agents.beta.tools import EndCallTool
+
+    return isinstance(tool, EndCallTool)
 
 
 def _is_async_toolset(tool: Toolset) -> bool:

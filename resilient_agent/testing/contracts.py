@@ -307,7 +307,7 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             continue
         if not _mentions(said, {w for t in request.user_texts for w in _words(t)}, evidence):
             continue
-        spoken = evidence.owned.get(index, [])
+        spoken = _last_said(evidence.owned.get(index, []))
         if spoken and all(s.complete for s in spoken):
             first = min(s.started_at for s in spoken if s.started_at is not None)
             if first >= said.end:
@@ -325,6 +325,18 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             and s.started_at >= said.end
         ]
     return round(min(answers), 3) if answers else None
+
+
+def _last_said(spoken: list[HeardSentence]) -> list[HeardSentence]:
+    """Each sentence of an answer as it was said last.
+
+    A reply said again (the caller heard nothing of it the first time) is judged by its second
+    saying.
+    """
+    last: dict[str, HeardSentence] = {}
+    for sentence in spoken:
+        last[sentence.text] = sentence
+    return list(last.values())
 
 
 def _partial_answer(evidence: CallEvidence, said: CallerInput) -> tuple[float, list[str]] | None:
@@ -532,7 +544,7 @@ def farewell_heard(evidence: CallEvidence) -> tuple[bool, bool]:
     farewell = evidence.world.scenario.farewell
     if farewell is None:
         return False, False
-    parts = [s for s in evidence.sentences if s.text and s.text in farewell]
+    parts = _last_farewell(evidence, farewell)
     said = _words(" ".join(s.text for s in parts))
     heard = bool(parts) and _words(farewell) <= said and all(s.complete for s in parts)
     if not heard:
@@ -562,21 +574,50 @@ def hung_up(world: CallWorld) -> bool:
     return by_app or world.closed_by_app
 
 
+def _last_farewell(evidence: CallEvidence, farewell: str) -> list[HeardSentence]:
+    """The sentences of the last time the farewell was said (a vetoed hang-up says it again).
+
+    A farewell is a run of synthesized sentences that are parts of it; another sentence, or a
+    part once the run already holds every farewell word, begins the next run.
+    """
+    runs: list[list[HeardSentence]] = []
+    current: list[HeardSentence] = []
+    for sentence in evidence.sentences:
+        is_part = bool(sentence.text) and sentence.text in farewell
+        whole = _words(farewell) <= _words(" ".join(s.text for s in current))
+        if current and (not is_part or whole):
+            runs.append(current)
+            current = []
+        if is_part:
+            current.append(sentence)
+    if current:
+        runs.append(current)
+    return runs[-1] if runs else []
+
+
 def _farewell_end(evidence: CallEvidence) -> float | None:
     farewell = evidence.world.scenario.farewell or ""
-    parts = [s for s in evidence.sentences if s.text and s.text in farewell and s.complete]
+    parts = [s for s in _last_farewell(evidence, farewell) if s.complete]
     ends = [s.started_at + s.length for s in parts if s.started_at is not None]
     return max(ends) if ends else None
 
 
 def hang_up_completes(evidence: CallEvidence) -> list[str]:
-    """A heard farewell ends the call whole, in time: session closed, job shut down, room gone."""
+    """A heard farewell ends the call whole, in time: session closed, job shut down, room gone.
+
+    The room is deleted once at most: each ``delete_room`` is a request to livekit's server.
+    """
+    job = evidence.world.job
+    deleted_again = (
+        [f"the room was deleted {len(job.room_deletions)} times"]
+        if len(job.room_deletions) > 1
+        else []
+    )
     within = evidence.world.scenario.hang_up_within
     expected = farewell_heard(evidence)[1]
     end = _farewell_end(evidence)
     if within is None or not expected or end is None:
-        return []
-    job = evidence.world.job
+        return deleted_again
     steps = {
         "the session closed": job.session_closed_at,
         "the job shut down": job.shutdowns[0][0] if job.shutdowns else None,
@@ -588,7 +629,7 @@ def hang_up_completes(evidence: CallEvidence) -> list[str]:
             reasons.append(f"farewell heard, but never: {step}")
         elif at - end > within:
             reasons.append(f"{step} {at - end:.2f}s after the farewell (bound {within:.1f}s)")
-    return reasons
+    return reasons + deleted_again
 
 
 def caller_leaving_closes_at_once(evidence: CallEvidence) -> list[str]:

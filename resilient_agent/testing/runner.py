@@ -360,7 +360,16 @@ def _providers(
         else real.recognizer()
     )
     llm = ScriptedLLM(scenario.llm, clock=clock)
-    tts = ScriptedTTS(fails_sentence=faults.tts_fails_sentence) if real is None else real.voice()
+    tts = (
+        ScriptedTTS(
+            fails_sentence=faults.tts_fails_sentence,
+            empty_sentence=faults.tts_empty_sentence,
+            silent_sentence=faults.tts_silent_sentence,
+            **({"ttfb": faults.tts_ttfb} if faults.tts_ttfb is not None else {}),
+        )
+        if real is None
+        else real.voice()
+    )
     return vad, stt, llm, tts
 
 

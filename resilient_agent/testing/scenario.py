@@ -199,6 +199,9 @@ class ProviderFaults:
         stt_dies_at: Call seconds from which the STT stream that gets the next frame raises a
             plain exception, once (livekit retries only ``APIError``).
         tts_fails_sentence: The synthesis of this sentence (1-based, in call order) raises.
+        tts_empty_sentence: Every synthesis attempt of this sentence ends with no audio frame.
+        tts_silent_sentence: This sentence is synthesized as digital silence of its length.
+        tts_ttfb: Seconds the TTS takes to its first byte (0.15 s unless set): slow, but live.
         fallback_line: A line the agent may say instead of an answer when a provider keeps
             failing; heard to the end after an utterance, it counts as that utterance's answer.
         realtime_drop_in_reply: On a realtime stack, the emulator drops its socket halfway
@@ -210,10 +213,26 @@ class ProviderFaults:
 
     stt_dies_at: float | None = None
     tts_fails_sentence: int | None = None
+    tts_empty_sentence: int | None = None
+    tts_silent_sentence: int | None = None
+    tts_ttfb: float | None = None
     fallback_line: str | None = None
     realtime_drop_in_reply: int | None = None
     realtime_go_away_in_reply: int | None = None
     realtime_error_in_reply: int | None = None
+
+    @property
+    def tts_faulty(self) -> bool:
+        """Whether the scripted TTS fails (or is slowed) in any way."""
+        return any(
+            n is not None
+            for n in (
+                self.tts_fails_sentence,
+                self.tts_empty_sentence,
+                self.tts_silent_sentence,
+                self.tts_ttfb,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -346,8 +365,7 @@ class Scenario:
             "vad_fault": self.vad_fault.mode != "healthy",
             "real_speech": self.real_speech is not None,
             "provider_faults.stt_dies_at": self.provider_faults.stt_dies_at is not None,
-            "provider_faults.tts_fails_sentence": self.provider_faults.tts_fails_sentence
-            is not None,
+            "provider_faults.tts_*": self.provider_faults.tts_faulty,
         }
         for what, used in pipeline_only.items():
             if used:

@@ -50,6 +50,9 @@ class ScriptedTTS(tts.TTS[Never]):
 
     ``fails_sentence``: the synthesis of that sentence (1-based, in call order) raises a plain
     ``RuntimeError`` after its time to first byte, as a provider error mid-speech would.
+    ``empty_sentence``: every attempt at that sentence ends without a single frame (livekit
+    retries it, then gives the reply up). ``silent_sentence``: that sentence is digital silence
+    of its length (played, and recorded as said).
 
     Attributes:
         sentences: Sentence id to text, for every sentence synthesized so far.
@@ -63,6 +66,8 @@ class ScriptedTTS(tts.TTS[Never]):
         min_seconds: float = 0.3,
         ttfb: float = 0.15,
         fails_sentence: int | None = None,
+        empty_sentence: int | None = None,
+        silent_sentence: int | None = None,
     ) -> None:
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=False),
@@ -73,6 +78,8 @@ class ScriptedTTS(tts.TTS[Never]):
         self.min_seconds = min_seconds
         self.ttfb = ttfb
         self.fails_sentence = fails_sentence
+        self.empty_sentence = empty_sentence
+        self.silent_sentence = silent_sentence
         self.sentences: dict[int, str] = {}
         self.synthesized_at: dict[int, float] = {}
 
@@ -134,6 +141,10 @@ class ScriptedChunkedStream(tts.ChunkedStream):
         await asyncio.sleep(delivery_wait("tts", owner.ttfb))
         if self._sentence_id == owner.fails_sentence:
             raise RuntimeError("scripted TTS: synthesis failed mid-speech")
+        if self._sentence_id == owner.empty_sentence:
+            return  # the stream ends, and not a frame came
         audio = owner.sentence_audio(self.input_text, self._sentence_id)
+        if self._sentence_id == owner.silent_sentence:
+            audio = np.zeros_like(audio)
         output_emitter.push(audio.tobytes())
         output_emitter.flush()

@@ -82,6 +82,10 @@ _BOOKED = LLMRule(text="Your table is booked.", after_tool="book_table")
 _MONOLOGUE = " ".join(
     ["so we are twelve people and two of them are vegetarian and one needs a high chair"] * 5
 )
+# a question under noise: the VAD ends the turn only once the noise stops; the Watchdog ends it
+# 2 s after the final transcript (noise_turn_s) and plays the reply over the noise: 3.45 s
+_OPEN_QUESTION = Utterance(3.0, 4.6, "what time do you open tomorrow", reply_within=4.0)
+_OPEN_ANSWER = LLMRule(when_user_says="open", text="We open at noon.")
 _ASK_BOOKING = Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0)
 
 
@@ -497,11 +501,38 @@ def _stalls() -> list[Scenario]:
             llm=(_BOOK, _BOOKED),
             noise=(NoiseWindow(4.5, 14.0),),
         ),
+        Scenario(
+            name="stall/question_under_hold_music",
+            family="stall",
+            description=(
+                "Hold music plays under the caller's question and goes on: the STT has the "
+                "question, but the VAD hears the music as speech and never ends the turn."
+            ),
+            agent=agents.plain_agent,
+            utterances=(_OPEN_QUESTION,),
+            llm=(_OPEN_ANSWER,),
+            noise=(NoiseWindow(1.0, 25.0),),
+            duration=30.0,
+        ),
     ]
 
 
 def _controls() -> list[Scenario]:
     return [
+        Scenario(
+            name="control/noise_stops_after_question",
+            family="control",
+            description=(
+                "Music plays under the caller's question and stops 0.9 s after it: the VAD "
+                "ends the turn itself, and nothing is cut short."
+            ),
+            agent=agents.plain_agent,
+            utterances=(_OPEN_QUESTION,),
+            llm=(_OPEN_ANSWER,),
+            noise=(NoiseWindow(1.0, 5.5),),
+            duration=12.0,
+            control=True,
+        ),
         Scenario(
             name="control/speech_at_end_of_reply",
             family="control",

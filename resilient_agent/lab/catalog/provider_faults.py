@@ -1,7 +1,8 @@
 """Catalog scenarios for providers that fail mid-call.
 
-A dying STT stream, an LLM that always times out, and (a control) a TTS error mid-speech that
-livekit already survives.
+A dying STT stream, an LLM that always times out, a TTS that ends a reply without a frame or
+returns silence for it, and (controls) a TTS error mid-speech that livekit already survives and
+a TTS slow to its first byte.
 
 Timings follow the catalog's clock: the caller's turn ends 0.55 s after they stop, the scripted
 LLM answers after 0.3 s, TTS speaks 15 characters a second. livekit's default connection options
@@ -19,6 +20,13 @@ __all__ = ["FALLBACK_LINE", "provider_fault_scenarios"]
 # and is asked again, which fails the same way: after two failed attempts the fallback line
 # comes at 1.5 times the no-race latency.
 _FALLBACK_BOUND = 1.2 + 2 * 6.0 + 1.5 * 1.2
+_DESSERTS = LLMRule(when_user_says="desserts", text="We make a lemon tart.")
+# livekit gives a synthesis without frames up after 3 retries (0.1 s, 2 s, 2 s apart): the
+# answer, said again then, starts 5.9 s after the caller stopped
+_NO_AUDIO_BOUND = 7.0
+# a reply of silence plays out (1.4 s) before it is said again: 2.8 s; a TTS 2 s slow to its
+# first byte: 3.05 s
+_SILENCE_BOUND = 4.0
 # LlmFallback's default line (tests/test_provider_faults.py checks that they agree)
 FALLBACK_LINE = "Sorry, I'm having trouble right now. Could you say that again in a moment?"
 
@@ -60,6 +68,56 @@ def provider_fault_scenarios() -> list[Scenario]:
             llm=(LLMRule(text="We open at noon.", times_out_before=60.0),),
             duration=30.0,
             provider_faults=ProviderFaults(fallback_line=FALLBACK_LINE),
+        ),
+        Scenario(
+            name="provider/tts_returns_no_audio",
+            family="provider",
+            description=(
+                "Every synthesis of the answer ends without a frame: livekit retries it three "
+                "times (about 5 s) and drops the reply, with no assistant message; the caller "
+                "must hear the answer."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "what desserts do you make", reply_within=_NO_AUDIO_BOUND),
+                Utterance(15.0, 16.4, "is the terrace open"),
+            ),
+            llm=(_DESSERTS,),
+            duration=25.0,
+            provider_faults=ProviderFaults(tts_empty_sentence=1),
+        ),
+        Scenario(
+            name="provider/tts_returns_silence",
+            family="provider",
+            description=(
+                "The TTS returns digital silence for the answer: livekit plays it and records "
+                "it as said in full; the caller must hear the answer."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "what desserts do you make", reply_within=_SILENCE_BOUND),
+                Utterance(15.0, 16.4, "is the terrace open"),
+            ),
+            llm=(_DESSERTS,),
+            duration=25.0,
+            provider_faults=ProviderFaults(tts_silent_sentence=1),
+        ),
+        Scenario(
+            name="control/slow_tts_reply",
+            family="control",
+            description=(
+                "The TTS takes 2 s to its first byte, every sentence: late but audible, the "
+                "answer is heard once, and nothing is said again."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "what desserts do you make", reply_within=_SILENCE_BOUND),
+                Utterance(15.0, 16.4, "is the terrace open", reply_within=_SILENCE_BOUND),
+            ),
+            llm=(_DESSERTS,),
+            duration=25.0,
+            provider_faults=ProviderFaults(tts_ttfb=2.0),
+            control=True,
         ),
         Scenario(
             name="control/tts_error_mid_reply",
