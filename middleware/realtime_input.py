@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
@@ -55,6 +56,27 @@ RACE = "caller_audio_withheld_from_model"
 CARRY_KEY = "RealtimeInputHold.audio"
 
 logger = get_logger("middleware.realtime_input")
+
+
+@dataclass(frozen=True)
+class _CarriedAudio:
+    """The caller's audio a leaving agent's model never answered, for the next agent's model.
+
+    Attributes:
+        sent: Sent to the leaving model at its last release, not answered since.
+        sent_to: The model session ``sent`` went to.
+        held: Still held at the handoff: no model heard it.
+    """
+
+    sent: tuple[rtc.AudioFrame, ...]
+    sent_to: object | None
+    held: tuple[rtc.AudioFrame, ...]
+
+    def for_session(self, session: object | None) -> list[rtc.AudioFrame]:
+        """What ``session`` has not heard: livekit may hand the leaving session on unchanged."""
+        if self.sent_to is not None and session is self.sent_to:
+            return list(self.held)
+        return [*self.sent, *self.held]
 
 
 class RealtimeInputHold(Middleware):
@@ -83,6 +105,7 @@ class RealtimeInputHold(Middleware):
         self._reported = False
         # audio sent to the model at the last release, until the model answers something
         self._unanswered: list[rtc.AudioFrame] = []
+        self._unanswered_to: object | None = None
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Watch the caller's audio, on a session whose active agent runs a realtime model."""
@@ -92,9 +115,11 @@ class RealtimeInputHold(Middleware):
         if not ctx.observe_audio(self._on_frame):
             raise MiddlewareNotUsed
         self._ctx = ctx
-        carried: list[rtc.AudioFrame] | None = ctx.take(CARRY_KEY)
-        if carried:
-            self._send_carried(ctx, carried)
+        carried: _CarriedAudio | None = ctx.take(CARRY_KEY)
+        if carried is not None:
+            frames = carried.for_session(model_input.session)
+            if frames:
+                self._send_carried(ctx, frames)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Stop watching; at a handoff, carry the caller's unanswered audio to the next agent.
@@ -105,18 +130,19 @@ class RealtimeInputHold(Middleware):
         next agent's model; at the end of the call they are dropped (and that logged).
         """
         ctx.stop_observing_audio(self._on_frame)
-        frames = list(self._unanswered)
+        held: list[rtc.AudioFrame] = []
         if self._held_at is not None:
-            frames += self._kept_frames(ctx)
+            held = self._kept_frames(ctx)
             self._release(ctx, asyncio.get_running_loop().time(), send=False, why=reason)
-        self._unanswered = []
-        if reason == "handoff" and frames:
-            ctx.carry(CARRY_KEY, frames, on_untaken=_dropped_at_handoff)
+        carried = _CarriedAudio(tuple(self._unanswered), self._unanswered_to, tuple(held))
+        self._unanswered, self._unanswered_to = [], None
+        if reason == "handoff" and (carried.sent or carried.held):
+            ctx.carry(CARRY_KEY, carried, on_untaken=_dropped_at_handoff)
         self._ctx = None
 
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The model answers: the audio it was sent is no longer unanswered."""
-        self._unanswered = []
+        self._unanswered, self._unanswered_to = [], None
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The protected speech is over: a hold still on ends, even with no frame to show it."""
@@ -144,7 +170,7 @@ class RealtimeInputHold(Middleware):
         """The leaving agent's unanswered audio reaches this agent's model, before the live."""
         model_input = ctx.model_input
         if model_input is None or not model_input.hold():
-            _dropped_at_handoff(frames)
+            _dropped_frames(frames)
             return
         for frame in frames:
             model_input.keep(frame)
@@ -186,8 +212,9 @@ class RealtimeInputHold(Middleware):
             return
         voiced = self._reported or self._caller_heard(ctx)
         kept = self._kept_frames(ctx) if send else []
+        sent_to = model_input.session
         sent = model_input.release(send=send)
-        self._unanswered = kept
+        self._unanswered, self._unanswered_to = kept, sent_to
         details: dict[str, Any] = {
             "held_s": round(now - held_at, 3),
             "sent_s": round(self._kept_s if sent else 0.0, 3),
@@ -229,7 +256,11 @@ class RealtimeInputHold(Middleware):
         }
 
 
-def _dropped_at_handoff(frames: list[rtc.AudioFrame]) -> None:
+def _dropped_at_handoff(carried: _CarriedAudio) -> None:
+    _dropped_frames([*carried.sent, *carried.held])
+
+
+def _dropped_frames(frames: list[rtc.AudioFrame]) -> None:
     seconds = round(sum(f.duration for f in frames), 3)
     logger.warning(
         "caller_audio_dropped",

@@ -45,6 +45,7 @@ from resilient_agent import (
     OptionChecker,
     ShutdownDecision,
     ShutdownRequest,
+    SpeechInfo,
     ToolCall,
     ToolOutcome,
     get_logger,
@@ -131,6 +132,19 @@ class RealtimeReplyWatch(Middleware):
         elif ev.old_state == "speaking":
             self._quiet_from = now
             self._look_soon()
+
+    async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """A reply made after the caller's words that played out is their answer.
+
+        One that played out with no audio is a silent turn, which ``SilentTurnGuard`` answers:
+        it is not a reply that never came, and is not asked for twice.
+        """
+        if speech.handle.interrupted or not speech.created_at:
+            return
+        created = loop_now() - (time.time() - speech.created_at)
+        if created >= self._words_at:
+            self._spoke_at = max(self._spoke_at, created)
+            self._attempts = 0
 
     async def on_tool_exit(
         self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome

@@ -81,8 +81,8 @@ def test_the_documented_run_the_realtime_races_on_the_real_plugin(
         on_agent, _, on_resilient, *_ = rows[scenario.name]
         assert on_agent == ("pass" if scenario.control else "FAIL"), scenario.name
         assert on_resilient == "pass", scenario.name
-    assert "Agent (livekit.agents:Agent, reference): 2 passed, 5 failed" in out
-    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 7 passed, 0 failed" in out
+    assert "Agent (livekit.agents:Agent, reference): 4 passed, 6 failed" in out
+    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 10 passed, 0 failed" in out
 
 
 def test_a_silent_turn_is_asked_again_on_resilient_agent_only() -> None:

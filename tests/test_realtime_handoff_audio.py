@@ -25,8 +25,16 @@ def test_words_over_a_protected_transfer_are_answered_by_the_next_agent(flavour:
     assert resilient.passed, resilient.reasons
     assert "Nine it is, I changed the booking." in world.tts.sentences.values()
     actions = [e["action"] for e in world.race_events if e["event"] == "race_handled"]
-    # sent to the front desk's model as the preamble ended, then to the manager's at the handoff
-    assert actions == ["sent_to_model", "sent_to_next_agent"]
+    heard = [turn.text for turn in world.llm.turns].count("actually make it nine instead")
+    if len(world.llm.sessions) == 1:
+        # livekit handed the front desk's model session on to the manager: it heard the words
+        # as the preamble ended, and is not sent them twice
+        assert actions[0] == "sent_to_model" and "sent_to_next_agent" not in actions
+        assert heard == 1
+    else:
+        # sent to the front desk's model as the preamble ended, then to the manager's own model
+        assert actions == ["sent_to_model", "sent_to_next_agent"]
+        assert heard == 2
 
 
 def test_on_the_real_gemini_plugin_too() -> None:

@@ -54,6 +54,15 @@ class ModelInput:
         return realtime_session_of(self._active_agent()) is not None
 
     @property
+    def session(self) -> llm.RealtimeSession[Any] | None:
+        """The active agent's realtime model session, or None.
+
+        livekit may hand the same session on to the next agent at a handoff: what was sent to
+        it before is heard by the next agent's model too.
+        """
+        return realtime_session_of(self._active_agent())
+
+    @property
     def server_detects_turns(self) -> bool:
         """Whether the model's server detects the caller's turns (its events set ``user_state``).
 

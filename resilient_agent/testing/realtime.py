@@ -148,6 +148,8 @@ class CommittedTurn:
         committed_at: Loop seconds when it was committed.
         words: The words heard, in order.
         by: ``server_vad`` (the server's turn detection), ``commit_audio`` (the client).
+        session: Which of the model's sessions committed it (its index in ``sessions``): each
+            agent opens a session of its own.
     """
 
     item_id: str
@@ -155,6 +157,7 @@ class CommittedTurn:
     committed_at: float
     words: tuple[HeardWord, ...]
     by: Literal["server_vad", "commit_audio"]
+    session: int = 0
 
     @property
     def text(self) -> str:
@@ -600,7 +603,14 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         if not words:
             return None
         now = asyncio.get_running_loop().time()
-        turn = CommittedTurn(item_id or utils.shortuuid("item_"), started, now, words, by)
+        turn = CommittedTurn(
+            item_id or utils.shortuuid("item_"),
+            started,
+            now,
+            words,
+            by,
+            session=self._model.sessions.index(self),
+        )
         self._model.turns.append(turn)
         self._model.finals.append((now, turn.text, words))
         self._conversation.items.append(
