@@ -16,6 +16,12 @@ Both are reported (``race_detected``, then ``race_handled`` with the action ``re
 the call ids), and the repaired copy goes on to the LLM. Only the inference is repaired: the
 agent's context and ``session.history`` stay as livekit keeps them. A well-formed context goes on
 untouched, as the very same request, so the call runs as on livekit alone.
+
+It also keeps a tool reply from answering a question again (:mod:`.answered_turns`): a tool
+called before the caller's question and done after it reads, in the provider's format, as a
+context ending in that question. When an earlier inference ended in that question (its reply is
+under way, not yet in the context), the tool reply's inference goes without it (reported as
+``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
 """
 
 from __future__ import annotations
@@ -26,12 +32,16 @@ from livekit.agents import llm
 
 from resilient_agent import InferenceNext, InferenceRequest, Middleware, MiddlewareContext
 
+from .answered_turns import question_answered, questions_answered_elsewhere
 from .tool_pairs import UnpairedToolItems, unpaired_tool_items
 
 __all__ = ["UNAVAILABLE_RESULT", "ContextIntegrity"]
 
 MALFORMED_CONTEXT = "malformed_context"
 """The race kind a repaired context is reported under."""
+
+TOOL_REPLY_REANSWERS = "tool_reply_reanswers"
+"""The race kind of a tool reply that would have answered a question another reply answers."""
 
 UNAVAILABLE_RESULT = "The tool call's result is unavailable."
 """The output given to a function call that has none (livekit words its own placeholder output
@@ -52,6 +62,8 @@ class ContextIntegrity(Middleware):
 
     Attributes:
         repaired_contexts: Inferences repaired so far.
+        questions_left_to_their_reply: Tool replies that went without a question another
+            reply was answering.
     """
 
     name = "ContextIntegrity"
@@ -59,11 +71,44 @@ class ContextIntegrity(Middleware):
 
     def __init__(self) -> None:
         self.repaired_contexts = 0
+        self.questions_left_to_their_reply = 0
+        # user messages an inference that reached the app's llm_node ended in
+        self._answering: set[str] = set()
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
         """Pass a well-formed context on untouched; repair and report a malformed one."""
+        request = self._without_questions_answered_elsewhere(ctx, request)
+        answers = question_answered(request.chat_ctx)
+        result = await self._checked(ctx, request, call_next)
+        if answers is not None and result is not None:
+            self._answering.add(answers)
+        return result
+
+    def _without_questions_answered_elsewhere(
+        self, ctx: MiddlewareContext, request: InferenceRequest
+    ) -> InferenceRequest:
+        questions = questions_answered_elsewhere(request.chat_ctx, self._answering)
+        if not questions:
+            return request
+        details = {"questions": questions}
+        ctx.race_detected(self, TOOL_REPLY_REANSWERS, details=details)
+        left_out = set(questions)
+        chat_ctx = llm.ChatContext([i for i in request.chat_ctx.items if i.id not in left_out])
+        self.questions_left_to_their_reply += 1
+        ctx.race_handled(
+            self,
+            TOOL_REPLY_REANSWERS,
+            "question_left_to_its_reply",
+            details=details,
+            counts={"questions_left_to_their_reply": 1},
+        )
+        return request.override(chat_ctx=chat_ctx)
+
+    async def _checked(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
         unpaired = unpaired_tool_items(request.chat_ctx)
         if not unpaired:
             return await call_next(request)

@@ -91,6 +91,22 @@ def test_the_race_reproduces_on_agent_and_passes_on_resilient_agent_with_gemini(
     assert any(r.tool_calls for r in world.llm.requests)
 
 
+@pytest.mark.parametrize("stack", ["deepgram+openai+cartesia", "deepgram+google+cartesia"])
+def test_a_tool_reply_does_not_answer_again_a_question_another_reply_answers(stack: str) -> None:
+    # the provider's format moves the tool's output up to its call: the tool reply's context
+    # ends, on the wire, in the question the caller asked as the tool ended, whose own reply is
+    # still playing; the scripted LLM (time order) never showed it
+    scenario = _scenario("control/question_as_a_long_tool_ends")
+    _, plain = run_scenario(scenario, Agent, stack=stack)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack)
+    assert any("answer heard 2 times" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert [(r.last_user_text, r.last_tool) for r in world.llm.requests][-2:] == [
+        ("what time do you close tonight", None),
+        (None, "book_table"),
+    ]
+
+
 def test_no_word_is_lost_over_protected_speech_with_a_non_streaming_stt() -> None:
     # openai.STT() transcribes whole requests: livekit wraps it in a StreamAdapter with the VAD,
     # and the library's own recovery must not open a stream of it
