@@ -40,14 +40,15 @@ def question_answered(chat_ctx: ChatContext) -> str | None:
 def questions_answered_elsewhere(chat_ctx: ChatContext, answering: Collection[str]) -> list[str]:
     """The user messages a provider's format would leave last although another reply answers them.
 
-    A user message is one when an earlier inference ended in it (``answering``: that reply is
-    under way), no assistant message follows it in ``chat_ctx``, and the output of a tool called
+    A user message is one when another reply answers it (``answering``, which the caller
+    decides: in :class:`ContextIntegrity`, a reply started for it that says something), no
+    assistant message follows it in ``chat_ctx``, and the output of a tool called
     before it comes after it: on the wire that output moves up next to its call, and the
     context ends in the question.
 
     Args:
         chat_ctx: The inference's context, in livekit's order.
-        answering: Ids of the user messages earlier inferences ended in.
+        answering: Ids of the user messages another reply answers.
     """
     called_at: dict[str, int] = {}
     questions: dict[str, int] = {}

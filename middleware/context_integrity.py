@@ -19,13 +19,16 @@ untouched, as the very same request, so the call runs as on livekit alone.
 
 It also keeps a tool reply from answering a question again (:mod:`.answered_turns`): a tool
 called before the caller's question and done after it reads, in the provider's format, as a
-context ending in that question. When an earlier inference ended in that question (its reply is
-under way, not yet in the context), the tool reply's inference goes without it (reported as
+context ending in that question. When a reply started for that question (while the tool ran)
+says something (it is under way, not yet in the context), the tool reply's inference goes
+without it (reported as
 ``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 from livekit.agents import llm
@@ -42,6 +45,10 @@ MALFORMED_CONTEXT = "malformed_context"
 
 TOOL_REPLY_REANSWERS = "tool_reply_reanswers"
 """The race kind of a tool reply that would have answered a question another reply answers."""
+
+# how long a tool reply waits for the other reply's first words before keeping the question:
+# that reply plays first anyway, and one still silent by then may never speak (a stalled LLM)
+_FIRST_WORDS_WAIT_S = 2.0
 
 UNAVAILABLE_RESULT = "The tool call's result is unavailable."
 """The output given to a function call that has none (livekit words its own placeholder output
@@ -72,24 +79,32 @@ class ContextIntegrity(Middleware):
     def __init__(self) -> None:
         self.repaired_contexts = 0
         self.questions_left_to_their_reply = 0
-        # user messages an inference that reached the app's llm_node ended in
-        self._answering: set[str] = set()
+        # per user message, whether each reply started for it while a tool ran said something
+        self._replies: dict[str, list[asyncio.Future[bool]]] = {}
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
         """Pass a well-formed context on untouched; repair and report a malformed one."""
-        request = self._without_questions_answered_elsewhere(ctx, request)
-        answers = question_answered(request.chat_ctx)
+        if self._replies:
+            request = await self._without_questions_answered_elsewhere(ctx, request)
+        # only a tool running now can end after the question this inference answers
+        question = question_answered(request.chat_ctx) if ctx.state.tools_in_flight else None
         result = await self._checked(ctx, request, call_next)
-        if answers is not None and result is not None:
-            self._answering.add(answers)
+        if question is None or result is None:
+            return result
+        spoke: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._replies.setdefault(question, []).append(spoke)
+        if isinstance(result, AsyncIterable) and not isinstance(result, str):
+            return _watched(result, spoke)
+        spoke.set_result(bool(result))
         return result
 
-    def _without_questions_answered_elsewhere(
+    async def _without_questions_answered_elsewhere(
         self, ctx: MiddlewareContext, request: InferenceRequest
     ) -> InferenceRequest:
-        questions = questions_answered_elsewhere(request.chat_ctx, self._answering)
+        candidates = questions_answered_elsewhere(request.chat_ctx, self._replies)
+        questions = [q for q in candidates if await _a_reply_speaks(self._replies[q])]
         if not questions:
             return request
         details = {"questions": questions}
@@ -155,3 +170,34 @@ def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.Cha
             )
         )
     return repaired
+
+
+async def _a_reply_speaks(replies: list[asyncio.Future[bool]]) -> bool:
+    """Whether one of ``replies`` said something, waiting a little for those still silent."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _FIRST_WORDS_WAIT_S
+    while not any(r.done() and r.result() for r in replies):
+        pending = [r for r in replies if not r.done()]
+        if not pending or loop.time() >= deadline:
+            return False
+        await asyncio.wait(pending, timeout=deadline - loop.time(), return_when="FIRST_COMPLETED")
+    return True
+
+
+async def _watched(stream: AsyncIterable[Any], spoke: asyncio.Future[bool]) -> AsyncIterator[Any]:
+    """``stream`` as it is, resolving ``spoke`` at its first text (True) or its end (False)."""
+    try:
+        async for chunk in stream:
+            if not spoke.done() and _text_of(chunk):
+                spoke.set_result(True)
+            yield chunk
+    finally:
+        if not spoke.done():
+            spoke.set_result(False)
+
+
+def _text_of(chunk: Any) -> str:
+    if isinstance(chunk, str):
+        return chunk.strip()
+    delta = getattr(chunk, "delta", None)
+    return ((getattr(delta, "content", None) or "") if delta is not None else "").strip()

@@ -9,9 +9,17 @@ real plugins is in ``tests/test_provider_stacks.py``.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
-from livekit.agents.llm import ChatContext, FunctionCall, FunctionCallOutput
+from livekit.agents.llm import (
+    ChatChunk,
+    ChatContext,
+    ChoiceDelta,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionToolCall,
+)
 from resilient_agent.middleware.answered_turns import (
     question_answered,
     questions_answered_elsewhere,
@@ -24,6 +32,7 @@ from resilient_agent import (
     MiddlewareContext,
     RaceDetectedEvent,
     RaceHandledEvent,
+    ToolCall,
 )
 from resilient_agent._engine.chain import MiddlewareChain
 from resilient_agent.testing import run_virtual
@@ -88,25 +97,46 @@ def test_the_question_a_reply_is_answering_is_found_in_a_tool_reply_that_ends_af
     assert questions_answered_elsewhere(_booking(question_at=18.0), {"item_close"}) == []
 
 
-def _run(contexts: list[ChatContext]) -> tuple[list[ChatContext], list[Any]]:
+def _run(
+    contexts: list[ChatContext], replies: tuple[Any, ...] = ("At ten.", "Booked.")
+) -> tuple[list[ChatContext], list[Any]]:
+    """Each context through a chain of ContextIntegrity while ``book_table`` runs.
+
+    Each inference answers the next of ``replies`` (text, or a stream of chunks) and is read to
+    its end, as livekit reads it.
+    """
     emitted: list[Any] = []
+    state = ConversationState()
+    state.tools_in_flight[1] = ToolCall(name="book_table")
     ctx = MiddlewareContext(
         session=None,  # type: ignore[arg-type]
         agent=None,  # type: ignore[arg-type]
-        state=ConversationState(),
+        state=state,
         emit=emitted.append,
     )
     chain = MiddlewareChain([ContextIntegrity()])
     got: list[ChatContext] = []
+    answers = iter(replies)
 
-    async def llm_node(inner: InferenceRequest) -> str:
+    async def llm_node(inner: InferenceRequest) -> Any:
         got.append(inner.chat_ctx)
-        return "the reply"
+        answer = next(answers)
+        if isinstance(answer, str):
+            return answer
+
+        async def stream() -> AsyncIterator[Any]:
+            for chunk in answer:
+                yield chunk
+
+        return stream()
 
     async def main() -> None:
         for chat_ctx in contexts:
             request = InferenceRequest(chat_ctx=chat_ctx, tools=[], model_settings=None)
-            await chain.wrap_llm_request(ctx, request, llm_node)
+            result = await chain.wrap_llm_request(ctx, request, llm_node)
+            if not isinstance(result, str):
+                async for _ in result:
+                    pass
 
     run_virtual(main())
     return got, emitted
@@ -137,3 +167,19 @@ def test_a_tool_reply_whose_question_no_reply_answers_keeps_it() -> None:
     tool_reply = _booking()
     got, emitted = _run([tool_reply])
     assert got[0] is tool_reply and emitted == []
+
+
+def test_a_question_whose_reply_only_called_a_tool_stays_for_the_tool_reply_to_answer() -> None:
+    # an AgentTask's last turn: its reply is a tool call that ends the task, and the tool
+    # reply of the tool that awaited the task answers it (livekit's rule)
+    call = FunctionToolCall(name="confirm", arguments="{}", call_id="call_2")
+    only_a_tool = (ChatChunk(id="r", delta=ChoiceDelta(role="assistant", tool_calls=[call])),)
+    tool_reply = _booking()
+    got, emitted = _run([_question(), tool_reply], replies=(only_a_tool, "Booked."))
+    assert got[1] is tool_reply and emitted == []
+
+
+def test_a_streamed_reply_that_speaks_answers_its_question() -> None:
+    words = (ChatChunk(id="r", delta=ChoiceDelta(role="assistant", content="At ten.")),)
+    got, _ = _run([_question(), _booking()], replies=(words, "Booked."))
+    assert got[1].items[-1].type == "function_call_output"
