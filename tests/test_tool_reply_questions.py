@@ -146,9 +146,7 @@ def test_the_tool_reply_goes_without_the_question_its_reply_answers_and_says_so(
     tool_reply = _booking()
     got, emitted = _run([_question(), tool_reply])
 
-    assert [i.id for i in got[1].items if i.type == "message" and i.role == "user"] == [
-        "item_book"
-    ]
+    assert [i.id for i in got[1].items if i.type == "message" and i.role == "user"] == ["item_book"]
     assert got[1].items[-1].type == "function_call_output"
     # only the inference goes without it: the context livekit gave is as it was
     assert any(i.id == "item_close" for i in tool_reply.items)
