@@ -19,6 +19,7 @@ from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
 from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing.emulators import DeepgramEmulator
 from resilient_agent.testing.stacks import STACKS
 
 pytest.importorskip("livekit.plugins.deepgram")
@@ -64,6 +65,28 @@ def test_a_recovery_on_deepgram_is_one_pre_recorded_request_not_a_second_socket(
     assert outcome.passed, outcome.reasons
     assert world.connections["deepgram-emulator ws /v1/listen"] == 1
     assert world.connections["deepgram-emulator http /v1/listen"] == 1
+
+
+def test_the_listening_socket_is_the_only_extra_one_and_closes_with_its_window() -> None:
+    # while the protected hold message plays over the caller, CallerWords listens through a
+    # stream of the session's STT: on Deepgram a second live socket, counted against the
+    # provider's concurrency limit; it must close when the window ends, not live on
+    world, outcome = run_scenario(
+        _scenario("tool_gap/gap_protected_say"), ResilientAgent, stack="deepgram+openai+cartesia"
+    )
+    assert outcome.passed, outcome.reasons
+    assert isinstance(world.stt, DeepgramEmulator)
+    livekits, listening = world.stt.sockets
+    assert world.stt.most_open_at_once("/v1/listen") == 2
+    assert listening.closed_at is not None and livekits.closed_at is not None
+    assert listening.closed_at - listening.opened_at < 1.5
+    assert livekits.closed_at - livekits.opened_at > 20.0
+    # a race-free call opens nothing more than livekit does
+    world, _ = run_scenario(
+        _scenario("control/two_turns"), ResilientAgent, stack="deepgram+openai+cartesia"
+    )
+    assert isinstance(world.stt, DeepgramEmulator)
+    assert len(world.stt.sockets) == 1
 
 
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
