@@ -19,7 +19,7 @@ from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
 from resilient_agent.testing import Scenario, run_scenario
-from resilient_agent.testing.emulators import DeepgramEmulator
+from resilient_agent.testing.emulators import DeepgramEmulator, DeepgramFaults
 from resilient_agent.testing.stacks import STACKS
 
 pytest.importorskip("livekit.plugins.deepgram")
@@ -87,6 +87,23 @@ def test_the_listening_socket_is_the_only_extra_one_and_closes_with_its_window()
     )
     assert isinstance(world.stt, DeepgramEmulator)
     assert len(world.stt.sockets) == 1
+
+
+def test_the_words_of_a_socket_dropped_mid_utterance_are_recovered() -> None:
+    # Deepgram closes the socket 1 s into "do you have a terrace": the plugin reconnects on its
+    # own (livekit reports a recoverable error), and the words the dropped socket was hearing
+    # are gone on a plain Agent
+    scenario = _scenario("control/two_turns")
+    drop = DeepgramFaults(drop_after_s=2.0)
+    stack = "deepgram+openai+cartesia"
+    _, plain = run_scenario(scenario, Agent, stack=stack, deepgram_faults=drop)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=drop)
+    assert any("never reached the LLM" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert ("race_detected", "stt_reconnected") in {
+        (race["event"], race["kind"]) for race in resilient.race_events
+    }
 
 
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
