@@ -11,8 +11,13 @@ caller's audio, offers it on the context) to re-transcribe what was said since t
 transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
-It costs nothing while the STT is healthy: one listener on the session's ``error`` events and no
-hook the chain dispatches.
+A connection livekit (or the plugin) reconnects after a failure mid-stream (a recoverable error
+caused by an ``APIError``: Deepgram's socket closed mid-utterance) keeps the stream going but
+loses the words it had not finalized: those are re-transcribed the same way, reported as
+``stt_reconnected``, once until the next final transcript.
+
+It costs nothing while the STT is healthy: listeners on the session's ``error`` and
+``user_input_transcribed`` events and no hook the chain dispatches.
 """
 
 from __future__ import annotations
