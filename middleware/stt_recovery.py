@@ -122,11 +122,13 @@ class SttRecovery(Middleware):
         if ctx is None or self._recovered_since_final:
             return
         self._recovered_since_final = True
+        # reported only when there is audio the lost connection may have been hearing (a
+        # connection refused before the caller said anything lost nothing)
+        if self.recover_words and not _recover_words(ctx, STT_RECONNECTED):
+            return
         ctx.race_detected(
             self, STT_RECONNECTED, details={"error": type(error.error).__name__, "stt": error.label}
         )
-        if self.recover_words:
-            _recover_words(ctx, STT_RECONNECTED)
 
     def _restart(self, ctx: MiddlewareContext, died_at: float) -> None:
         self._pending = None

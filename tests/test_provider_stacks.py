@@ -104,6 +104,12 @@ def test_the_words_of_a_socket_dropped_mid_utterance_are_recovered() -> None:
     assert ("race_detected", "stt_reconnected") in {
         (race["event"], race["kind"]) for race in resilient.race_events
     }
+    # a connection refused (429) before the caller spoke lost nothing: no alarm
+    refused = DeepgramFaults(refuse_with=429, refusals=1)
+    world, control = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=refused)
+    assert control.passed, control.reasons
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert control.race_events == []
 
 
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
