@@ -167,6 +167,17 @@ def test_no_word_is_lost_over_protected_speech_with_a_non_streaming_stt() -> Non
     assert [text for _, text, _ in world.stt.finals] == ["hello can you hear me"]
 
 
+def test_a_dead_vad_loses_no_word_with_a_non_streaming_stt() -> None:
+    # livekit's StreamAdapter cuts the caller's audio with a VAD stream of its own: restarting
+    # the agent's VAD left that one dead, and the non-streaming STT never heard the caller
+    scenario = _scenario("vad/dead_plain_agent")
+    _, plain = run_scenario(scenario, Agent, stack=NON_STREAMING)
+    _, resilient = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert any("never reached the LLM" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert resilient.lost_words == 0
+
+
 def test_an_unknown_stack_lists_the_stacks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lab", "--stack", "deepgram+gpt"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
