@@ -33,9 +33,10 @@ from resilient_agent.testing.scenario import CallerInput
 __all__ = ["RaceReply", "main", "measure"]
 
 # Provider faults, not races: an LLM that accepts a request and never answers cannot be told from
-# a slow one before the watchdog's thinking_s (6 s), so its answer is bounded by that timer.
+# a slow one before the watchdog's thinking_s (6 s), so its answer is bounded by that timer; a
+# realtime model that never replies, likewise by RealtimeReplyWatch's no_reply_s (5 s).
 # Reported on their own line.
-PROVIDER_FAULTS = ("stall/llm_hangs",)
+PROVIDER_FAULTS = ("stall/llm_hangs", "realtime/openai/reply_never_comes")
 
 
 @dataclass(frozen=True)

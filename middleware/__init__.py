@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .realtime_reply import RealtimeReplyWatch
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard, ToolPolicy
     from .turn_keeper import TurnKeeper
@@ -38,6 +40,8 @@ _EXPORTS: Mapping[str, str] = MappingProxyType(
         "ContextIntegrity": "context_integrity",
         "LlmFallback": "llm_fallback",
         "RealtimeInputHold": "realtime_input",
+        "RealtimeReplyWatch": "realtime_reply",
+        "SilentTurnGuard": "silent_turn",
         "SttRecovery": "stt_recovery",
         "ToolGuard": "tool_guard",
         "ToolPolicy": "tool_guard",
@@ -53,6 +57,8 @@ __all__ = [
     "ContextIntegrity",
     "LlmFallback",
     "RealtimeInputHold",
+    "RealtimeReplyWatch",
+    "SilentTurnGuard",
     "SttRecovery",
     "ToolGuard",
     "ToolPolicy",
@@ -95,6 +101,8 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .realtime_reply import RealtimeReplyWatch
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
@@ -107,6 +115,8 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(WaitForCaller),
         # on a realtime model only (it leaves the chain at setup on a pipeline)
         MiddlewareSpec(RealtimeInputHold),
+        MiddlewareSpec(RealtimeReplyWatch),
+        MiddlewareSpec(SilentTurnGuard),
         MiddlewareSpec(ConditionalHangup),
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),

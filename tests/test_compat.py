@@ -43,6 +43,7 @@ from livekit.agents import (  # noqa: E402
     llm,
 )
 from livekit.agents.beta.tools import EndCallTool  # noqa: E402
+from livekit.agents.types import NOT_GIVEN  # noqa: E402
 from livekit.agents.voice.io import AudioInput  # noqa: E402
 from livekit.agents.voice.room_io import RoomIO  # noqa: E402
 
@@ -56,6 +57,15 @@ _SIGNATURES: dict[str, tuple[type, list[tuple[str, Any]]]] = {
     "AgentSession.interrupt": (AgentSession, [("force", False)]),
     # keyword-only, with user_input among them (the rest differ between 1.8 releases)
     "AgentSession.generate_reply": (AgentSession, []),
+    "AgentSession.say": (
+        AgentSession,
+        [
+            ("text", inspect.Parameter.empty),
+            ("audio", NOT_GIVEN),
+            ("allow_interruptions", NOT_GIVEN),
+            ("add_to_chat_ctx", True),
+        ],
+    ),
     "RunContext.disallow_interruptions": (RunContext, []),
     "RealtimeSession.push_audio": (llm.RealtimeSession, [("frame", inspect.Parameter.empty)]),
     "Agent.on_enter": (Agent, []),
@@ -836,3 +846,51 @@ def test_offline_room_proto_message_moved_trips(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delattr(participant_pb2, "OwnedParticipant")  # livekit renamed the message
     with pytest.raises(AssertionError, match=re.escape("participant_pb2 has no OwnedParticipant")):
         check_offline_room_internal("rtc._proto")
+
+
+def test_a_gemini_live_model_keeps_its_options_where_the_lab_redirects_them() -> None:
+    google = pytest.importorskip("livekit.plugins.google")
+    from google.genai import types
+
+    from resilient_agent._livekit.compat import redirect_realtime_http
+
+    model = google.realtime.RealtimeModel(api_key="app-key", voice="Kore")
+    options = types.HttpOptions(base_url="https://127.0.0.1:1")
+    assert redirect_realtime_http(model, options, "lab-key"), (
+        "livekit-plugins-google moved RealtimeModel._opts.http_options / api_key"
+    )
+    assert model._opts.http_options is options and model._opts.api_key == "lab-key"
+    assert model._opts.voice == "Kore"
+
+
+def check_livekit_session_report() -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent._livekit.compat import livekit_session_report
+    from resilient_agent.testing import Scenario, Utterance, run_scenario
+
+    call = Scenario(
+        name="t/report",
+        family="t",
+        description="",
+        agent=lambda base: base(instructions="t"),
+        utterances=(Utterance(1.0, 2.0, "hello there"),),
+        duration=5.0,
+    )
+    world, _ = run_scenario(call, PlainAgent)
+    report = livekit_session_report(world.session, job_id="j", room_id="r", room="t")
+    assert report is not None, "livekit moved JobContext.make_session_report or its event record"
+    kinds = {e["type"] for e in report.to_dict()["events"]}
+    assert {"user_state_changed", "user_input_transcribed", "close"} <= kinds, kinds
+
+
+def test_livekit_session_report_is_where_compat_expects_it() -> None:
+    check_livekit_session_report()
+
+
+def test_livekit_session_report_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    from livekit.agents import JobContext
+
+    monkeypatch.delattr(JobContext, "make_session_report")  # livekit moved it
+    with pytest.raises(AssertionError, match=r"moved JobContext\.make_session_report"):
+        check_livekit_session_report()

@@ -69,6 +69,8 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
         "TurnKeeper",
         "WaitForCaller",
         "RealtimeInputHold",
+        "RealtimeReplyWatch",
+        "SilentTurnGuard",
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",
@@ -96,6 +98,8 @@ NOT_RUN_IN_CI = {
     "run by hand, not by .ci/run",
     "scripts/test-livekit-version.sh newest -x -q": "a venv per livekit-agents release, minutes "
     "each: run by hand, not by .ci/run",
+    "resilient-agent replay --round-trip": "records and replays the whole catalog on both "
+    "agents (several minutes); tests/test_replay.py runs it on four calls",
     "PYTHON=/root/.pyenv/versions/3.13.0/bin/python scripts/test-livekit-version.sh 1.8.0": (
         "a Python installed at that path, and a venv per release: run by hand"
     ),

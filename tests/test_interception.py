@@ -71,7 +71,7 @@ def test_a_shadow_installed_after_ours_is_left_in_place_and_the_reason_logged() 
 
 def test_only_listed_interceptions_can_be_installed() -> None:
     with pytest.raises(KeyError):
-        Interceptor().install("AgentSession.say", _Session(), _tagging("x"))
+        Interceptor().install("AgentSession.start", _Session(), _tagging("x"))
 
 
 def test_every_interception_says_why_and_which_hook_it_asks() -> None:

@@ -96,6 +96,8 @@ def test_drop_in_construction_and_default_chain() -> None:
         "TurnKeeper",
         "WaitForCaller",
         "RealtimeInputHold",
+        "RealtimeReplyWatch",
+        "SilentTurnGuard",
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",

@@ -26,8 +26,10 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "link_publication_track",
+    "livekit_session_report",
     "local_track_publications",
     "queued_speeches",
+    "redirect_realtime_http",
     "room_event_queue",
     "session_closing",
     "session_trace_context",
@@ -141,6 +143,32 @@ def close_as_caller_left(session: Any) -> bool:
     return True
 
 
+def livekit_session_report(
+    session: Any, *, job_id: str, room_id: str, room: str, agent_name: str = ""
+) -> Any:
+    """Livekit's own ``JobContext.make_session_report`` for ``session``, run outside a job.
+
+    The method reads the job's ids, its tagger and the session's private event record,
+    start time and recorder; a stand-in job context gives it the first two, so the report is
+    built by livekit's code exactly as ``on_session_end`` gets it. None if livekit moved it.
+    """
+    from types import SimpleNamespace
+
+    from livekit.agents import JobContext
+
+    make = getattr(JobContext, "make_session_report", None)
+    if make is None or not hasattr(session, "_recorded_events"):
+        return None
+    stand_in = SimpleNamespace(
+        job=SimpleNamespace(
+            id=job_id, room=SimpleNamespace(sid=room_id, name=room), agent_name=agent_name
+        ),
+        _primary_agent_session=session,
+        _tagger=SimpleNamespace(tags=set()),
+    )
+    return make(stand_in, session)
+
+
 # -- the offline room: an rtc.Room that never connects (resilient_agent.testing.room) ----------
 
 
@@ -157,6 +185,21 @@ _ROOM_INFO = "_info"
 _ROOM_LOCAL_PARTICIPANT = "_local_participant"
 _PUBLICATION_TRACK = "_track"
 _TRACK_PUBLICATIONS = "_track_publications"
+
+
+def redirect_realtime_http(model: Any, http_options: Any, api_key: str) -> bool:
+    """Point an app's own Gemini Live model (livekit-plugins-google) at ``http_options``.
+
+    The plugin reads ``_opts.http_options`` and ``_opts.api_key`` each time it opens a session
+    and has no public setter for them; the lab redirects the app's instance to its emulator, so
+    the app's own options (voice, tools, instructions) stay. False when the options moved.
+    """
+    options = getattr(model, "_opts", None)
+    if options is None or not hasattr(options, "http_options") or not hasattr(options, "api_key"):
+        return False
+    options.http_options = http_options
+    options.api_key = api_key
+    return True
 
 
 def _proto(module: str, *messages: str) -> Any:
@@ -332,6 +375,13 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent._livekit.handoff_gates",
         "livekit changed AgentSession.generate_reply's signature",
         "test_intercepted_methods_keep_their_signatures[AgentSession.generate_reply]",
+    ),
+    Reliance(
+        "AgentSession.say(text, *, audio=..., allow_interruptions=..., add_to_chat_ctx=True) "
+        "-> SpeechHandle",
+        "resilient_agent._livekit.protected_lines",
+        "livekit changed AgentSession.say's signature",
+        "test_intercepted_methods_keep_their_signatures[AgentSession.say]",
     ),
     Reliance(
         "RealtimeSession.push_audio(frame) -> None, called by livekit for every caller frame",

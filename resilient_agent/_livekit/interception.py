@@ -101,12 +101,25 @@ _ALL = (
     Interception(
         "AgentSession",
         "generate_reply",
-        "resilient_agent._livekit.handoff_gates",
-        "decide_interrupt",
+        "resilient_agent._livekit.handoff_gates, resilient_agent._livekit.protected_lines",
+        "decide_interrupt, model_input",
         "while a handoff pauses speech scheduling livekit raises on generate_reply(user_input"
         "=...) and RoomIO's text input loses the typed words; the refused input is kept for "
         "the next agent (the leaving keeper's choice, made as it answers decide_interrupt) "
-        "and livekit's error is raised unchanged",
+        "and livekit's error is raised unchanged. On a realtime model with server turn "
+        "detection livekit drops allow_interruptions=False (a warning) and the caller's "
+        "barge-in cuts the app's protected line: the reply is made without it and its handle "
+        "protected, which livekit honours (and RealtimeInputHold holds the model's input)",
+    ),
+    Interception(
+        "AgentSession",
+        "say",
+        "resilient_agent._livekit.protected_lines",
+        "model_input",
+        "on a realtime model with server turn detection (a TTS beside it) livekit drops "
+        "allow_interruptions=False (a warning) and the caller's barge-in cuts the app's "
+        "protected line: the speech is made without it and its handle protected, which "
+        "livekit honours (and RealtimeInputHold holds the model's input)",
     ),
     Interception(
         "Agent",

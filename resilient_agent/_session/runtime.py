@@ -42,6 +42,7 @@ from .._engine.requests import ToolCall
 from .._engine.state import ConversationState, MiddlewareContext, Named
 from .._livekit.close_hold import CloseHold
 from .._livekit.interception import Interceptor
+from .._livekit.protected_lines import ProtectedLineGate
 from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
 from .event_hub import EventHub, EventOwner
@@ -129,7 +130,7 @@ class SessionRuntime:
         self.supervision = AgentSupervision(self)
         self.active = ActiveChain()
         self._listeners = SessionListeners(self)
-        # the session-wide gates (the close hold)
+        # the session-wide gates (the close hold, the protected lines)
         self._gates = Interceptor()
         self._stopping: asyncio.Task[None] | None = None
         self._stop_begun = False
@@ -153,6 +154,7 @@ class SessionRuntime:
         self.hub.bind_job_fields(CORE)
         self._listeners.subscribe()
         CloseHold(self.session, self).install(self._gates)
+        ProtectedLineGate(self.session).install(self._gates)
 
     async def activate(self, owner: ChainOwner, chain: MiddlewareChain | None = None) -> ChainRun:
         """Make ``owner``'s chain the session's: the active one closes (a handoff) first.

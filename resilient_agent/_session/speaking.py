@@ -23,6 +23,8 @@ from livekit.agents import Agent, AgentSession, llm
 from livekit.agents.utils import is_given
 from livekit.agents.voice import SpeechHandle
 
+from .._livekit.protected_lines import protect, server_detects_turns
+
 __all__ = [
     "LineCannotBeSpoken",
     "SpeakingWay",
@@ -110,13 +112,16 @@ def speak_line(
         LineCannotBeSpoken: Nothing in the session can speak it.
     """
     way = speaking_way(session)
+    # livekit drops allow_interruptions=False under server turn detection (with a warning); a
+    # protected handle is what it honours there
+    protect_after = not allow_interruptions and server_detects_turns(session)
     if way == "say":
+        if protect_after:
+            return protect(session.say(text), "say")
         return session.say(text, allow_interruptions=allow_interruptions)
     if way == "instructed_reply":
         reply = session.generate_reply(instructions=say_exactly(text), tool_choice="none")
         if not allow_interruptions:
-            # livekit drops allow_interruptions=False under server turn detection (with a
-            # warning); a protected handle is what it honours there
             reply.allow_interruptions = False
         return reply
     raise LineCannotBeSpoken(what)

@@ -90,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
         help="trace every call through livekit's OpenTelemetry tracer and write its spans (and "
         "the race events on them) as JSON lines",
     )
+    lab.add_argument(
+        "--record",
+        metavar="DIR",
+        type=Path,
+        help="write every call as livekit's session report (SessionReport.to_dict() JSON), "
+        "DIR/AGENT/FAMILY__VARIANT.json, which resilient-agent replay reads",
+    )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
     lab.add_argument(
         "--fuzz",
@@ -143,6 +150,9 @@ def _parser() -> argparse.ArgumentParser:
         "deepgram+openai+cartesia, deepgram+google+cartesia or openai-stt+openai+cartesia "
         "(needs resilient-agent[providers])",
     )
+    from .replay.cli import add_replay_parser
+
+    add_replay_parser(commands)
     return parser
 
 
@@ -221,6 +231,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--report", args.report is not None, "the explorer writes only --json"),
             ("--timeline", args.timeline is not None, "the explorer writes only --json"),
             ("--traces", args.traces is not None, "the explorer writes only --json"),
+            ("--record", args.record is not None, "the explorer writes only --json"),
             ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
         )
         found += _not_with("--explore N", explore_only_json)
@@ -234,6 +245,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             "report",
             "timeline",
             "traces",
+            "record",
         ):
             if getattr(args, option) not in (None, False):
                 found.append(f"--list only lists the scenarios: drop --{option} or --list")
@@ -244,6 +256,7 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
             ("--report", args.report is not None, "the fuzzer writes only --json"),
             ("--timeline", args.timeline is not None, "the fuzzer writes only --json"),
             ("--traces", args.traces is not None, "the fuzzer writes only --json"),
+            ("--record", args.record is not None, "the fuzzer writes only --json"),
             ("--speech real", args.speech == "real", "fuzzed calls use scripted speech"),
         )
         found += _not_with("--fuzz N", catalog_only)
@@ -310,7 +323,7 @@ def _lab(args: argparse.Namespace) -> int:
     if args.stack is not None:
         from .stacks import stack_variants
 
-        chosen, left_out = stack_variants(chosen)
+        chosen, left_out = stack_variants(chosen, args.stack)
         print(
             f"stack {args.stack}: {len(chosen)} call(s) on real provider plugins against local "
             f"wire emulators, {len(left_out)} left out"
@@ -368,6 +381,7 @@ def _lab(args: argparse.Namespace) -> int:
             on_skip=skip,
             traces=args.traces is not None,
             stack=args.stack,
+            record=args.record,
         )
     if not results:
         raise _UsageError(f"no scenario could run on {agents[0].label} (see the SKIP lines)")
@@ -557,6 +571,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "lab":
             return _lab_with_app_logs(args)
+        if args.command == "replay":
+            from .replay.cli import replay_command
+
+            return replay_command(args)
     except MiddlewareError as exc:  # a configuration mistake: its message names the fix
         print(f"resilient-agent {args.command}: error: {exc}", file=sys.stderr)
         return 2

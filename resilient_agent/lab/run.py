@@ -8,17 +8,26 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from livekit.agents import Agent
 
 from ..testing import CallOutcome, Scenario, run_scenario
+from ..testing.session_report import write_session_report
 from ..testing.transcripts import utterance_transcripts
 from .app_agent import catalog_base, scenario_mismatch
 from .timeline import CallTimeline, extract_timeline
 from .traces import CallTraces
 
-__all__ = ["AgentUnderTest", "LabResult", "default_agents", "load_agent_class", "run_lab"]
+__all__ = [
+    "AgentUnderTest",
+    "LabResult",
+    "default_agents",
+    "load_agent_class",
+    "record_path",
+    "run_lab",
+]
 
 BASELINE_PATH = "livekit.agents:Agent"
 RESILIENT_PATH = "resilient_agent:ResilientAgent"
@@ -209,6 +218,7 @@ def run_lab(
     on_skip: Callable[[Scenario, AgentUnderTest, str], None] | None = None,
     traces: bool = False,
     stack: str | None = None,
+    record: Path | None = None,
 ) -> list[LabResult]:
     """Run every scenario (every onset of its window with ``sweep``) on every agent.
 
@@ -216,12 +226,13 @@ def run_lab(
     ``on_skip`` hears why. With ``traces``, livekit traces every call and each result keeps
     its spans (``LabResult.spans``). With ``stack``, pipeline calls run on that stack's real
     provider plugins against local wire emulators (see
-    :data:`~resilient_agent.testing.stacks.STACKS`).
+    :data:`~resilient_agent.testing.stacks.STACKS`). With ``record``, every call is written
+    there as livekit's session report (:func:`record_path`).
     """
     results: list[LabResult] = []
     with quiet_logs(), contextlib.ExitStack() as exits:
         spans = exits.enter_context(CallTraces()) if traces else None
-        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans, stack)
+        _run_all(catalog, agents, sweep, on_result, on_skip, results, spans, stack, record)
     return results
 
 
@@ -255,6 +266,7 @@ def _run_all(
     results: list[LabResult],
     traces: CallTraces | None,
     stack: str | None = None,
+    record: Path | None = None,
 ) -> None:
     for scenario in catalog:
         runnable = []
@@ -279,6 +291,8 @@ def _run_all(
         for variant, onset in variants:
             for agent in runnable:
                 world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls, stack=stack)
+                if record is not None:
+                    write_session_report(world, record_path(record, agent.label, variant, onset))
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )
@@ -300,6 +314,12 @@ def _run_all(
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
+
+
+def record_path(root: Path, agent: str, scenario: Scenario, onset: float | None = None) -> Path:
+    """Where ``--record`` writes a call's report: ``ROOT/AGENT/FAMILY__VARIANT[@ONSET].json``."""
+    stem = scenario.name.replace("/", "__") + ("" if onset is None else f"@{onset:g}")
+    return root / agent / f"{stem}.json"
 
 
 def _fits(scenario: Scenario, index: int, onset: float) -> bool:

@@ -16,6 +16,8 @@
   when its audio began, or when it resumed after a pause, at most
   ``Scenario.talk_over_tolerance`` seconds play while an utterance that was already under way
   goes on;
+* every line of ``Scenario.protected_lines`` (the app asked for it uninterrupted) that was
+  spoken is heard to the end;
 * the function tools of ``Scenario.tools_complete`` each run to completion, in that order: what
   the caller said reached the code that acts on it (an email read back and confirmed, not saved
   unconfirmed).
@@ -463,6 +465,19 @@ def protected_speech_waits_for_caller(evidence: CallEvidence) -> list[str]:
     ]
 
 
+def protected_lines_play_whole(evidence: CallEvidence) -> list[str]:
+    """Each line of ``Scenario.protected_lines`` that began to play was heard to the end."""
+    expected = evidence.world.scenario.protected_lines
+    if not expected:
+        return []
+    return [
+        f"the protected line {sentence.text!r} was cut after {sentence.heard:.2f}s of "
+        f"{sentence.length:.2f}s"
+        for sentence in heard_sentences(evidence.world)
+        if sentence.text in expected and sentence.started_at is not None and not sentence.complete
+    ]
+
+
 def tools_complete_in_order(evidence: CallEvidence) -> list[str]:
     """Each tool of ``Scenario.tools_complete`` ran to completion, each after the one before.
 
@@ -593,7 +608,14 @@ def caller_leaving_closes_at_once(evidence: CallEvidence) -> list[str]:
 
 
 def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
-    """The call ends if and only if the farewell was heard and the caller was silent after it."""
+    """The call ends if and only if the farewell was heard and the caller was silent after it.
+
+    With ``Scenario.hang_up_without_farewell_within``, a farewell that never began to play
+    must still end the call, within that bound of the caller's last word.
+    """
+    never_came = _farewell_never_came(evidence)
+    if never_came is not None:
+        return never_came
     heard, expected = farewell_heard(evidence)
     ended = hung_up(evidence.world)
     if ended and not expected:
@@ -606,6 +628,29 @@ def hang_up_follows_farewell(evidence: CallEvidence) -> list[str]:
         return [f"call hung up although {why}"]
     if expected and not ended:
         return ["farewell heard and caller silent, but the call was not ended"]
+    return []
+
+
+def _farewell_never_came(evidence: CallEvidence) -> list[str] | None:
+    """The verdict on a farewell that never began, when the scenario bounds that hang-up."""
+    world = evidence.world
+    scenario = world.scenario
+    bound = scenario.hang_up_without_farewell_within
+    if bound is None or scenario.farewell is None:
+        return None
+    if any(
+        s.text == scenario.farewell and s.started_at is not None for s in heard_sentences(world)
+    ):
+        return None
+    last_word = max((u.end for u in scenario.utterances), default=0.0)
+    at = world.job.hung_up_at
+    if not hung_up(world) or at is None:
+        return [f"the farewell never came and the call was not ended (bound {bound:.1f}s)"]
+    if at - last_word > bound:
+        return [
+            f"the farewell never came and the call ended {at - last_word:.2f}s after the "
+            f"caller's last word (bound {bound:.1f}s)"
+        ]
     return []
 
 
@@ -630,6 +675,7 @@ CONTRACTS: tuple[Contract, ...] = (
     no_forced_cancel,
     session_closes,
     protected_speech_waits_for_caller,
+    protected_lines_play_whole,
     tools_complete_in_order,
     tool_outputs_as_expected,
     hang_up_follows_farewell,

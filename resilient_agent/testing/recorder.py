@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
@@ -23,6 +23,11 @@ _OTHER_SESSION_EVENTS: tuple[lk_events.EventTypes, ...] = (
     "agent_false_interruption",
     "error",
     "close",
+)
+# Every session event livekit's SessionReport keeps (it drops metrics_collected; debug_message is
+# livekit's own chatter): the lab's calls can be written as livekit's report.
+_REPORTED_EVENTS: tuple[lk_events.EventTypes, ...] = tuple(
+    e for e in get_args(lk_events.EventTypes) if e not in ("metrics_collected", "debug_message")
 )
 
 
@@ -99,6 +104,8 @@ class CallRecorder:
 
     Attributes:
         clock: Returns seconds since the call started.
+        agent_events: Every session event as livekit emitted it, for livekit's ``SessionReport``
+            (see :mod:`.session_report`).
     """
 
     clock: Callable[[], float]
@@ -117,6 +124,7 @@ class CallRecorder:
     input_audio_kept: list[tuple[float, bool]] = field(default_factory=list)
     closed_at: float | None = None
     close_reason: str | None = None
+    agent_events: list[Any] = field(default_factory=list)
     _session: AgentSession[Any] | None = field(default=None, init=False, repr=False, compare=False)
     _input_audio: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -134,6 +142,8 @@ class CallRecorder:
         session.on("close", self._on_close)
         for event in _OTHER_SESSION_EVENTS:
             session.on(event, self._other_event_listener(event))
+        for event in _REPORTED_EVENTS:
+            session.on(event, self.agent_events.append)
         if session.output.audio is not None:
             session.output.audio.on("playback_started", self._on_playback_started)
 

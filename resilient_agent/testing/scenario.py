@@ -201,11 +201,19 @@ class ProviderFaults:
         tts_fails_sentence: The synthesis of this sentence (1-based, in call order) raises.
         fallback_line: A line the agent may say instead of an answer when a provider keeps
             failing; heard to the end after an utterance, it counts as that utterance's answer.
+        realtime_drop_in_reply: On a realtime stack, the emulator drops its socket halfway
+            through this spoken reply (1-based); the scripted model ignores it.
+        realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins.
+        realtime_error_in_reply: On a realtime stack, the server closes with an internal
+            error (1011) as this reply begins.
     """
 
     stt_dies_at: float | None = None
     tts_fails_sentence: int | None = None
     fallback_line: str | None = None
+    realtime_drop_in_reply: int | None = None
+    realtime_go_away_in_reply: int | None = None
+    realtime_error_in_reply: int | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,12 @@ class Scenario:
             mock returns for the arguments the scripted LLM sends.
         model: What answers the call (see :data:`ModelKind`): the pipeline, or a realtime model
             that answers by the same ``llm`` rules and leaves turn detection to its server.
+        hang_up_without_farewell_within: When set, a farewell that never begins to play (the
+            provider never sends it) with the caller silent after their last word must still
+            end the call, within this many seconds of that word.
+        protected_lines: Lines the app asked to be spoken uninterrupted (``say`` or
+            ``generate_reply`` with ``allow_interruptions=False``): each must be heard to the
+            end, whoever talks over it.
     """
 
     name: str
@@ -299,6 +313,8 @@ class Scenario:
     tool_mocks: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     tool_outputs: Mapping[str, str] = field(default_factory=dict)
     model: ModelKind = "pipeline"
+    protected_lines: tuple[str, ...] = ()
+    hang_up_without_farewell_within: float | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)

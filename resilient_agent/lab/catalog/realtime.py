@@ -15,10 +15,20 @@ from types import MappingProxyType
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.realtime import Flavour
 from . import agents
-from .agents.realtime import protected_greeting_agent
+from .agents.realtime import (
+    GREETING,
+    app_protected_greeting_agent,
+    protected_greeting_agent,
+    protected_transfer_agent,
+)
 from .hangup import GOODBYE, SAYS_BYE
 
-__all__ = ["realtime_controls", "realtime_scenarios"]
+__all__ = [
+    "livekit_goodbye_never_comes",
+    "realtime_controls",
+    "realtime_scenarios",
+    "reply_never_comes",
+]
 
 FLAVOURS: tuple[Flavour, ...] = ("openai", "gemini")
 
@@ -40,11 +50,35 @@ _CHANGE = Utterance(4.0, 5.7, "actually make it nine instead", reply_within=5.0)
 
 _PARCEL = "where is my parcel it was due yesterday"
 _ANSWER_PARCEL = LLMRule(text="Let me look that parcel up for you.", when_user_says="parcel")
+# the transfer's preamble plays 3.6-7.6 s, protected by its tool from 3.8 s; the tool hands
+# over at 5.3 s and livekit completes the handoff once the preamble has played
+_TRANSFER = LLMRule(
+    text="Let me put you through to the manager, one moment please.",
+    when_user_says="manager",
+    tool_calls=(ToolCallScript("transfer_to_manager", {}),),
+)
+_ASK_MANAGER = Utterance(1.0, 2.8, "can i speak to the manager please", reply_within=8.0)
+_CHANGE_FOR_MANAGER = Utterance(4.0, 5.7, "actually make it nine instead", reply_within=6.0)
+# Gemini's silent turn, once: a model asked again answers with audio
+_SILENT_ONCE = LLMRule(
+    text="Your parcel arrives tomorrow morning.", when_user_says="parcel", silent_answers=1
+)
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
+_AFTER_GREETING = Utterance(6.5, 8.5, _PARCEL)
+
+# a reply that never comes (the first request hangs until cancelled): the model's no-race
+# latency is 0.3 s; asked again 5 s after the caller's voice, answered 0.3 s later
+_ASK_PARCEL = Utterance(1.0, 3.0, _PARCEL, reply_within=6.0)
+_HANGING_PARCEL = LLMRule(
+    text="Your parcel is at the depot.", when_user_says="parcel", hangs_before=6.0
+)
+_ASK_PARCEL_SLOW = Utterance(1.0, 3.0, _PARCEL, reply_within=5.0)
+_SLOW_PARCEL = LLMRule(text="Your parcel is at the depot.", when_user_says="parcel", ttft=4.0)
 
 _REFUND = "wait actually how long does a refund take"
 _GOODBYE_REPLY = LLMRule(after_tool="end_call", text=agents.FAREWELL)
+_HANGING_GOODBYE = LLMRule(after_tool="end_call", text=agents.FAREWELL, hangs_before=60.0)
 _ANSWER_REFUND = LLMRule(when_user_says="refund", text="A refund takes five working days.")
 _QUICK_CLOSE: Mapping[str, float] = MappingProxyType({"session_close_transcript_timeout": 0.5})
 
@@ -86,6 +120,21 @@ def realtime_scenarios() -> list[Scenario]:
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
             Scenario(
+                name=f"realtime/{flavour}/words_over_app_protected_greeting",
+                family="realtime",
+                description=(
+                    f"{flavour}: the app asks for its greeting with generate_reply(..., "
+                    "allow_interruptions=False); the caller asks about a parcel over it."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_OVER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                talk_over_tolerance=None,
+                protected_lines=(GREETING,),
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
                 name=f"realtime/{flavour}/question_over_livekit_goodbye",
                 family="realtime",
                 description=(
@@ -99,8 +148,75 @@ def realtime_scenarios() -> list[Scenario]:
                 session_options=dict(_QUICK_CLOSE),
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
+            Scenario(
+                name=f"realtime/{flavour}/words_over_protected_transfer",
+                family="realtime",
+                description=(
+                    f"{flavour}: the transfer tool protects the model's preamble and hands the "
+                    "call to the manager in it; the caller changes the booking over it."
+                ),
+                agent=protected_transfer_agent(delay_s=1.5),
+                utterances=(_ASK_MANAGER, _CHANGE_FOR_MANAGER),
+                llm=(_TRANSFER, _ANSWER_CHANGE),
+                duration=20.0,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
         ]
+    found.append(
+        Scenario(
+            name="realtime/gemini/silent_turn",
+            family="realtime",
+            description=(
+                "gemini: the model answers the caller's question with text only, in audio mode "
+                "(a silent turn): nothing is played."
+            ),
+            agent=agents.plain_agent,
+            utterances=(Utterance(1.0, 3.0, _PARCEL, reply_within=3.0),),
+            llm=(_SILENT_ONCE,),
+            model=_model("gemini"),  # type: ignore[arg-type]
+        )
+    )
+    # Gemini's hung generation holds its handle until livekit's interruption timeout (5 s):
+    # recovered, but not within the bounds (tests/test_realtime_reply.py shows it)
+    found.append(reply_never_comes("openai"))
+    found.append(livekit_goodbye_never_comes("openai"))
     return found
+
+
+def livekit_goodbye_never_comes(flavour: Flavour) -> Scenario:
+    """An ``EndCallTool`` of livekit whose goodbye never comes: its handle never finishes."""
+    return Scenario(
+        name=f"realtime/{flavour}/livekit_goodbye_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: livekit's EndCallTool; the model's goodbye never comes, so the "
+            "tool's hang-up, attached to the goodbye's handle, never runs."
+        ),
+        agent=agents.livekit_end_call_agent,
+        utterances=(GOODBYE,),
+        llm=(SAYS_BYE, _HANGING_GOODBYE),
+        farewell=agents.FAREWELL,
+        session_options=dict(_QUICK_CLOSE),
+        # 5 s of a quiet line after the caller's goodbye, then livekit ends the call
+        hang_up_without_farewell_within=8.0,
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
+
+
+def reply_never_comes(flavour: Flavour) -> Scenario:
+    """The caller asks about a parcel; the model's reply never comes (it hangs until cancelled)."""
+    return Scenario(
+        name=f"realtime/{flavour}/reply_never_comes",
+        family="realtime",
+        description=(
+            f"{flavour}: the caller asks about a parcel; the model's reply never comes "
+            "(the server hangs until it is cancelled)."
+        ),
+        agent=agents.plain_agent,
+        utterances=(_ASK_PARCEL,),
+        llm=(_HANGING_PARCEL,),
+        model=_model(flavour),  # type: ignore[arg-type]
+    )
 
 
 def realtime_controls() -> list[Scenario]:
@@ -116,6 +232,34 @@ def realtime_controls() -> list[Scenario]:
                 utterances=(_ASK_BOOKING,),
                 llm=(_BOOK_WITH_PREAMBLE, _TOOL_REPLY),
                 tools_complete=("book_table",),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_app_protected_greeting",
+                family="control",
+                description=(
+                    f"{flavour}: the app's greeting asked with allow_interruptions=False; the "
+                    "caller asks about a parcel once it is over."
+                ),
+                agent=app_protected_greeting_agent,
+                utterances=(_AFTER_GREETING,),
+                llm=(_ANSWER_PARCEL,),
+                duration=14.0,
+                protected_lines=(GREETING,),
+                control=True,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
+            Scenario(
+                name=f"control/realtime_{flavour}_slow_reply",
+                family="control",
+                description=(
+                    f"{flavour}: the model takes 4 s to answer, under the bound of a reply "
+                    "that never comes: nothing is asked again."
+                ),
+                agent=agents.plain_agent,
+                utterances=(_ASK_PARCEL_SLOW,),
+                llm=(_SLOW_PARCEL,),
                 control=True,
                 model=_model(flavour),  # type: ignore[arg-type]
             ),

@@ -1,0 +1,154 @@
+"""``--emit-test``: a replayed call written as a pytest test for the app's own suite.
+
+The test carries the part of livekit's report the replay reads (the session events, trimmed of
+usage and metrics), so it runs anywhere ``resilient-agent`` is installed, with no report file.
+``--redact`` replaces every word the caller, the agent and the tools said with a stand-in (the
+same word always by the same stand-in, so the LLM's answers still follow the caller's words).
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
+
+# what the replay plan reads of each event (see .plan); the first event is kept whatever it is,
+# as the call's start
+_KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "user_state_changed": ("new_state",),
+        "agent_state_changed": ("new_state",),
+        "user_input_transcribed": ("transcript", "is_final"),
+        "conversation_item_added": ("item",),
+        "tool_execution_updated": ("update",),
+        "function_tools_executed": ("function_call_outputs",),
+        "speech_created": ("source",),
+        "close": ("reason",),
+    }
+)
+_ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
+# the classes a replay builds its own agent on; any other is the app's, with its own tools
+_OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
+_WORD_KEYS = frozenset({"transcript", "content", "output", "message"})
+
+
+def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``report`` (``SessionReport.to_dict()``) a replay reads."""
+    events: list[dict[str, Any]] = []
+    for index, event in enumerate(report.get("events", [])):
+        kind = event.get("type")
+        if kind not in _KEPT and index:
+            continue
+        kept = {"type": kind, "created_at": event.get("created_at")}
+        kept.update({k: event[k] for k in _KEPT.get(kind, ()) if k in event})
+        item = kept.get("item")
+        if isinstance(item, Mapping):
+            if item.get("type") != "message":
+                if index == 0:  # the call's start
+                    events.append({**kept, "item": {"type": item.get("type")}})
+                continue
+            slim = {k: item[k] for k in _ITEM_KEYS if k in item}
+            metrics = item.get("metrics")
+            if isinstance(metrics, Mapping):
+                slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}
+            kept["item"] = slim
+        events.append(kept)
+    return {
+        "sdk_version": report.get("sdk_version"),
+        "options": report.get("options"),
+        "events": events,
+    }
+
+
+def redacted(report: Any) -> Any:
+    """``report`` with every word said replaced by a stand-in (``w1``, ``w2``, ...)."""
+    stand_ins: dict[str, str] = {}
+
+    def word(w: str) -> str:
+        return stand_ins.setdefault(w.lower(), f"w{len(stand_ins) + 1}")
+
+    def text(value: str) -> str:
+        return " ".join(word(w) for w in value.split())
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, Mapping):
+            return {
+                k: _arguments(v, text) if k == "arguments" else walk(v, k) for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and key in _WORD_KEYS:
+            return text(value)
+        return value
+
+    return walk(report)
+
+
+def _arguments(raw: Any, text: Any) -> Any:
+    """A tool call's JSON arguments with their string values redacted."""
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, json.JSONDecodeError):
+        return raw
+    if not isinstance(parsed, dict):
+        return raw
+    return json.dumps({k: text(v) if isinstance(v, str) else v for k, v in parsed.items()})
+
+
+def emitted_test_source(report: Mapping[str, Any], *, agent_path: str, source: str) -> str:
+    """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``)."""
+    module, _, cls = agent_path.partition(":")
+    literal = pprint.pformat(report, width=96, sort_dicts=False)
+    return f'''"""A production call replayed from livekit's session report ({source}).
+
+Written by resilient-agent replay --emit-test. The call runs on the lab's virtual clock: the
+caller's turns at their recorded times, the LLM's recorded answers, the tools' recorded outputs.
+On a plain livekit.agents.Agent it loses the words the recorded call lost; {cls} must keep them.
+"""
+
+{_imports(module, cls)}
+
+REPORT = {literal}
+
+
+def test_the_replay_is_faithful_on_plain_agent() -> None:
+    run = run_replay(load_plan(REPORT), Agent)
+    assert not run.divergences, [str(d) for d in run.divergences]
+
+
+def test_{cls.lower()}_keeps_the_call() -> None:
+    run = run_replay(load_plan(REPORT), {cls}, app={agent_path not in _OURS})
+    assert run.outcome.passed, run.outcome.reasons
+'''
+
+
+def _imports(module: str, cls: str) -> str:
+    lines = [
+        "from livekit.agents import Agent",
+        "",
+        "from resilient_agent.lab.replay import load_plan, run_replay",
+    ]
+    if (module, cls) != ("livekit.agents", "Agent"):
+        lines.append(f"from {module} import {cls}")
+    return "\n".join(lines)
+
+
+def write_test(
+    report: Mapping[str, Any],
+    path: Path,
+    *,
+    agent_path: str,
+    redact: bool,
+    source: str,
+) -> None:
+    """Write the test of ``report`` at ``path``."""
+    kept = trimmed_report(report)
+    if redact:
+        kept = redacted(kept)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(emitted_test_source(kept, agent_path=agent_path, source=source))

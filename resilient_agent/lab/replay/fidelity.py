@@ -1,0 +1,98 @@
+"""Whether a replay on a plain ``Agent`` did what the recorded call did.
+
+The replayed call is written as livekit's session report and read back into a plan, so both
+sides are compared on what livekit reports: the caller's turns (start, end, the words the STT
+transcribed), the turns nobody transcribed (words lost), what the agent said, and how the call
+ended. Every difference is a :class:`Divergence` with the call time it happened at.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ...testing.audio import FRAME_SECONDS
+from .plan import ReplayPlan
+
+__all__ = ["FRAME_TOLERANCE_S", "Divergence", "divergences"]
+
+FRAME_TOLERANCE_S = FRAME_SECONDS + 1e-3
+"""Timings agree within one 10 ms frame (and the millisecond the plan rounds to)."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One way the replay differs from the recording.
+
+    Attributes:
+        at: Call seconds where it shows.
+        what: One sentence: what was recorded and what the replay did.
+    """
+
+    at: float
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.at:7.2f} s  {self.what}"
+
+
+def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    """Every way ``replayed`` differs from ``recorded``, in call order."""
+    found: list[Divergence] = []
+    for index, pair in enumerate(itertools.zip_longest(recorded.turns, replayed.turns)):
+        was, now = pair
+        if was is None and now is not None:
+            found.append(Divergence(now.start, f"caller turn {index + 1}: not in the recording"))
+            continue
+        if now is None and was is not None:
+            found.append(Divergence(was.start, f"caller turn {index + 1}: not replayed"))
+            continue
+        assert was is not None and now is not None
+        if was.ended != now.ended:
+            ends = "never ends" if not now.ended else "ends"
+            found.append(Divergence(was.start, f"caller turn {index + 1} {ends}, unlike recorded"))
+        # a turn that never ended has no end to compare
+        for edge in ("start", "end") if was.ended and now.ended else ("start",):
+            a, b = getattr(was, edge), getattr(now, edge)
+            if abs(a - b) > FRAME_TOLERANCE_S:
+                found.append(
+                    Divergence(a, f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s")
+                )
+        heard_was = " ".join(was.heard) or "(nothing)"
+        heard_now = " ".join(now.heard) or "(nothing)"
+        if heard_was != heard_now:
+            found.append(
+                Divergence(
+                    was.start,
+                    f"caller turn {index + 1}: the STT heard {heard_now!r}, not {heard_was!r}",
+                )
+            )
+    said_was = [text for text, _ in recorded.said]
+    said_now = [text for text, _ in replayed.said]
+    if said_was != said_now:
+        found.append(Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}"))
+    found.extend(_hang_up(recorded, replayed))
+    return sorted(found, key=lambda d: d.at)
+
+
+def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    at = recorded.close_at if recorded.close_at is not None else recorded.end_at
+    if recorded.close_reason != replayed.close_reason:
+        return [
+            Divergence(
+                at,
+                f"the session closed for {replayed.close_reason}, not {recorded.close_reason}",
+            )
+        ]
+    if (
+        recorded.close_at is not None
+        and replayed.close_at is not None
+        and abs(recorded.close_at - replayed.close_at) > FRAME_TOLERANCE_S
+    ):
+        return [
+            Divergence(
+                at,
+                f"the session closed at {replayed.close_at:.3f} s, not {recorded.close_at:.3f} s",
+            )
+        ]
+    return []

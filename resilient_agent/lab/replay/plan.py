@@ -1,0 +1,765 @@
+"""A livekit session report read into a replay plan: what the caller, the LLM and the tools did.
+
+The input is the JSON of livekit 1.8's ``SessionReport.to_dict()`` (what ``on_session_end``
+gets from ``JobContext.make_session_report()``). Times are seconds from the report's first
+event. A report that cannot be read raises :class:`ReportError` naming the field; what the
+report does not say and the plan had to assume is listed in :attr:`ReplayPlan.assumptions`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# a lab call's report says when its script ended and the lab closed the session; a production
+# call has no such end: every close is the caller's or the app's
+from ...testing.session_report import SCRIPT_END_TAG
+
+__all__ = [
+    "AppSay",
+    "CallerTurn",
+    "LLMAnswer",
+    "ReplayPlan",
+    "ReportError",
+    "ToolCallPlan",
+    "ToolRunPlan",
+    "ToolSay",
+    "load_plan",
+    "read_plan",
+    "read_report",
+]
+
+SUPPORTED_SDK = "1.8."
+# livekit backdates a turn's end to the VAD's end of speech; anything further back is disorder
+_OUT_OF_ORDER_S = 5.0
+# the lab's ttft when a report carries no llm_node_ttft
+_DEFAULT_TTFT_S = 0.3
+_DEFAULT_MIN_INTERRUPTION_S = 0.5
+# words a caller says per second, for a turn nobody transcribed
+_WORDS_PER_SECOND = 2.5
+# the caller's close is the room's: livekit closes the session for the caller
+_CALLER_CLOSES = frozenset({"participant_disconnected"})
+# a line the session closed this soon after was the app's goodbye (the close followed it)
+_GOODBYE_CLOSE_S = 1.0
+# livekit waits at most this long for the caller's last words before it closes a session
+# (``session_close_transcript_timeout``'s default)
+_SESSION_CLOSE_WAIT_S = 2.0
+
+
+class ReportError(ValueError):
+    """A report the replay cannot use; the message names the field and what is wrong."""
+
+
+@dataclass(frozen=True)
+class CallerTurn:
+    """One stretch of the caller's speech, as the VAD saw it.
+
+    Attributes:
+        start: Seconds from the start of the call.
+        end: Seconds from the start of the call (its last words, when it never ended).
+        heard: The words the STT transcribed in it (finals), in order; empty when none were.
+        unheard: How many words were said that the report has no transcript of (assumed).
+        ended: Whether livekit saw it end (a VAD that never ends a turn leaves it speaking).
+    """
+
+    start: float
+    end: float
+    heard: tuple[str, ...]
+    unheard: int = 0
+    ended: bool = True
+
+
+@dataclass(frozen=True)
+class ToolCallPlan:
+    """A tool call the LLM made.
+
+    Attributes:
+        name: The function tool.
+        arguments: Its JSON arguments.
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LLMAnswer:
+    """One LLM answer, with what it answered.
+
+    Attributes:
+        at: Seconds when the request was made.
+        after_user: The user message it answered, when the context ended in one.
+        after_tool: The tool whose output it answered.
+        text: What the assistant said (empty when it only called tools).
+        tool_calls: The tools it called.
+        ttft: Seconds to its first token.
+        duration: Seconds until its tool calls were out.
+    """
+
+    at: float
+    after_user: str | None
+    after_tool: str | None
+    text: str
+    tool_calls: tuple[ToolCallPlan, ...]
+    ttft: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class ToolSay:
+    """A line a tool said while it ran (``session.say``).
+
+    Attributes:
+        offset: Seconds from the tool's start.
+        text: The words.
+        protected: Said with ``allow_interruptions=False`` (inferred, see the assumptions).
+    """
+
+    offset: float
+    text: str
+    protected: bool
+
+
+@dataclass(frozen=True)
+class ToolRunPlan:
+    """One run of a function tool.
+
+    Attributes:
+        name: The function tool.
+        started: Seconds from the start of the call.
+        duration: Seconds it ran; None if it never ended.
+        output: What it returned to the LLM.
+        is_error: It raised.
+        says: Lines it said while it ran.
+        hangs_up_after: Seconds from its start when the app closed the session, if it did.
+    """
+
+    name: str
+    started: float
+    duration: float | None
+    output: str
+    is_error: bool = False
+    says: tuple[ToolSay, ...] = ()
+    hangs_up_after: float | None = None
+
+
+@dataclass(frozen=True)
+class AppSay:
+    """A line the app said outside any tool (``session.say``, a greeting).
+
+    Attributes:
+        at: Seconds from the start of the call.
+        text: The words.
+        protected: Said with ``allow_interruptions=False`` (inferred).
+    """
+
+    at: float
+    text: str
+    protected: bool
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """Everything a replay reproduces of one call.
+
+    Attributes:
+        sdk_version: The livekit-agents version that wrote the report.
+        turns: The caller's turns.
+        answers: The LLM's answers, in the order they were requested.
+        tool_runs: Every tool run, in the order they started.
+        app_says: Lines the app said outside tools.
+        said: What the agent said, in order (assistant messages), with whether each was
+            interrupted.
+        user_messages: What the LLM was given of the caller's words, in order (user messages).
+        close_at: Seconds when the session closed; None if the report has no close.
+        close_reason: livekit's close reason.
+        end_at: Seconds of the last event before the close.
+        script_end: A lab call's: when its script ended (see :data:`SCRIPT_END_TAG`).
+        hang_up_after_line: The line the app closed the session right after, if it did.
+        close_transcript_timeout: Seconds livekit waited for the caller's last words when the
+            app closed the session after a line (``session_close_transcript_timeout``, which the
+            report's options leave out), None when the report cannot tell.
+        farewell: The last line the agent said before the app closed the session.
+        options: The report's ``options``.
+        assumptions: What the report did not say and the plan assumed, one line each.
+    """
+
+    sdk_version: str
+    turns: tuple[CallerTurn, ...]
+    answers: tuple[LLMAnswer, ...]
+    tool_runs: tuple[ToolRunPlan, ...]
+    app_says: tuple[AppSay, ...]
+    said: tuple[tuple[str, bool], ...]
+    user_messages: tuple[str, ...]
+    close_at: float | None
+    close_reason: str | None
+    end_at: float
+    options: Mapping[str, Any]
+    script_end: float | None = None
+    hang_up_after_line: str | None = None
+    close_transcript_timeout: float | None = None
+    farewell: str | None = None
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def app_hung_up(self) -> bool:
+        """Whether the app (not the caller, not the end of a lab script) closed it."""
+        return _closed_by_app(self.close_reason, self.close_at, self.script_end)
+
+    @property
+    def caller_left(self) -> bool:
+        """Whether the caller left the room."""
+        return self.close_reason in _CALLER_CLOSES
+
+
+def read_report(path: Path) -> Any:
+    """The JSON value in the report file at ``path``.
+
+    Raises:
+        ReportError: The file is missing or not JSON.
+    """
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read it ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: not JSON ({exc})") from None
+
+
+def read_plan(path: Path) -> ReplayPlan:
+    """The plan of the report JSON at ``path``.
+
+    Raises:
+        ReportError: The file is missing, not JSON, or not a livekit 1.8 report.
+    """
+    return load_plan(read_report(path))
+
+
+def load_plan(report: Any) -> ReplayPlan:
+    """The plan of a ``SessionReport.to_dict()`` value.
+
+    Raises:
+        ReportError: A field is missing, has the wrong type, or the events are out of order.
+    """
+    return _Reader(report).plan()
+
+
+# the options a replay passes on to its session, with their types
+_NUMBER_OPTIONS = ("min_interruption_duration", "min_interruption_words", "max_tool_steps")
+_FLAG_OPTIONS = ("allow_interruptions", "discard_audio_if_uninterruptible")
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    for key in _NUMBER_OPTIONS:
+        if key in options:
+            _field(options, key, (int, float), "options.")
+            if options[key] < 0:
+                raise ReportError(f"options.{key}: negative ({options[key]})")
+    for key in _FLAG_OPTIONS:
+        if key in options:
+            _field(options, key, bool, "options.")
+
+
+def _closed_by_app(reason: str | None, close_at: float | None, script_end: float | None) -> bool:
+    if reason is None or close_at is None or reason in _CALLER_CLOSES:
+        return False
+    return script_end is None or close_at < script_end - 1e-3
+
+
+def _script_end(tags: Any) -> float | None:
+    for tag in tags if isinstance(tags, list) else ():
+        if isinstance(tag, str) and tag.startswith(SCRIPT_END_TAG):
+            try:
+                return float(tag[len(SCRIPT_END_TAG) :])
+            except ValueError:
+                return None
+    return None
+
+
+def _untranscribed_prefix(
+    start: float, end: float, heard: int, first_at: float | None, stopped_at: float | None
+) -> int:
+    """Words said over the agent before the first transcribed one, when none of them was.
+
+    livekit withholds the caller's audio from the STT while protected speech plays: when the
+    first transcript of a turn that began over the agent comes only after the agent stopped,
+    the words said until then were never transcribed. They are counted at the pace of the
+    words heard after it.
+    """
+    if not heard or first_at is None or stopped_at is None:
+        return 0
+    if not start < stopped_at < min(first_at, end):
+        return 0
+    pace = (end - stopped_at) / heard
+    return int((stopped_at - start) / pace)
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise ReportError(f"{where}{key}: missing")
+    value = data[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ReportError(f"{where}{key}: expected {_kind_name(kind)}, got {value!r:.60}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+@dataclass
+class _Call:
+    """A tool call as the events tell it."""
+
+    call_id: str
+    group: str
+    name: str
+    arguments: Mapping[str, Any]
+    started: float
+    ended: float | None = None
+    output: str = ""
+    is_error: bool = False
+
+
+@dataclass
+class _Said:
+    """An assistant message as the events tell it."""
+
+    text: str
+    interrupted: bool
+    created: float
+    added: float
+    item_id: str
+    from_llm: bool | None
+    ttft: float | None
+
+
+class _Reader:
+    """One pass over a report's events."""
+
+    def __init__(self, report: Any) -> None:
+        if not isinstance(report, Mapping):
+            raise ReportError("the report: expected a JSON object (SessionReport.to_dict())")
+        self.report = report
+        self.assumptions: list[str] = []
+        self.t0 = 0.0
+        # [start, end | None, heard words, first transcript at | None, when the agent it began
+        # over stopped speaking (True while it speaks, None if it did not, or was heard over)]
+        self.turns: list[list[Any]] = []
+        self.agent_state = "initializing"
+        self.user_messages: list[tuple[float, str]] = []
+        self.said: list[_Said] = []
+        self.calls: dict[str, _Call] = {}
+        self.speeches: list[tuple[float, str]] = []
+        self.close_at: float | None = None
+        self.close_reason: str | None = None
+        self.script_end: float | None = None
+        self.transcript_times: list[float] = []
+        self.close_wait: float | None = None
+        self.farewell: str | None = None
+        self.end_at = 0.0
+
+    def plan(self) -> ReplayPlan:
+        version = _field(self.report, "sdk_version", str, "")
+        if not version.startswith(SUPPORTED_SDK):
+            raise ReportError(
+                f"sdk_version: {version!r} is not livekit-agents {SUPPORTED_SDK}x, whose "
+                "report shape the replay reads"
+            )
+        events = _field(self.report, "events", list, "")
+        if not events:
+            raise ReportError("events: empty (write the report with include_events=True)")
+        options = self.report.get("options")
+        if not isinstance(options, Mapping):
+            self.assumptions.append("options: missing; livekit's defaults assumed")
+            options = {}
+        _check_options(options)
+        self.script_end = _script_end(self.report.get("tags"))
+        self._read_events(events)
+        turns = self._caller_turns()
+        says = self._says(options, turns)
+        runs = self._tool_runs(says)
+        goodbye = self._goodbye(runs)
+        return ReplayPlan(
+            sdk_version=version,
+            turns=turns,
+            answers=self._answers(),
+            tool_runs=tuple(runs),
+            app_says=tuple(says),
+            said=tuple((s.text, s.interrupted) for s in self.said),
+            user_messages=tuple(text for _, text in self.user_messages),
+            close_at=self.close_at,
+            close_reason=self.close_reason,
+            end_at=round(self.end_at, 3),
+            options=dict(options),
+            script_end=self.script_end,
+            hang_up_after_line=goodbye,
+            close_transcript_timeout=self.close_wait,
+            farewell=self.farewell,
+            assumptions=tuple(self.assumptions),
+        )
+
+    def _read_events(self, events: Sequence[Any]) -> None:
+        latest = -math.inf
+        for index, event in enumerate(events):
+            where = f"events[{index}]."
+            if not isinstance(event, Mapping):
+                raise ReportError(f"events[{index}]: expected an object")
+            kind = _field(event, "type", str, where)
+            stamp = _field(event, "created_at", (int, float), where)
+            if index == 0:
+                self.t0 = float(stamp)
+            at = float(stamp) - self.t0
+            if at < latest - _OUT_OF_ORDER_S:
+                raise ReportError(
+                    f"{where}created_at: {at - latest:.3f} s before an earlier event "
+                    f"({kind}): the events are out of order"
+                )
+            latest = max(latest, at)
+            if kind != "close":
+                self.end_at = max(self.end_at, at)
+            self._read_event(kind, event, at, where)
+
+    def _read_event(self, kind: str, event: Mapping[str, Any], at: float, where: str) -> None:
+        if kind == "user_state_changed":
+            state = _field(event, "new_state", str, where)
+            if state == "speaking":
+                self.turns.append(
+                    [at, None, [], None, True if self.agent_state == "speaking" else None]
+                )
+            elif self.turns and self.turns[-1][1] is None:
+                self.turns[-1][1] = at
+        elif kind == "agent_state_changed":
+            self.agent_state = str(_field(event, "new_state", str, where))
+            # the agent stopped speaking over a caller not yet transcribed: when it did
+            if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
+                self.turns[-1][4] = at
+        elif kind == "user_input_transcribed":
+            transcript = _field(event, "transcript", str, where)
+            self.transcript_times.append(at)
+            if self.turns and self.turns[-1][3] is None and transcript.split():
+                self.turns[-1][3] = at
+                if self.agent_state == "speaking":
+                    self.turns[-1][4] = None  # the agent still speaks: the caller is heard
+            if _field(event, "is_final", bool, where):
+                self._heard(transcript, at)
+        elif kind == "conversation_item_added":
+            self._item(_field(event, "item", Mapping, where), at, where + "item.")
+        elif kind == "tool_execution_updated":
+            self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
+        elif kind == "function_tools_executed":
+            outputs = _field(event, "function_call_outputs", list, where)
+            for i, output in enumerate(outputs):
+                if isinstance(output, Mapping):
+                    self._tool_output(output, f"{where}function_call_outputs[{i}].")
+        elif kind == "speech_created":
+            self.speeches.append((at, _field(event, "source", str, where)))
+        elif kind == "close":
+            self.close_at = round(at, 3)
+            reason = _field(event, "reason", str, where)
+            self.close_reason = str(getattr(reason, "value", reason))
+
+    def _heard(self, transcript: str, at: float) -> None:
+        words = transcript.split()
+        if not words:
+            return
+        if not self.turns:
+            # an STT final with no VAD turn before it: the words were said just before
+            self.assumptions.append(
+                f"at {at:.2f} s: a transcript with no caller turn before it; a turn of its "
+                "words ending then assumed"
+            )
+            self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, [], at, None])
+        self.turns[-1][2].extend(words)
+
+    def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
+        if item.get("type") != "message":
+            return
+        role = _field(item, "role", str, where)
+        content = _field(item, "content", list, where)
+        text = " ".join(c for c in content if isinstance(c, str))
+        created = item.get("created_at")
+        created_at = float(created) - self.t0 if isinstance(created, int | float) else at
+        if role == "user":
+            self.user_messages.append((created_at, text))
+        elif role == "assistant":
+            metrics = item.get("metrics")
+            ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
+            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None
+            self.said.append(
+                _Said(
+                    text=text,
+                    interrupted=bool(item.get("interrupted", False)),
+                    # a stamp before the call (not wall time) says nothing of when it began
+                    created=created_at if created_at >= 0 else at,
+                    added=at,
+                    item_id=str(item.get("id", "")),
+                    from_llm=from_llm,
+                    ttft=float(ttft) if isinstance(ttft, int | float) else None,
+                )
+            )
+
+    def _tool_update(self, update: Mapping[str, Any], at: float, where: str) -> None:
+        kind = _field(update, "type", str, where)
+        if kind == "tool_call_started":
+            call = _field(update, "function_call", Mapping, where)
+            inner = where + "function_call."
+            call_id = _field(call, "call_id", str, inner)
+            raw = call.get("arguments") or "{}"
+            try:
+                arguments = json.loads(raw)
+            except (TypeError, json.JSONDecodeError):
+                raise ReportError(f"{inner}arguments: not JSON ({raw!r:.60})") from None
+            self.calls[call_id] = _Call(
+                call_id=call_id,
+                group=str(call.get("id", call_id)).split("/fnc_")[0],
+                name=_field(call, "name", str, inner),
+                arguments=arguments if isinstance(arguments, Mapping) else {},
+                started=at,
+            )
+        elif kind == "tool_call_ended":
+            call_id = _field(update, "call_id", str, where)
+            if call_id in self.calls:
+                self.calls[call_id].ended = at
+
+    def _tool_output(self, output: Mapping[str, Any], where: str) -> None:
+        call_id = _field(output, "call_id", str, where)
+        if call_id in self.calls:
+            self.calls[call_id].output = str(output.get("output", ""))
+            self.calls[call_id].is_error = bool(output.get("is_error", False))
+
+    def _committed_words(self) -> None:
+        """Words of a turn with no transcript event that reached the chat all the same.
+
+        A middleware that recovers withheld words (``ResilientAgent``) commits them as a user
+        message without livekit's ``user_input_transcribed``: the message has the words.
+        """
+        transcribed = {word for turn in self.turns for word in turn[2]}
+        used: set[int] = set()
+        for turn in self.turns:
+            if turn[2]:
+                self._committed_prefix(turn, transcribed)
+                continue
+            for index, (at, text) in enumerate(self.user_messages):
+                words = text.split()
+                if index in used or at < turn[0] or not set(words) - transcribed:
+                    continue
+                used.add(index)
+                turn[2].extend(words)
+                self.assumptions.append(
+                    f"at {turn[0]:.2f} s: the caller's words taken from the chat's user message "
+                    "(no transcript event of them)"
+                )
+                break
+
+    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> None:
+        """Words said before a turn's transcribed ones that reached the chat all the same."""
+        heard = turn[2]
+        for at, text in self.user_messages:
+            words = text.split()
+            if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
+                continue
+            prefix = words[: -len(heard)]
+            if set(prefix) & transcribed:
+                continue  # a turn before, committed with this one
+            turn[2] = [*prefix, *heard]
+            turn[4] = None  # no words to count as lost
+            self.assumptions.append(
+                f"at {turn[0]:.2f} s: {len(prefix)} word(s) before the transcribed ones taken "
+                "from the chat's user message (no transcript event of them)"
+            )
+            return
+
+    def _caller_turns(self) -> tuple[CallerTurn, ...]:
+        self._committed_words()
+        turns: list[CallerTurn] = []
+        previous_end = -math.inf
+        for start, end, heard, first_at, stopped_at in self.turns:
+            if start <= previous_end:
+                # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's turn starts before the one before it ended "
+                    f"({previous_end:.2f} s); it starts just after"
+                )
+                start = previous_end + 0.01
+            # livekit ends a turn still open when the session closes: it never ended
+            ended = end is not None and (self.close_at is None or end < self.close_at - 1e-3)
+            end = end if ended else None
+            if end is None:
+                end = self._last_words(start, heard)
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's turn never ended (the VAD never said so); "
+                    f"its words end at {end:.2f} s and the replay's VAD never ends it either"
+                )
+            end = max(end, start + 0.05)
+            stopped = stopped_at if isinstance(stopped_at, float) else None
+            unheard = _untranscribed_prefix(start, end, len(heard), first_at, stopped)
+            if unheard:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
+                    f"came late; {unheard} placeholder word(s) before the transcribed ones"
+                )
+            if not heard:
+                unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
+                self.assumptions.append(
+                    f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
+                    f"{unheard} placeholder words in it"
+                )
+            turns.append(CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard, ended))
+            previous_end = end
+        return tuple(turns)
+
+    def _last_words(self, start: float, heard: Sequence[str]) -> float:
+        """When the words of a turn that never ended were over: its last transcript's time."""
+        last = max((at for at in self.transcript_times if at >= start), default=None)
+        if last is not None and heard:
+            return last
+        return start + 1.0
+
+    def _goodbye(self, runs: Sequence[ToolRunPlan]) -> str | None:
+        """The line the app closed the session right after (a hang-up after its goodbye)."""
+        if self.close_at is None:
+            return None
+        if self.script_end is not None and self.close_at >= self.script_end - 1e-3:
+            # the lab closed it when its script ended: livekit waited that long for the
+            # caller's last words
+            self.close_wait = round(self.close_at - self.script_end, 3)
+            return None
+        if not _closed_by_app(self.close_reason, self.close_at, self.script_end):
+            return None
+        before = [s for s in self.said if s.added <= self.close_at + 1e-3]
+        self.farewell = before[-1].text if before else None
+        if any(r.hangs_up_after is not None for r in runs):
+            return None  # a tool closed it
+        if before and self.close_at - before[-1].added <= _GOODBYE_CLOSE_S:
+            # livekit waits for the caller's last words before it closes (at most
+            # session_close_transcript_timeout): how long it waited says what that option was
+            self.close_wait = round(self.close_at - before[-1].added, 3)
+            self.assumptions.append(
+                f"at {self.close_at:.2f} s: the app closed the session after its line "
+                f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
+                "last words (session_close_transcript_timeout)"
+            )
+            return before[-1].text
+        self.assumptions.append(
+            f"at {self.close_at:.2f} s: the app closed the session; the replay closes it then"
+        )
+        return None
+
+    def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
+        """Lines the app said (assistant messages not from the LLM), in order."""
+        min_duration = options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S)
+        say_times = [at for at, source in self.speeches if source == "say"]
+        says: list[AppSay] = []
+        unsure = False
+        for said in self.said:
+            if said.from_llm is None:
+                unsure = True
+            if said.from_llm is not False:
+                continue
+            at = say_times.pop(0) if say_times else said.created
+            over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
+            # words lost from a turn that began while it played: livekit withheld them
+            withheld = any(t.unheard and at <= t.start < said.added for t in turns)
+            protected = not said.interrupted and (over >= float(min_duration) or withheld)
+            says.append(AppSay(round(at, 3), said.text, protected))
+        if unsure:
+            self.assumptions.append(
+                "chat items without metrics: every assistant message taken as the LLM's"
+            )
+        if any(s.protected for s in says):
+            self.assumptions.append(
+                "a line the caller spoke over (or lost words over) and did not interrupt was said "
+                "with allow_interruptions=False (the report does not record it)"
+            )
+        return says
+
+    def _tool_runs(self, says: list[AppSay]) -> list[ToolRunPlan]:
+        runs: list[ToolRunPlan] = []
+        claimed: set[int] = set()
+        for call in sorted(self.calls.values(), key=lambda c: c.started):
+            end = call.ended if call.ended is not None else math.inf
+            mine = [s for s in says if call.started - 1e-3 <= s.at < end and id(s) not in claimed]
+            claimed.update(id(s) for s in mine)
+            hangs_up = None
+            # a tool that shut the session down as it ended (in its finally) or while it ran:
+            # livekit closes it at most session_close_transcript_timeout later
+            if (
+                self.close_at is not None
+                and call.started <= self.close_at <= end + _SESSION_CLOSE_WAIT_S
+                and _closed_by_app(self.close_reason, self.close_at, self.script_end)
+                # a line said after it ended: the close followed that line, not the tool
+                and not any(end < s.added <= self.close_at for s in self.said)
+            ):
+                asked = min(self.close_at, end)
+                hangs_up = round(asked - call.started, 3)
+                self.close_wait = round(self.close_at - asked, 3) if asked < self.close_at else None
+                self.assumptions.append(
+                    f"at {asked:.2f} s: the tool {call.name} closed the session"
+                )
+            runs.append(
+                ToolRunPlan(
+                    name=call.name,
+                    started=round(call.started, 3),
+                    duration=None if call.ended is None else round(call.ended - call.started, 3),
+                    output=call.output,
+                    is_error=call.is_error,
+                    says=tuple(
+                        ToolSay(round(s.at - call.started, 3), s.text, s.protected) for s in mine
+                    ),
+                    hangs_up_after=hangs_up,
+                )
+            )
+        # the says a tool made are the tool's; the rest stay the app's
+        says[:] = [s for s in says if id(s) not in claimed]
+        return runs
+
+    def _answers(self) -> tuple[LLMAnswer, ...]:
+        groups: dict[str, list[_Call]] = {}
+        for call in self.calls.values():
+            groups.setdefault(call.group, []).append(call)
+        answers: list[LLMAnswer] = []
+        for said in self.said:
+            if said.from_llm is False:
+                continue
+            calls = groups.pop(said.item_id, [])
+            answers.append(self._answer(said.created, said.text, said.ttft, calls))
+        for calls in groups.values():
+            first = min(c.started for c in calls)
+            asked = [at for at, source in self.speeches if at <= first and source != "say"]
+            at = asked[-1] if asked else first
+            answers.append(self._answer(at, "", None, calls))
+        answers.sort(key=lambda a: a.at)
+        return tuple(answers)
+
+    def _answer(
+        self, at: float, text: str, ttft: float | None, calls: Sequence[_Call]
+    ) -> LLMAnswer:
+        user = [(t, m) for t, m in self.user_messages if t <= at + 1e-3]
+        outputs = [(c.ended, c.name) for c in self.calls.values() if c.ended is not None]
+        tool = [(t, n) for t, n in outputs if t <= at + 1e-3]
+        last_user = user[-1] if user else None
+        last_tool = tool[-1] if tool else None
+        after_tool = None
+        after_user = None
+        if last_tool is not None and (last_user is None or last_tool[0] >= last_user[0]):
+            after_tool = last_tool[1]
+        elif last_user is not None:
+            after_user = last_user[1]
+        ttft_s = ttft if ttft is not None else _DEFAULT_TTFT_S
+        first_call = min((c.started for c in calls), default=None)
+        duration = max(ttft_s, first_call - at) if first_call is not None else ttft_s + 0.2
+        return LLMAnswer(
+            at=round(at, 3),
+            after_user=after_user,
+            after_tool=after_tool,
+            text=text,
+            tool_calls=tuple(ToolCallPlan(c.name, c.arguments) for c in calls),
+            ttft=round(ttft_s, 3),
+            duration=round(duration, 3),
+        )

@@ -1,0 +1,131 @@
+"""The round trip over the catalog: record a call as livekit's report, replay it, compare.
+
+Each catalog call runs on the agent class under test, is written as livekit's
+``SessionReport.to_dict()`` (:mod:`resilient_agent.testing.session_report`), read back into a
+plan and replayed on the same class. A call round-trips when the replay has the recording's
+caller turns (within one frame), words lost, lines said and close (:mod:`.fidelity`); its
+verdict is the same when the lab's contracts pass or fail on both.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from livekit.agents import Agent
+
+from ...testing import Scenario, run_scenario
+from ...testing.session_report import session_report
+from ..catalog import scenarios
+from ..run import RESILIENT_PATH, load_agent_class, select
+from .plan import ReportError, load_plan
+from .run import run_replay
+
+__all__ = ["RoundTrip", "left_out", "round_trip", "run_round_trip"]
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """One catalog call, recorded and replayed.
+
+    Attributes:
+        scenario: The catalog scenario.
+        agent: The class it ran and was replayed on.
+        divergences: How the replay differs from the recording, one line each.
+        verdict: Whether the lab's contracts passed on the recorded call.
+        replayed_verdict: Whether they passed on the replay.
+    """
+
+    scenario: str
+    agent: str
+    divergences: tuple[str, ...]
+    verdict: bool
+    replayed_verdict: bool
+
+    @property
+    def faithful(self) -> bool:
+        """The replay did what the recording did."""
+        return not self.divergences
+
+
+def left_out(scenario: Scenario) -> str | None:
+    """Why a catalog scenario cannot round-trip through a voice report, if it cannot."""
+    if scenario.model != "pipeline":
+        return "a realtime model hears the caller itself (no VAD turns to replay)"
+    if scenario.typed:
+        return "typed messages are not replayed yet"
+    if scenario.real_speech is not None:
+        return "real speech"
+    return None
+
+
+def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
+    """Record ``scenario`` on ``agent_class`` as livekit's report and replay it on the same."""
+    world, outcome = run_scenario(scenario, agent_class)
+    try:
+        plan = load_plan(session_report(world))
+    except ReportError as exc:
+        return RoundTrip(
+            scenario.name, agent_class.__name__, (f"unreadable: {exc}",), outcome.passed, False
+        )
+    try:
+        replay = run_replay(plan, agent_class, name=scenario.name)
+    except ReportError as exc:
+        return RoundTrip(
+            scenario.name, agent_class.__name__, (f"not replayable: {exc}",), outcome.passed, False
+        )
+    return RoundTrip(
+        scenario.name,
+        agent_class.__name__,
+        tuple(str(d) for d in replay.divergences),
+        outcome.passed,
+        replay.outcome.passed,
+    )
+
+
+def run_round_trip(only: str | None, out: TextIO) -> int:
+    """``resilient-agent replay --round-trip``: print every call that diverges, then the figures.
+
+    Returns:
+        0 when every call round-trips with the same verdict, 1 otherwise.
+    """
+    started = time.perf_counter()
+    chosen = select(scenarios(), only)
+    runnable = [s for s in chosen if left_out(s) is None]
+    classes: list[type[Agent]] = [Agent, load_agent_class(RESILIENT_PATH)]
+    trips: list[RoundTrip] = []
+    for scenario in runnable:
+        for cls in classes:
+            trip = round_trip(scenario, cls)
+            trips.append(trip)
+            if not trip.faithful or trip.verdict != trip.replayed_verdict:
+                verdicts = f"verdict {_word(trip.verdict)} -> {_word(trip.replayed_verdict)}"
+                print(f"DIVERGES  {trip.scenario:<52} {trip.agent:<15} {verdicts}", file=out)
+                for line in trip.divergences:
+                    print(f"          {line}", file=out)
+    faithful = sum(t.faithful for t in trips)
+    same = sum(t.verdict == t.replayed_verdict for t in trips)
+    print(
+        f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
+        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: realtime, "
+        f"typed or real speech)",
+        file=out,
+    )
+    print(
+        f"  replayed within one frame (same turns, words lost, lines, close): {faithful}", file=out
+    )
+    print(f"  same verdict: {same}", file=out)
+    for cls in classes:
+        mine = [t for t in trips if t.agent == cls.__name__]
+        print(
+            f"  {cls.__name__}: {sum(t.faithful for t in mine)} of {len(mine)} faithful, "
+            f"{sum(t.verdict == t.replayed_verdict for t in mine)} same verdict",
+            file=out,
+        )
+    print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
+    return 0 if faithful == same == len(trips) else 1
+
+
+def _word(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"

@@ -1,0 +1,58 @@
+"""Runs a replay plan on an agent class and reads the replayed call back as livekit reports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import Agent
+
+from ...testing import CallOutcome, run_scenario
+from ...testing.runner import CallWorld
+from ...testing.session_report import session_report
+from .fidelity import Divergence, divergences
+from .plan import ReplayPlan, load_plan
+from .scenario import replay_scenario
+
+__all__ = ["ReplayRun", "run_replay"]
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    """One replay of a recorded call on one agent class.
+
+    Attributes:
+        world: The replayed call.
+        outcome: The lab's contracts on it.
+        replayed: The replayed call as livekit's report tells it, read back into a plan.
+        divergences: How it differs from the recording.
+    """
+
+    world: CallWorld
+    outcome: CallOutcome
+    replayed: ReplayPlan
+    divergences: tuple[Divergence, ...]
+
+
+def run_replay(
+    plan: ReplayPlan,
+    agent_class: type[Agent],
+    name: str = "replay/call",
+    *,
+    app: bool = False,
+    tool_mocks: Mapping[str, Callable[..., Any]] | None = None,
+) -> ReplayRun:
+    """Replay ``plan`` on virtual time.
+
+    Args:
+        plan: The recorded call.
+        agent_class: The base class of the replayed agent, or with ``app`` the app's class.
+        name: The scenario's name.
+        app: ``agent_class`` is the app's own (its tools run, see :func:`replay_scenario`).
+        tool_mocks: With ``app``: tool name to the callable run instead of that tool.
+    """
+    scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks)
+    world, outcome = run_scenario(scenario, agent_class)
+    replayed = load_plan(session_report(world))
+    return ReplayRun(world, outcome, replayed, tuple(divergences(plan, replayed)))

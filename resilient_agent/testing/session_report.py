@@ -1,0 +1,60 @@
+"""A lab call written as livekit's own session report (``SessionReport.to_dict()``).
+
+livekit builds a :class:`~livekit.agents.voice.report.SessionReport` for every production call
+(``JobContext.make_session_report()``, handed to the worker's ``on_session_end``). The lab builds
+the same object with livekit's own class from what its recorder heard (every session event, in
+emission order) and the session's public ``options`` and ``history``, so a lab call and a
+production call are read by one loader (:mod:`resilient_agent.lab.replay`). On the virtual clock
+``time.time()`` reads :func:`~.clock.virtual_wall_time`, so the report's stamps are the call's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from livekit.agents.voice.report import SessionReport
+
+from .clock import virtual_wall_time
+
+SCRIPT_END_TAG = "resilient-agent-lab:script-end="
+"""The report tag saying when a lab call's script ended and the lab closed the session."""
+
+if TYPE_CHECKING:
+    from .runner import CallWorld
+
+__all__ = ["SCRIPT_END_TAG", "session_report", "write_session_report"]
+
+
+def session_report(world: CallWorld) -> dict[str, Any]:
+    """``world``'s call as livekit's ``SessionReport.to_dict()`` writes it.
+
+    Args:
+        world: A finished lab call.
+    """
+    started = virtual_wall_time(world.t0)
+    report = SessionReport(
+        job_id=f"lab-{world.scenario.name}",
+        room_id="lab-room",
+        room=world.scenario.name,
+        options=world.session.options,
+        events=list(world.recorder.agent_events),
+        chat_history=world.session.history.copy(),
+        started_at=started,
+        duration=world.virtual_seconds,
+        timestamp=virtual_wall_time(world.t0 + world.virtual_seconds),
+        agent_name=type(world.agent).__name__,
+        # when the script ended and the lab closed the session: no app or caller did
+        tags=[f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
+    )
+    # as the file holds it: enums and paths as their JSON strings
+    data: dict[str, Any] = json.loads(json.dumps(report.to_dict(), default=str))
+    return data
+
+
+def write_session_report(world: CallWorld, path: Path) -> Path:
+    """Write ``world``'s report as JSON at ``path`` (its directory made if needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(session_report(world), indent=1) + "\n")
+    return path

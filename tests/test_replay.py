@@ -1,0 +1,233 @@
+"""Replaying a call from livekit's session report: the plan, the fidelity, the verdict."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, RunContext, function_tool
+
+from resilient_agent import ResilientAgent, end_call_tool
+from resilient_agent._livekit.compat import livekit_session_report
+from resilient_agent.lab.catalog import CATALOG
+from resilient_agent.lab.cli import main
+from resilient_agent.lab.replay import ReportError, load_plan, run_replay
+from resilient_agent.lab.replay.emit import emitted_test_source, redacted, trimmed_report
+from resilient_agent.lab.replay.fidelity import divergences
+from resilient_agent.lab.run import BASELINE_PATH as BASELINE
+from resilient_agent.lab.run import RESILIENT_PATH as RESILIENT
+from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+from resilient_agent.testing.session_report import session_report
+
+# the seed report's race: a tool calls disallow_interruptions() and says its hold message with
+# allow_interruptions=False; the caller corrects the booking in the gap and while it plays
+SEED = next(s for s in CATALOG if s.name == "tool_gap/gap_disallow_and_say")
+
+
+@pytest.fixture(scope="module")
+def seed_report() -> dict[str, Any]:
+    world, outcome = run_scenario(SEED, Agent)
+    assert outcome.lost_words > 0  # the race the replay must reproduce
+    return session_report(world)
+
+
+def test_the_plan_reads_turns_answers_tools_and_lines(seed_report: dict[str, Any]) -> None:
+    plan = load_plan(seed_report)
+    first = plan.turns[0]
+    assert (first.start, first.end, first.heard) == (
+        1.0,
+        2.8,
+        ("please", "book", "a", "table", "for", "eight"),
+    )
+    lost = plan.turns[1]
+    assert (lost.start, lost.end, lost.heard) == (3.7, 5.4, ())  # said, never transcribed
+    assert [a.tool_calls[0].name for a in plan.answers if a.tool_calls] == ["book_table"]
+    assert [a.after_tool for a in plan.answers] == [None, "book_table"]
+    assert [r.output for r in plan.tool_runs] == ["Table booked for eight."]
+    (hold,) = plan.tool_runs[0].says
+    assert hold.protected and hold.offset == 0.0
+    assert any("placeholder" in a for a in plan.assumptions)
+
+
+def test_a_lab_call_round_trips_on_agent_and_resilient_agent_keeps_it(
+    seed_report: dict[str, Any],
+) -> None:
+    plan = load_plan(seed_report)
+    as_recorded = run_replay(plan, Agent)
+    assert as_recorded.divergences == ()
+    assert as_recorded.outcome.lost_words == 4  # the same words lost as recorded
+    kept = run_replay(plan, ResilientAgent)
+    assert kept.outcome.passed, kept.outcome.reasons
+    assert kept.outcome.lost_words == 0
+
+
+def test_a_divergence_names_its_time(seed_report: dict[str, Any]) -> None:
+    recorded = load_plan(seed_report)
+    later = tuple(dataclasses.replace(t, start=t.start + 0.5) for t in recorded.turns)
+    found = divergences(recorded, dataclasses.replace(recorded, turns=later))
+    assert str(found[0]) == "   1.00 s  caller turn 1 starts at 1.500 s, not 1.000 s"
+
+
+def _bad(report: dict[str, Any], change: Any) -> str:
+    broken = copy.deepcopy(report)
+    change(broken)
+    with pytest.raises(ReportError) as caught:
+        load_plan(broken)
+    return str(caught.value)
+
+
+def test_bad_reports_name_the_field(seed_report: dict[str, Any]) -> None:
+    assert "sdk_version" in _bad(seed_report, lambda r: r.update(sdk_version="1.2.0"))
+    assert "events: missing" in _bad(seed_report, lambda r: r.pop("events"))
+    assert "events[3].created_at" in _bad(
+        seed_report, lambda r: r["events"][3].update(created_at="soon")
+    )
+    assert "events[5].created_at" in _bad(
+        seed_report, lambda r: r["events"][5].update(created_at=r["events"][0]["created_at"] - 60)
+    )
+    assert "out of order" in _bad(
+        seed_report, lambda r: r["events"][5].update(created_at=r["events"][0]["created_at"] - 60)
+    )
+    assert "options.min_interruption_duration: expected int or float" in _bad(
+        seed_report, lambda r: r["options"].update(min_interruption_duration="x")
+    )
+    with pytest.raises(ReportError, match="expected a JSON object"):
+        load_plan([1, 2])
+
+
+def test_the_command_says_what_it_assumed_and_judges_both_agents(
+    seed_report: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "call.json"
+    path.write_text(json.dumps(seed_report))
+    test_path = tmp_path / "test_call.py"
+    code = main(["replay", str(path), "--emit-test", str(test_path), "--redact"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "assumed: at 3.70 s: no transcript" in out
+    assert "Agent (as recorded): faithful" in out
+    assert "ResilientAgent: PASS  lost words 0" in out
+    written = test_path.read_text()
+    assert "please" not in written and "book_table" in written  # words redacted, tools kept
+    assert main(["replay", str(path), "--explore", "2"]) == 0
+    assert "replay/call" in capsys.readouterr().out.split("exploring")[1]
+
+
+def test_an_unreadable_report_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "call.json"
+    path.write_text("{not json")
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not JSON" in err
+    path.write_text(json.dumps({"sdk_version": "1.9.0", "events": []}))
+    assert main(["replay", str(path)]) == 2
+    assert "sdk_version: '1.9.0'" in capsys.readouterr().err
+
+
+def test_redaction_keeps_words_apart_and_the_replay_working(seed_report: dict[str, Any]) -> None:
+    kept = redacted(trimmed_report(seed_report))
+    assert "please" not in json.dumps(kept)
+    plan = load_plan(kept)
+    assert plan.turns[0].heard == ("w1", "w2", "w3", "w4", "w5", "w6")
+    assert run_replay(plan, Agent).divergences == ()
+
+
+# The README's MyAgent, as an app that has not adopted ResilientAgent yet builds it on Agent.
+HOLD = "One moment while I book that."
+
+
+def _readme_agent(base: type[Agent]) -> Agent:
+    class MyAgent(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(
+                instructions="You are a friendly restaurant host.",
+                tools=[end_call_tool(farewell="Thanks for calling, goodbye!")],
+            )
+
+        @function_tool
+        async def book_table(self, ctx: RunContext, time: str) -> str:
+            """Book a table.
+
+            Args:
+                time: When the table is wanted.
+            """
+            await ctx.session.say(HOLD, allow_interruptions=False)
+            return f"Booked for {time}."
+
+    return MyAgent()
+
+
+def test_livekits_own_report_of_the_readme_agent_replays_faithfully() -> None:
+    call = Scenario(
+        name="readme/my_agent",
+        family="readme",
+        description="The README's MyAgent books a table; the caller corrects it over the hold.",
+        agent=_readme_agent,
+        utterances=(
+            Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0),
+            Utterance(4.1, 5.4, "actually make it nine", reply_within=6.0),
+        ),
+        llm=(
+            LLMRule(
+                when_user_says="book", tool_calls=(ToolCallScript("book_table", {"time": "8"}),)
+            ),
+            LLMRule(after_tool="book_table", text="Your table is booked."),
+        ),
+        duration=14.0,
+    )
+    world, outcome = run_scenario(call, Agent)
+    report = livekit_session_report(world.session, job_id="job", room_id="RM_1", room="room")
+    assert report is not None, "livekit moved JobContext.make_session_report"
+    data = json.loads(json.dumps(report.to_dict(), default=str))
+    plan = load_plan(data)
+    assert plan.sdk_version.startswith("1.8.")
+    assert [r.name for r in plan.tool_runs] == ["book_table"]
+    replayed = run_replay(plan, Agent)
+    assert replayed.divergences == (), [str(d) for d in replayed.divergences]
+    # the same turn lost whole; how many words it had, the report cannot say (estimated)
+    assert outcome.lost_words > 0 and replayed.outcome.lost_words > 0
+    assert [t.heard for t in replayed.replayed.turns][1] == ()
+
+
+RECORD = "resilient-agent lab --quiet --agent livekit.agents:Agent --only tool_gap/gap_disallow_and_say$ --record reports"  # noqa: E501
+REPLAY = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json"
+ROUND_TRIP = "resilient-agent replay --round-trip --only tool_gap/gap_"
+
+
+def test_the_replay_guide_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/replay.md's commands: the lab records its call as livekit's report, it replays."""
+    monkeypatch.chdir(tmp_path)
+    main(shlex.split(RECORD)[1:])
+    capsys.readouterr()
+    (path,) = tmp_path.glob("reports/*/*.json")
+    assert path.relative_to(tmp_path) == Path("reports/Agent/tool_gap__gap_disallow_and_say.json")
+    assert main(shlex.split(REPLAY)[1:]) == 0
+    printed = capsys.readouterr().out
+    guide = (Path(__file__).parents[1] / "docs" / "replay.md").read_text()
+    assert printed in guide, printed  # the guide shows what the command prints
+    assert main(shlex.split(ROUND_TRIP)[1:]) == 0
+    out = capsys.readouterr().out
+    assert "replayed within one frame (same turns, words lost, lines, close): 4" in out
+
+
+def test_the_emitted_test_passes_on_resilient_agent_and_fails_on_plain_agent(
+    seed_report: dict[str, Any],
+) -> None:
+    report = redacted(trimmed_report(seed_report))
+    kept: dict[str, Any] = {}
+    exec(emitted_test_source(report, agent_path=RESILIENT, source="call.json"), kept)
+    kept["test_the_replay_is_faithful_on_plain_agent"]()
+    kept["test_resilientagent_keeps_the_call"]()
+    lost: dict[str, Any] = {}
+    exec(emitted_test_source(report, agent_path=BASELINE, source="call.json"), lost)
+    with pytest.raises(AssertionError, match="never reached the LLM"):
+        lost["test_agent_keeps_the_call"]()
