@@ -16,22 +16,39 @@ Both are reported (``race_detected``, then ``race_handled`` with the action ``re
 the call ids), and the repaired copy goes on to the LLM. Only the inference is repaired: the
 agent's context and ``session.history`` stay as livekit keeps them. A well-formed context goes on
 untouched, as the very same request, so the call runs as on livekit alone.
+
+It also keeps a tool reply from answering a question again (:mod:`.answered_turns`): a tool
+called before the caller's question and done after it reads, in the provider's format, as a
+context ending in that question. When a reply started for that question (while the tool ran)
+says something (it is under way, not yet in the context), the tool reply's inference goes
+without it (reported as
+``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 from livekit.agents import llm
 
 from resilient_agent import InferenceNext, InferenceRequest, Middleware, MiddlewareContext
 
+from .answered_turns import question_answered, questions_answered_elsewhere
 from .tool_pairs import UnpairedToolItems, unpaired_tool_items
 
 __all__ = ["UNAVAILABLE_RESULT", "ContextIntegrity"]
 
 MALFORMED_CONTEXT = "malformed_context"
 """The race kind a repaired context is reported under."""
+
+TOOL_REPLY_REANSWERS = "tool_reply_reanswers"
+"""The race kind of a tool reply that would have answered a question another reply answers."""
+
+# how long a tool reply waits for the other reply's first words before keeping the question:
+# that reply plays first anyway, and one still silent by then may never speak (a stalled LLM)
+_FIRST_WORDS_WAIT_S = 2.0
 
 UNAVAILABLE_RESULT = "The tool call's result is unavailable."
 """The output given to a function call that has none (livekit words its own placeholder output
@@ -52,6 +69,8 @@ class ContextIntegrity(Middleware):
 
     Attributes:
         repaired_contexts: Inferences repaired so far.
+        questions_left_to_their_reply: Tool replies that went without a question another
+            reply was answering.
     """
 
     name = "ContextIntegrity"
@@ -59,11 +78,52 @@ class ContextIntegrity(Middleware):
 
     def __init__(self) -> None:
         self.repaired_contexts = 0
+        self.questions_left_to_their_reply = 0
+        # per user message, whether each reply started for it while a tool ran said something
+        self._replies: dict[str, list[asyncio.Future[bool]]] = {}
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
         """Pass a well-formed context on untouched; repair and report a malformed one."""
+        if self._replies:
+            request = await self._without_questions_answered_elsewhere(ctx, request)
+        # only a tool running now can end after the question this inference answers
+        question = question_answered(request.chat_ctx) if ctx.state.tools_in_flight else None
+        result = await self._checked(ctx, request, call_next)
+        if question is None or result is None:
+            return result
+        spoke: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._replies.setdefault(question, []).append(spoke)
+        if isinstance(result, AsyncIterable) and not isinstance(result, str):
+            return _watched(result, spoke)
+        spoke.set_result(bool(result))
+        return result
+
+    async def _without_questions_answered_elsewhere(
+        self, ctx: MiddlewareContext, request: InferenceRequest
+    ) -> InferenceRequest:
+        candidates = questions_answered_elsewhere(request.chat_ctx, self._replies)
+        questions = [q for q in candidates if await _a_reply_speaks(self._replies[q])]
+        if not questions:
+            return request
+        details = {"questions": questions}
+        ctx.race_detected(self, TOOL_REPLY_REANSWERS, details=details)
+        left_out = set(questions)
+        chat_ctx = llm.ChatContext([i for i in request.chat_ctx.items if i.id not in left_out])
+        self.questions_left_to_their_reply += 1
+        ctx.race_handled(
+            self,
+            TOOL_REPLY_REANSWERS,
+            "question_left_to_its_reply",
+            details=details,
+            counts={"questions_left_to_their_reply": 1},
+        )
+        return request.override(chat_ctx=chat_ctx)
+
+    async def _checked(
+        self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
+    ) -> Any:
         unpaired = unpaired_tool_items(request.chat_ctx)
         if not unpaired:
             return await call_next(request)
@@ -110,3 +170,34 @@ def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.Cha
             )
         )
     return repaired
+
+
+async def _a_reply_speaks(replies: list[asyncio.Future[bool]]) -> bool:
+    """Whether one of ``replies`` said something, waiting a little for those still silent."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _FIRST_WORDS_WAIT_S
+    while not any(r.done() and r.result() for r in replies):
+        pending = [r for r in replies if not r.done()]
+        if not pending or loop.time() >= deadline:
+            return False
+        await asyncio.wait(pending, timeout=deadline - loop.time(), return_when="FIRST_COMPLETED")
+    return True
+
+
+async def _watched(stream: AsyncIterable[Any], spoke: asyncio.Future[bool]) -> AsyncIterator[Any]:
+    """``stream`` as it is, resolving ``spoke`` at its first text (True) or its end (False)."""
+    try:
+        async for chunk in stream:
+            if not spoke.done() and _text_of(chunk):
+                spoke.set_result(True)
+            yield chunk
+    finally:
+        if not spoke.done():
+            spoke.set_result(False)
+
+
+def _text_of(chunk: Any) -> str:
+    if isinstance(chunk, str):
+        return chunk.strip()
+    delta = getattr(chunk, "delta", None)
+    return ((getattr(delta, "content", None) or "") if delta is not None else "").strip()

@@ -11,8 +11,13 @@ caller's audio, offers it on the context) to re-transcribe what was said since t
 transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
-It costs nothing while the STT is healthy: one listener on the session's ``error`` events and no
-hook the chain dispatches.
+A connection livekit (or the plugin) reconnects after a failure mid-stream (a recoverable error
+caused by an ``APIError``: Deepgram's socket closed mid-utterance) keeps the stream going but
+loses the words it had not finalized: those are re-transcribed the same way, reported as
+``stt_reconnected``, once until the next final transcript.
+
+It costs nothing while the STT is healthy: listeners on the session's ``error`` and
+``user_input_transcribed`` events and no hook the chain dispatches.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ logger = get_logger("middleware.stt_recovery")
 STT_STREAM_DIED = "stt_stream_died"
 """The race kind: detection, restart and word recovery are reported under it."""
 
+STT_RECONNECTED = "stt_reconnected"
+"""The race kind of a stream livekit (or the plugin) reconnected after a connection failure: the
+words the lost connection was hearing are recovered under it."""
+
 
 class SttRecovery(Middleware):
     """Restarts an STT stream that died of an error livekit does not retry (on by default).
@@ -55,21 +64,33 @@ class SttRecovery(Middleware):
         self.restarts = 0
         self._ctx: MiddlewareContext | None = None
         self._pending: asyncio.Handle | None = None
+        # a reconnect's words are recovered once until the next final transcript: livekit
+        # retries a connection several times, and each retry reports an error
+        self._recovered_since_final = False
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Listen for the session's error events."""
         self._ctx = ctx
         self.restarts = 0
         ctx.listen(ctx.session, "error", self._on_error, by=self)
+        ctx.listen(ctx.session, "user_input_transcribed", self._on_transcript, by=self)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Cancel a restart not yet made (the listener is removed by the core)."""
         if self._pending is not None:
             self._pending.cancel()
 
+    def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        if ev.is_final:
+            self._recovered_since_final = False
+
     def _on_error(self, ev: lk_events.ErrorEvent) -> None:
         error = ev.error
-        if not isinstance(error, stt.STTError) or error.recoverable:
+        if not isinstance(error, stt.STTError):
+            return
+        if error.recoverable:
+            if isinstance(error.error, APIError):
+                self._on_reconnect(error)
             return
         if isinstance(error.error, APIError):
             # livekit recreates the stream itself after a connection failure
@@ -91,6 +112,24 @@ class SttRecovery(Middleware):
         # livekit raises the error right after reporting it: restart once it has unwound
         self._pending = asyncio.get_running_loop().call_soon(self._restart, ctx, died_at)
 
+    def _on_reconnect(self, error: stt.STTError) -> None:
+        """A connection lost mid-stream: the stream goes on, the words it was hearing do not.
+
+        A provider socket closed mid-utterance (Deepgram's plugin reconnects on its own)
+        takes the words not finalized yet with it; they are re-transcribed from the kept audio.
+        """
+        ctx = self._ctx
+        if ctx is None or self._recovered_since_final:
+            return
+        self._recovered_since_final = True
+        # reported only when there is audio the lost connection may have been hearing (a
+        # connection refused before the caller said anything lost nothing)
+        if self.recover_words and not _recover_words(ctx, STT_RECONNECTED):
+            return
+        ctx.race_detected(
+            self, STT_RECONNECTED, details={"error": type(error.error).__name__, "stt": error.label}
+        )
+
     def _restart(self, ctx: MiddlewareContext, died_at: float) -> None:
         self._pending = None
         recognizer = _current_stt(ctx)
@@ -99,7 +138,7 @@ class SttRecovery(Middleware):
         self.restarts += 1
         ctx.agent.update_options(stt=recognizer)
         restarted_at = loop_now()
-        recovering = self.recover_words and _recover_words(ctx)
+        recovering = self.recover_words and _recover_words(ctx, STT_STREAM_DIED)
         ctx.race_handled(
             self,
             STT_STREAM_DIED,
@@ -119,8 +158,8 @@ def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
     return current if isinstance(current, stt.STT) else None
 
 
-def _recover_words(ctx: MiddlewareContext) -> bool:
-    """Ask the session's word recovery to re-transcribe what the dead stream never finished."""
+def _recover_words(ctx: MiddlewareContext, kind: str) -> bool:
+    """Ask the session's word recovery to re-transcribe what the stream never finished."""
     recovery = ctx.service(WordRecovery)
     if recovery is None:
         logger.warning(
@@ -128,4 +167,4 @@ def _recover_words(ctx: MiddlewareContext) -> bool:
             why="no TurnKeeper in the chain: it keeps the caller's audio",
         )
         return False
-    return recovery.recover_unheard_audio(ctx, kind=STT_STREAM_DIED)
+    return recovery.recover_unheard_audio(ctx, kind=kind)

@@ -39,7 +39,7 @@ import dataclasses
 from collections import Counter
 from typing import Any, NamedTuple
 
-from livekit.agents import utils, vad
+from livekit.agents import stt, utils, vad
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
@@ -57,8 +57,12 @@ from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
 from .session_facts import stt_is_withheld
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
+from .word_recovery import WordRecovery
 
 __all__ = ["AudioLevelMeter", "Watchdog"]
+
+VAD_CUT_STT_WORDS = "stuck_vad_withheld_words"
+"""The race kind the words a stuck VAD kept from a non-streaming STT are recovered under."""
 
 # How long a handoff lets a recovery under way finish (inside aclose's 5 s budget).
 _FINISH_RECOVERY_S = 4.0
@@ -474,9 +478,26 @@ def _vad_silence_window(ctx: MiddlewareContext) -> float | None:
 
 
 def _restart_vad(ctx: MiddlewareContext) -> bool:
-    """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open."""
+    """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open.
+
+    A non-streaming STT hears through a ``StreamAdapter`` that cuts the caller's audio with a
+    VAD stream of its own: that one is as stuck as the agent's, so the STT gets a fresh stream
+    too, and the words its stuck VAD never handed over are re-transcribed from the kept audio.
+    """
     current = _session_vad(ctx)
     if current is None:
         return False
     ctx.agent.update_options(vad=current)
+    recognizer = _session_stt(ctx)
+    if recognizer is not None and not recognizer.capabilities.streaming:
+        ctx.agent.update_options(stt=recognizer)
+        recovery = ctx.service(WordRecovery)
+        if recovery is not None:
+            recovery.recover_unheard_audio(ctx, kind=VAD_CUT_STT_WORDS)
     return True
+
+
+def _session_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
+    agent_stt = getattr(ctx.agent, "stt", None)
+    current = agent_stt if utils.is_given(agent_stt) and agent_stt is not None else ctx.session.stt
+    return current if isinstance(current, stt.STT) else None

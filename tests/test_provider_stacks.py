@@ -19,6 +19,7 @@ from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
 from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing.emulators import DeepgramEmulator, DeepgramFaults
 from resilient_agent.testing.stacks import STACKS
 
 pytest.importorskip("livekit.plugins.deepgram")
@@ -66,6 +67,51 @@ def test_a_recovery_on_deepgram_is_one_pre_recorded_request_not_a_second_socket(
     assert world.connections["deepgram-emulator http /v1/listen"] == 1
 
 
+def test_the_listening_socket_is_the_only_extra_one_and_closes_with_its_window() -> None:
+    # while the protected hold message plays over the caller, CallerWords listens through a
+    # stream of the session's STT: on Deepgram a second live socket, counted against the
+    # provider's concurrency limit; it must close when the window ends, not live on
+    world, outcome = run_scenario(
+        _scenario("tool_gap/gap_protected_say"), ResilientAgent, stack="deepgram+openai+cartesia"
+    )
+    assert outcome.passed, outcome.reasons
+    assert isinstance(world.stt, DeepgramEmulator)
+    livekits, listening = world.stt.sockets
+    assert world.stt.most_open_at_once("/v1/listen") == 2
+    assert listening.closed_at is not None and livekits.closed_at is not None
+    assert listening.closed_at - listening.opened_at < 1.5
+    assert livekits.closed_at - livekits.opened_at > 20.0
+    # a race-free call opens nothing more than livekit does
+    world, _ = run_scenario(
+        _scenario("control/two_turns"), ResilientAgent, stack="deepgram+openai+cartesia"
+    )
+    assert isinstance(world.stt, DeepgramEmulator)
+    assert len(world.stt.sockets) == 1
+
+
+def test_the_words_of_a_socket_dropped_mid_utterance_are_recovered() -> None:
+    # Deepgram closes the socket 1 s into "do you have a terrace": the plugin reconnects on its
+    # own (livekit reports a recoverable error), and the words the dropped socket was hearing
+    # are gone on a plain Agent
+    scenario = _scenario("control/two_turns")
+    drop = DeepgramFaults(drop_after_s=2.0)
+    stack = "deepgram+openai+cartesia"
+    _, plain = run_scenario(scenario, Agent, stack=stack, deepgram_faults=drop)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=drop)
+    assert any("never reached the LLM" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert ("race_detected", "stt_reconnected") in {
+        (race["event"], race["kind"]) for race in resilient.race_events
+    }
+    # a connection refused (429) before the caller spoke lost nothing: no alarm
+    refused = DeepgramFaults(refuse_with=429, refusals=1)
+    world, control = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=refused)
+    assert control.passed, control.reasons
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert control.race_events == []
+
+
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
 _ID = re.compile(r"\b([a-z]+)_[0-9a-f]{12}\b")
 
@@ -91,6 +137,22 @@ def test_the_race_reproduces_on_agent_and_passes_on_resilient_agent_with_gemini(
     assert any(r.tool_calls for r in world.llm.requests)
 
 
+@pytest.mark.parametrize("stack", ["deepgram+openai+cartesia", "deepgram+google+cartesia"])
+def test_a_tool_reply_does_not_answer_again_a_question_another_reply_answers(stack: str) -> None:
+    # the provider's format moves the tool's output up to its call: the tool reply's context
+    # ends, on the wire, in the question the caller asked as the tool ended, whose own reply is
+    # still playing; the scripted LLM (time order) never showed it
+    scenario = _scenario("control/question_as_a_long_tool_ends")
+    _, plain = run_scenario(scenario, Agent, stack=stack)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack)
+    assert any("answer heard 2 times" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert [(r.last_user_text, r.last_tool) for r in world.llm.requests][-2:] == [
+        ("what time do you close tonight", None),
+        (None, "book_table"),
+    ]
+
+
 def test_no_word_is_lost_over_protected_speech_with_a_non_streaming_stt() -> None:
     # openai.STT() transcribes whole requests: livekit wraps it in a StreamAdapter with the VAD,
     # and the library's own recovery must not open a stream of it
@@ -103,6 +165,17 @@ def test_no_word_is_lost_over_protected_speech_with_a_non_streaming_stt() -> Non
     # the recovery's, of the audio livekit withheld
     assert world.connections["openai-emulator http /v1/audio/transcriptions"] == 1
     assert [text for _, text, _ in world.stt.finals] == ["hello can you hear me"]
+
+
+def test_a_dead_vad_loses_no_word_with_a_non_streaming_stt() -> None:
+    # livekit's StreamAdapter cuts the caller's audio with a VAD stream of its own: restarting
+    # the agent's VAD left that one dead, and the non-streaming STT never heard the caller
+    scenario = _scenario("vad/dead_plain_agent")
+    _, plain = run_scenario(scenario, Agent, stack=NON_STREAMING)
+    _, resilient = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert any("never reached the LLM" in reason for reason in plain.reasons), plain.reasons
+    assert resilient.passed, resilient.reasons
+    assert resilient.lost_words == 0
 
 
 def test_an_unknown_stack_lists_the_stacks(capsys: pytest.CaptureFixture[str]) -> None:

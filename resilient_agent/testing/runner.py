@@ -25,6 +25,7 @@ from .contracts import CallOutcome, evaluate
 from .emulators import (
     CartesiaEmulator,
     DeepgramEmulator,
+    DeepgramFaults,
     GeminiLiveEmulator,
     GeminiLiveFaults,
     OpenAIEmulator,
@@ -149,7 +150,11 @@ def _session_options(scenario: Scenario) -> dict[str, Any]:
 
 
 async def run_scenario_async(
-    scenario: Scenario, agent_class: type[Agent], *, stack: str | None = None
+    scenario: Scenario,
+    agent_class: type[Agent],
+    *,
+    stack: str | None = None,
+    deepgram_faults: DeepgramFaults | None = None,
 ) -> CallWorld:
     """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time.
 
@@ -186,6 +191,7 @@ async def run_scenario_async(
         scripted=scripted,
         word_lookup=lambda u, w: words[(u, w)],
         interim_results=scenario.stt_interims,
+        deepgram_faults=deepgram_faults,
     ) as running:
         world = await _run_call(scenario, agent_class, running)
         world.connections = running.connections()
@@ -458,14 +464,21 @@ async def _closing_done(session: AgentSession[Any]) -> None:
 
 
 def run_scenario(
-    scenario: Scenario, agent_class: type[Agent], *, stack: str | None = None
+    scenario: Scenario,
+    agent_class: type[Agent],
+    *,
+    stack: str | None = None,
+    deepgram_faults: DeepgramFaults | None = None,
 ) -> tuple[CallWorld, CallOutcome]:
     """Run ``scenario`` on a fresh virtual-time loop and judge it against the contracts.
 
     With ``stack`` (see :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call runs on
-    the real provider plugins against local wire emulators.
+    the real provider plugins against local wire emulators; ``deepgram_faults`` makes the
+    Deepgram emulator misbehave at the wire (a half-open socket, a drop, a refusal).
     """
     started = time.perf_counter()
-    world = run_virtual(run_scenario_async(scenario, agent_class, stack=stack))
+    world = run_virtual(
+        run_scenario_async(scenario, agent_class, stack=stack, deepgram_faults=deepgram_faults)
+    )
     world.wall_seconds = time.perf_counter() - started
     return world, evaluate(world)

@@ -12,12 +12,13 @@ import asyncio
 import itertools
 import ssl
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from typing_extensions import Self
 
-__all__ = ["EmulatorServer"]
+__all__ = ["EmulatorServer", "SocketSpan"]
 
 _LOOPBACK = "127.0.0.1"
 
@@ -28,11 +29,14 @@ class EmulatorServer:
     Attributes:
         connections: Websocket connections opened, by path.
         requests: HTTP requests answered (websocket upgrades included), by path.
+        sockets: Each websocket connection's path and loop times: opened, and closed (None
+            while open).
     """
 
     def __init__(self) -> None:
         self.connections: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
+        self.sockets: list[SocketSpan] = []
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._ids = itertools.count(1)
@@ -97,7 +101,44 @@ class EmulatorServer:
     @web.middleware
     async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests[request.path] += 1
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            self.connections[request.path] += 1
-        response: web.StreamResponse = await handler(request)
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            response: web.StreamResponse = await handler(request)
+            return response
+        self.connections[request.path] += 1
+        loop = asyncio.get_running_loop()
+        span = SocketSpan(request.path, loop.time())
+        self.sockets.append(span)
+        try:
+            response = await handler(request)
+        finally:
+            span.closed_at = loop.time()
         return response
+
+    def most_open_at_once(self, path: str) -> int:
+        """The most websocket connections on ``path`` open at the same time."""
+        edges = sorted(
+            edge
+            for span in self.sockets
+            if span.path == path
+            for edge in ((span.opened_at, 1), (span.closed_at or float("inf"), -1))
+        )
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return most
+
+
+@dataclass
+class SocketSpan:
+    """One websocket connection's life on an emulator, in loop seconds.
+
+    Attributes:
+        path: The path it connected to.
+        opened_at: When the server accepted the upgrade.
+        closed_at: When its handler ended (None while open).
+    """
+
+    path: str
+    opened_at: float
+    closed_at: float | None = None
