@@ -849,7 +849,7 @@ def test_offline_room_proto_message_moved_trips(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_gemini_live_model_keeps_its_options_where_the_lab_redirects_them() -> None:
-    google = pytest.importorskip("livekit.plugins.google")
+    google = pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
     from google.genai import types
 
     from resilient_agent._livekit.compat import redirect_realtime_http

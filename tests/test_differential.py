@@ -58,12 +58,49 @@ class NoTailPadAgent(ResilientAgent):
 _CONTROLS = [s for s in scenarios() if s.control]
 
 
+# Race-free in the scripted lab, where the chain still acts, as docs/drop-in.md says: each
+# difference allowed, as the start of its line; any other difference fails.
+_INTENDED: dict[str, tuple[str, ...]] = {
+    # the app asked livekit for a protected greeting, which a realtime model's server turn
+    # detection drops (with a warning): the library protects the handle instead
+    **{
+        f"control/realtime_{flavour}_app_protected_greeting": (
+            "livekit_logs[0]: expected (0.0, 30, 'the RealtimeModel uses a server-side turn "
+            "detection, allow_interruptions cannot be False",
+            "playouts[0]: expected (0.3, 'speech#0', True), got (0.3, 'speech#0', False)",
+            "speeches[0]: expected ('speech#0', 0.0, 'generate_reply', True, 0.0, None, 5.5, "
+            "False, True), got ('speech#0', 0.0, 'generate_reply', True, 0.0, None, 5.5, False, "
+            "False)",
+        )
+        for flavour in ("openai", "gemini")
+    },
+    # the caller's question during the tool is answered by the reply livekit started for it;
+    # a provider's format puts the tool's output before it, so the tool reply would answer it
+    # again: ContextIntegrity leaves it out of the tool reply (a scripted LLM reads in time
+    # order and would not have answered twice)
+    "control/question_as_a_long_tool_ends": (
+        "interventions[0]: expected (nothing), got (17.75, 'race_detected', 'tool_reply_reanswers'",
+        "llm_requests[2]: expected (17.530004, ('please book a table for eight', 'what time do "
+        "you close tonight'), 'book_table', 'Your table is booked.', (), False), got (17.750004, "
+        "('please book a table for eight',), 'book_table'",
+    ),
+}
+
+
 @pytest.mark.parametrize("scenario", _CONTROLS, ids=[s.name for s in _CONTROLS])
 def test_every_control_scenario_is_identical(scenario: Scenario) -> None:
     # a hang-up waits ConditionalHangup's tail pad after the farewell: the documented
     # divergence, turned off by its option, and the rest must be identical
     candidate = NoTailPadAgent if scenario.farewell is not None else ResilientAgent
-    assert _differences(scenario, candidate) == []
+    differences = _differences(scenario, candidate)
+    allowed = _INTENDED.get(scenario.name, ())
+    assert len(differences) == len(allowed), differences
+    for difference, start in zip(differences, allowed, strict=True):
+        assert difference.startswith(start), (difference, start)
+
+
+def test_the_intended_divergences_are_controls_of_the_catalog() -> None:
+    assert set(_INTENDED) <= {s.name for s in _CONTROLS}
 
 
 def test_control_scenarios_cover_the_lab() -> None:

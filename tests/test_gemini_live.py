@@ -28,7 +28,7 @@ from resilient_agent.testing.emulators import GeminiLiveEmulator
 from resilient_agent.testing.llm import LLMRule, ScriptedLLM, ToolCallScript
 from resilient_agent.testing.scenario import ProviderFaults
 
-pytest.importorskip("livekit.plugins.google")
+pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
 
 STACK = "gemini-live"
 _LIVE_PATH = "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent"

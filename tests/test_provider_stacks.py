@@ -22,10 +22,10 @@ from resilient_agent.testing import Scenario, run_scenario
 from resilient_agent.testing.emulators import DeepgramEmulator, DeepgramFaults
 from resilient_agent.testing.stacks import STACKS
 
-pytest.importorskip("livekit.plugins.deepgram")
-pytest.importorskip("livekit.plugins.cartesia")
-pytest.importorskip("livekit.plugins.openai")
-pytest.importorskip("livekit.plugins.google")
+pytest.importorskip("livekit.plugins.deepgram", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.cartesia", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.openai", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
 
 NON_STREAMING = "openai-stt+openai+cartesia"
 

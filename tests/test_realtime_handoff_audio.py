@@ -38,7 +38,7 @@ def test_words_over_a_protected_transfer_are_answered_by_the_next_agent(flavour:
 
 
 def test_on_the_real_gemini_plugin_too() -> None:
-    pytest.importorskip("livekit.plugins.google")
+    pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
     scenario = _scenario("realtime/gemini/words_over_protected_transfer")
     _, plain = run_scenario(scenario, Agent, stack="gemini-live")
     world, resilient = run_scenario(scenario, ResilientAgent, stack="gemini-live")
