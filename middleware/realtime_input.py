@@ -39,6 +39,7 @@ from resilient_agent import (
     OptionChecker,
     SpeechInfo,
     get_logger,
+    never_waits,
 )
 
 from .session_facts import stt_is_withheld
@@ -95,6 +96,7 @@ class RealtimeInputHold(Middleware):
             self._release(ctx, asyncio.get_running_loop().time(), send=False, why=reason)
         self._ctx = None
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The protected speech is over: a hold still on ends, even with no frame to show it."""
         if self._held_at is not None and not stt_is_withheld(ctx.session):

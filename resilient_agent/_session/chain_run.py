@@ -22,16 +22,16 @@ from typing import Any
 
 from livekit.agents.llm import ChatContext, ChatMessage
 
+from .._engine.boundary import Budget, HookTimeoutError, budget_of
+from .._engine.chain import NOBODY_SETTING_UP, MiddlewareChain
+from .._engine.dispatch import NotifyQueue
+from .._engine.errors import MiddlewareNotUsed
+from .._engine.hooks import HOOKS, Middleware
+from .._engine.requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
+from .._engine.state import CloseReason, MiddlewareContext, Named
 from .._livekit.interception import Interceptor
 from .._livekit.shutdown import ShutdownGate
 from .._livekit.speech_gates import InterruptGate, ProtectionGate
-from .boundary import Budget, HookTimeoutError, budget_of
-from .chain import NOBODY_SETTING_UP, MiddlewareChain
-from .dispatch import NotifyQueue
-from .errors import MiddlewareNotUsed
-from .hooks import HOOKS, Middleware
-from .requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
-from .state import CloseReason, MiddlewareContext, Named
 
 __all__ = ["AppLlmNode", "AppUserTurnHook", "ChainRun"]
 
@@ -271,12 +271,12 @@ class ChainRun:
         """Let queued notify hooks run; a middleware still busy past the bound is cancelled."""
         for queue in self._queues:
             queue.close()
-        tasks = {queue.task: queue for queue in self._queues if queue.task is not None}
-        if not tasks:
+        running = {queue.settled(): queue for queue in self._queues if queue.busy}
+        if not running:
             return
-        _done, pending = await asyncio.wait(set(tasks), timeout=_STOP_BOUND_S)
-        for task in pending:
-            queue = tasks[task]
+        _done, pending = await asyncio.wait(set(running), timeout=_STOP_BOUND_S)
+        for settled in pending:
+            queue = running[settled]
             queue.cancel()
             hung = HookTimeoutError(f"still running {_STOP_BOUND_S} s into the close")
             self._chain.report_error(
