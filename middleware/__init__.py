@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard, ToolPolicy
     from .turn_keeper import TurnKeeper
@@ -38,6 +39,7 @@ _EXPORTS: Mapping[str, str] = MappingProxyType(
         "ContextIntegrity": "context_integrity",
         "LlmFallback": "llm_fallback",
         "RealtimeInputHold": "realtime_input",
+        "SilentTurnGuard": "silent_turn",
         "SttRecovery": "stt_recovery",
         "ToolGuard": "tool_guard",
         "ToolPolicy": "tool_guard",
@@ -53,6 +55,7 @@ __all__ = [
     "ContextIntegrity",
     "LlmFallback",
     "RealtimeInputHold",
+    "SilentTurnGuard",
     "SttRecovery",
     "ToolGuard",
     "ToolPolicy",
@@ -95,6 +98,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .hangup import ConditionalHangup
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper
@@ -107,6 +111,7 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
         MiddlewareSpec(WaitForCaller),
         # on a realtime model only (it leaves the chain at setup on a pipeline)
         MiddlewareSpec(RealtimeInputHold),
+        MiddlewareSpec(SilentTurnGuard),
         MiddlewareSpec(ConditionalHangup),
         MiddlewareSpec(SttRecovery),
         MiddlewareSpec(LlmFallback),

@@ -21,6 +21,12 @@ The race is reported only on evidence: when the caller's line carried a voice wh
 
 AEC warm-up, when livekit also withholds the caller's audio, is not held: that audio carries the
 agent's own echo, which the model would hear as a barge-in.
+
+At a handoff (a tool hands the call over while its protected speech plays) the leaving agent's
+model closes with its agent: audio still held, or sent to it and not answered before the
+handoff, would never be answered. The leaving chain carries it (``ctx.carry``) and the next
+agent's ``RealtimeInputHold`` sends it to its own model as it enters, before the live audio
+(``sent_to_next_agent``).
 """
 
 from __future__ import annotations
@@ -44,9 +50,10 @@ from resilient_agent import (
 
 from .session_facts import stt_is_withheld
 
-__all__ = ["RACE", "RealtimeInputHold"]
+__all__ = ["CARRY_KEY", "RACE", "RealtimeInputHold"]
 
 RACE = "caller_audio_withheld_from_model"
+CARRY_KEY = "RealtimeInputHold.audio"
 
 logger = get_logger("middleware.realtime_input")
 
@@ -75,6 +82,8 @@ class RealtimeInputHold(Middleware):
         self._kept_s = 0.0
         self._dropped_s = 0.0
         self._reported = False
+        # audio sent to the model at the last release, until the model answers something
+        self._unanswered: list[rtc.AudioFrame] = []
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Watch the caller's audio, on a session whose active agent runs a realtime model."""
@@ -84,17 +93,32 @@ class RealtimeInputHold(Middleware):
         if not ctx.observe_audio(self._on_frame):
             raise MiddlewareNotUsed
         self._ctx = ctx
+        carried: list[rtc.AudioFrame] | None = ctx.take(CARRY_KEY)
+        if carried:
+            self._send_carried(ctx, carried)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
-        """Stop watching; a hold still on ends, its audio dropped (and that logged).
+        """Stop watching; at a handoff, carry the caller's unanswered audio to the next agent.
 
         The model held is the leaving agent's (a handoff) or the ending call's: it closes with
-        this chain, and has no turn left to answer the audio with.
+        this chain, and has no turn left to answer the audio with. At a handoff the audio still
+        held, and the audio sent at the last release that the model has not answered, go to the
+        next agent's model; at the end of the call they are dropped (and that logged).
         """
         ctx.stop_observing_audio(self._on_frame)
+        frames = list(self._unanswered)
         if self._held_at is not None:
+            frames += self._kept_frames(ctx)
             self._release(ctx, asyncio.get_running_loop().time(), send=False, why=reason)
+        self._unanswered = []
+        if reason == "handoff" and frames:
+            ctx.carry(CARRY_KEY, frames, on_untaken=_dropped_at_handoff)
         self._ctx = None
+
+    @never_waits
+    async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
+        """The model answers: the audio it was sent is no longer unanswered."""
+        self._unanswered = []
 
     @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
@@ -118,6 +142,24 @@ class RealtimeInputHold(Middleware):
             return
         if self._held_at is not None:
             self._release(ctx, now)
+
+    def _send_carried(self, ctx: MiddlewareContext, frames: list[rtc.AudioFrame]) -> None:
+        """The leaving agent's unanswered audio reaches this agent's model, before the live."""
+        model_input = ctx.model_input
+        if model_input is None or not model_input.hold():
+            _dropped_at_handoff(frames)
+            return
+        for frame in frames:
+            model_input.keep(frame)
+        seconds = round(sum(f.duration for f in frames), 3)
+        if stt_is_withheld(ctx.session):
+            # livekit withholds the caller from this agent too: the carried audio waits with
+            # what this hold keeps, and goes out at its release
+            self._start_hold(asyncio.get_running_loop().time())
+            self._kept_s = seconds
+            return
+        model_input.release()
+        ctx.race_handled(self, RACE, "sent_to_next_agent", details={"sent_s": seconds})
 
     def _start_hold(self, now: float) -> None:
         self._held_at = now
@@ -146,7 +188,9 @@ class RealtimeInputHold(Middleware):
         if model_input is None or held_at is None:
             return
         voiced = self._reported or self._caller_heard(ctx)
+        kept = self._kept_frames(ctx) if send else []
         sent = model_input.release(send=send)
+        self._unanswered = kept
         details: dict[str, Any] = {
             "held_s": round(now - held_at, 3),
             "sent_s": round(self._kept_s if sent else 0.0, 3),
@@ -171,6 +215,11 @@ class RealtimeInputHold(Middleware):
         if send:
             ctx.race_handled(self, RACE, "sent_to_model", details=details)
 
+    @staticmethod
+    def _kept_frames(ctx: MiddlewareContext) -> list[rtc.AudioFrame]:
+        model_input = ctx.model_input
+        return model_input.kept() if model_input is not None else []
+
     def _caller_heard(self, ctx: MiddlewareContext) -> bool:
         return ctx.state.caller_voiced_at >= self._held_since
 
@@ -181,3 +230,12 @@ class RealtimeInputHold(Middleware):
             "speech_id": speech.id if speech is not None else None,
             "tool": info.tool if info is not None else None,
         }
+
+
+def _dropped_at_handoff(frames: list[rtc.AudioFrame]) -> None:
+    seconds = round(sum(f.duration for f in frames), 3)
+    logger.warning(
+        "caller_audio_dropped",
+        seconds=seconds,
+        why="the next agent has no realtime model input to send it to",
+    )

@@ -836,3 +836,18 @@ def test_offline_room_proto_message_moved_trips(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delattr(participant_pb2, "OwnedParticipant")  # livekit renamed the message
     with pytest.raises(AssertionError, match=re.escape("participant_pb2 has no OwnedParticipant")):
         check_offline_room_internal("rtc._proto")
+
+
+def test_a_gemini_live_model_keeps_its_options_where_the_lab_redirects_them() -> None:
+    google = pytest.importorskip("livekit.plugins.google")
+    from google.genai import types
+
+    from resilient_agent._livekit.compat import redirect_realtime_http
+
+    model = google.realtime.RealtimeModel(api_key="app-key", voice="Kore")
+    options = types.HttpOptions(base_url="https://127.0.0.1:1")
+    assert redirect_realtime_http(model, options, "lab-key"), (
+        "livekit-plugins-google moved RealtimeModel._opts.http_options / api_key"
+    )
+    assert model._opts.http_options is options and model._opts.api_key == "lab-key"
+    assert model._opts.voice == "Kore"

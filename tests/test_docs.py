@@ -69,6 +69,7 @@ def test_the_middleware_guide_keeps_the_defaults_when_adding_one() -> None:
         "TurnKeeper",
         "WaitForCaller",
         "RealtimeInputHold",
+        "SilentTurnGuard",
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",

@@ -96,6 +96,7 @@ def test_drop_in_construction_and_default_chain() -> None:
         "TurnKeeper",
         "WaitForCaller",
         "RealtimeInputHold",
+        "SilentTurnGuard",
         "ConditionalHangup",
         "SttRecovery",
         "LlmFallback",

@@ -46,6 +46,10 @@ class ModelInputHold(Protocol):
         """Queue ``frame`` for the model, sent at the release."""
         ...
 
+    def kept(self) -> list[rtc.AudioFrame]:
+        """The frames kept so far in this hold, in order (a copy)."""
+        ...
+
     def release(self, *, send: bool = True) -> int:
         """End the hold: the kept frames go to the model, in order; returns how many."""
         ...

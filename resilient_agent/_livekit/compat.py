@@ -28,6 +28,7 @@ __all__ = [
     "link_publication_track",
     "local_track_publications",
     "queued_speeches",
+    "redirect_realtime_http",
     "room_event_queue",
     "session_closing",
     "session_trace_context",
@@ -157,6 +158,21 @@ _ROOM_INFO = "_info"
 _ROOM_LOCAL_PARTICIPANT = "_local_participant"
 _PUBLICATION_TRACK = "_track"
 _TRACK_PUBLICATIONS = "_track_publications"
+
+
+def redirect_realtime_http(model: Any, http_options: Any, api_key: str) -> bool:
+    """Point an app's own Gemini Live model (livekit-plugins-google) at ``http_options``.
+
+    The plugin reads ``_opts.http_options`` and ``_opts.api_key`` each time it opens a session
+    and has no public setter for them; the lab redirects the app's instance to its emulator, so
+    the app's own options (voice, tools, instructions) stay. False when the options moved.
+    """
+    options = getattr(model, "_opts", None)
+    if options is None or not hasattr(options, "http_options") or not hasattr(options, "api_key"):
+        return False
+    options.http_options = http_options
+    options.api_key = api_key
+    return True
 
 
 def _proto(module: str, *messages: str) -> Any:

@@ -88,6 +88,10 @@ class ModelInput:
         if self._interceptor is not None:
             self._kept.append(frame)
 
+    def kept(self) -> list[rtc.AudioFrame]:
+        """The frames kept so far in this hold, in order (a copy)."""
+        return list(self._kept)
+
     def release(self, *, send: bool = True) -> int:
         """End the hold: the kept frames go to the model, in order; returns how many.
 

@@ -310,7 +310,7 @@ def _lab(args: argparse.Namespace) -> int:
     if args.stack is not None:
         from .stacks import stack_variants
 
-        chosen, left_out = stack_variants(chosen)
+        chosen, left_out = stack_variants(chosen, args.stack)
         print(
             f"stack {args.stack}: {len(chosen)} call(s) on real provider plugins against local "
             f"wire emulators, {len(left_out)} left out"

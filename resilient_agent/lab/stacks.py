@@ -4,7 +4,8 @@ A pipeline call runs with the stack's plugins against the local wire emulators. 
 out, with the reason, when the stack cannot play it: a realtime model has no pipeline plugins;
 a scripted fault of the scripted STT or TTS is a fault of the lab's own fakes (the wire faults
 are the emulators'); and a quiet or zeros caller line is followed by the scripted STT by time,
-which a wire STT, hearing only the bytes it gets, cannot do.
+which a wire STT, hearing only the bytes it gets, cannot do. A realtime stack (``gemini-live``)
+plays its provider's realtime calls (``realtime_gemini``) and leaves out everything else.
 """
 
 from __future__ import annotations
@@ -12,12 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..testing import Scenario
+from ..testing.stacks import STACKS
 from .real_speech_variants import LeftOut
 
 __all__ = ["stack_variants"]
 
 
-def _not_on_a_stack(scenario: Scenario) -> str | None:
+def _not_on_a_stack(scenario: Scenario, realtime: str | None = None) -> str | None:
+    if realtime is not None:
+        # a realtime stack plays one provider's realtime scenarios, and only those
+        if scenario.model != realtime:
+            return f"not a {realtime} call: the stack's real model plays that provider only"
+        if scenario.caller_line != "marked":
+            return (
+                f"a {scenario.caller_line} caller line, which only the scripted model can "
+                "follow (by the script's time); a provider hears only the bytes it gets"
+            )
+        return None
     if scenario.model != "pipeline":
         return "a realtime model: no STT, LLM and TTS plugins to put on a stack"
     faults = scenario.provider_faults
@@ -31,12 +43,22 @@ def _not_on_a_stack(scenario: Scenario) -> str | None:
     return None
 
 
-def stack_variants(catalog: Sequence[Scenario]) -> tuple[list[Scenario], list[LeftOut]]:
-    """The scenarios a stack runs, and those it leaves out with the reason."""
+def stack_variants(
+    catalog: Sequence[Scenario], stack: str | None = None
+) -> tuple[list[Scenario], list[LeftOut]]:
+    """The scenarios a stack runs, and those it leaves out with the reason.
+
+    Args:
+        catalog: The scenarios chosen.
+        stack: The stack's name; a realtime stack (``gemini-live``) runs its provider's
+            realtime calls instead of the pipeline calls.
+    """
+    spec = STACKS.get(stack) if stack is not None else None
+    realtime = spec.realtime if spec is not None else None
     runnable: list[Scenario] = []
     left_out: list[LeftOut] = []
     for scenario in catalog:
-        why = _not_on_a_stack(scenario)
+        why = _not_on_a_stack(scenario, realtime)
         if why is None:
             runnable.append(scenario)
         else:

@@ -364,11 +364,13 @@ class PlayoutAudioOutput(AudioOutput):
         on_segment_done: Callable[[PlayedSegment], None] | None = None,
         on_resumed: Callable[[], None] | None = None,
         reports_cleared_playout: bool = True,
+        sample_rate: int = SAMPLE_RATE,
     ) -> None:
         super().__init__(
             label="PlayoutAudioOutput",
             next_in_chain=None,
-            sample_rate=SAMPLE_RATE,
+            # the rate the agent's audio arrives at, so livekit never resamples (the marks)
+            sample_rate=sample_rate,
             capabilities=AudioOutputCapabilities(pause=can_pause),
         )
         self._clock = clock or (lambda: time.time())

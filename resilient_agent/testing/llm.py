@@ -21,7 +21,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from livekit.agents import APIStatusError, APITimeoutError, llm, utils
 from livekit.agents.llm import ChatContext, Tool
@@ -79,6 +79,10 @@ class LLMRule:
         times_out_before: Requests this rule answers before this many seconds of call time
             fail as a provider's HTTP client does: nothing for ``conn_options.timeout``
             seconds, then ``APITimeoutError`` (livekit retries it ``max_retry`` times).
+        silent_answers: On a realtime model, the first this many replies by this rule come
+            with no audio (Gemini Live's silent turn); a pipeline LLM ignores it.
+        silent_as: How such a reply comes: ``text`` (its text, no audio) or ``empty``
+            (nothing but the end of the turn).
     """
 
     text: str = ""
@@ -90,6 +94,8 @@ class LLMRule:
     duration: float = 0.5
     hangs_before: float | None = None
     times_out_before: float | None = None
+    silent_answers: int = 0
+    silent_as: Literal["text", "empty"] = "text"
 
     def hangs_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds hangs."""

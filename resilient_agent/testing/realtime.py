@@ -79,6 +79,7 @@ __all__ = [
     "RealtimeResponse",
     "ScriptedRealtimeModel",
     "ScriptedRealtimeSession",
+    "quoted_line",
     "realtime_capabilities",
 ]
 
@@ -181,6 +182,7 @@ class RealtimeResponse:
             still being generated or, by the server's estimate, still playing).
         truncated_ms: Where livekit truncated it (``truncate``), milliseconds of audio heard.
         done_at: Loop seconds when it ended.
+        silent: It came with no audio (the rule's ``silent_answers``).
     """
 
     id: str
@@ -197,6 +199,7 @@ class RealtimeResponse:
     interrupted_at: float | None = None
     truncated_ms: int | None = None
     done_at: float | None = None
+    silent: bool = False
 
     def playing_at(self, now: float) -> bool:
         """Whether, by the server's estimate, its audio is still playing at ``now``."""
@@ -278,6 +281,8 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         self.frames_with_speech = 0
         self.sessions: list[ScriptedRealtimeSession] = []
         self._word_lookup = word_lookup or (lambda u, w: f"u{u}w{w}")
+        # silent responses given, by rule (rules hold dicts: counted by identity)
+        self._silent_used: dict[int, int] = {}
 
     @property
     @override
@@ -298,6 +303,13 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         return spoken_seconds(
             text, seconds_per_char=self.seconds_per_char, min_seconds=self.min_seconds
         )
+
+    def silent_for(self, rule: LLMRule) -> bool:
+        """Whether this response by ``rule`` comes with no audio (its ``silent_answers``)."""
+        if self._silent_used.get(id(rule), 0) >= rule.silent_answers:
+            return False
+        self._silent_used[id(rule)] = self._silent_used.get(id(rule), 0) + 1
+        return True
 
     def hangs_at(self, rule: LLMRule) -> bool:
         """Whether a response by ``rule`` made now hangs."""
@@ -688,7 +700,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         context = self._decision_context(instructions)
         rule, last_user_text, last_tool = model._brain.answer_for(context)
         if instructions and rule.when_instructed is None:
-            quoted = _quoted(instructions)
+            quoted = quoted_line(instructions)
             if quoted is not None:
                 rule = LLMRule(text=quoted, ttft=model.fallback_ttft)
         choice = tool_choice if is_given(tool_choice) else self._tool_choice
@@ -730,7 +742,10 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         started = loop.time() - (rule.ttft - wait)
         await asyncio.sleep(delivery_wait("realtime", wait))
         record = generation.record
-        if rule.text:
+        if rule.text and self._model.silent_for(rule):
+            # Gemini's silent turn: text in audio mode (which the plugin drops) or nothing
+            record.silent = True
+        elif rule.text:
             await self._speak(generation, rule)
         remaining = delivery_wait("realtime", started + rule.duration - loop.time())
         if remaining > 0:
@@ -983,7 +998,7 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         return task
 
 
-def _quoted(instructions: str) -> str | None:
+def quoted_line(instructions: str) -> str | None:
     """The first quoted text in ``instructions``, if any."""
     found = _QUOTED.search(instructions)
     if found is None:

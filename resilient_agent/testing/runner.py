@@ -12,15 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
+from livekit.agents.utils import is_given
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
 from livekit.rtc import EventEmitter
+from typing_extensions import TypeIs
 
 from .._livekit.compat import close_as_caller_left
 from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
-from .emulators import CartesiaEmulator, DeepgramEmulator, OpenAIEmulator
+from .emulators import (
+    CartesiaEmulator,
+    DeepgramEmulator,
+    GeminiLiveEmulator,
+    GeminiLiveFaults,
+    OpenAIEmulator,
+)
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
@@ -33,7 +41,7 @@ from .tts import ScriptedTTS
 from .vad import SILENCE_TO_END_SPEECH, ScriptedVAD
 
 if TYPE_CHECKING:
-    from .stacks import RunningStack
+    from .stacks import RunningRealtimeStack, RunningStack
 
 __all__ = ["CallWorld", "run_scenario", "run_scenario_async"]
 
@@ -85,9 +93,16 @@ class CallWorld:
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
+    stt: (
+        ScriptedSTT
+        | LabRecognizer
+        | ScriptedRealtimeModel
+        | DeepgramEmulator
+        | OpenAIEmulator
+        | GeminiLiveEmulator
+    )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -141,13 +156,31 @@ async def run_scenario_async(
     With ``stack`` (a key of :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call
     runs on that stack's real provider plugins against local wire emulators.
     """
-    if stack is None or scenario.model != "pipeline":
-        return await _run_call(scenario, agent_class, None)
-    from .stacks import running_stack
+    from .stacks import STACKS, running_realtime_stack, running_stack
 
+    spec = STACKS.get(stack) if stack is not None else None
+    realtime = spec is not None and spec.realtime is not None
+    plays = spec.realtime if spec is not None and realtime else "pipeline"
+    if stack is None or scenario.model != plays:
+        return await _run_call(scenario, agent_class, None)
     t0 = asyncio.get_running_loop().time()
     _, words = _caller_audio(scenario)
     scripted = ScriptedLLM(scenario.llm, clock=lambda: asyncio.get_running_loop().time() - t0)
+    if realtime:
+        faults = scenario.provider_faults
+        async with running_realtime_stack(
+            stack,
+            scripted=scripted,
+            word_lookup=lambda u, w: words[(u, w)],
+            gemini_live_faults=GeminiLiveFaults(
+                drop_in_reply=faults.realtime_drop_in_reply,
+                go_away_in_reply=faults.realtime_go_away_in_reply,
+                error_in_reply=faults.realtime_error_in_reply,
+            ),
+        ) as live:
+            world = await _run_call(scenario, agent_class, live)
+            world.connections = live.connections()
+            return world
     async with running_stack(
         stack,
         scripted=scripted,
@@ -160,7 +193,9 @@ async def run_scenario_async(
 
 
 async def _run_call(
-    scenario: Scenario, agent_class: type[Agent], running: RunningStack | None
+    scenario: Scenario,
+    agent_class: type[Agent],
+    running: RunningStack | RunningRealtimeStack | None,
 ) -> CallWorld:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_unretrieved_exception)
@@ -180,13 +215,24 @@ async def _run_call(
         on_segment_done=segments.append,
         on_resumed=recorder.on_resumed,
         reports_cleared_playout=not scenario.lost_playout_report,
+        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {}),
     )
     vad: ScriptedVAD | inference.VAD | None
-    stt: ScriptedSTT | LabRecognizer | ScriptedRealtimeModel | DeepgramEmulator | OpenAIEmulator
+    stt: (
+        ScriptedSTT
+        | LabRecognizer
+        | ScriptedRealtimeModel
+        | DeepgramEmulator
+        | OpenAIEmulator
+        | GeminiLiveEmulator
+    )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
     session: AgentSession[Any]
-    if scenario.model == "pipeline" and running is not None:
+    if _is_realtime(running):
+        vad, stt, llm, tts = None, running.emulator, running.scripted, running.emulator
+        session = AgentSession(vad=None, llm=running.model, **_session_options(scenario))
+    elif scenario.model == "pipeline" and running is not None:
         vad = _vad(scenario, script)
         stt, llm, tts = running.heard, running.scripted, running.spoken
         session = AgentSession(
@@ -212,6 +258,9 @@ async def _run_call(
     lk_logger = logging.getLogger(_LIVEKIT_LOGGER)
     lk_logger.addHandler(logs)
     agent = scenario.agent(agent_class)
+    if _is_realtime(running) and is_given(agent.llm):
+        # an app agent bringing its own model of the stack's plugin: that instance is redirected
+        running.redirect(agent.llm)
     world = CallWorld(
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )
@@ -254,6 +303,13 @@ async def _run_call(
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     return world
+
+
+def _is_realtime(
+    running: RunningStack | RunningRealtimeStack | None,
+) -> TypeIs[RunningRealtimeStack]:
+    """Whether the call runs on a realtime stack (a real speech-to-speech model)."""
+    return running is not None and hasattr(running, "emulator")
 
 
 def _caller_audio(

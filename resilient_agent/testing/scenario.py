@@ -201,11 +201,19 @@ class ProviderFaults:
         tts_fails_sentence: The synthesis of this sentence (1-based, in call order) raises.
         fallback_line: A line the agent may say instead of an answer when a provider keeps
             failing; heard to the end after an utterance, it counts as that utterance's answer.
+        realtime_drop_in_reply: On a realtime stack, the emulator drops its socket halfway
+            through this spoken reply (1-based); the scripted model ignores it.
+        realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins.
+        realtime_error_in_reply: On a realtime stack, the server closes with an internal
+            error (1011) as this reply begins.
     """
 
     stt_dies_at: float | None = None
     tts_fails_sentence: int | None = None
     fallback_line: str | None = None
+    realtime_drop_in_reply: int | None = None
+    realtime_go_away_in_reply: int | None = None
+    realtime_error_in_reply: int | None = None
 
 
 @dataclass(frozen=True)

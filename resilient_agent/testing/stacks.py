@@ -19,17 +19,28 @@ from typing import Any
 import aiohttp
 from livekit.agents import llm, stt, tts
 
+from .._livekit.compat import redirect_realtime_http
 from .emulators import (
     CartesiaEmulator,
     DeepgramEmulator,
     DeepgramFaults,
     EmulatorServer,
     GeminiEmulator,
+    GeminiLiveEmulator,
+    GeminiLiveFaults,
     OpenAIEmulator,
 )
 from .llm import ScriptedLLM
 
-__all__ = ["STACKS", "RunningStack", "StackUnavailable", "check_stack", "running_stack"]
+__all__ = [
+    "STACKS",
+    "RunningRealtimeStack",
+    "RunningStack",
+    "StackUnavailable",
+    "check_stack",
+    "running_realtime_stack",
+    "running_stack",
+]
 
 # any non-empty key: the emulators do not check it
 _KEY = "emulated-key"
@@ -42,9 +53,10 @@ class StackSpec:
 
     Attributes:
         stt: ``deepgram`` (streaming) or ``openai-stt`` (non-streaming: livekit wraps it in a
-            ``StreamAdapter`` with the VAD).
-        llm: ``openai`` or ``google``.
-        tts: ``cartesia``.
+            ``StreamAdapter`` with the VAD); a realtime model's name on a realtime stack.
+        llm: ``openai`` or ``google``; or a realtime model (``gemini-live``), which hears and
+            speaks itself.
+        tts: ``cartesia``; a realtime model's name on a realtime stack.
     """
 
     stt: str
@@ -54,9 +66,27 @@ class StackSpec:
     @property
     def plugins(self) -> tuple[str, ...]:
         """The ``livekit-plugins-*`` distributions it needs."""
-        names = {"deepgram": "deepgram", "openai-stt": "openai", "openai": "openai"}
-        parts = (names.get(self.stt, self.stt), names.get(self.llm, self.llm), self.tts)
+        names = {
+            "deepgram": "deepgram",
+            "openai-stt": "openai",
+            "openai": "openai",
+            "gemini-live": "google",
+        }
+        parts = (
+            names.get(self.stt, self.stt),
+            names.get(self.llm, self.llm),
+            names.get(self.tts, self.tts),
+        )
         return tuple(dict.fromkeys(parts))
+
+    @property
+    def realtime(self) -> str | None:
+        """The scenario model a realtime stack plays (``realtime_gemini``), None on a pipeline."""
+        return REALTIME_MODELS.get(self.llm)
+
+
+# a realtime stack's model, and the catalog's scenario model it plays
+REALTIME_MODELS: Mapping[str, str] = MappingProxyType({"gemini-live": "realtime_gemini"})
 
 
 STACKS: Mapping[str, StackSpec] = MappingProxyType(
@@ -64,6 +94,7 @@ STACKS: Mapping[str, StackSpec] = MappingProxyType(
         "deepgram+openai+cartesia": StackSpec("deepgram", "openai", "cartesia"),
         "deepgram+google+cartesia": StackSpec("deepgram", "google", "cartesia"),
         "openai-stt+openai+cartesia": StackSpec("openai-stt", "openai", "cartesia"),
+        "gemini-live": StackSpec("gemini-live", "gemini-live", "gemini-live"),
     }
 )
 
@@ -114,17 +145,22 @@ class RunningStack:
 
     def connections(self) -> dict[str, int]:
         """Websocket connections and HTTP requests the call opened, by provider and path."""
-        counts: dict[str, int] = {}
-        for server in self.servers:
-            provider = str(getattr(server, "provider", type(server).__name__))
-            for path, n in sorted(server.connections.items()):
-                counts[f"{provider} ws {path}"] = n
-            for path, n in sorted(server.requests.items()):
-                # a websocket's upgrade is a request too: the rest are plain HTTP requests
-                plain = n - server.connections.get(path, 0)
-                if plain:
-                    counts[f"{provider} http {path}"] = plain
-        return counts
+        return _connections(self.servers)
+
+
+def _connections(servers: list[EmulatorServer]) -> dict[str, int]:
+    """Websocket connections and HTTP requests ``servers`` answered, by provider and path."""
+    counts: dict[str, int] = {}
+    for server in servers:
+        provider = str(getattr(server, "provider", type(server).__name__))
+        for path, n in sorted(server.connections.items()):
+            counts[f"{provider} ws {path}"] = n
+        for path, n in sorted(server.requests.items()):
+            # a websocket's upgrade is a request too: the rest are plain HTTP requests
+            plain = n - server.connections.get(path, 0)
+            if plain:
+                counts[f"{provider} http {path}"] = plain
+    return counts
 
 
 @contextlib.asynccontextmanager
@@ -214,3 +250,75 @@ async def _llm(
 
     server = await serve(OpenAIEmulator(scripted))
     return openai.LLM(model="gpt-4.1", api_key=_KEY, base_url=server.base_url), server
+
+
+@dataclass
+class RunningRealtimeStack:
+    """A realtime stack's model and its emulator, for one call.
+
+    Attributes:
+        model: livekit's real realtime model, pointed at the emulator.
+        emulator: The provider's emulator: what it heard (``finals``) and spoke
+            (``sentences``).
+        scripted: The scripted LLM it answers from (its ``requests``).
+        output_sample_rate: The rate of the model's audio (the lab's output takes it as is).
+        servers: Every emulator of the call.
+        redirect: Points an app agent's own model of the stack's plugin at the emulator (the
+            instance kept, its options with it); False for any other model.
+    """
+
+    model: llm.RealtimeModel
+    emulator: GeminiLiveEmulator
+    scripted: ScriptedLLM
+    output_sample_rate: int
+    servers: list[EmulatorServer] = field(default_factory=list)
+    redirect: Callable[[Any], bool] = lambda _model: False
+
+    def connections(self) -> dict[str, int]:
+        """Websocket connections the call opened, by provider and path."""
+        return _connections(self.servers)
+
+
+@contextlib.asynccontextmanager
+async def running_realtime_stack(
+    name: str,
+    *,
+    scripted: ScriptedLLM,
+    word_lookup: Callable[[int, int], str],
+    gemini_live_faults: GeminiLiveFaults | None = None,
+) -> AsyncIterator[RunningRealtimeStack]:
+    """Start a realtime stack's emulator in the running loop and build the real model for it.
+
+    The model trusts the emulator's throwaway certificate through its own ``http_options``
+    (``async_client_args["ssl"]``): nothing else in the process does.
+
+    Raises:
+        StackUnavailable: See :func:`check_stack`.
+    """
+    check_stack(name)
+    from google.genai import types
+    from livekit.plugins import google
+
+    from .emulators.gemini_live import OUTPUT_SAMPLE_RATE
+
+    async with GeminiLiveEmulator(scripted, word_lookup, faults=gemini_live_faults) as emulator:
+
+        def http_options() -> Any:
+            # a fresh value each time: the plugin adds its headers to the one it is given
+            return types.HttpOptions(
+                base_url=emulator.url, async_client_args={"ssl": emulator.tls.client}
+            )
+
+        model = google.realtime.RealtimeModel(api_key=_KEY, http_options=http_options())
+
+        def redirect(agent_model: Any) -> bool:
+            if not isinstance(agent_model, google.realtime.RealtimeModel):
+                return False
+            return redirect_realtime_http(agent_model, http_options(), _KEY)
+
+        try:
+            yield RunningRealtimeStack(
+                model, emulator, scripted, OUTPUT_SAMPLE_RATE, servers=[emulator], redirect=redirect
+            )
+        finally:
+            await model.aclose()

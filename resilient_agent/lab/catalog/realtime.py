@@ -15,7 +15,7 @@ from types import MappingProxyType
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.realtime import Flavour
 from . import agents
-from .agents.realtime import protected_greeting_agent
+from .agents.realtime import protected_greeting_agent, protected_transfer_agent
 from .hangup import GOODBYE, SAYS_BYE
 
 __all__ = ["realtime_controls", "realtime_scenarios"]
@@ -40,6 +40,19 @@ _CHANGE = Utterance(4.0, 5.7, "actually make it nine instead", reply_within=5.0)
 
 _PARCEL = "where is my parcel it was due yesterday"
 _ANSWER_PARCEL = LLMRule(text="Let me look that parcel up for you.", when_user_says="parcel")
+# the transfer's preamble plays 3.6-7.6 s, protected by its tool from 3.8 s; the tool hands
+# over at 5.3 s and livekit completes the handoff once the preamble has played
+_TRANSFER = LLMRule(
+    text="Let me put you through to the manager, one moment please.",
+    when_user_says="manager",
+    tool_calls=(ToolCallScript("transfer_to_manager", {}),),
+)
+_ASK_MANAGER = Utterance(1.0, 2.8, "can i speak to the manager please", reply_within=8.0)
+_CHANGE_FOR_MANAGER = Utterance(4.0, 5.7, "actually make it nine instead", reply_within=6.0)
+# Gemini's silent turn, once: a model asked again answers with audio
+_SILENT_ONCE = LLMRule(
+    text="Your parcel arrives tomorrow morning.", when_user_says="parcel", silent_answers=1
+)
 # the greeting plays 5.1 s from 0.3 s; the words over it are answered after it
 _OVER_GREETING = Utterance(1.5, 3.5, _PARCEL, reply_within=3.0)
 
@@ -99,7 +112,34 @@ def realtime_scenarios() -> list[Scenario]:
                 session_options=dict(_QUICK_CLOSE),
                 model=_model(flavour),  # type: ignore[arg-type]
             ),
+            Scenario(
+                name=f"realtime/{flavour}/words_over_protected_transfer",
+                family="realtime",
+                description=(
+                    f"{flavour}: the transfer tool protects the model's preamble and hands the "
+                    "call to the manager in it; the caller changes the booking over it."
+                ),
+                agent=protected_transfer_agent(delay_s=1.5),
+                utterances=(_ASK_MANAGER, _CHANGE_FOR_MANAGER),
+                llm=(_TRANSFER, _ANSWER_CHANGE),
+                duration=20.0,
+                model=_model(flavour),  # type: ignore[arg-type]
+            ),
         ]
+    found.append(
+        Scenario(
+            name="realtime/gemini/silent_turn",
+            family="realtime",
+            description=(
+                "gemini: the model answers the caller's question with text only, in audio mode "
+                "(a silent turn): nothing is played."
+            ),
+            agent=agents.plain_agent,
+            utterances=(Utterance(1.0, 3.0, _PARCEL, reply_within=3.0),),
+            llm=(_SILENT_ONCE,),
+            model=_model("gemini"),  # type: ignore[arg-type]
+        )
+    )
     return found
 
 

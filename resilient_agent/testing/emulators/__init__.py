@@ -15,6 +15,7 @@ from ._server import EmulatorServer
 from .cartesia import CartesiaEmulator
 from .deepgram import DeepgramEmulator, DeepgramFaults
 from .gemini import GeminiEmulator
+from .gemini_live import GeminiLiveEmulator, GeminiLiveFaults
 from .openai import OpenAIEmulator
 
 __all__ = [
@@ -23,5 +24,7 @@ __all__ = [
     "DeepgramFaults",
     "EmulatorServer",
     "GeminiEmulator",
+    "GeminiLiveEmulator",
+    "GeminiLiveFaults",
     "OpenAIEmulator",
 ]

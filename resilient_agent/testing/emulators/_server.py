@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections import Counter
 from typing import Any
 
@@ -37,6 +38,8 @@ class EmulatorServer:
         self._ids = itertools.count(1)
         # handlers parked on purpose (a hanging provider): released when the server closes
         self._parked: set[asyncio.Future[None]] = set()
+        # set before start() by an emulator whose client insists on TLS (Gemini Live)
+        self.ssl_context: ssl.SSLContext | None = None
 
     def routes(self) -> list[web.RouteDef]:
         """The emulator's routes."""
@@ -44,10 +47,11 @@ class EmulatorServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``: the base the plugins are pointed at."""
+        """``http://127.0.0.1:PORT`` (``https`` with TLS): the base the plugins are pointed at."""
         if self._runner is None:
             raise RuntimeError("the emulator is not started")
-        return f"http://{_LOOPBACK}:{self._port}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{_LOOPBACK}:{self._port}"
 
     def next_id(self, prefix: str) -> str:
         """A request id unique in this server, the same on every run."""
@@ -62,7 +66,7 @@ class EmulatorServer:
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.0
         )
         await self._runner.setup()
-        await web.TCPSite(self._runner, _LOOPBACK, 0).start()
+        await web.TCPSite(self._runner, _LOOPBACK, 0, ssl_context=self.ssl_context).start()
         self._port = int(self._runner.addresses[0][1])
         return self
 
