@@ -26,7 +26,6 @@ from ._engine.hooks import (
     Position,
     ToolCallNext,
     UserTurnNext,
-    never_waits,
 )
 from ._engine.listeners import event_listener
 from ._engine.log import get_logger
@@ -109,7 +108,6 @@ __all__ = [
     "get_logger",
     "has_capability",
     "interrupt_queued_speeches",
-    "never_waits",
     "prewarm_plugins",
     "release_tool_call",
     "set_trace_content",

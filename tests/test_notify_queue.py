@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from resilient_agent import Middleware, never_waits
+from resilient_agent import Middleware
 from resilient_agent._engine.dispatch import NotifyQueue
 from resilient_agent.testing import run_virtual
 
@@ -56,7 +56,7 @@ def _run(mw: Recorder, script: Any) -> list[tuple[Any, ...]]:
         queue = NotifyQueue(mw, CTX, report)
         await script(queue)
         for _ in range(1000):
-            if not queue.busy:
+            if queue.task is None:
                 break
             await asyncio.sleep(0.05)
         assert queue.task is None, "a queue with nothing to run keeps no task"
@@ -207,93 +207,3 @@ def test_a_hook_that_returns_another_kind_of_awaitable_is_awaited_under_its_budg
     started = dict(mw.seen)
     assert [r[:3] for r in reports] == [("on_user_state", "HookTimeoutError", "cancelled")]
     assert started["after"] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
-
-
-# -- hooks that never wait: no task -------------------------------------------------------------
-class NeverWaits(Middleware):
-    hook_budget_s = 1.0
-
-    def __init__(self, queue_of: Any = None, *, wait_for: str = "") -> None:
-        super().__init__()
-        self.seen: list[tuple[str, Any]] = []
-        self.wait_for = wait_for
-
-    @never_waits
-    async def on_user_state(self, ctx: Any, what: Any) -> None:
-        self.seen.append((what, asyncio.current_task()))
-        if what == "boom":
-            raise ValueError(what)
-        if what == self.wait_for:
-            await asyncio.sleep(60.0)
-            self.seen.append((f"{what} done", None))
-
-    async def on_agent_state(self, ctx: Any, what: Any) -> None:
-        self.seen.append((what, asyncio.current_task()))
-
-
-def test_a_hook_that_never_waits_runs_where_a_task_would_without_one() -> None:
-    mw = NeverWaits()
-
-    async def script(queue: NotifyQueue) -> None:
-        loop = asyncio.get_running_loop()
-        queue.open()
-        loop.call_soon(mw.seen.append, ("before", "test"))
-        queue.put("on_user_state", ("a",), urgent=False)
-        queue.put("on_user_state", ("b",), urgent=False)
-        loop.call_soon(mw.seen.append, ("after", "test"))
-        assert queue.busy and queue.task is None
-
-    assert _run(mw, script) == []
-    # both ran in one callback, between the two the test scheduled around them, with no task
-    assert mw.seen == [("before", "test"), ("a", None), ("b", None), ("after", "test")]
-
-
-def test_hooks_that_never_wait_keep_their_order_with_those_that_may() -> None:
-    mw = NeverWaits()
-
-    async def script(queue: NotifyQueue) -> None:
-        queue.put("on_user_state", ("u1",), urgent=False)
-        queue.put("on_agent_state", ("a1",), urgent=False)
-        queue.put("on_user_state", ("u2",), urgent=False)
-        queue.put("on_user_state", ("u0",), urgent=True)
-        queue.open()
-
-    assert _run(mw, script) == []
-    assert [what for what, _ in mw.seen] == ["u0", "u1", "a1", "u2"]
-    tasks = [task for _, task in mw.seen]
-    # a task takes over at the first hook that may wait, and runs the rest
-    assert tasks[:2] == [None, None] and tasks[2] is not None and tasks[3] is tasks[2]
-
-
-def test_a_hook_marked_never_waits_that_raises_or_waits_keeps_the_fault_boundary() -> None:
-    mw = NeverWaits(wait_for="stuck")
-
-    async def script(queue: NotifyQueue) -> None:
-        queue.open()
-        queue.put("on_user_state", ("boom",), urgent=False)
-        queue.put("on_user_state", ("stuck",), urgent=False)
-        queue.put("on_user_state", ("after",), urgent=False)
-
-    reports = _run(mw, script)
-    assert [r[:3] for r in reports] == [
-        ("on_user_state", "ValueError", "continued_without_it"),
-        ("on_user_state", "HookTimeoutError", "cancelled"),
-    ]
-    assert [what for what, _ in mw.seen] == ["boom", "stuck", "after"]
-    # the wait was cut at the hook's budget, counted from its call
-    assert reports[1][3] == pytest.approx(1.0, abs=0.01)
-
-
-def test_a_queue_of_hooks_that_never_wait_is_waited_for_until_they_ran() -> None:
-    mw = NeverWaits()
-
-    async def main() -> None:
-        queue = NotifyQueue(mw, CTX, lambda *_: None)
-        queue.open()
-        queue.put("on_user_state", ("a",), urgent=False)
-        settled = queue.settled()
-        assert not settled.done() and mw.seen == []
-        await settled
-        assert [what for what, _ in mw.seen] == ["a"] and not queue.busy
-
-    run_virtual(main())

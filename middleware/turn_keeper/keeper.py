@@ -53,7 +53,6 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
     get_logger,
-    never_waits,
 )
 from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
 
@@ -267,7 +266,6 @@ class TurnKeeper(Middleware, WordRecovery):
         self._answerer.wake()
 
     # -- what the caller said ------------------------------------------------------------------
-    @never_waits
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
@@ -307,7 +305,6 @@ class TurnKeeper(Middleware, WordRecovery):
             frames = [f.frame for f in tap.window(onset, now)]
             self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
-    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
@@ -319,7 +316,6 @@ class TurnKeeper(Middleware, WordRecovery):
             self._answerer.note_activity(loop_now())
             self._answerer.wake()
 
-    @never_waits
     async def on_conversation_item(
         self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
     ) -> None:
@@ -342,13 +338,11 @@ class TurnKeeper(Middleware, WordRecovery):
                 self._words.add_earlier(carried)
             self._answerer.wake()  # the handoff is over: pending words may be answered now
 
-    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
         self._answerer.note_activity(loop_now())
         self._answerer.wake()
 
-    @never_waits
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:

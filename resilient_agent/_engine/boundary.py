@@ -17,6 +17,13 @@ A wrap hook that fails is replaced by what the chain would have done without it:
 
 ``ToolError`` and ``StopResponse`` are decisions livekit gives meaning to, never faults, and an
 exception ``call_next`` raised passes through unchanged.
+
+A hook that raises ``CancelledError`` although nobody cancelled the task it runs in (it awaited
+a future someone else cancelled, or raised it itself) has failed like any other: a stray
+cancellation let through would end livekit's task (the user turn, the tool call, the inference)
+and lose the caller's turn, every turn when the hook does it each time. Only a cancellation of
+the task itself (``Task.cancelling()``; before Python 3.11 a task cannot tell, and every
+``CancelledError`` is let through) goes on.
 """
 
 from __future__ import annotations
@@ -37,8 +44,9 @@ __all__ = [
     "PASS_THROUGH",
     "Budget",
     "HookTimeoutError",
-    "Resumed",
+    "StrayCancellationError",
     "guarded_wrap",
+    "stray_cancellation",
 ]
 
 DEFAULT_HOOK_BUDGET_S = 5.0
@@ -53,6 +61,22 @@ Layer = Callable[[Any], Awaitable[Any]]
 
 class HookTimeoutError(Exception):
     """A hook ran past its time budget and was cancelled."""
+
+
+class StrayCancellationError(Exception):
+    """A hook raised ``CancelledError`` although nobody cancelled the task it runs in."""
+
+
+def stray_cancellation(hook: str) -> StrayCancellationError | None:
+    """The fault to report when ``hook`` raised ``CancelledError``, or None if it is genuine.
+
+    Genuine: the running task itself is being cancelled (its owner closes, gives up waiting),
+    which must go on. Call it from the ``except asyncio.CancelledError`` clause.
+    """
+    task = asyncio.current_task()
+    if sys.version_info < (3, 11) or task is None or task.cancelling() > 0:
+        return None
+    return StrayCancellationError(f"{hook} raised CancelledError; its task was not cancelled")
 
 
 class NoAnswerError(Exception):
@@ -121,30 +145,31 @@ class Budget:
             hook_call = getattr(mw, hook)(ctx, *args)
             if type(hook_call) is CoroutineType:
                 try:
-                    waiting = Resumed(hook_call, hook_call.send(None))
+                    waiting = _Resumed(hook_call, hook_call.send(None))
                 except StopIteration:
                     return  # the hook ended in its first step, without waiting for anything
             else:
                 waiting = hook_call
+        except asyncio.CancelledError:
+            stray = stray_cancellation(hook)
+            if stray is None:
+                raise
+            report(mw, hook, stray, "continued_without_it")
+            return
         except Exception as exc:
             report(mw, hook, exc, "continued_without_it")
             return
-        self.count_from_now()
-        await self.settle_notify(mw, hook, waiting, report)
-
-    async def settle_notify(
-        self, mw: Named, hook: str, waiting: Awaitable[Any], report: Reporter
-    ) -> None:
-        """Await what a notify hook is waiting for, under this budget (:meth:`count_from_now`).
-
-        A failure is reported, never raised.
-        """
+        self._count_from_now()
         try:
             await waiting
         except asyncio.CancelledError:
-            if not self.expired:
+            if self.expired:
+                report(mw, hook, self.overrun(hook), "cancelled")
+                return
+            stray = stray_cancellation(hook)
+            if stray is None:
                 raise
-            report(mw, hook, self.overrun(hook), "cancelled")
+            report(mw, hook, stray, "continued_without_it")
         except Exception as exc:
             report(mw, hook, exc, "continued_without_it")
         else:
@@ -154,8 +179,7 @@ class Budget:
         finally:
             self._disarm()
 
-    def count_from_now(self) -> None:
-        """Start counting now, with a timer due when the budget runs out."""
+    def _count_from_now(self) -> None:
         # the hook has already yielded to the loop, so the timer is set at once (no call_soon
         # hop as in _arm: that spares a timer only to hooks that never wait)
         self.expired = False
@@ -237,10 +261,13 @@ async def guarded_wrap(
     try:
         with budget:
             result = await handler(ctx, request, tracked_next)
-    except asyncio.CancelledError:
-        if not budget.expired:
-            raise
-        return await instead(budget.overrun(hook))
+    except asyncio.CancelledError as exc:
+        if budget.expired:
+            return await instead(budget.overrun(hook))
+        stray = stray_cancellation(hook)
+        if stray is None or (inner.called and exc is inner.error):
+            raise  # the task is being cancelled, or call_next's own cancellation, passed on
+        return await instead(stray)
     except PASS_THROUGH:
         raise
     except Exception as exc:
@@ -270,7 +297,7 @@ def _missing_answer(hook: str, result: Any, inner: _Inner) -> str | None:
     return None
 
 
-class Resumed:
+class _Resumed:
     """Awaits the rest of a hook coroutine whose first step already ran (and waits on ``first``).
 
     What ``await`` does with a coroutine, from its second step on: each value it yields goes up

@@ -8,22 +8,17 @@ reported, and the middleware goes on with its next event.
 A middleware's task exists only while it has hooks to run, and its budget timer only while a
 hook is suspended: most hooks return without ever waiting, and an idle middleware then costs no
 task, no waiter and no timer (a session is mostly idle between events).
-
-A hook marked :func:`~.hooks.never_waits` needs no task at all: its calls run in one callback of
-the loop, scheduled exactly where the task's first step would have been (the same turn of the
-loop, in the same order), in a copy of the same context. Should such a hook wait after all, or an
-unmarked hook be queued behind it, a task takes over from there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from .boundary import Budget, Resumed, budget_of
-from .hooks import HOOKS, Middleware, runs_without_a_task
+from .boundary import Budget, budget_of
+from .hooks import Middleware
 from .state import MiddlewareContext, Named
 
 __all__ = ["NotifyQueue"]
@@ -56,28 +51,7 @@ class NotifyQueue:
         self.running: str | None = None
         """The hook running now, if any."""
         self.task: asyncio.Task[None] | None = None
-        """The task running this middleware's hooks, while it has any that may wait."""
-        # hooks that never wait: they run in a callback of the loop, with no task
-        self._plain = frozenset(
-            hook
-            for hook, spec in HOOKS.items()
-            if spec.kind == "notify" and runs_without_a_task(mw, hook)
-        )
-        self._callback: asyncio.Handle | None = None
-        self._settled: asyncio.Future[None] | None = None
-
-    @property
-    def busy(self) -> bool:
-        """Whether hooks are queued or running (in a callback to come, or in :attr:`task`)."""
-        return self.task is not None or self._callback is not None
-
-    def settled(self) -> asyncio.Future[Any]:
-        """What to wait for until the queue has run what it holds (call while :attr:`busy`)."""
-        if self._callback is None and self.task is not None:
-            return self.task
-        if self._settled is None:
-            self._settled = self._loop.create_future()
-        return self._settled
+        """The task running this middleware's hooks, while it has any to run."""
 
     def put(self, hook: str, args: tuple[Any, ...], *, urgent: bool) -> None:
         """Queue one hook call."""
@@ -86,13 +60,13 @@ class NotifyQueue:
             self._urgent += 1
         else:
             self._pending.append((hook, args))
-        if self._open and self.task is None and self._callback is None:
+        if self.task is None and self._open:
             self._start()
 
     def open(self) -> None:
         """The middleware is set up: run what was queued meanwhile, then keep up."""
         self._open = True
-        if self._pending and self.task is None and self._callback is None:
+        if self.task is None and self._pending:
             self._start()
 
     def close(self) -> None:
@@ -103,84 +77,22 @@ class NotifyQueue:
         """Drop what is queued and cancel the hook running now."""
         self._pending.clear()
         self._urgent = 0
-        if self._callback is not None:
-            self._callback.cancel()
-            self._callback = None
         if self.task is not None:
             self.task.cancel()
-        else:
-            self._now_settled()
 
     def _start(self) -> None:
-        if self._pending[0][0] in self._plain:
-            self._callback = self._loop.call_soon(self._run_plain, context=self._context.copy())
-        else:
-            self._start_task()
-
-    def _start_task(
-        self, waiting: tuple[str, Awaitable[Any]] | None = None, *, from_callback: bool = False
-    ) -> None:
-        run = self._run(waiting)
-        # from the callback: in its context, so the hooks of one run share one context, as in
-        # a task
-        self.task = (
-            self._loop.create_task(run, name=self._name)
-            if from_callback
-            else self._context.run(self._loop.create_task, run, name=self._name)
-        )
+        self.task = self._context.run(self._loop.create_task, self._run(), name=self._name)
         self._budget.task = self.task
 
-    def _take(self) -> tuple[str, tuple[Any, ...]]:
-        call = self._pending.pop(0)
-        if self._urgent:
-            self._urgent -= 1
-        return call
-
-    def _run_plain(self) -> None:
-        """Run the plain hooks at the head of the queue; a task takes over what may wait."""
-        self._callback = None
-        pending, plain, mw = self._pending, self._plain, self.mw
-        while pending and pending[0][0] in plain:
-            hook, args = self._take()
-            self.running = hook
-            try:
-                hook_call = getattr(mw, hook)(self._ctx, *args)
-                waits_on = hook_call.send(None)
-            except StopIteration:
-                continue  # as marked: it ended without waiting
-            except Exception as exc:
-                self._report(mw, hook, exc, "continued_without_it")
-                continue
-            finally:
-                self.running = None
-            # it waits after all: a task awaits the rest, under the budget from now on
-            self._start_task((hook, Resumed(hook_call, waits_on)), from_callback=True)
-            self._budget.count_from_now()
-            return
-        if pending:
-            self._start_task(from_callback=True)
-        else:
-            self._now_settled()
-
-    def _now_settled(self) -> None:
-        settled, self._settled = self._settled, None
-        if settled is not None and not settled.done():
-            settled.set_result(None)
-
-    async def _run(self, waiting: tuple[str, Awaitable[Any]] | None) -> None:
+    async def _run(self) -> None:
         try:
-            if waiting is not None:
-                hook, answer = waiting
-                self.running = hook
-                await self._budget.settle_notify(self.mw, hook, answer, self._report)
-                self.running = None
             while self._pending:
-                hook, args = self._take()
+                hook, args = self._pending.pop(0)
+                if self._urgent:
+                    self._urgent -= 1
                 self.running = hook
                 await self._budget.run_notify(self.mw, hook, self._ctx, args, self._report)
                 self.running = None
         finally:
             self.task = self._budget.task = None  # the budget holds no finished task either
             self.running = None
-            if not self._pending:
-                self._now_settled()

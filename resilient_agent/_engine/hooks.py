@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 from livekit.agents.voice import events as lk_events
 
@@ -48,8 +48,6 @@ __all__ = [
     "Position",
     "ToolCallNext",
     "UserTurnNext",
-    "never_waits",
-    "runs_without_a_task",
 ]
 
 Position = Literal["first", "normal", "last"]
@@ -60,27 +58,6 @@ InferenceNext = Callable[[InferenceRequest], Awaitable[Any]]
 
 API_VERSION = 1
 """The middleware API version this core implements; plugins declare the one they need."""
-
-_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
-# set on a notify hook's function by never_waits
-_NEVER_WAITS = "__resilient_agent_never_waits__"
-
-
-def never_waits(hook: _Hook) -> _Hook:
-    """Mark an ``async def`` notify hook that returns without awaiting anything that waits.
-
-    The chain then runs it without a task of its own: in a callback of the loop, at the point
-    where its task would have run it, in the same order among the middleware's hooks. Inside it
-    ``asyncio.current_task()`` is None (so no ``asyncio.timeout``). Should it wait after all, a
-    task takes it over from there, under its time budget as usual.
-    """
-    setattr(hook, _NEVER_WAITS, True)
-    return hook
-
-
-def runs_without_a_task(mw: Middleware, hook: str) -> bool:
-    """Whether ``mw``'s ``hook`` is marked :func:`never_waits`."""
-    return getattr(getattr(type(mw), hook, None), _NEVER_WAITS, False) is True
 
 
 class Middleware:

@@ -22,7 +22,7 @@ from typing import Any
 
 from livekit.agents.llm import ChatContext, ChatMessage
 
-from .._engine.boundary import Budget, HookTimeoutError, budget_of
+from .._engine.boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
 from .._engine.chain import NOBODY_SETTING_UP, MiddlewareChain
 from .._engine.dispatch import NotifyQueue
 from .._engine.errors import MiddlewareNotUsed
@@ -230,9 +230,12 @@ class ChainRun:
                 else:
                     await mw.aclose()  # type: ignore[call-arg]
         except asyncio.CancelledError:
-            if not budget.expired:
+            if budget.expired:
+                raise budget.overrun(step) from None
+            stray = stray_cancellation(step)
+            if stray is None:
                 raise
-            raise budget.overrun(step) from None
+            raise stray from None
 
     def remove_gates(self) -> None:
         """Put livekit's methods back (the chain no longer decides for the session)."""
@@ -271,12 +274,12 @@ class ChainRun:
         """Let queued notify hooks run; a middleware still busy past the bound is cancelled."""
         for queue in self._queues:
             queue.close()
-        running = {queue.settled(): queue for queue in self._queues if queue.busy}
-        if not running:
+        tasks = {queue.task: queue for queue in self._queues if queue.task is not None}
+        if not tasks:
             return
-        _done, pending = await asyncio.wait(set(running), timeout=_STOP_BOUND_S)
-        for settled in pending:
-            queue = running[settled]
+        _done, pending = await asyncio.wait(set(tasks), timeout=_STOP_BOUND_S)
+        for task in pending:
+            queue = tasks[task]
             queue.cancel()
             hung = HookTimeoutError(f"still running {_STOP_BOUND_S} s into the close")
             self._chain.report_error(
