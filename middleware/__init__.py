@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
     from .realtime_reply import RealtimeReplyWatch
-    from .silent_turn import SilentTurnGuard
     from .silent_reply import SilentReply
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard, ToolPolicy
     from .turn_keeper import TurnKeeper
@@ -42,8 +42,8 @@ _EXPORTS: Mapping[str, str] = MappingProxyType(
         "LlmFallback": "llm_fallback",
         "RealtimeInputHold": "realtime_input",
         "RealtimeReplyWatch": "realtime_reply",
-        "SilentTurnGuard": "silent_turn",
         "SilentReply": "silent_reply",
+        "SilentTurnGuard": "silent_turn",
         "SttRecovery": "stt_recovery",
         "ToolGuard": "tool_guard",
         "ToolPolicy": "tool_guard",
@@ -60,8 +60,8 @@ __all__ = [
     "LlmFallback",
     "RealtimeInputHold",
     "RealtimeReplyWatch",
-    "SilentTurnGuard",
     "SilentReply",
+    "SilentTurnGuard",
     "SttRecovery",
     "ToolGuard",
     "ToolPolicy",
@@ -105,8 +105,8 @@ def default_middleware_specs() -> list[MiddlewareSpec]:
     from .llm_fallback import LlmFallback
     from .realtime_input import RealtimeInputHold
     from .realtime_reply import RealtimeReplyWatch
-    from .silent_turn import SilentTurnGuard
     from .silent_reply import SilentReply
+    from .silent_turn import SilentTurnGuard
     from .stt_recovery import SttRecovery
     from .tool_guard import ToolGuard
     from .turn_keeper import TurnKeeper

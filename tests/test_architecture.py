@@ -136,6 +136,45 @@ def test_the_circle_check_finds_a_circle(tmp_path: Path) -> None:
     assert sorted(_circles(graph)) == [["p.a", "p.b"], ["p.c", "p.d"]]
 
 
+# the rooms the engine sits under: it is told about the session and livekit's replaced behaviour
+# through what it is given (protocols, callables), never by importing them
+_ABOVE_THE_ENGINE = ("resilient_agent._session", "resilient_agent._livekit")
+
+
+def _reaches_above_the_engine(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    engine = {m: found for m, found in graph.items() if m.startswith("resilient_agent._engine")}
+    return {
+        module: sorted(m for m in found if m.startswith(_ABOVE_THE_ENGINE))
+        for module, found in engine.items()
+        if any(m.startswith(_ABOVE_THE_ENGINE) for m in found)
+    }
+
+
+def test_the_engine_imports_neither_the_session_nor_the_interceptions() -> None:
+    graph = _import_graph(_modules(CORE, "resilient_agent", NOT_CORE))
+    assert "resilient_agent._engine.state" in graph
+    assert _reaches_above_the_engine(graph) == {}
+
+
+def test_the_engine_check_sees_a_type_checking_import(tmp_path: Path) -> None:
+    engine = tmp_path / "_engine"
+    engine.mkdir()
+    (engine / "__init__.py").write_text("")
+    (engine / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .._session.b import X\n"
+    )
+    (engine / "c.py").write_text("def f():\n    from .._livekit import d\n")
+    for room, module in (("_session", "b"), ("_livekit", "d")):
+        (tmp_path / room).mkdir()
+        (tmp_path / room / "__init__.py").write_text("")
+        (tmp_path / room / f"{module}.py").write_text("X = 1\n")
+    graph = _import_graph(_modules(tmp_path, "resilient_agent"))
+    assert _reaches_above_the_engine(graph) == {
+        "resilient_agent._engine.a": ["resilient_agent._session.b"],
+        "resilient_agent._engine.c": ["resilient_agent._livekit.d"],
+    }
+
+
 # -- one caller of the chain ------------------------------------------------------------------
 _DISPATCH = (
     "handles",
@@ -148,7 +187,7 @@ _DISPATCH = (
     "report_error",
     "without",
 )
-_CHAIN_RUN = str(CORE / "_engine" / "chain_run.py")
+_CHAIN_RUN = str(CORE / "_session" / "chain_run.py")
 _CHAIN = str(CORE / "_engine" / "chain.py")
 # a call that covers every kind of hook: tool calls with protected speech, interrupts, a handoff,
 # inferences, user turns, a hang-up decided by the chain, and setup and close

@@ -894,6 +894,8 @@ def test_livekit_session_report_moved_trips(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delattr(JobContext, "make_session_report")  # livekit moved it
     with pytest.raises(AssertionError, match=r"moved JobContext\.make_session_report"):
         check_livekit_session_report()
+
+
 def check_event_listeners() -> None:
     from resilient_agent._livekit.compat import event_listeners
 

@@ -20,8 +20,8 @@ from resilient_agent import (
     end_call_tool,
 )
 from resilient_agent._engine.chain import MiddlewareChain
-from resilient_agent._engine.chain_run import ChainRun
 from resilient_agent._livekit.shutdown import ShutdownGate
+from resilient_agent._session.chain_run import ChainRun
 from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import (
     LLMRule,

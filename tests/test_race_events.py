@@ -108,7 +108,7 @@ def test_the_core_names_no_first_party_middleware_or_race() -> None:
         "_session/active_chain.py",
         "_session/session_listeners.py",
         "_session/event_hub.py",
-        "_engine/chain_run.py",
+        "_session/chain_run.py",
         "_session/supervision.py",
         "_session/tool_calls.py",
         "_engine/carry.py",

@@ -21,9 +21,9 @@ from resilient_agent import (
     ResilientAgent,
 )
 from resilient_agent._engine.chain import MiddlewareChain
-from resilient_agent._engine.chain_run import ChainRun
 from resilient_agent._livekit.interception import Interceptor
 from resilient_agent._livekit.speech_gates import InterruptGate
+from resilient_agent._session.chain_run import ChainRun
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import CallWorld, Scenario, Typed, heard_sentences, run_scenario
 from resilient_agent.testing.runner import TEXT_INPUT_FAILED_LOG

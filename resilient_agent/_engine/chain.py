@@ -287,7 +287,7 @@ class MiddlewareChain:
 
 
 class ChainDecisions(Protocol):
-    """What a gate asks of the active chain (its :class:`~.chain_run.ChainRun`)."""
+    """What a gate asks of the active chain (the session's ``ChainRun``)."""
 
     ctx: MiddlewareContext
 

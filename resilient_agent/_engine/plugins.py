@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
-from .._livekit.versions import __version__
 from .chain import validate_middleware
 from .errors import MiddlewareError, PluginError
 from .hooks import API_VERSION, Middleware
 from .log import get_logger
 from .spec import MiddlewareSpec, build_middleware
+from .version import __version__
 
 __all__ = [
     "DISABLE_AUTOLOAD_ENV",

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from livekit.agents import AgentSession
 
-from .._session.audio_observer import FrameCallback
-from .._session.model_input import ModelInput
+from .audio import FrameCallback, ModelInputHold
 from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
 from .log import get_logger
@@ -159,7 +158,7 @@ class MiddlewareContext:
     hold_input_through_handoff: Callable[[Callable[[str], None]], Callable[[], None]] = (
         lambda _keep: lambda: None
     )
-    model_input: ModelInput | None = None
+    model_input: ModelInputHold | None = None
     previous_agent: Agent | None = None
     carried: Carried = field(default_factory=Carried)
     objects: SessionObjects = field(default_factory=SessionObjects)

@@ -15,6 +15,7 @@ import re
 from importlib import metadata
 
 from .._engine.log import get_logger
+from .._engine.version import __version__
 
 __all__ = [
     "TESTED_LIVEKIT_CEILING",
@@ -27,9 +28,6 @@ __all__ = [
     "require_importable_livekit",
     "warn_if_untested_livekit",
 ]
-
-__version__ = "0.1.0"
-"""This release of resilient-agent (the packaging reads it here)."""
 
 TESTED_LIVEKIT_FLOOR = "1.8.0"
 """The oldest livekit-agents release the whole suite and the lab catalog pass on."""

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .._engine.chain_run import ChainRun
+from .chain_run import ChainRun
 
 __all__ = ["ActiveChain"]
 

@@ -15,7 +15,6 @@ from livekit.agents.llm import (
     Toolset,
 )
 
-from .._engine.chain_run import ChainRun
 from .._engine.events import MiddlewareErrorEvent, ResilientEventTypes
 from .._engine.hooks import Middleware
 from .._engine.live import MiddlewareView, SessionInstances
@@ -27,6 +26,7 @@ from .._engine.spec import MiddlewareSpec, middleware_entries
 from .._engine.tool_names import known_tool_names, unknown_tools
 from .._livekit import end_call
 from .._livekit.versions import warn_if_untested_livekit
+from .chain_run import ChainRun
 from .cut_in import run_as_cut_in
 from .report import CallReport
 from .runtime import CORE, SessionRuntime

@@ -21,10 +21,9 @@ from livekit import rtc
 from livekit.agents.voice.io import AudioInput
 from typing_extensions import override
 
-__all__ = ["AudioObserver", "FrameCallback"]
+from .._engine.audio import FrameCallback
 
-FrameCallback = Callable[[rtc.AudioFrame, float], None]
-"""Called with each frame of caller audio and the loop time it passed at."""
+__all__ = ["AudioObserver", "FrameCallback"]
 
 
 class AudioObserver(AudioInput):

@@ -17,8 +17,8 @@ import time
 import numpy as np
 from livekit import rtc
 
+from .._engine.audio import ModelInputHold
 from .._engine.state import ConversationState
-from .model_input import ModelInput
 from .session_audio import SessionAudio
 
 __all__ = ["FLOOR_RMS", "LOOK_EVERY_S", "CallerVoice"]
@@ -41,7 +41,7 @@ class CallerVoice:
         self._audio = audio
         self._looked_at = float("-inf")
 
-    def follow(self, model_input: ModelInput | None) -> None:
+    def follow(self, model_input: ModelInputHold | None) -> None:
         """Listen while the active agent runs a realtime model, whose input may be held.
 
         Its ``user_state`` is the server's word when the server detects turns, and the model

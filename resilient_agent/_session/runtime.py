@@ -35,7 +35,6 @@ from livekit.agents import Agent, AgentSession
 from livekit.agents.llm import ChatContext, ChatMessage
 
 from .._engine.chain import MiddlewareChain
-from .._engine.chain_run import ChainRun
 from .._engine.events import ResilientEvent
 from .._engine.live import SessionInstances
 from .._engine.requests import ToolCall
@@ -45,6 +44,7 @@ from .._livekit.interception import Interceptor
 from .._livekit.protected_lines import ProtectedLineGate
 from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
+from .chain_run import ChainRun
 from .event_hub import EventHub, EventOwner
 from .model_input import ModelInput
 from .reply_audio import ReplyAudio

@@ -17,10 +17,10 @@ from livekit.agents import AgentSession
 from livekit.agents.llm import ToolError
 
 from .._engine.boundary import PASS_THROUGH, HookTimeoutError
-from .._engine.chain_run import ChainRun
 from .._engine.log import get_logger
 from .._engine.requests import ToolCall, ToolOutcome
 from .._engine.state import ConversationState
+from .chain_run import ChainRun
 
 __all__ = ["ToolCalls", "worded_tool_errors"]
 

@@ -22,16 +22,16 @@ from typing import Any
 
 from livekit.agents.llm import ChatContext, ChatMessage
 
+from .._engine.boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
+from .._engine.chain import NOBODY_SETTING_UP, MiddlewareChain
+from .._engine.dispatch import NotifyQueue
+from .._engine.errors import MiddlewareNotUsed
+from .._engine.hooks import HOOKS, Middleware
+from .._engine.requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
+from .._engine.state import CloseReason, MiddlewareContext, Named
 from .._livekit.interception import Interceptor
 from .._livekit.shutdown import ShutdownGate
 from .._livekit.speech_gates import InterruptGate, ProtectionGate
-from .boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
-from .chain import NOBODY_SETTING_UP, MiddlewareChain
-from .dispatch import NotifyQueue
-from .errors import MiddlewareNotUsed
-from .hooks import HOOKS, Middleware
-from .requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
-from .state import CloseReason, MiddlewareContext, Named
 
 __all__ = ["AppLlmNode", "AppUserTurnHook", "ChainRun"]
 
