@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, stt
 
+from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.run import select
-from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import run_scenario
 from resilient_agent.testing.redirect import NotRedirectable, check_redirects
 
@@ -46,7 +46,9 @@ def _app_class(stack: str, used: list[str]) -> type[Agent]:
             plugins = {
                 "stt": _own_stt(stack),
                 "llm": _own_llm(stack),
-                "tts": cartesia.TTS(model="sonic-2", voice="app-voice", sample_rate=16_000, api_key=_KEY),
+                "tts": cartesia.TTS(
+                    model="sonic-2", voice="app-voice", sample_rate=16_000, api_key=_KEY
+                ),
             }
             for role, plugin in plugins.items():
                 plugin.on("metrics_collected", lambda _m, role=role: used.append(role))
@@ -204,4 +206,6 @@ def test_an_app_whose_instance_cannot_be_redirected_is_one_line_exit_2(
     assert code == 2
     assert captured.out == ""  # before any call
     (line,) = captured.err.strip().splitlines()
-    assert "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 24000 Hz" in line
+    assert (
+        "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 24000 Hz" in line
+    )

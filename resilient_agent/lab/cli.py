@@ -461,12 +461,12 @@ def _check_builds(path: str, cls: type[Agent]) -> None:
 
 
 # the key each provider plugin reads from the environment when the app passes none
-_KEY_VARIABLES = {
-    "deepgram": "DEEPGRAM_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "google": "GOOGLE_API_KEY",
-    "cartesia": "CARTESIA_API_KEY",
-}
+_KEY_VARIABLES = (
+    ("deepgram", "DEEPGRAM_API_KEY"),
+    ("openai", "OPENAI_API_KEY"),
+    ("google", "GOOGLE_API_KEY"),
+    ("cartesia", "CARTESIA_API_KEY"),
+)
 
 
 def _offline_keys(stack: str) -> None:
@@ -478,9 +478,9 @@ def _offline_keys(stack: str) -> None:
     """
     from ..testing.stacks import check_stack
 
-    for plugin in check_stack(stack).plugins:
-        variable = _KEY_VARIABLES.get(plugin)
-        if variable is not None:
+    plugins = check_stack(stack).plugins
+    for plugin, variable in _KEY_VARIABLES:
+        if plugin in plugins:
             os.environ.setdefault(variable, "lab-offline-key")
 
 
@@ -493,7 +493,9 @@ def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
     if STACKS[stack].realtime is not None:
         return
     try:
-        described = check_redirects(build_app_agent(agent.catalog_cls or agent.cls), stack, agent.label)
+        described = check_redirects(
+            build_app_agent(agent.catalog_cls or agent.cls), stack, agent.label
+        )
     except NotRedirectable as exc:
         raise _UsageError(f"--stack {stack}: {exc}") from exc
     if described:

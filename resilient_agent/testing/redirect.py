@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from livekit.agents import Agent, stt, tts
+from livekit.agents import Agent, stt
 from livekit.agents.utils import http_context, is_given
 
 from .._livekit.compat import plugin_client, plugin_options
@@ -67,9 +67,7 @@ _PLUGINS = (
     _Plugin("openai", "STT", "stt", "openai-stt", ("stream", "_recognize_impl")),
     _Plugin("openai", "LLM", "llm", "openai", ("chat",)),
     _Plugin("google", "LLM", "llm", "google", ("chat",)),
-    _Plugin(
-        "cartesia", "TTS", "tts", "cartesia", ("synthesize", "stream", "_ensure_session")
-    ),
+    _Plugin("cartesia", "TTS", "tts", "cartesia", ("synthesize", "stream", "_ensure_session")),
 )
 
 
@@ -106,8 +104,6 @@ def _own_plugins(agent: Agent) -> list[tuple[str, Any]]:
             continue
         if isinstance(value, stt.StreamAdapter):
             value = value.wrapped_stt
-        elif isinstance(value, tts.StreamAdapter):
-            value = value.wrapped_tts
         found.append((role, value))
     return found
 
@@ -231,7 +227,9 @@ def _deepgram(obj: Any, running: RunningStack) -> None:
 def _openai(obj: Any, running: RunningStack) -> None:
     server = running.openai_server
     assert server is not None  # an openai part on the stack
-    plugin_client(obj).base_url = server.base_url
+    client = plugin_client(obj)
+    assert client is not None  # checked by check_redirects
+    client.base_url = server.base_url
 
 
 def _google(obj: Any, running: RunningStack) -> None:
@@ -240,6 +238,7 @@ def _google(obj: Any, running: RunningStack) -> None:
     url = running.gemini_url
     assert url is not None  # a google part on the stack
     options = plugin_options(obj, "http_options")
+    assert options is not None  # checked by check_redirects
     given = options.http_options
     # the plugin copies these into each request's config, where the base URL is honoured
     options.http_options = (
@@ -250,7 +249,9 @@ def _google(obj: Any, running: RunningStack) -> None:
 
 
 def _cartesia(obj: Any, running: RunningStack) -> None:
-    plugin_options(obj, "base_url").base_url = running.spoken.url
+    options = plugin_options(obj, "base_url")
+    assert options is not None  # checked by check_redirects
+    options.base_url = running.spoken.url
 
 
 _POINT: Mapping[str, Callable[[Any, RunningStack], None]] = MappingProxyType(
@@ -278,7 +279,7 @@ async def close_app_plugins(agent: Agent) -> None:
 
 @contextlib.asynccontextmanager
 async def app_http_context() -> AsyncIterator[None]:
-    """livekit's job HTTP session (``utils.http_context``), which a job process sets up.
+    """The job's HTTP session of livekit (``utils.http_context``), which a job process sets up.
 
     An app's Deepgram and Cartesia instances built without ``http_session=`` take theirs from
     it; outside a job, ``http_context.open()`` is livekit's public way to provide it.
