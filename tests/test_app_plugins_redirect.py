@@ -46,9 +46,8 @@ def _app_class(stack: str, used: list[str]) -> type[Agent]:
             plugins = {
                 "stt": _own_stt(stack),
                 "llm": _own_llm(stack),
-                "tts": cartesia.TTS(
-                    model="sonic-2", voice="app-voice", sample_rate=16_000, api_key=_KEY
-                ),
+                # at its default 24 kHz, not the lab's 16 kHz
+                "tts": cartesia.TTS(model="sonic-2", voice="app-voice", api_key=_KEY),
             }
             for role, plugin in plugins.items():
                 plugin.on("metrics_collected", lambda _m, role=role: used.append(role))
@@ -82,6 +81,7 @@ def test_the_apps_own_instances_reach_the_emulators_with_their_options(
     assert {"stt", "llm", "tts"} <= set(used)
     assert world.stt.model == stt_model
     assert world.tts.model == "sonic-2"
+    assert world.audio_out.sample_rate == 24_000
     assert [text for _, text, _ in world.stt.finals] == ["do you have a terrace", "great thanks"]
     assert world.tts.sentences == {1: "Sure: do you have a terrace.", 2: "Sure: great thanks."}
 
@@ -121,8 +121,8 @@ class _HomeMadeSTT(stt.STT):
         ),
         (
             "deepgram+openai+cartesia",
-            lambda: cartesia.TTS(api_key=_KEY),
-            "it asks for 24000 Hz and the emulator speaks the lab's marked audio at 16000 Hz",
+            lambda: cartesia.TTS(sample_rate=22_050, api_key=_KEY),
+            "it asks for 22050 Hz and the emulator's marked audio needs whole 10 ms frames",
         ),
         (
             "openai-stt+openai+cartesia",
@@ -154,14 +154,14 @@ class WithKeys(Agent):
         super().__init__(
             instructions=instructions,
             stt=deepgram.STT(model="nova-3"),
-            tts=cartesia.TTS(sample_rate=16000),
+            tts=cartesia.TTS(),
             **kwargs,
         )
 
 
-class At24k(Agent):
+class At22050(Agent):
     def __init__(self, instructions: str = "t", **kwargs):
-        super().__init__(instructions=instructions, tts=cartesia.TTS(), **kwargs)
+        super().__init__(instructions=instructions, tts=cartesia.TTS(sample_rate=22050), **kwargs)
 """
 
 
@@ -201,11 +201,11 @@ def test_an_app_whose_instance_cannot_be_redirected_is_one_line_exit_2(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _app_module(tmp_path, monkeypatch)
-    code = main(["lab", "--stack", "deepgram+openai+cartesia", "--agent", "redirect_app:At24k"])
+    code = main(["lab", "--stack", "deepgram+openai+cartesia", "--agent", "redirect_app:At22050"])
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""  # before any call
     (line,) = captured.err.strip().splitlines()
     assert (
-        "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 24000 Hz" in line
+        "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 22050 Hz" in line
     )

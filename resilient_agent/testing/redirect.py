@@ -21,7 +21,6 @@ from livekit.agents import Agent, stt
 from livekit.agents.utils import http_context, is_given
 
 from .._livekit.compat import plugin_client, plugin_options
-from .audio import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from .stacks import RunningStack, StackSpec
@@ -153,10 +152,10 @@ def _plugin_refusal(plugin: _Plugin, obj: Any, what: str) -> str | None:
             f"{what} cannot be redirected: it transcribes over OpenAI's realtime websocket, and "
             "the emulator speaks /audio/transcriptions only (use_realtime=False)"
         )
-    if plugin.name == "cartesia.TTS" and obj.sample_rate != SAMPLE_RATE:
+    if plugin.name == "cartesia.TTS" and (obj.sample_rate % 100 or obj.sample_rate < 8_000):
         return (
-            f"{what} cannot be redirected: it asks for {obj.sample_rate} Hz and the emulator "
-            f"speaks the lab's marked audio at {SAMPLE_RATE} Hz only (sample_rate={SAMPLE_RATE})"
+            f"{what} cannot be redirected: it asks for {obj.sample_rate} Hz and the emulator's "
+            "marked audio needs whole 10 ms frames (a multiple of 100 Hz, from 8000 Hz)"
         )
     moved = f"{what} cannot be redirected: livekit-plugins-{plugin.module} moved its endpoint"
     if plugin.module == "openai":

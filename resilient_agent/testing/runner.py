@@ -225,13 +225,19 @@ async def _run_call(
     script = audio_in.script_at if scenario.caller_line != "marked" else None
     segments: list[PlayedSegment] = []
     recorder = CallRecorder(clock=clock)
-    audio_out = PlayoutAudioOutput(
-        can_pause=scenario.can_pause,
-        clock=clock,
-        on_segment_done=segments.append,
-        on_resumed=recorder.on_resumed,
-        reports_cleared_playout=not scenario.lost_playout_report,
-        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {}),
+
+    def playout(**rate: int) -> PlayoutAudioOutput:
+        return PlayoutAudioOutput(
+            can_pause=scenario.can_pause,
+            clock=clock,
+            on_segment_done=segments.append,
+            on_resumed=recorder.on_resumed,
+            reports_cleared_playout=not scenario.lost_playout_report,
+            **rate,
+        )
+
+    audio_out = playout(
+        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {})
     )
     vad: ScriptedVAD | inference.VAD | None
     stt: (
@@ -284,6 +290,12 @@ async def _run_call(
         # livekit uses an agent's own STT, LLM and TTS over the session's: the app's instances
         # go to the emulators, their options kept (or the call is refused before it starts)
         redirected = redirect_app_plugins(agent, running, running.name)
+        rate = agent.tts.sample_rate if is_given(agent.tts) and agent.tts else None
+        if rate is not None and rate != audio_out.sample_rate:
+            # the app's own TTS keeps its rate: the speaker takes it as is, so livekit never
+            # resamples the marked audio
+            audio_out = playout(sample_rate=rate)
+            session.output.audio = audio_out
     world = CallWorld(
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )
