@@ -144,11 +144,16 @@ def test_an_instance_that_cannot_be_redirected_is_named_with_why(
 
 
 _APP = """
-from livekit.agents import Agent
+from livekit.agents import Agent, function_tool
 from livekit.plugins import cartesia, deepgram
 
 
 class WithKeys(Agent):
+    @function_tool
+    async def opening_hours(self) -> str:
+        'When the restaurant opens.'
+        return "from noon"
+
     def __init__(self, instructions: str = "t", **kwargs):
         # no key passed: the plugins read DEEPGRAM_API_KEY / CARTESIA_API_KEY, unset here
         super().__init__(
@@ -191,6 +196,9 @@ def test_the_lab_says_which_instances_it_redirected(
     )
     out = capsys.readouterr().out
     assert code == 0, out
+    # its tool's probe ran on the stack too (on the scripted providers, its own instances would
+    # have gone to the real Deepgram and Cartesia): the tool's windows were found
+    assert "tool opening_hours(): windows gap @" in out
     assert (
         "stack deepgram+openai+cartesia: WithKeys's own deepgram.STT(model='nova-3'), "
         "cartesia.TTS(model='sonic-3') redirected to the emulators, their options kept"

@@ -301,7 +301,7 @@ def _lab(args: argparse.Namespace) -> int:
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
     if note is not None:
         print(note)
-    own_tools = _own_tools(agents[0], args.mock) if args.agent is not None else None
+    own_tools = _own_tools(agents[0], args.mock, args.stack) if args.agent is not None else None
     own = [] if own_tools is None else app_tool_scenarios(own_tools.windows, own_tools.mocks)
     chosen = select([*scenarios(), *own], args.only)
     if args.list:
@@ -531,7 +531,9 @@ def _print_configuration_notes(agent: AgentUnderTest, own_tools: OwnTools | None
             print(f"  {note}")
 
 
-def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None:
+def _own_tools(
+    agent: AgentUnderTest, mock_path: Path | None, stack: str | None = None
+) -> OwnTools | None:
     """The app's own tools, each probed (one line per tool); None when it has none."""
     from .app_config import runs_for_real_line
     from .app_tools import MockFileError, ToolMocks, load_mocks
@@ -545,7 +547,7 @@ def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None
         real = runs_for_real_line(build_app_agent(cls), mocks, agent.label)
         if real is not None:
             print(real)
-        windows = tool_windows(cls, mocks)
+        windows = tool_windows(cls, mocks, stack=stack)
     except MockFileError as exc:
         raise _UsageError(str(exc)) from exc
     if not windows:

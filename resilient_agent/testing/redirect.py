@@ -30,6 +30,7 @@ __all__ = [
     "app_http_context",
     "check_redirects",
     "close_app_plugins",
+    "has_own_plugins",
     "redirect_app_plugins",
 ]
 
@@ -105,6 +106,11 @@ def _own_plugins(agent: Agent) -> list[tuple[str, Any]]:
             value = value.wrapped_stt
         found.append((role, value))
     return found
+
+
+def has_own_plugins(agent: Agent) -> bool:
+    """Whether the agent carries its own STT, LLM or TTS (livekit uses it over the session's)."""
+    return bool(_own_plugins(agent))
 
 
 def _which(obj: object) -> _Plugin | None:
