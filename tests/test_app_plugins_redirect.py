@@ -99,6 +99,12 @@ class _HomeMadeSTT(stt.STT):
         raise NotImplementedError
 
 
+def test_a_realtime_model_on_a_pipeline_stack_points_at_the_realtime_stack() -> None:
+    agent = Agent(instructions="t", llm=google.realtime.RealtimeModel(api_key=_KEY))
+    with pytest.raises(NotRedirectable, match="run a Gemini Live model on --stack gemini-live"):
+        check_redirects(agent, "deepgram+google+cartesia", "App")
+
+
 @pytest.mark.parametrize(
     ("stack", "plugin", "why"),
     [

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from livekit.agents import Agent, stt
+from livekit.agents import Agent, llm, stt
 from livekit.agents.utils import http_context, is_given
 
 from .._livekit.compat import plugin_client, plugin_options
@@ -124,6 +124,11 @@ def _which(obj: object) -> _Plugin | None:
 def _refusal(label: str, role: str, obj: object, spec: StackSpec, stack: str) -> str | None:
     """Why ``obj`` cannot be pointed at the stack's emulator, None when it can."""
     what = f"{label}'s own {role} {_describe(obj)}"
+    if isinstance(obj, llm.RealtimeModel):
+        return (
+            f"{what} cannot be redirected: a realtime model has no place on a pipeline stack; "
+            "run a Gemini Live model on --stack gemini-live"
+        )
     plugin = _which(obj)
     if plugin is None or plugin.role != role:
         return (
