@@ -968,3 +968,27 @@ def test_awaiting_a_speech_unshielded_trips(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(SpeechHandle, "wait_for_playout", unshielded)
     with pytest.raises(AssertionError, match="no longer shields"):
         check_awaiting_a_speech_never_cancels_it()
+
+
+def test_the_provider_plugins_keep_the_endpoints_the_lab_redirects() -> None:
+    # the lab points an app's own instances at its emulators through these (testing/redirect.py)
+    cartesia = pytest.importorskip("livekit.plugins.cartesia")
+    google = pytest.importorskip("livekit.plugins.google")
+    openai = pytest.importorskip("livekit.plugins.openai")
+
+    from resilient_agent._livekit.compat import plugin_client, plugin_options
+
+    tts = cartesia.TTS(api_key="k", base_url="https://example.invalid")
+    assert plugin_options(tts, "base_url") is not None, (
+        "livekit-plugins-cartesia moved TTS._opts.base_url"
+    )
+    assert plugin_options(tts, "base_url").base_url == "https://example.invalid"
+    gemini = google.LLM(api_key="k")
+    assert plugin_options(gemini, "http_options", "vertexai") is not None, (
+        "livekit-plugins-google moved LLM._opts.http_options / vertexai"
+    )
+    for plugin in (openai.LLM(api_key="k"), openai.STT(api_key="k")):
+        client = plugin_client(plugin)
+        assert client is not None, f"livekit-plugins-openai moved {type(plugin).__name__}._client"
+        client.base_url = "http://127.0.0.1:1/v1"
+        assert str(client.base_url) == "http://127.0.0.1:1/v1/"

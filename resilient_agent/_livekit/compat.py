@@ -29,6 +29,8 @@ __all__ = [
     "link_publication_track",
     "livekit_session_report",
     "local_track_publications",
+    "plugin_client",
+    "plugin_options",
     "queued_speeches",
     "redirect_realtime_http",
     "room_event_queue",
@@ -216,6 +218,29 @@ def redirect_realtime_http(model: Any, http_options: Any, api_key: str) -> bool:
     options.http_options = http_options
     options.api_key = api_key
     return True
+
+
+def plugin_options(plugin: Any, *fields: str) -> Any | None:
+    """A provider plugin's options object (``_opts``), if it still has every one of ``fields``.
+
+    The lab points an app's own Cartesia TTS (``base_url``) and Google LLM (``http_options``,
+    ``vertexai``) at its emulators; neither plugin has a public setter for them, and both read
+    them from ``_opts`` at each connection or request. None when livekit moved them.
+    """
+    options = getattr(plugin, "_opts", None)
+    if options is None or not all(hasattr(options, name) for name in fields):
+        return None
+    return options
+
+
+def plugin_client(plugin: Any) -> Any | None:
+    """The ``openai.AsyncClient`` an OpenAI plugin (``openai.LLM``, ``openai.STT``) sends with.
+
+    The plugins keep it as ``_client`` and read nothing else for the endpoint; the client's own
+    ``base_url`` is public (the openai SDK's setter). None when livekit moved it.
+    """
+    client = getattr(plugin, "_client", None)
+    return client if client is not None and hasattr(client, "base_url") else None
 
 
 def _proto(module: str, *messages: str) -> Any:

@@ -292,12 +292,16 @@ def _lab(args: argparse.Namespace) -> int:
     from .run import run_lab, select
 
     _check_args(args)
+    if args.stack is not None and args.agent is not None:
+        _offline_keys(args.stack)
     agents, note = _agents(args.agent)
+    if args.stack is not None and args.agent is not None:
+        _check_redirects(agents[0], args.stack)
     if args.only is not None and not _may_match(args.only, scenarios(), agents):
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
     if note is not None:
         print(note)
-    own_tools = _own_tools(agents[0], args.mock) if args.agent is not None else None
+    own_tools = _own_tools(agents[0], args.mock, args.stack) if args.agent is not None else None
     own = [] if own_tools is None else app_tool_scenarios(own_tools.windows, own_tools.mocks)
     chosen = select([*scenarios(), *own], args.only)
     if args.list:
@@ -456,6 +460,51 @@ def _check_builds(path: str, cls: type[Agent]) -> None:
         raise _UsageError(f"--agent {path!r}: its tools cannot be used: {exc}") from exc
 
 
+# the key each provider plugin reads from the environment when the app passes none
+_KEY_VARIABLES = (
+    ("deepgram", "DEEPGRAM_API_KEY"),
+    ("openai", "OPENAI_API_KEY"),
+    ("google", "GOOGLE_API_KEY"),
+    ("cartesia", "CARTESIA_API_KEY"),
+)
+
+
+def _offline_keys(stack: str) -> None:
+    """A dummy key for each of the stack's providers whose variable is unset.
+
+    An app builds ``deepgram.STT()`` with no key, reading it from the environment, and the
+    plugin refuses to be built without one; the emulators accept any key, and a redirected
+    instance sends it to loopback only.
+    """
+    from ..testing.stacks import check_stack
+
+    plugins = check_stack(stack).plugins
+    for plugin, variable in _KEY_VARIABLES:
+        if plugin in plugins:
+            os.environ.setdefault(variable, "lab-offline-key")
+
+
+def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
+    """The app's own plugin instances the stack redirects: one line, or the one that it cannot."""
+    from ..testing.redirect import NotRedirectable, check_redirects
+    from ..testing.stacks import STACKS
+    from .catalog.own_tools import build_app_agent
+
+    if STACKS[stack].realtime is not None:
+        return
+    try:
+        described = check_redirects(
+            build_app_agent(agent.catalog_cls or agent.cls), stack, agent.label
+        )
+    except NotRedirectable as exc:
+        raise _UsageError(f"--stack {stack}: {exc}") from exc
+    if described:
+        print(
+            f"stack {stack}: {agent.label}'s own {', '.join(described)} redirected to the "
+            "emulators, their options kept"
+        )
+
+
 def _may_match(only: str, catalog: Sequence[Scenario], agents: Sequence[AgentUnderTest]) -> bool:
     """Whether ``--only`` matches a catalog scenario or one the app's own tools may get."""
     from .app_tools import function_tools
@@ -482,7 +531,9 @@ def _print_configuration_notes(agent: AgentUnderTest, own_tools: OwnTools | None
             print(f"  {note}")
 
 
-def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None:
+def _own_tools(
+    agent: AgentUnderTest, mock_path: Path | None, stack: str | None = None
+) -> OwnTools | None:
     """The app's own tools, each probed (one line per tool); None when it has none."""
     from .app_config import runs_for_real_line
     from .app_tools import MockFileError, ToolMocks, load_mocks
@@ -496,7 +547,7 @@ def _own_tools(agent: AgentUnderTest, mock_path: Path | None) -> OwnTools | None
         real = runs_for_real_line(build_app_agent(cls), mocks, agent.label)
         if real is not None:
             print(real)
-        windows = tool_windows(cls, mocks)
+        windows = tool_windows(cls, mocks, stack=stack)
     except MockFileError as exc:
         raise _UsageError(str(exc)) from exc
     if not windows:

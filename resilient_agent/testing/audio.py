@@ -36,6 +36,7 @@ __all__ = [
     "SpeechWindow",
     "lab_frames_in",
     "marker_frame_samples",
+    "marker_tone",
     "read_markers",
 ]
 
@@ -84,6 +85,14 @@ class AudioMarker:
     part: int
     frame_in_part: int
     frames_in_part: int
+
+
+def marker_tone(sample_rate: int) -> np.ndarray:
+    """One 10 ms frame of the marker tone at ``sample_rate`` (the lab's own is 16 kHz)."""
+    samples = round(sample_rate * FRAME_SECONDS)
+    return (np.sin(np.arange(samples) * 2 * np.pi * 220 / sample_rate) * _TONE_AMPLITUDE).astype(
+        np.int16
+    )
 
 
 def marker_frame_samples(marker: AudioMarker, base: np.ndarray | None = None) -> np.ndarray:

@@ -35,6 +35,7 @@ from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
 from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
+from .redirect import app_http_context, close_app_plugins, redirect_app_plugins
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
 from .tool_mocks import by_name
@@ -86,6 +87,8 @@ class CallWorld:
         virtual_seconds: Call seconds simulated.
         connections: On a provider stack, the websocket connections and HTTP requests the call
             opened at each emulator (``"deepgram-emulator ws /v1/listen": 2``).
+        redirected: On a pipeline stack, the agent's own plugin instances pointed at the
+            emulators (``"deepgram.STT(model='nova-3')"``), their options kept.
     """
 
     scenario: Scenario
@@ -118,6 +121,7 @@ class CallWorld:
     wall_seconds: float = 0.0
     virtual_seconds: float = 0.0
     connections: dict[str, int] = field(default_factory=dict)
+    redirected: tuple[str, ...] = ()
 
 
 _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
@@ -186,14 +190,20 @@ async def run_scenario_async(
             world = await _run_call(scenario, agent_class, live)
             world.connections = live.connections()
             return world
-    async with running_stack(
-        stack,
-        scripted=scripted,
-        word_lookup=lambda u, w: words[(u, w)],
-        interim_results=scenario.stt_interims,
-        deepgram_faults=deepgram_faults,
-    ) as running:
+    async with (
+        app_http_context(),
+        running_stack(
+            stack,
+            scripted=scripted,
+            word_lookup=lambda u, w: words[(u, w)],
+            interim_results=scenario.stt_interims,
+            deepgram_faults=deepgram_faults,
+        ) as running,
+    ):
         world = await _run_call(scenario, agent_class, running)
+        if world.redirected:
+            # as a job's shutdown would: their pooled sockets would hold the emulators open
+            await close_app_plugins(world.agent)
         world.connections = running.connections()
         return world
 
@@ -215,13 +225,19 @@ async def _run_call(
     script = audio_in.script_at if scenario.caller_line != "marked" else None
     segments: list[PlayedSegment] = []
     recorder = CallRecorder(clock=clock)
-    audio_out = PlayoutAudioOutput(
-        can_pause=scenario.can_pause,
-        clock=clock,
-        on_segment_done=segments.append,
-        on_resumed=recorder.on_resumed,
-        reports_cleared_playout=not scenario.lost_playout_report,
-        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {}),
+
+    def playout(**rate: int) -> PlayoutAudioOutput:
+        return PlayoutAudioOutput(
+            can_pause=scenario.can_pause,
+            clock=clock,
+            on_segment_done=segments.append,
+            on_resumed=recorder.on_resumed,
+            reports_cleared_playout=not scenario.lost_playout_report,
+            **rate,
+        )
+
+    audio_out = playout(
+        **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {})
     )
     vad: ScriptedVAD | inference.VAD | None
     stt: (
@@ -264,12 +280,26 @@ async def _run_call(
     lk_logger = logging.getLogger(_LIVEKIT_LOGGER)
     lk_logger.addHandler(logs)
     agent = scenario.agent(agent_class)
-    if _is_realtime(running) and is_given(agent.llm):
-        # an app agent bringing its own model of the stack's plugin: that instance is redirected
-        running.redirect(agent.llm)
+    redirected: list[str] = []
+    if _is_realtime(running):
+        if is_given(agent.llm):
+            # an app agent bringing its own model of the stack's plugin: that instance is
+            # redirected
+            running.redirect(agent.llm)
+    elif running is not None:
+        # livekit uses an agent's own STT, LLM and TTS over the session's: the app's instances
+        # go to the emulators, their options kept (or the call is refused before it starts)
+        redirected = redirect_app_plugins(agent, running, running.name)
+        rate = agent.tts.sample_rate if is_given(agent.tts) and agent.tts else None
+        if rate is not None and rate != audio_out.sample_rate:
+            # the app's own TTS keeps its rate: the speaker takes it as is, so livekit never
+            # resamples the marked audio
+            audio_out = playout(sample_rate=rate)
+            session.output.audio = audio_out
     world = CallWorld(
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )
+    world.redirected = tuple(redirected)
     world.t0 = t0
     events = getattr(agent, "events", None)
     if isinstance(events, EventEmitter):

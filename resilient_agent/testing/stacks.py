@@ -133,6 +133,9 @@ class RunningStack:
         scripted: The scripted LLM the LLM emulator serves (its ``requests``).
         spoken: The TTS emulator (its ``sentences``).
         servers: Every emulator of the call.
+        openai_server: The OpenAI emulator, when the stack has one (its LLM or STT).
+        gemini_url: The Gemini emulator's base URL, when the stack's LLM is Google's.
+        name: The stack's name (a key of :data:`STACKS`).
     """
 
     stt: stt.STT[Any]
@@ -142,6 +145,9 @@ class RunningStack:
     scripted: ScriptedLLM
     spoken: CartesiaEmulator
     servers: list[EmulatorServer] = field(default_factory=list)
+    openai_server: OpenAIEmulator | None = None
+    gemini_url: str | None = None
+    name: str = ""
 
     def connections(self) -> dict[str, int]:
         """Websocket connections and HTTP requests the call opened, by provider and path."""
@@ -222,8 +228,18 @@ async def running_stack(
         tts_plugin = cartesia.TTS(
             api_key=_KEY, base_url=spoken.url, sample_rate=16_000, http_session=http
         )
+        gemini = next((s for s in servers if isinstance(s, GeminiEmulator)), None)
         running = RunningStack(
-            stt_plugin, llm_plugin, tts_plugin, heard, scripted, spoken, servers=servers
+            stt_plugin,
+            llm_plugin,
+            tts_plugin,
+            heard,
+            scripted,
+            spoken,
+            servers=servers,
+            openai_server=openai_server,
+            gemini_url=gemini.url if gemini is not None else None,
+            name=name,
         )
         try:
             yield running

@@ -15,12 +15,12 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 from typing_extensions import Never, override
 
 from .audio import (
-    FRAME_SAMPLES,
     FRAME_SECONDS,
     KIND_AGENT,
     SAMPLE_RATE,
     AudioMarker,
     marker_frame_samples,
+    marker_tone,
 )
 from .schedule import delivery_wait
 
@@ -32,16 +32,25 @@ def spoken_seconds(text: str, *, seconds_per_char: float, min_seconds: float) ->
     return max(min_seconds, len(text.strip()) * seconds_per_char)
 
 
-def marked_sentence_audio(sentence_id: int, seconds: float) -> np.ndarray:
-    """The int16 audio of one sentence lasting ``seconds``: every 10 ms frame carries its marker."""
+def marked_sentence_audio(
+    sentence_id: int, seconds: float, sample_rate: int = SAMPLE_RATE
+) -> np.ndarray:
+    """The int16 audio of one sentence lasting ``seconds``: every 10 ms frame carries its marker.
+
+    Args:
+        sentence_id: The sentence the marks name.
+        seconds: How long it lasts.
+        sample_rate: Its rate (a multiple of 100): the lab's own by default.
+    """
     frames = max(1, round(seconds / FRAME_SECONDS))
+    base = None if sample_rate == SAMPLE_RATE else marker_tone(sample_rate)
     audio = np.concatenate(
         [
-            marker_frame_samples(AudioMarker(KIND_AGENT, sentence_id, i, 0, frames))
+            marker_frame_samples(AudioMarker(KIND_AGENT, sentence_id, i, 0, frames), base)
             for i in range(frames)
         ]
     )
-    assert len(audio) == frames * FRAME_SAMPLES
+    assert len(audio) == frames * round(sample_rate * FRAME_SECONDS)
     return audio
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from livekit.agents import Agent
 
 from ...testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+from ...testing.redirect import has_own_plugins
 from ..app_agent import catalog_base
 from ..app_tools import AppTool, ToolMocks, app_tools, load_mocks
 from ..run import AgentUnderTest, LabResult, load_agent_class, quiet_logs, run_lab
@@ -137,8 +138,17 @@ def _scenario(
     )
 
 
-def probe_tool(cls: type[Agent], tool: AppTool, mocks: ToolMocks) -> ToolWindows:
-    """Run the race-free call of ``tool`` on ``cls`` and read its windows off the timeline."""
+def probe_tool(
+    cls: type[Agent], tool: AppTool, mocks: ToolMocks, stack: str | None = None
+) -> ToolWindows:
+    """Run the race-free call of ``tool`` on ``cls`` and read its windows off the timeline.
+
+    Args:
+        cls: The app's agent class.
+        tool: The tool probed.
+        mocks: The app's mocks.
+        stack: Probe on this stack of real plugins (an agent with plugins of its own).
+    """
     ask = Utterance(_ASK.start, _ASK.end, _ASK.text, reply_within=_PROBE_S)
     probe = _scenario(
         tool,
@@ -148,21 +158,29 @@ def probe_tool(cls: type[Agent], tool: AppTool, mocks: ToolMocks) -> ToolWindows
         utterances=(ask,),
         duration=_PROBE_S,
     )
-    world, outcome = run_scenario(probe, cls)
+    world, outcome = run_scenario(probe, cls, stack=stack)
     timeline = extract_timeline(world, outcome, agent=cls.__name__, agent_label=cls.__name__)
     return _windows(tool, timeline)
 
 
-def tool_windows(cls: type[Agent], mocks: ToolMocks | None = None) -> list[ToolWindows]:
+def tool_windows(
+    cls: type[Agent], mocks: ToolMocks | None = None, *, stack: str | None = None
+) -> list[ToolWindows]:
     """Every function tool of ``cls``, probed: where each one's windows are.
+
+    With ``stack``, an agent that carries its own STT, LLM or TTS is probed on the stack, its
+    instances redirected to the emulators: on the lab's scripted providers they would be the
+    ones livekit uses, and reach the real providers. Any other agent is probed as without.
 
     Raises:
         MockFileError: ``mocks`` names a tool ``cls`` does not have, or gives arguments its
             schema rejects.
     """
     given = mocks or ToolMocks()
+    agent = build_app_agent(cls)
+    probe_stack = stack if stack is not None and has_own_plugins(agent) else None
     with quiet_logs():
-        return [probe_tool(cls, tool, given) for tool in app_tools(build_app_agent(cls), given)]
+        return [probe_tool(cls, tool, given, probe_stack) for tool in app_tools(agent, given)]
 
 
 def race_own_tools(
@@ -183,7 +201,7 @@ def race_own_tools(
             emulators (see :data:`~resilient_agent.testing.stacks.STACKS`).
     """
     given = mocks or ToolMocks()
-    scenarios = app_tool_scenarios(tool_windows(cls, given), given)
+    scenarios = app_tool_scenarios(tool_windows(cls, given, stack=stack), given)
     agent = AgentUnderTest(f"{cls.__module__}:{cls.__qualname__}", cls)
     return run_lab(scenarios, [agent], stack=stack)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from ..audio import FRAME_SAMPLES, SAMPLE_RATE
+from ..audio import SAMPLE_RATE
 from ..schedule import delivery_wait
 from ..tts import marked_sentence_audio, spoken_seconds
 from ._server import EmulatorServer
@@ -32,7 +32,7 @@ from ._server import EmulatorServer
 __all__ = ["CartesiaEmulator"]
 
 # audio goes out in 100 ms messages: whole lab frames, so each keeps its marks
-_CHUNK_SAMPLES = FRAME_SAMPLES * 10
+_CHUNK_FRAMES = 10  # 100 ms of audio per chunk message
 
 
 @dataclass
@@ -97,7 +97,7 @@ class CartesiaEmulator(EmulatorServer):
         text = body.get("transcript", "")
         sentence_id = self._sentence(text)
         await asyncio.sleep(delivery_wait("tts", self.ttfb))
-        audio = marked_sentence_audio(sentence_id, self.duration_of(text))
+        audio = marked_sentence_audio(sentence_id, self.duration_of(text), _rate(body))
         return web.Response(body=audio.tobytes(), content_type="application/octet-stream")
 
     async def _websocket(self, request: web.Request) -> web.StreamResponse:
@@ -124,7 +124,9 @@ class CartesiaEmulator(EmulatorServer):
             if context is None:
                 context = contexts[context_id] = _Context(context_id)
                 context.task = asyncio.get_running_loop().create_task(
-                    self._speak(ws, lock, context, bool(packet.get("add_timestamps")))
+                    self._speak(
+                        ws, lock, context, bool(packet.get("add_timestamps")), _rate(packet)
+                    )
                 )
             transcript = packet.get("transcript", "")
             if transcript.strip():
@@ -140,7 +142,12 @@ class CartesiaEmulator(EmulatorServer):
         return ws
 
     async def _speak(
-        self, ws: web.WebSocketResponse, lock: asyncio.Lock, context: _Context, timestamps: bool
+        self,
+        ws: web.WebSocketResponse,
+        lock: asyncio.Lock,
+        context: _Context,
+        timestamps: bool,
+        sample_rate: int,
     ) -> None:
         """Synthesize a context's transcripts in order, then say it is done."""
         while True:
@@ -167,9 +174,10 @@ class CartesiaEmulator(EmulatorServer):
                 )
                 return
             seconds = self.duration_of(transcript)
-            audio = marked_sentence_audio(sentence_id, seconds)
-            for start in range(0, len(audio), _CHUNK_SAMPLES):
-                piece = audio[start : start + _CHUNK_SAMPLES].tobytes()
+            audio = marked_sentence_audio(sentence_id, seconds, sample_rate)
+            chunk = _CHUNK_FRAMES * sample_rate // 100
+            for start in range(0, len(audio), chunk):
+                piece = audio[start : start + chunk].tobytes()
                 message = {
                     "type": "chunk",
                     "context_id": context.id,
@@ -198,13 +206,18 @@ def _word_timestamps(context_id: str, transcript: str, seconds: float) -> dict[s
     }
 
 
+def _rate(packet: dict[str, Any]) -> int:
+    return int((packet.get("output_format") or {}).get("sample_rate", SAMPLE_RATE))
+
+
 def _unsupported_format(packet: dict[str, Any]) -> str | None:
     output = packet.get("output_format") or {}
-    rate = output.get("sample_rate", SAMPLE_RATE)
-    if output.get("encoding", "pcm_s16le") != "pcm_s16le" or rate != SAMPLE_RATE:
+    rate = _rate(packet)
+    # the marks need whole 10 ms frames of at least their header's samples
+    if output.get("encoding", "pcm_s16le") != "pcm_s16le" or rate % 100 or rate < 8_000:
         return (
-            f"the emulator speaks pcm_s16le at {SAMPLE_RATE} Hz only (its marked audio), got "
-            f"{output.get('encoding')} at {rate} Hz"
+            "the emulator speaks pcm_s16le at a multiple of 100 Hz from 8000 Hz (its marked "
+            f"audio), got {output.get('encoding')} at {rate} Hz"
         )
     return None
 

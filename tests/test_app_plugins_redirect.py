@@ -1,0 +1,225 @@
+"""An app agent's own provider plugins on a stack: those very instances reach the emulators.
+
+livekit uses an agent's own STT, LLM and TTS over the session's, so a stack that only built its
+own plugins would leave the app's pointing at the real providers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from livekit.agents import Agent, stt
+
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.cli import main
+from resilient_agent.lab.run import select
+from resilient_agent.testing import run_scenario
+from resilient_agent.testing.redirect import NotRedirectable, check_redirects
+
+deepgram = pytest.importorskip("livekit.plugins.deepgram")
+cartesia = pytest.importorskip("livekit.plugins.cartesia")
+openai = pytest.importorskip("livekit.plugins.openai")
+google = pytest.importorskip("livekit.plugins.google")
+
+_KEY = "app-own-key"
+
+
+def _own_stt(stack: str) -> Any:
+    if stack.startswith("deepgram"):
+        return deepgram.STT(model="nova-2-phonecall", language="en-US", api_key=_KEY)
+    return openai.STT(model="whisper-1", api_key=_KEY)
+
+
+def _own_llm(stack: str) -> Any:
+    if "+google+" in stack:
+        return google.LLM(model="gemini-2.0-flash", api_key=_KEY)
+    return openai.LLM(model="gpt-4o-mini", api_key=_KEY)
+
+
+def _app_class(stack: str, used: list[str]) -> type[Agent]:
+    """An app's agent carrying its own plugins, each noting when it did some work."""
+
+    class AppAgent(Agent):
+        def __init__(self, instructions: str = "You book tables.", **kwargs: Any) -> None:
+            plugins = {
+                "stt": _own_stt(stack),
+                "llm": _own_llm(stack),
+                # at its default 24 kHz, not the lab's 16 kHz
+                "tts": cartesia.TTS(model="sonic-2", voice="app-voice", api_key=_KEY),
+            }
+            for role, plugin in plugins.items():
+                plugin.on("metrics_collected", lambda _m, role=role: used.append(role))
+            super().__init__(instructions=instructions, **plugins, **kwargs)
+
+    return AppAgent
+
+
+@pytest.mark.parametrize(
+    ("stack", "stt_model", "llm_model"),
+    [
+        ("deepgram+openai+cartesia", "nova-2-phonecall", "gpt-4o-mini"),
+        ("deepgram+google+cartesia", "nova-2-phonecall", "gemini-2.0-flash"),
+        ("openai-stt+openai+cartesia", "whisper-1", "gpt-4o-mini"),
+    ],
+)
+def test_the_apps_own_instances_reach_the_emulators_with_their_options(
+    stack: str, stt_model: str, llm_model: str
+) -> None:
+    used: list[str] = []
+    call = select(scenarios(), "^control/two_turns$")[0]
+    world, outcome = run_scenario(call, _app_class(stack, used), stack=stack)
+
+    assert outcome.passed, outcome.reasons
+    assert world.redirected == (
+        f"{stack.split('+')[0].replace('-stt', '')}.STT(model={stt_model!r})",
+        f"{'google' if 'google' in stack else 'openai'}.LLM(model={llm_model!r})",
+        "cartesia.TTS(model='sonic-2')",
+    )
+    # the app's instances did the work, and the emulators saw their options
+    assert {"stt", "llm", "tts"} <= set(used)
+    assert world.stt.model == stt_model
+    assert world.tts.model == "sonic-2"
+    assert world.audio_out.sample_rate == 24_000
+    assert [text for _, text, _ in world.stt.finals] == ["do you have a terrace", "great thanks"]
+    assert world.tts.sentences == {1: "Sure: do you have a terrace.", 2: "Sure: great thanks."}
+
+
+class _OwnTransportSTT(deepgram.STT):  # type: ignore[misc]
+    async def _recognize_impl(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class _HomeMadeSTT(stt.STT):
+    def __init__(self) -> None:
+        super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
+
+    async def _recognize_impl(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def test_a_realtime_model_on_a_pipeline_stack_points_at_the_realtime_stack() -> None:
+    agent = Agent(instructions="t", llm=google.realtime.RealtimeModel(api_key=_KEY))
+    with pytest.raises(NotRedirectable, match="run a Gemini Live model on --stack gemini-live"):
+        check_redirects(agent, "deepgram+google+cartesia", "App")
+
+
+@pytest.mark.parametrize(
+    ("stack", "plugin", "why"),
+    [
+        (
+            "deepgram+openai+cartesia",
+            lambda: _OwnTransportSTT(api_key=_KEY),
+            "App's own stt test_app_plugins_redirect._OwnTransportSTT(model='nova-3') cannot be "
+            "redirected: its class overrides _recognize_impl of deepgram.STT",
+        ),
+        (
+            "deepgram+openai+cartesia",
+            _HomeMadeSTT,
+            "App's own stt test_app_plugins_redirect._HomeMadeSTT cannot be redirected: the lab "
+            "emulates only deepgram.STT,",
+        ),
+        (
+            "openai-stt+openai+cartesia",
+            lambda: deepgram.STT(api_key=_KEY),
+            "stack 'openai-stt+openai+cartesia' has no deepgram.STT emulator",
+        ),
+        (
+            "deepgram+openai+cartesia",
+            lambda: cartesia.TTS(sample_rate=22_050, api_key=_KEY),
+            "it asks for 22050 Hz and the emulator's marked audio needs whole 10 ms frames",
+        ),
+        (
+            "openai-stt+openai+cartesia",
+            lambda: openai.STT(model="gpt-4o-transcribe", use_realtime=True, api_key=_KEY),
+            "it transcribes over OpenAI's realtime websocket",
+        ),
+    ],
+)
+def test_an_instance_that_cannot_be_redirected_is_named_with_why(
+    stack: str, plugin: Any, why: str
+) -> None:
+    made = plugin()
+    role = "tts" if isinstance(made, cartesia.TTS) else "stt"
+    agent = Agent(instructions="t", **{role: made})
+    with pytest.raises(NotRedirectable) as refused:
+        check_redirects(agent, stack, "App")
+    assert why in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+_APP = """
+from livekit.agents import Agent, function_tool
+from livekit.plugins import cartesia, deepgram
+
+
+class WithKeys(Agent):
+    @function_tool
+    async def opening_hours(self) -> str:
+        'When the restaurant opens.'
+        return "from noon"
+
+    def __init__(self, instructions: str = "t", **kwargs):
+        # no key passed: the plugins read DEEPGRAM_API_KEY / CARTESIA_API_KEY, unset here
+        super().__init__(
+            instructions=instructions,
+            stt=deepgram.STT(model="nova-3"),
+            tts=cartesia.TTS(),
+            **kwargs,
+        )
+
+
+class At22050(Agent):
+    def __init__(self, instructions: str = "t", **kwargs):
+        super().__init__(instructions=instructions, tts=cartesia.TTS(sample_rate=22050), **kwargs)
+"""
+
+
+def _app_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "redirect_app.py").write_text(_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "redirect_app", raising=False)
+    for variable in ("DEEPGRAM_API_KEY", "CARTESIA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def test_the_lab_says_which_instances_it_redirected(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _app_module(tmp_path, monkeypatch)
+    code = main(
+        [
+            "lab",
+            "--stack",
+            "deepgram+openai+cartesia",
+            "--agent",
+            "redirect_app:WithKeys",
+            "--only",
+            "^control/two_turns$",
+            "--quiet",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    # its tool's probe ran on the stack too (on the scripted providers, its own instances would
+    # have gone to the real Deepgram and Cartesia): the tool's windows were found
+    assert "tool opening_hours(): windows gap @" in out
+    assert (
+        "stack deepgram+openai+cartesia: WithKeys's own deepgram.STT(model='nova-3'), "
+        "cartesia.TTS(model='sonic-3') redirected to the emulators, their options kept"
+    ) in out
+
+
+def test_an_app_whose_instance_cannot_be_redirected_is_one_line_exit_2(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _app_module(tmp_path, monkeypatch)
+    code = main(["lab", "--stack", "deepgram+openai+cartesia", "--agent", "redirect_app:At22050"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""  # before any call
+    (line,) = captured.err.strip().splitlines()
+    assert (
+        "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 22050 Hz" in line
+    )
