@@ -33,7 +33,7 @@ def _not_on_a_stack(scenario: Scenario, realtime: str | None = None) -> str | No
     if scenario.model != "pipeline":
         return "a realtime model: no STT, LLM and TTS plugins to put on a stack"
     faults = scenario.provider_faults
-    if faults.stt_dies_at is not None or faults.tts_faulty:
+    if faults.stt_faulty or faults.tts_faulty:
         return "a scripted fault of the lab's own STT or TTS, not of a provider's wire"
     if scenario.caller_line != "marked":
         return (

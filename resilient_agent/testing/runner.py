@@ -360,6 +360,12 @@ def _providers(
             interim_results=scenario.stt_interims,
             script=script,
             dies_at=faults.stt_dies_at,
+            silent_at=faults.stt_silent_at,
+            **(
+                {"endpoint_silence": faults.stt_final_after_s}
+                if faults.stt_final_after_s is not None
+                else {}
+            ),
             clock=clock,
         )
         if real is None

@@ -1,6 +1,6 @@
 """Catalog scenarios for providers that fail mid-call.
 
-A dying STT stream, an LLM that always times out, a TTS that ends a reply without a frame or
+A dying STT stream, one that stays open and answers nothing, an LLM that always times out, a TTS that ends a reply without a frame or
 returns silence for it, and (controls) a TTS error mid-speech that livekit already survives and
 a TTS slow to its first byte.
 
@@ -27,6 +27,9 @@ _NO_AUDIO_BOUND = 7.0
 # a reply of silence plays out (1.4 s) before it is said again: 2.8 s; a TTS 2 s slow to its
 # first byte: 3.05 s
 _SILENCE_BOUND = 4.0
+# the turn ends 0.55 s after the caller stops; SttRecovery waits 2 s more for any transcript,
+# then the words recovered from the kept audio are answered
+_SILENT_STT_BOUND = 0.55 + 2.0 + 2.0
 # LlmFallback's default line (tests/test_provider_faults.py checks that they agree)
 FALLBACK_LINE = "Sorry, I'm having trouble right now. Could you say that again in a moment?"
 
@@ -52,6 +55,51 @@ def provider_fault_scenarios() -> list[Scenario]:
             provider_faults=ProviderFaults(stt_dies_at=8.0),
             # the death lands before, inside, at the end of and after the second sentence
             sweep=Sweep(utterance=1, start=5.4, stop=8.2, step=0.2),
+        ),
+        Scenario(
+            name="provider/stt_goes_silent",
+            family="provider",
+            description=(
+                "The STT stream stops answering between the caller's first and second "
+                "sentences: open, taking audio, no transcript and no error (a half-open "
+                "socket); livekit never reconnects, and every later word is lost."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "hello is this the restaurant"),
+                Utterance(
+                    7.0,
+                    9.4,
+                    "I would like a table for four people tonight",
+                    reply_within=_SILENT_STT_BOUND,
+                ),
+                Utterance(19.0, 20.4, "and do you have parking nearby"),
+            ),
+            duration=26.0,
+            provider_faults=ProviderFaults(stt_silent_at=6.0),
+        ),
+        Scenario(
+            name="control/slow_stt_final",
+            family="control",
+            description=(
+                "The STT sends no interim transcript and its final one 1.5 s after the "
+                "caller's last word, after the VAD ended the turn: slow, but live; nothing is "
+                "re-transcribed or restarted."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "hello is this the restaurant", reply_within=_SILENCE_BOUND),
+                Utterance(
+                    7.0,
+                    9.4,
+                    "I would like a table for four people tonight",
+                    reply_within=_SILENCE_BOUND,
+                ),
+            ),
+            duration=16.0,
+            stt_interims=False,
+            provider_faults=ProviderFaults(stt_final_after_s=1.5),
+            control=True,
         ),
         Scenario(
             name="provider/llm_always_times_out",
