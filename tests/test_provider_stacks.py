@@ -112,6 +112,29 @@ def test_the_words_of_a_socket_dropped_mid_utterance_are_recovered() -> None:
     assert control.race_events == []
 
 
+def test_a_deepgram_socket_that_goes_silent_is_restarted_and_its_words_recovered() -> None:
+    # the socket takes audio and answers nothing from 0.5 s of audio on, with no error: the
+    # plugin never reconnects, and a plain Agent loses every word of the call
+    scenario = _scenario("control/two_turns")
+    silent = DeepgramFaults(silent_after_s=0.5)
+    stack = "deepgram+openai+cartesia"
+    _, plain = run_scenario(scenario, Agent, stack=stack, deepgram_faults=silent)
+    assert plain.lost_words == 7
+    assert plain.reply_latencies_s == [None, None]
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=silent)
+    assert resilient.lost_words == 0
+    assert all(latency is not None for latency in resilient.reply_latencies_s)
+    kinds = [(race["kind"], race["action"]) for race in resilient.race_events]
+    assert kinds[:3] == [
+        ("stt_silent", None),
+        ("stt_silent", "restarted_stream"),
+        ("stt_silent", "recovered_words"),
+    ]
+    # a fresh socket for the rest of the call, one pre-recorded request for the lost words
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert world.connections["deepgram-emulator http /v1/listen"] == 1
+
+
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
 _ID = re.compile(r"\b([a-z]+)_[0-9a-f]{12}\b")
 
