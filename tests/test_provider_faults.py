@@ -275,3 +275,55 @@ def test_a_slow_but_live_stt_raises_no_alarm() -> None:
     hasty = _with_middleware(scenario, TurnKeeper(), SttRecovery(silent_s=0.5))
     _, outcome = run_scenario(hasty, ResilientAgent)
     assert _events(outcome, "stt_silent", "restarted_stream")
+
+
+# -- an LLM that keeps the stream alive and sends no token ---------------------------------------
+
+
+def test_plain_agent_waits_in_silence_on_an_llm_that_keeps_alive_without_tokens() -> None:
+    world, outcome = run_scenario(_scenario("provider/llm_keeps_alive_without_tokens"), Agent)
+    # one request, never given up: its chunks keep it alive for the whole 30 s call
+    [request] = world.llm.requests
+    assert request.hung
+    assert outcome.reply_latencies_s == [None]
+
+
+def test_an_llm_that_keeps_alive_without_tokens_is_asked_again() -> None:
+    world, outcome = run_scenario(
+        _scenario("provider/llm_keeps_alive_without_tokens"), ResilientAgent
+    )
+    assert outcome.passed, outcome.reasons
+    # the role-only and empty chunks are not a first token: the reply is abandoned 6 s into
+    # its thinking and counted as a failed attempt, and asked again
+    [asked] = _events(outcome, "thinking_without_speech", "asked_for_the_reply_again")
+    assert asked["at_s"] == pytest.approx(9.05, abs=0.05)
+    [failed] = _events(outcome, "llm_keeps_failing")
+    assert failed["how"] == "abandoned"
+    assert [r.hung for r in world.llm.requests] == [True, False]
+    assert outcome.reply_latencies_s == [pytest.approx(7.2, abs=0.05)]
+
+
+def test_an_llm_that_always_keeps_alive_without_tokens_gets_the_fallback_line() -> None:
+    scenario = _scenario("provider/llm_keeps_alive_without_tokens")
+    rule = dataclasses.replace(scenario.llm[0], keeps_alive_before=60.0)
+    scenario = dataclasses.replace(
+        scenario, llm=(rule,), provider_faults=ProviderFaults(fallback_line=FALLBACK_LINE)
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    [said] = _events(outcome, "llm_keeps_failing", "said_fallback_line")
+    assert said["failed_attempts"] == 2
+    assert _fallback_heard_at(world) - said["at_s"] < 0.5
+
+
+def test_an_llm_slow_to_its_first_token_raises_nothing() -> None:
+    scenario = _scenario("control/slow_llm_first_token")
+    _, plain = run_scenario(scenario, Agent)
+    world, resilient = run_scenario(scenario, ResilientAgent)
+    assert resilient.passed, resilient.reasons
+    assert resilient.reply_latencies_s == plain.reply_latencies_s
+    assert resilient.race_events == []
+    assert len(world.llm.requests) == 2
+    # the Watchdog's thinking period is what keeps it quiet: 2 s is shorter than the model
+    hasty = _with_middleware(scenario, TurnKeeper(), Watchdog(thinking_s=2.0))
+    _, outcome = run_scenario(hasty, ResilientAgent)
+    assert _events(outcome, "thinking_without_speech", "asked_for_the_reply_again")

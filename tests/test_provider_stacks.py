@@ -135,6 +135,22 @@ def test_a_deepgram_socket_that_goes_silent_is_restarted_and_its_words_recovered
     assert world.connections["deepgram-emulator http /v1/listen"] == 1
 
 
+def test_an_openai_stream_of_keep_alive_chunks_is_asked_again() -> None:
+    # the emulator sends a role-only chunk and then an empty delta every second, never a
+    # token: the openai plugin's read timeout never fires, and a plain Agent never answers
+    scenario = _scenario("provider/llm_keeps_alive_without_tokens")
+    stack = "deepgram+openai+cartesia"
+    world, plain = run_scenario(scenario, Agent, stack=stack)
+    assert plain.reply_latencies_s == [None]
+    assert world.connections["openai-emulator http /v1/chat/completions"] == 1
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack)
+    assert resilient.passed, resilient.reasons
+    assert world.connections["openai-emulator http /v1/chat/completions"] == 2
+    assert ("thinking_without_speech", "asked_for_the_reply_again") in {
+        (race["kind"], race["action"]) for race in resilient.race_events
+    }
+
+
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ
 _ID = re.compile(r"\b([a-z]+)_[0-9a-f]{12}\b")
 

@@ -30,6 +30,10 @@ _SILENCE_BOUND = 4.0
 # the turn ends 0.55 s after the caller stops; SttRecovery waits 2 s more for any transcript,
 # then the words recovered from the kept audio are answered
 _SILENT_STT_BOUND = 0.55 + 2.0 + 2.0
+# the stalled reply thinks for the Watchdog's 6 s and is asked again, which answers
+_KEEP_ALIVE_BOUND = 1.2 + 6.0 + 1.5 * 1.2
+# a model 3 s slow to its first token: 0.9 s to the end of the turn and 3 s of thinking
+_SLOW_LLM_BOUND = 0.55 + 3.0 + 1.0
 # LlmFallback's default line (tests/test_provider_faults.py checks that they agree)
 FALLBACK_LINE = "Sorry, I'm having trouble right now. Could you say that again in a moment?"
 
@@ -116,6 +120,47 @@ def provider_fault_scenarios() -> list[Scenario]:
             llm=(LLMRule(text="We open at noon.", times_out_before=60.0),),
             duration=30.0,
             provider_faults=ProviderFaults(fallback_line=FALLBACK_LINE),
+        ),
+        Scenario(
+            name="provider/llm_keeps_alive_without_tokens",
+            family="provider",
+            description=(
+                "The LLM answers the caller's question with a role-only chunk, then an empty "
+                "chunk every second and never a token: the stream stays alive (each chunk "
+                "resets a client's read timeout), so nothing times out and the caller waits "
+                "in silence."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_KEEP_ALIVE_BOUND),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="parking",
+                    text="Yes, we have free parking.",
+                    keeps_alive_before=5.0,
+                ),
+            ),
+            duration=30.0,
+        ),
+        Scenario(
+            name="control/slow_llm_first_token",
+            family="control",
+            description=(
+                "The LLM takes 3 s to its first token, every request: late but live, the "
+                "answer is heard once, and nothing is asked again."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_SLOW_LLM_BOUND),
+                Utterance(12.0, 13.4, "is the terrace open", reply_within=_SLOW_LLM_BOUND),
+            ),
+            llm=(
+                LLMRule(when_user_says="parking", text="Yes, we have free parking.", ttft=3.0),
+                LLMRule(when_user_says="terrace", text="Yes, it is open.", ttft=3.0),
+            ),
+            duration=22.0,
+            control=True,
         ),
         Scenario(
             name="provider/tts_returns_no_audio",
