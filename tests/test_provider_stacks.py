@@ -18,7 +18,7 @@ from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
-from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing import Scenario, heard_sentences, run_scenario
 from resilient_agent.testing.emulators import DeepgramEmulator, DeepgramFaults
 from resilient_agent.testing.stacks import STACKS
 
@@ -149,6 +149,22 @@ def test_an_openai_stream_of_keep_alive_chunks_is_asked_again() -> None:
     assert ("thinking_without_speech", "asked_for_the_reply_again") in {
         (race["kind"], race["action"]) for race in resilient.race_events
     }
+
+
+def test_a_cartesia_error_mid_context_is_survived_as_on_the_scripted_tts() -> None:
+    # Cartesia answers the reply's second sentence with an error message, mid-context: the
+    # rest of that reply is lost and the next question is answered, on both agents, exactly
+    # as the scripted TTS's error on that sentence
+    scenario = _scenario("control/tts_error_mid_reply")
+    assert "a scripted fault" not in str(stack_variants([scenario])[1])
+    for agent in (Agent, ResilientAgent):
+        world, outcome = run_scenario(scenario, agent, stack="deepgram+openai+cartesia")
+        assert outcome.passed, outcome.reasons
+        heard = {s.text: s.heard for s in heard_sentences(world)}
+        assert heard["We make a lemon tart."] > 0
+        assert heard["We also have a chocolate mousse."] == 0
+        assert outcome.reply_latencies_s == [pytest.approx(1.2, abs=0.05)]
+        assert outcome.race_events == []
 
 
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ

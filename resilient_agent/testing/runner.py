@@ -192,6 +192,7 @@ async def run_scenario_async(
         word_lookup=lambda u, w: words[(u, w)],
         interim_results=scenario.stt_interims,
         deepgram_faults=deepgram_faults,
+        tts_error_on_sentence=scenario.provider_faults.tts_fails_sentence,
     ) as running:
         world = await _run_call(scenario, agent_class, running)
         world.connections = running.connections()
