@@ -11,7 +11,6 @@ plays its provider's realtime calls (``realtime_gemini``) and leaves out everyth
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Sequence
 
 from ..testing import Scenario

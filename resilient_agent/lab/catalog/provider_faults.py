@@ -1,8 +1,10 @@
 """Catalog scenarios for providers that fail mid-call.
 
-A dying STT stream, one that stays open and answers nothing, an LLM that always times out, a TTS that ends a reply without a frame or
-returns silence for it, and (controls) a TTS error mid-speech that livekit already survives and
-a TTS slow to its first byte.
+A dying STT stream, one that stays open and answers nothing, an LLM that always times out, one
+that keeps its stream alive and sends no token, a TTS that ends a reply without a frame or
+returns silence for it, and (controls) an STT slow to its final transcript, an LLM slow to its
+first token, a TTS error mid-speech that livekit already survives and a TTS slow to its first
+byte.
 
 Timings follow the catalog's clock: the caller's turn ends 0.55 s after they stop, the scripted
 LLM answers after 0.3 s, TTS speaks 15 characters a second. livekit's default connection options
