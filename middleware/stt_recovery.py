@@ -16,13 +16,24 @@ caused by an ``APIError``: Deepgram's socket closed mid-utterance) keeps the str
 loses the words it had not finalized: those are re-transcribed the same way, reported as
 ``stt_reconnected``, once until the next final transcript.
 
-It costs nothing while the STT is healthy: listeners on the session's ``error`` and
-``user_input_transcribed`` events and no hook the chain dispatches.
+A stream that stays open and answers nothing (a half-open socket: no transcript, no error,
+livekit never reconnects) is found on evidence: the caller's speech ended (the VAD's word),
+the STT was fed their audio (no protected speech withheld it), and ``silent_s`` later not one
+transcript, interim or final, came since the speech began. A streaming STT that is slow but
+live sends its words long before that. The kept audio since the last final transcript is then
+re-transcribed through a fresh stream of the same STT; only when it holds words the stream
+never delivered (noise the VAD took for speech holds none) is the stream restarted, and the
+stream reported as ``stt_silent`` with the words recovered.
+
+It costs nothing while the STT is healthy: listeners on the session's ``error``,
+``user_input_transcribed`` and ``user_state_changed`` events (a timer per end of speech) and
+no hook the chain dispatches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from livekit.agents import APIError, stt, utils
@@ -31,6 +42,7 @@ from livekit.agents.voice import events as lk_events
 from resilient_agent import CloseReason, Middleware, MiddlewareContext, OptionChecker, get_logger
 
 from .clock import loop_now
+from .session_facts import stt_is_withheld
 from .word_recovery import WordRecovery
 
 __all__ = ["SttRecovery"]
@@ -44,6 +56,10 @@ STT_RECONNECTED = "stt_reconnected"
 """The race kind of a stream livekit (or the plugin) reconnected after a connection failure: the
 words the lost connection was hearing are recovered under it."""
 
+STT_SILENT = "stt_silent"
+"""The race kind of a stream that stayed open and answered nothing (a half-open socket): the
+detection, the restart and the words recovered are reported under it."""
+
 
 class SttRecovery(Middleware):
     """Restarts an STT stream that died of an error livekit does not retry (on by default).
@@ -53,20 +69,30 @@ class SttRecovery(Middleware):
             once and left to livekit (its ``max_unrecoverable_errors`` closes the session).
         recover_words: Re-transcribe the caller's audio since the last final transcript
             (needs the TurnKeeper and its audio buffer).
+        silent_s: Seconds after the caller's speech ended without a single transcript since it
+            began before a streaming STT is suspected of a half-open socket (the kept audio is
+            then re-transcribed; the evidence needs the TurnKeeper and ``recover_words``).
     """
 
     name = "SttRecovery"
 
-    def __init__(self, *, max_restarts: int = 3, recover_words: bool = True) -> None:
+    def __init__(
+        self, *, max_restarts: int = 3, recover_words: bool = True, silent_s: float = 2.0
+    ) -> None:
         check = OptionChecker(self.display_name)
         self.max_restarts = check.count("max_restarts", max_restarts, ge=1, le=100)
         self.recover_words = check.flag("recover_words", recover_words)
+        self.silent_s = check.number("silent_s", silent_s, ge=0.5, le=60.0)
         self.restarts = 0
         self._ctx: MiddlewareContext | None = None
         self._pending: asyncio.Handle | None = None
         # a reconnect's words are recovered once until the next final transcript: livekit
         # retries a connection several times, and each retry reports an error
         self._recovered_since_final = False
+        self._speech_began: float | None = None
+        self._audio_withheld = False
+        self._last_transcript_at = float("-inf")
+        self._silence_check: asyncio.TimerHandle | None = None
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Listen for the session's error events."""
@@ -74,13 +100,18 @@ class SttRecovery(Middleware):
         self.restarts = 0
         ctx.listen(ctx.session, "error", self._on_error, by=self)
         ctx.listen(ctx.session, "user_input_transcribed", self._on_transcript, by=self)
+        ctx.listen(ctx.session, "user_state_changed", self._on_user_state, by=self)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Cancel a restart not yet made (the listener is removed by the core)."""
         if self._pending is not None:
             self._pending.cancel()
+        if self._silence_check is not None:
+            self._silence_check.cancel()
+            self._silence_check = None
 
     def _on_transcript(self, ev: lk_events.UserInputTranscribedEvent) -> None:
+        self._last_transcript_at = loop_now()
         if ev.is_final:
             self._recovered_since_final = False
 
@@ -111,6 +142,73 @@ class SttRecovery(Middleware):
             return
         # livekit raises the error right after reporting it: restart once it has unwound
         self._pending = asyncio.get_running_loop().call_soon(self._restart, ctx, died_at)
+
+    def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
+        ctx = self._ctx
+        if ctx is None:
+            return
+        if ev.new_state == "speaking":
+            self._speech_began = loop_now()
+            self._audio_withheld = stt_is_withheld(ctx.session)
+            return
+        began, self._speech_began = self._speech_began, None
+        if began is None or not self.recover_words:
+            return
+        # the STT was fed silence for (part of) the speech: its silence is no evidence
+        withheld = self._audio_withheld or stt_is_withheld(ctx.session)
+        if withheld:
+            return
+        if self._silence_check is not None:
+            self._silence_check.cancel()
+        ended = loop_now()
+        self._silence_check = asyncio.get_running_loop().call_later(
+            self.silent_s, self._check_silence, ctx, began, ended
+        )
+
+    def _check_silence(self, ctx: MiddlewareContext, began: float, ended: float) -> None:
+        """The speech got no transcript at all: ask the kept audio whether it held words."""
+        self._silence_check = None
+        if self._last_transcript_at >= began or self.restarts >= self.max_restarts:
+            return
+        recognizer = _current_stt(ctx)
+        # a non-streaming STT answers once the VAD cut the audio: no socket to half-close
+        if recognizer is None or not recognizer.capabilities.streaming:
+            return
+        recovery = ctx.service(WordRecovery)
+        if recovery is None:
+            return
+        recovery.recover_unheard_audio(
+            ctx,
+            kind=STT_SILENT,
+            on_words=functools.partial(self._restart_silent, ctx, recognizer, ended),
+        )
+
+    def _restart_silent(
+        self, ctx: MiddlewareContext, recognizer: stt.STT[Any], ended: float, words: int
+    ) -> None:
+        """The kept audio held words the stream never delivered: it is deaf, restart it."""
+        if self._last_transcript_at >= ended or self.restarts >= self.max_restarts:
+            # the stream answered after all while the audio was re-transcribed: not deaf
+            return
+        found_at = loop_now()
+        ctx.race_detected(
+            self,
+            STT_SILENT,
+            details={
+                "after_end_of_speech_s": round(found_at - ended, 3),
+                "words": words,
+                "stt": recognizer.label,
+            },
+        )
+        self.restarts += 1
+        ctx.agent.update_options(stt=recognizer)
+        ctx.race_handled(
+            self,
+            STT_SILENT,
+            "restarted_stream",
+            details={"restart": self.restarts, "after_end_of_speech_s": round(found_at - ended, 3)},
+            counts={"stt_restarts": 1, "stt_silent_streams": 1},
+        )
 
     def _on_reconnect(self, error: stt.STTError) -> None:
         """A connection lost mid-stream: the stream goes on, the words it was hearing do not.

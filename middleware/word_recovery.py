@@ -9,6 +9,8 @@ by the chain before it, the active agent has no chain of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from resilient_agent import MiddlewareContext
 
 __all__ = ["WordRecovery"]
@@ -17,12 +19,21 @@ __all__ = ["WordRecovery"]
 class WordRecovery:
     """Re-transcribes the caller's audio since the last final transcript (an STT lost it)."""
 
-    def recover_unheard_audio(self, ctx: MiddlewareContext, *, kind: str) -> bool:
+    def recover_unheard_audio(
+        self,
+        ctx: MiddlewareContext,
+        *,
+        kind: str,
+        on_words: Callable[[int], None] | None = None,
+    ) -> bool:
         """Start the recovery; its words reach the LLM like any words livekit dropped.
 
         Args:
             ctx: The session's context.
             kind: The race kind the recovered words are reported under.
+            on_words: Called with the number of words recovered, just before they are
+                reported, when the audio held words the STT never delivered (not called
+                otherwise): the evidence that the STT lost them.
 
         Returns:
             False when no audio is kept to recover from.

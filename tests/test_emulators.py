@@ -190,3 +190,62 @@ def test_cartesia_speaks_marked_audio_per_transcript_then_done_and_word_timestam
     stamps = [m["word_timestamps"]["words"] for m in messages if "word_timestamps" in m]
     assert stamps == [["Hello", "there."], ["Bye", "now."]]
     assert messages[-1] == {"type": "done", "done": True, "context_id": "ctx1"}
+
+
+def test_openai_keeps_the_stream_alive_with_empty_chunks_and_never_a_token() -> None:
+    rule = LLMRule(text="Yes, we have free parking.", keeps_alive_before=60.0)
+
+    async def main() -> list[str]:
+        async with OpenAIEmulator(ScriptedLLM([rule])) as server, aiohttp.ClientSession() as http:
+            body = {
+                "model": "gpt-4.1",
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+            async with http.post(f"{server.base_url}/chat/completions", json=body) as response:
+                lines: list[str] = []
+                # the role chunk and then one empty chunk a second, for as long as one listens
+                while len(lines) < 4:
+                    line = (await response.content.readline()).decode().strip()
+                    if line.startswith("data: "):
+                        lines.append(line.removeprefix("data: "))
+                return lines
+
+    events = run_virtual(main())
+    deltas = [json.loads(e)["choices"][0] for e in events]
+    assert deltas[0]["delta"] == {"role": "assistant", "content": ""}
+    assert [d["delta"] for d in deltas[1:]] == [{}, {}, {}]
+    assert all(d["finish_reason"] is None for d in deltas)
+
+
+def test_deepgram_socket_goes_silent_after_its_audio_and_a_new_one_answers() -> None:
+    async def send_speech(http: aiohttp.ClientSession, url: str) -> list[dict[str, Any]]:
+        async with http.ws_connect(f"{url}/v1/listen?encoding=linear16&sample_rate=16000") as ws:
+            await ws.send_bytes(_speech())
+            await ws.send_str(json.dumps({"type": "Finalize"}))
+            messages: list[dict[str, Any]] = []
+            try:
+                while True:
+                    msg = await ws.receive(timeout=2.0)
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        break
+                    messages.append(json.loads(msg.data))
+            except TimeoutError:
+                pass
+            return messages
+
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        faults = DeepgramFaults(silent_after_s=0.1)
+        async with (
+            DeepgramEmulator(_lookup, faults=faults) as server,
+            aiohttp.ClientSession() as http,
+        ):
+            first = await send_speech(http, server.url)
+            second = await send_speech(http, server.url)
+            return first, second, server.silenced
+
+    first, second, silenced = run_virtual(main())
+    # open, audio taken, nothing answered (not even the Finalize); the next socket answers
+    assert first == []
+    assert silenced == 1
+    assert any(m.get("is_final") and "book nine" in json.dumps(m) for m in second)

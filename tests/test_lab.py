@@ -83,6 +83,8 @@ EXPECTED_BREAKS = {
     "stall/reply_waits_for_noise": "answered after",
     "provider/stt_dies_mid_call": "never reached the LLM",
     "provider/llm_always_times_out": "never answered audibly",
+    "provider/stt_goes_silent": "never reached the LLM",
+    "provider/llm_keeps_alive_without_tokens": "never answered audibly",
     "workflows/email_over_hold_before_email_task": "never reached the LLM",
     "workflows/address_over_hold_before_address_task": "never reached the LLM",
     "workflows/email_over_hold_before_task_group": "never reached the LLM",

@@ -232,3 +232,98 @@ def test_a_plain_agent_handed_the_call_gets_the_words_of_a_dead_stt_stream_recov
     assert outcome.lost_words == 0
     turn = "I would like a table for four people tonight"
     assert any(r.last_user_text == turn for r in world.llm.requests)
+
+
+# -- an STT stream that stays open and answers nothing (a half-open socket) ----------------------
+
+
+def test_plain_agent_goes_deaf_when_the_stt_stream_goes_silent() -> None:
+    world, outcome = run_scenario(_scenario("provider/stt_goes_silent"), Agent)
+    assert world.stt.went_silent_at == pytest.approx(6.0, abs=0.05)
+    # no error, no transcript: every word from the silence on is lost, nobody is told
+    assert outcome.lost_words == 15
+    assert outcome.reply_latencies_s[1:] == [None, None]
+    assert outcome.race_events == []
+
+
+def test_a_silent_stt_stream_is_restarted_and_its_words_recovered() -> None:
+    world, outcome = run_scenario(_scenario("provider/stt_goes_silent"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0
+    [found] = [e for e in outcome.race_events if e["kind"] == "stt_silent" and e["action"] is None]
+    # the VAD ended the second sentence at 9.95 s; no transcript came in the 2 s after it
+    assert found["after_end_of_speech_s"] == pytest.approx(2.0, abs=0.05)
+    assert found["words"] == 9
+    [restart] = _events(outcome, "stt_silent", "restarted_stream")
+    assert restart["at_s"] == pytest.approx(11.95, abs=0.05)
+    [recovered] = _events(outcome, "stt_silent", "recovered_words")
+    assert recovered["words"] == 9
+    turn = "I would like a table for four people tonight"
+    assert any(r.last_user_text == turn for r in world.llm.requests)
+    # the restarted stream hears the third sentence
+    assert outcome.reply_latencies_s[2] == pytest.approx(1.2, abs=0.05)
+
+
+def test_a_slow_but_live_stt_raises_no_alarm() -> None:
+    scenario = _scenario("control/slow_stt_final")
+    _, plain = run_scenario(scenario, Agent)
+    _, resilient = run_scenario(scenario, ResilientAgent)
+    assert resilient.passed, resilient.reasons
+    assert resilient.reply_latencies_s == plain.reply_latencies_s
+    assert resilient.race_events == []
+    # the bound is what keeps it quiet: waiting less than the STT's 1.5 s takes it for deaf
+    hasty = _with_middleware(scenario, TurnKeeper(), SttRecovery(silent_s=0.5))
+    _, outcome = run_scenario(hasty, ResilientAgent)
+    assert _events(outcome, "stt_silent", "restarted_stream")
+
+
+# -- an LLM that keeps the stream alive and sends no token ---------------------------------------
+
+
+def test_plain_agent_waits_in_silence_on_an_llm_that_keeps_alive_without_tokens() -> None:
+    world, outcome = run_scenario(_scenario("provider/llm_keeps_alive_without_tokens"), Agent)
+    # one request, never given up: its chunks keep it alive for the whole 30 s call
+    [request] = world.llm.requests
+    assert request.hung
+    assert outcome.reply_latencies_s == [None]
+
+
+def test_an_llm_that_keeps_alive_without_tokens_is_asked_again() -> None:
+    world, outcome = run_scenario(
+        _scenario("provider/llm_keeps_alive_without_tokens"), ResilientAgent
+    )
+    assert outcome.passed, outcome.reasons
+    # the role-only and empty chunks are not a first token: the reply is abandoned 6 s into
+    # its thinking and counted as a failed attempt, and asked again
+    [asked] = _events(outcome, "thinking_without_speech", "asked_for_the_reply_again")
+    assert asked["at_s"] == pytest.approx(9.05, abs=0.05)
+    [failed] = _events(outcome, "llm_keeps_failing")
+    assert failed["how"] == "abandoned"
+    assert [r.hung for r in world.llm.requests] == [True, False]
+    assert outcome.reply_latencies_s == [pytest.approx(7.2, abs=0.05)]
+
+
+def test_an_llm_that_always_keeps_alive_without_tokens_gets_the_fallback_line() -> None:
+    scenario = _scenario("provider/llm_keeps_alive_without_tokens")
+    rule = dataclasses.replace(scenario.llm[0], keeps_alive_before=60.0)
+    scenario = dataclasses.replace(
+        scenario, llm=(rule,), provider_faults=ProviderFaults(fallback_line=FALLBACK_LINE)
+    )
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    [said] = _events(outcome, "llm_keeps_failing", "said_fallback_line")
+    assert said["failed_attempts"] == 2
+    assert _fallback_heard_at(world) - said["at_s"] < 0.5
+
+
+def test_an_llm_slow_to_its_first_token_raises_nothing() -> None:
+    scenario = _scenario("control/slow_llm_first_token")
+    _, plain = run_scenario(scenario, Agent)
+    world, resilient = run_scenario(scenario, ResilientAgent)
+    assert resilient.passed, resilient.reasons
+    assert resilient.reply_latencies_s == plain.reply_latencies_s
+    assert resilient.race_events == []
+    assert len(world.llm.requests) == 2
+    # the Watchdog's thinking period is what keeps it quiet: 2 s is shorter than the model
+    hasty = _with_middleware(scenario, TurnKeeper(), Watchdog(thinking_s=2.0))
+    _, outcome = run_scenario(hasty, ResilientAgent)
+    assert _events(outcome, "thinking_without_speech", "asked_for_the_reply_again")

@@ -18,7 +18,7 @@ from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
-from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing import Scenario, heard_sentences, run_scenario
 from resilient_agent.testing.emulators import DeepgramEmulator, DeepgramFaults
 from resilient_agent.testing.stacks import STACKS
 
@@ -110,6 +110,61 @@ def test_the_words_of_a_socket_dropped_mid_utterance_are_recovered() -> None:
     assert control.passed, control.reasons
     assert world.connections["deepgram-emulator ws /v1/listen"] == 2
     assert control.race_events == []
+
+
+def test_a_deepgram_socket_that_goes_silent_is_restarted_and_its_words_recovered() -> None:
+    # the socket takes audio and answers nothing from 0.5 s of audio on, with no error: the
+    # plugin never reconnects, and a plain Agent loses every word of the call
+    scenario = _scenario("control/two_turns")
+    silent = DeepgramFaults(silent_after_s=0.5)
+    stack = "deepgram+openai+cartesia"
+    _, plain = run_scenario(scenario, Agent, stack=stack, deepgram_faults=silent)
+    assert plain.lost_words == 7
+    assert plain.reply_latencies_s == [None, None]
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack, deepgram_faults=silent)
+    assert resilient.lost_words == 0
+    assert all(latency is not None for latency in resilient.reply_latencies_s)
+    kinds = [(race["kind"], race["action"]) for race in resilient.race_events]
+    assert kinds[:3] == [
+        ("stt_silent", None),
+        ("stt_silent", "restarted_stream"),
+        ("stt_silent", "recovered_words"),
+    ]
+    # a fresh socket for the rest of the call, one pre-recorded request for the lost words
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 2
+    assert world.connections["deepgram-emulator http /v1/listen"] == 1
+
+
+def test_an_openai_stream_of_keep_alive_chunks_is_asked_again() -> None:
+    # the emulator sends a role-only chunk and then an empty delta every second, never a
+    # token: the openai plugin's read timeout never fires, and a plain Agent never answers
+    scenario = _scenario("provider/llm_keeps_alive_without_tokens")
+    stack = "deepgram+openai+cartesia"
+    world, plain = run_scenario(scenario, Agent, stack=stack)
+    assert plain.reply_latencies_s == [None]
+    assert world.connections["openai-emulator http /v1/chat/completions"] == 1
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=stack)
+    assert resilient.passed, resilient.reasons
+    assert world.connections["openai-emulator http /v1/chat/completions"] == 2
+    assert ("thinking_without_speech", "asked_for_the_reply_again") in {
+        (race["kind"], race["action"]) for race in resilient.race_events
+    }
+
+
+def test_a_cartesia_error_mid_context_is_survived_as_on_the_scripted_tts() -> None:
+    # Cartesia answers the reply's second sentence with an error message, mid-context: the
+    # rest of that reply is lost and the next question is answered, on both agents, exactly
+    # as the scripted TTS's error on that sentence
+    scenario = _scenario("control/tts_error_mid_reply")
+    assert "a scripted fault" not in str(stack_variants([scenario])[1])
+    for agent in (Agent, ResilientAgent):
+        world, outcome = run_scenario(scenario, agent, stack="deepgram+openai+cartesia")
+        assert outcome.passed, outcome.reasons
+        heard = {s.text: s.heard for s in heard_sentences(world)}
+        assert heard["We make a lemon tart."] > 0
+        assert heard["We also have a chocolate mousse."] == 0
+        assert outcome.reply_latencies_s == [pytest.approx(1.2, abs=0.05)]
+        assert outcome.race_events == []
 
 
 # livekit's ids come from each virtual loop's own seeded stream: two calls of one process differ

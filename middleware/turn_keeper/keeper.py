@@ -416,7 +416,13 @@ class TurnKeeper(Middleware, WordRecovery):
         return await call_next(request)
 
     # -- recovery ------------------------------------------------------------------------------
-    def recover_unheard_audio(self, ctx: MiddlewareContext, *, kind: str) -> bool:
+    def recover_unheard_audio(
+        self,
+        ctx: MiddlewareContext,
+        *,
+        kind: str,
+        on_words: Callable[[int], None] | None = None,
+    ) -> bool:
         """Re-transcribe the caller's audio since the last final transcript (an STT lost it).
 
         The words join the caller's next turn, or are answered on their own, like any words
@@ -425,6 +431,8 @@ class TurnKeeper(Middleware, WordRecovery):
         Args:
             ctx: The session's context.
             kind: The race kind the recovered words are reported under.
+            on_words: Called with the number of words recovered, just before they are reported
+                (only when the audio held words the STT never delivered).
 
         Returns:
             False when no audio is kept (``recover_withheld_audio`` off, or no audio input).
@@ -440,7 +448,9 @@ class TurnKeeper(Middleware, WordRecovery):
             return False
         # the earlier fragments are not in the re-transcribed audio: keep them out of its window
         frames = [f.frame for f in window]
-        self._start_recovery(ctx, heard + _ONSET_PAD_S + 1e-3, now, frames, True, kind)
+        self._start_recovery(
+            ctx, heard + _ONSET_PAD_S + 1e-3, now, frames, True, kind, on_words=on_words
+        )
         return True
 
     def _start_recovery(
@@ -451,12 +461,16 @@ class TurnKeeper(Middleware, WordRecovery):
         frames: list[Any],
         livekit_may_answer: bool,
         kind: str = _WITHHELD,
+        *,
+        on_words: Callable[[int], None] | None = None,
     ) -> None:
         recognizer = session_recognizer(ctx.agent, ctx.session)
         if recognizer is None:
             return
         task = asyncio.get_running_loop().create_task(
-            self._recover(ctx, recognizer, started, ended, frames, livekit_may_answer, kind)
+            self._recover(
+                ctx, recognizer, started, ended, frames, livekit_may_answer, kind, on_words
+            )
         )
         self._recoveries.add(task)
         task.add_done_callback(self._recovery_done)
@@ -479,6 +493,7 @@ class TurnKeeper(Middleware, WordRecovery):
         frames: list[Any],
         livekit_may_answer: bool,
         kind: str,
+        on_words: Callable[[int], None] | None = None,
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
@@ -499,7 +514,7 @@ class TurnKeeper(Middleware, WordRecovery):
         # when the STT heard every word after all (little of the window was withheld), the
         # caller's words go on as livekit has them: there was nothing to recover
         if not recovered <= heard:
-            self._keep_recovered(ctx, text, in_window, (started, ended), kind)
+            self._keep_recovered(ctx, text, in_window, (started, ended), kind, on_words)
         if livekit_may_answer:
             self._answerer.note_activity(loop_now())
 
@@ -510,6 +525,7 @@ class TurnKeeper(Middleware, WordRecovery):
         in_window: list[Fragment],
         window: tuple[float, float],
         kind: str,
+        on_words: Callable[[int], None] | None = None,
     ) -> None:
         started, ended = window
         delivered = " ".join(f.text for f in in_window if f.delivered)
@@ -527,6 +543,8 @@ class TurnKeeper(Middleware, WordRecovery):
             ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
         self._words.add(Fragment(text.strip(), ended, recovered=True))
         words = len(text.split())
+        if on_words is not None:
+            on_words(words)
         ctx.race_handled(
             self,
             kind,

@@ -37,6 +37,7 @@ from typing_extensions import Never, override
 from .schedule import delivery_wait
 
 __all__ = [
+    "KEEP_ALIVE_S",
     "LLMRequest",
     "LLMRule",
     "ScriptedAnswer",
@@ -79,6 +80,10 @@ class LLMRule:
         times_out_before: Requests this rule answers before this many seconds of call time
             fail as a provider's HTTP client does: nothing for ``conn_options.timeout``
             seconds, then ``APITimeoutError`` (livekit retries it ``max_retry`` times).
+        keeps_alive_before: Requests this rule answers before this many seconds of call time
+            send a role-only chunk, then an empty delta every ``KEEP_ALIVE_S``, and never a
+            token (a provider that keeps the stream alive and stalls before its first token:
+            each chunk resets a client's read timeout, so the stream never times out).
         silent_answers: On a realtime model, the first this many replies by this rule come
             with no audio (Gemini Live's silent turn); a pipeline LLM ignores it.
         silent_as: How such a reply comes: ``text`` (its text, no audio) or ``empty``
@@ -94,12 +99,17 @@ class LLMRule:
     duration: float = 0.5
     hangs_before: float | None = None
     times_out_before: float | None = None
+    keeps_alive_before: float | None = None
     silent_answers: int = 0
     silent_as: Literal["text", "empty"] = "text"
 
     def hangs_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds hangs."""
         return self.hangs_before is not None and call_time < self.hangs_before
+
+    def keeps_alive_at(self, call_time: float) -> bool:
+        """Whether a request made at ``call_time`` seconds keeps alive without a token."""
+        return self.keeps_alive_before is not None and call_time < self.keeps_alive_before
 
     def times_out_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds times out."""
@@ -137,7 +147,8 @@ class LLMRequest:
         last_tool: The tool whose output ends the context, if any.
         reply: The text the LLM answered with.
         tool_calls: Names of the tools it called.
-        hung: The request hung (its rule's ``hangs_before``) and answered nothing.
+        hung: The request hung (its rule's ``hangs_before``, or ``keeps_alive_before``: chunks
+            without a token) and answered nothing.
         timed_out: The request timed out (its rule's ``times_out_before``).
         malformed: Why a provider would have rejected its context (see
             :func:`malformed_context`); a strict LLM rejected it.
@@ -153,6 +164,9 @@ class LLMRequest:
     timed_out: bool = False
     malformed: str | None = None
 
+
+KEEP_ALIVE_S = 1.0
+"""Seconds between the empty chunks of a request that keeps alive without a token."""
 
 # livekit flags the function call of the pair it injects for a tool still running (its output
 # says "The tool call is still in progress."): the pair is not the tool's result
@@ -246,6 +260,7 @@ class ScriptedLLM(llm.LLM[Never]):
             i.text_content or "" for i in chat_ctx.items if i.type == "message" and i.role == "user"
         )
         hangs = rule.hangs_at(self._clock())
+        keeps_alive = not hangs and rule.keeps_alive_at(self._clock())
         times_out = rule.times_out_at(self._clock())
         malformed = malformed_context(chat_ctx)
         self.requests.append(
@@ -256,12 +271,12 @@ class ScriptedLLM(llm.LLM[Never]):
                 last_tool=last_tool,
                 reply=rule.text,
                 tool_calls=tuple(c.name for c in calls),
-                hung=hangs,
+                hung=hangs or keeps_alive,
                 timed_out=times_out,
                 malformed=malformed,
             )
         )
-        return ScriptedAnswer(rule, calls, hangs, times_out, malformed)
+        return ScriptedAnswer(rule, calls, hangs, times_out, malformed, keeps_alive)
 
     @override
     def chat(
@@ -285,6 +300,7 @@ class ScriptedLLM(llm.LLM[Never]):
             hangs=answer.hangs,
             times_out=answer.times_out,
             malformed=answer.malformed,
+            keeps_alive=answer.keeps_alive,
         )
 
 
@@ -298,6 +314,7 @@ class ScriptedAnswer:
         hangs: It never produces a token.
         times_out: It produces nothing until the client's timeout.
         malformed: Why a provider rejects its context, if it does.
+        keeps_alive: It sends chunks without a token until it is cancelled.
     """
 
     rule: LLMRule
@@ -305,6 +322,7 @@ class ScriptedAnswer:
     hangs: bool
     times_out: bool
     malformed: str | None
+    keeps_alive: bool = False
 
 
 class ScriptedLLMStream(llm.LLMStream):
@@ -322,8 +340,10 @@ class ScriptedLLMStream(llm.LLMStream):
         hangs: bool = False,
         times_out: bool = False,
         malformed: str | None = None,
+        keeps_alive: bool = False,
     ) -> None:
         super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        self._keeps_alive = keeps_alive
         self._malformed = malformed
         self._rule = rule
         self._calls = calls
@@ -340,6 +360,8 @@ class ScriptedLLMStream(llm.LLMStream):
             )
         if self._hangs:
             await asyncio.Future()  # until livekit cancels the request
+        if self._keeps_alive:
+            await self._keep_alive()
         if self._times_out:
             # what a provider's HTTP client does when no answer comes within the timeout
             await asyncio.sleep(self._conn_options.timeout)
@@ -373,4 +395,17 @@ class ScriptedLLMStream(llm.LLMStream):
                         ],
                     ),
                 )
+            )
+
+    async def _keep_alive(self) -> Never:
+        """A role-only chunk, then empty deltas, until livekit cancels the request."""
+        request_id = utils.shortuuid("llm_")
+        await asyncio.sleep(delivery_wait("llm", self._rule.ttft))
+        self._event_ch.send_nowait(
+            llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant", content=""))
+        )
+        while True:
+            await asyncio.sleep(delivery_wait("llm", KEEP_ALIVE_S))
+            self._event_ch.send_nowait(
+                llm.ChatChunk(id=request_id, delta=llm.ChoiceDelta(role="assistant"))
             )

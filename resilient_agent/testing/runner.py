@@ -198,6 +198,7 @@ async def run_scenario_async(
             word_lookup=lambda u, w: words[(u, w)],
             interim_results=scenario.stt_interims,
             deepgram_faults=deepgram_faults,
+            tts_error_on_sentence=scenario.provider_faults.tts_fails_sentence,
         ) as running,
     ):
         world = await _run_call(scenario, agent_class, running)
@@ -390,6 +391,12 @@ def _providers(
             interim_results=scenario.stt_interims,
             script=script,
             dies_at=faults.stt_dies_at,
+            silent_at=faults.stt_silent_at,
+            **(
+                {"endpoint_silence": faults.stt_final_after_s}
+                if faults.stt_final_after_s is not None
+                else {}
+            ),
             clock=clock,
         )
         if real is None

@@ -198,6 +198,11 @@ class ProviderFaults:
     Attributes:
         stt_dies_at: Call seconds from which the STT stream that gets the next frame raises a
             plain exception, once (livekit retries only ``APIError``).
+        stt_silent_at: Call seconds from which the STT stream that gets the next frame takes
+            audio and answers nothing, no transcript and no error (a half-open socket), once; a
+            new stream works.
+        stt_final_after_s: Seconds of quiet after the caller's last word before the scripted
+            STT sends its final transcript (0.2 s unless set): slow, but live.
         tts_fails_sentence: The synthesis of this sentence (1-based, in call order) raises.
         tts_empty_sentence: Every synthesis attempt of this sentence ends with no audio frame.
         tts_silent_sentence: This sentence is synthesized as digital silence of its length.
@@ -212,6 +217,8 @@ class ProviderFaults:
     """
 
     stt_dies_at: float | None = None
+    stt_silent_at: float | None = None
+    stt_final_after_s: float | None = None
     tts_fails_sentence: int | None = None
     tts_empty_sentence: int | None = None
     tts_silent_sentence: int | None = None
@@ -220,6 +227,13 @@ class ProviderFaults:
     realtime_drop_in_reply: int | None = None
     realtime_go_away_in_reply: int | None = None
     realtime_error_in_reply: int | None = None
+
+    @property
+    def stt_faulty(self) -> bool:
+        """Whether the scripted STT fails (or is slowed) in any way."""
+        return any(
+            n is not None for n in (self.stt_dies_at, self.stt_silent_at, self.stt_final_after_s)
+        )
 
     @property
     def tts_faulty(self) -> bool:
@@ -364,7 +378,7 @@ class Scenario:
             "vad='silero'": self.vad == "silero",
             "vad_fault": self.vad_fault.mode != "healthy",
             "real_speech": self.real_speech is not None,
-            "provider_faults.stt_dies_at": self.provider_faults.stt_dies_at is not None,
+            "provider_faults.stt_*": self.provider_faults.stt_faulty,
             "provider_faults.tts_*": self.provider_faults.tts_faulty,
         }
         for what, used in pipeline_only.items():

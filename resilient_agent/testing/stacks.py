@@ -177,6 +177,7 @@ async def running_stack(
     word_lookup: Callable[[int, int], str],
     interim_results: bool = True,
     deepgram_faults: DeepgramFaults | None = None,
+    tts_error_on_sentence: int | None = None,
 ) -> AsyncIterator[RunningStack]:
     """Start the stack's emulators in the running loop and build its plugins pointed at them.
 
@@ -186,6 +187,8 @@ async def running_stack(
         word_lookup: ``(utterance, word)`` to its text, for the STT emulator.
         interim_results: Whether the STT is asked for interim results.
         deepgram_faults: Wire faults of the Deepgram emulator.
+        tts_error_on_sentence: Cartesia answers this sentence (1-based, in call order) with an
+            error message instead of audio, mid-context.
 
     Raises:
         StackUnavailable: See :func:`check_stack`.
@@ -224,7 +227,7 @@ async def running_stack(
             stt_plugin = openai.STT(api_key=_KEY, base_url=openai_server.base_url)
         from livekit.plugins import cartesia
 
-        spoken = await serve(CartesiaEmulator())
+        spoken = await serve(CartesiaEmulator(error_on_sentence=tts_error_on_sentence))
         tts_plugin = cartesia.TTS(
             api_key=_KEY, base_url=spoken.url, sample_rate=16_000, http_session=http
         )

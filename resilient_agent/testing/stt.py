@@ -13,7 +13,9 @@ and zeros lines; see :data:`~resilient_agent.testing.audio.CallerLine`).
 
 With ``dies_at``, the stream that receives the first frame at or after that call time raises a
 plain ``RuntimeError`` (as a plugin's bug or an unexpected server message would), once: the
-words it was hearing are lost with it, and a new stream works.
+words it was hearing are lost with it, and a new stream works. With ``silent_at``, the stream
+that receives the first frame at or after that time goes on taking audio and answers nothing,
+no transcript and no error (a half-open socket), once: a new stream works.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class ScriptedSTT(stt.STT[Never]):
         interim_results: bool = True,
         script: Callable[[float], np.ndarray] | None = None,
         dies_at: float | None = None,
+        silent_at: float | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__(
@@ -91,6 +94,8 @@ class ScriptedSTT(stt.STT[Never]):
         self.frames_with_speech = 0
         self.dies_at = dies_at
         self.died_at: float | None = None
+        self.silent_at = silent_at
+        self.went_silent_at: float | None = None
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
 
     @property
@@ -128,6 +133,17 @@ class ScriptedSTT(stt.STT[Never]):
         self.died_at = self._clock()
         return True
 
+    def goes_silent_now(self) -> bool:
+        """Whether the stream that gets a frame now stops answering for good (once per STT)."""
+        if (
+            self.silent_at is None
+            or self.went_silent_at is not None
+            or self._clock() < self.silent_at
+        ):
+            return False
+        self.went_silent_at = self._clock()
+        return True
+
     def word(self, utterance: int, index: int) -> str:
         """The text of word ``index`` of utterance ``utterance``."""
         return self._word_lookup(utterance, index)
@@ -139,11 +155,16 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
     def __init__(self, owner: ScriptedSTT, *, conn_options: APIConnectOptions) -> None:
         super().__init__(stt=owner, conn_options=conn_options)
         self._owner = owner
+        self._silent = False
 
     async def _run(self) -> None:
         owner = self._owner
         segment = _Segment()
         async for item in self._input_ch:
+            if self._silent or owner.goes_silent_now():
+                # a half-open socket: the audio goes in, nothing ever comes back
+                self._silent = True
+                continue
             wait = delivery_wait("stt", 0.0)
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -180,7 +201,8 @@ class ScriptedRecognizeStream(stt.RecognizeStream):
                     segment.words.append(HeardWord(key[0], key[1], owner.word(*key)))
                     if owner.interim_results:
                         self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, segment.words)
-        self._finalize(segment)
+        if not self._silent:
+            self._finalize(segment)
 
     def _finalize(self, segment: _Segment) -> None:
         if not segment.words:

@@ -1,8 +1,10 @@
 """Catalog scenarios for providers that fail mid-call.
 
-A dying STT stream, an LLM that always times out, a TTS that ends a reply without a frame or
-returns silence for it, and (controls) a TTS error mid-speech that livekit already survives and
-a TTS slow to its first byte.
+A dying STT stream, one that stays open and answers nothing, an LLM that always times out, one
+that keeps its stream alive and sends no token, a TTS that ends a reply without a frame or
+returns silence for it, and (controls) an STT slow to its final transcript, an LLM slow to its
+first token, a TTS error mid-speech that livekit already survives and a TTS slow to its first
+byte.
 
 Timings follow the catalog's clock: the caller's turn ends 0.55 s after they stop, the scripted
 LLM answers after 0.3 s, TTS speaks 15 characters a second. livekit's default connection options
@@ -27,6 +29,13 @@ _NO_AUDIO_BOUND = 7.0
 # a reply of silence plays out (1.4 s) before it is said again: 2.8 s; a TTS 2 s slow to its
 # first byte: 3.05 s
 _SILENCE_BOUND = 4.0
+# the turn ends 0.55 s after the caller stops; SttRecovery waits 2 s more for any transcript,
+# then the words recovered from the kept audio are answered
+_SILENT_STT_BOUND = 0.55 + 2.0 + 2.0
+# the stalled reply thinks for the Watchdog's 6 s and is asked again, which answers
+_KEEP_ALIVE_BOUND = 1.2 + 6.0 + 1.5 * 1.2
+# a model 3 s slow to its first token: 0.9 s to the end of the turn and 3 s of thinking
+_SLOW_LLM_BOUND = 0.55 + 3.0 + 1.0
 # LlmFallback's default line (tests/test_provider_faults.py checks that they agree)
 FALLBACK_LINE = "Sorry, I'm having trouble right now. Could you say that again in a moment?"
 
@@ -54,6 +63,51 @@ def provider_fault_scenarios() -> list[Scenario]:
             sweep=Sweep(utterance=1, start=5.4, stop=8.2, step=0.2),
         ),
         Scenario(
+            name="provider/stt_goes_silent",
+            family="provider",
+            description=(
+                "The STT stream stops answering between the caller's first and second "
+                "sentences: open, taking audio, no transcript and no error (a half-open "
+                "socket); livekit never reconnects, and every later word is lost."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "hello is this the restaurant"),
+                Utterance(
+                    7.0,
+                    9.4,
+                    "I would like a table for four people tonight",
+                    reply_within=_SILENT_STT_BOUND,
+                ),
+                Utterance(19.0, 20.4, "and do you have parking nearby"),
+            ),
+            duration=26.0,
+            provider_faults=ProviderFaults(stt_silent_at=6.0),
+        ),
+        Scenario(
+            name="control/slow_stt_final",
+            family="control",
+            description=(
+                "The STT sends no interim transcript and its final one 1.5 s after the "
+                "caller's last word, after the VAD ended the turn: slow, but live; nothing is "
+                "re-transcribed or restarted."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.4, "hello is this the restaurant", reply_within=_SILENCE_BOUND),
+                Utterance(
+                    7.0,
+                    9.4,
+                    "I would like a table for four people tonight",
+                    reply_within=_SILENCE_BOUND,
+                ),
+            ),
+            duration=16.0,
+            stt_interims=False,
+            provider_faults=ProviderFaults(stt_final_after_s=1.5),
+            control=True,
+        ),
+        Scenario(
             name="provider/llm_always_times_out",
             family="provider",
             description=(
@@ -68,6 +122,47 @@ def provider_fault_scenarios() -> list[Scenario]:
             llm=(LLMRule(text="We open at noon.", times_out_before=60.0),),
             duration=30.0,
             provider_faults=ProviderFaults(fallback_line=FALLBACK_LINE),
+        ),
+        Scenario(
+            name="provider/llm_keeps_alive_without_tokens",
+            family="provider",
+            description=(
+                "The LLM answers the caller's question with a role-only chunk, then an empty "
+                "chunk every second and never a token: the stream stays alive (each chunk "
+                "resets a client's read timeout), so nothing times out and the caller waits "
+                "in silence."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_KEEP_ALIVE_BOUND),
+            ),
+            llm=(
+                LLMRule(
+                    when_user_says="parking",
+                    text="Yes, we have free parking.",
+                    keeps_alive_before=5.0,
+                ),
+            ),
+            duration=30.0,
+        ),
+        Scenario(
+            name="control/slow_llm_first_token",
+            family="control",
+            description=(
+                "The LLM takes 3 s to its first token, every request: late but live, the "
+                "answer is heard once, and nothing is asked again."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_SLOW_LLM_BOUND),
+                Utterance(12.0, 13.4, "is the terrace open", reply_within=_SLOW_LLM_BOUND),
+            ),
+            llm=(
+                LLMRule(when_user_says="parking", text="Yes, we have free parking.", ttft=3.0),
+                LLMRule(when_user_says="terrace", text="Yes, it is open.", ttft=3.0),
+            ),
+            duration=22.0,
+            control=True,
         ),
         Scenario(
             name="provider/tts_returns_no_audio",

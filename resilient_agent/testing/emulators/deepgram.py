@@ -10,7 +10,9 @@ It transcribes the lab's marked caller words it decodes from the PCM it received
 
 Wire faults: ``half_open`` (the socket opens and takes audio but never answers),
 ``refuse_with`` (an HTTP status for the upgrade, e.g. 429), ``drop_after_s`` (the server closes
-the socket once that much audio arrived on it, once per emulator).
+the socket once that much audio arrived on it, once per emulator), ``silent_after_s`` (the socket
+stays open, takes audio and answers nothing once that much audio arrived on it, once per
+emulator: a socket that went half-open mid-call).
 """
 
 from __future__ import annotations
@@ -47,12 +49,15 @@ class DeepgramFaults:
         refuse_with: Connections are refused with this HTTP status (429, 503, ...).
         refusals: How many connections are refused before they are accepted (None: all).
         drop_after_s: The server closes the first socket on which this much audio arrived.
+        silent_after_s: The first socket on which this much audio arrived stays open, takes
+            audio and never answers again (no result, no error); later sockets answer.
     """
 
     half_open: bool = False
     refuse_with: int | None = None
     refusals: int | None = None
     drop_after_s: float | None = None
+    silent_after_s: float | None = None
 
 
 @dataclass
@@ -92,6 +97,7 @@ class DeepgramEmulator(EmulatorServer):
             :class:`~resilient_agent.testing.stt.ScriptedSTT` keeps them.
         faults: The wire faults in force.
         drops: Sockets the server dropped (``faults.drop_after_s``).
+        silenced: Sockets that stopped answering (``faults.silent_after_s``).
     """
 
     provider = "deepgram-emulator"
@@ -107,6 +113,7 @@ class DeepgramEmulator(EmulatorServer):
         self.faults = faults or DeepgramFaults()
         self.finals: list[tuple[float, str, tuple[HeardWord, ...]]] = []
         self.drops = 0
+        self.silenced = 0
         self.model = "nova-3"
 
     def routes(self) -> list[web.RouteDef]:
@@ -166,13 +173,13 @@ class DeepgramEmulator(EmulatorServer):
         live = _LiveConnection(self, ws, options, self.next_id("dg-request"))
         async for msg in ws:
             if msg.type == WSMsgType.BINARY:
-                if not faults.half_open:
+                if not faults.half_open and not live.silent:
                     await live.audio(msg.data)
                     if live.dropped:
                         break
             elif msg.type == WSMsgType.TEXT:
                 kind = json.loads(msg.data).get("type")
-                if faults.half_open or kind == "KeepAlive":
+                if faults.half_open or live.silent or kind == "KeepAlive":
                     continue
                 if kind == "Finalize":
                     await live.finalize(from_finalize=True)
@@ -200,6 +207,7 @@ class _LiveConnection:
     silence_s: float = 0.0
     utterance_open: bool = False
     dropped: bool = False
+    silent: bool = False
 
     def __post_init__(self) -> None:
         self.listener = MarkedListener(self.server.word_lookup, self.options.sample_rate)
@@ -214,7 +222,12 @@ class _LiveConnection:
     async def audio(self, data: bytes) -> None:
         options = self.options
         drop_after = self.server.faults.drop_after_s
+        silent_after = self.server.faults.silent_after_s
         for frame in self.listener.hear(data):
+            if silent_after is not None and self.server.silenced == 0 and frame.end >= silent_after:
+                self.server.silenced += 1
+                self.silent = True
+                return
             if drop_after is not None and self.server.drops == 0 and frame.end >= drop_after:
                 self.server.drops += 1
                 self.dropped = True

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..llm import ScriptedAnswer, ScriptedLLM
+from ..llm import KEEP_ALIVE_S, ScriptedAnswer, ScriptedLLM
 from ..schedule import delivery_wait
 from ._context import from_gemini
 from ._server import EmulatorServer
@@ -63,8 +63,26 @@ class GeminiEmulator(EmulatorServer):
         if answer.hangs or answer.times_out:
             await self.park()
             return response
+        if answer.keeps_alive:
+            await self._keep_alive(response, model, answer)
+            return response
         await self._stream(response, model, answer, body)
         return response
+
+    async def _keep_alive(
+        self, response: web.StreamResponse, model: str, answer: ScriptedAnswer
+    ) -> None:
+        """Chunks whose only part is an empty text, and never a token, until the client leaves."""
+        response_id = self.next_id("gemini-response")
+        payload = {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "index": 0}],
+            "modelVersion": model,
+            "responseId": response_id,
+        }
+        await asyncio.sleep(delivery_wait("llm", answer.rule.ttft))
+        while True:
+            await response.write(f"data: {json.dumps(payload)}\r\n\r\n".encode())
+            await asyncio.sleep(delivery_wait("llm", KEEP_ALIVE_S))
 
     async def _stream(
         self, response: web.StreamResponse, model: str, answer: ScriptedAnswer, body: Any

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..llm import ScriptedAnswer, ScriptedLLM
+from ..llm import KEEP_ALIVE_S, ScriptedAnswer, ScriptedLLM
 from ..schedule import delivery_wait
 from ..stt import HeardWord
 from ._context import from_openai
@@ -102,9 +102,38 @@ class OpenAIEmulator(EmulatorServer):
             # headers sent, no token: the client's own read timeout decides
             await self.park()
             return response
+        if answer.keeps_alive:
+            await self._keep_alive(response, body.get("model", "gpt-4.1"), answer)
+            return response
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         await self._stream(response, body.get("model", "gpt-4.1"), answer, include_usage, ctx)
         return response
+
+    async def _keep_alive(
+        self, response: web.StreamResponse, model: str, answer: ScriptedAnswer
+    ) -> None:
+        """A role-only chunk, then chunks with an empty delta, and never a token.
+
+        Each chunk resets the client's read timeout: the stream stays alive until the client
+        gives it up.
+        """
+        completion_id = self.next_id("chatcmpl")
+
+        async def send(delta: dict[str, Any]) -> None:
+            payload = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": _CREATED,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
+            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+
+        await asyncio.sleep(delivery_wait("llm", answer.rule.ttft))
+        await send({"role": "assistant", "content": ""})
+        while True:
+            await asyncio.sleep(delivery_wait("llm", KEEP_ALIVE_S))
+            await send({})
 
     async def _stream(
         self,
