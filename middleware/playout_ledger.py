@@ -70,6 +70,11 @@ class PlayoutLedger:
             self._captured_before -= 1
 
     @property
+    def playing(self) -> bool:
+        """Whether a segment is playing out now: started, and its playout not reported yet."""
+        return self._started_at is not None and self.unreported > 0
+
+    @property
     def unreported(self) -> int:
         """Segments captured since attaching whose playout was never reported."""
         return self.output.captured_playout_segments - self._captured_before - self._reports

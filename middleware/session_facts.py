@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from livekit.agents import Agent, AgentSession, stt, utils
+from livekit.agents.beta.workflows import TaskGroup
 
 from resilient_agent import MiddlewareContext
 
 __all__ = [
+    "between_group_tasks",
     "handoff_under_way",
     "livekit_min_interruption_words",
     "livekit_turn_delay",
@@ -54,6 +56,19 @@ def handoff_under_way(ctx: MiddlewareContext) -> bool:
     """
     try:
         return ctx.session.current_agent is not ctx.agent
+    except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
+        return False
+
+
+def between_group_tasks(ctx: MiddlewareContext) -> bool:
+    """Whether a livekit ``TaskGroup`` runs between two of its tasks (its completion callback).
+
+    A ``TaskGroup`` never converses: its next task takes the caller's words. A reply made now
+    would run in the group's own activity, without the next task's tools, and that task would
+    start from a context without the words.
+    """
+    try:
+        return isinstance(ctx.session.current_agent, TaskGroup)
     except (RuntimeError, AttributeError):  # no agent runs (the session is over), or a stand-in
         return False
 

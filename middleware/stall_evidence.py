@@ -195,7 +195,7 @@ class StallEvidence:
             or self._user_turn_stuck(now, state, leave_untranscribed)
             or self._turn_held_by_noise(now, state)
             or self._speech_waits_for_silence(now, state, current_speech)
-            or self._thinking_without_speech(now, state, current_speech)
+            or self._thinking_without_speech(now, state, current_speech, ledger)
         )
 
     def _interrupted_speech_not_done(
@@ -297,15 +297,22 @@ class StallEvidence:
         return Stall("speech_waits_for_silence", no_words_for, speech)
 
     def _thinking_without_speech(
-        self, now: float, state: ConversationState, speech: SpeechHandle | None
+        self,
+        now: float,
+        state: ConversationState,
+        speech: SpeechHandle | None,
+        ledger: PlayoutLedger | None,
     ) -> Stall | None:
-        # a speech that waits for its tools is not current, so long tools never count here
+        # a speech that waits for its tools is not current, so long tools never count here.
+        # Audio playing out is speech: a reply that became current while another speech's tool
+        # ran plays on while that speech makes its tool reply, and livekit says "thinking"
         if (
             speech is None
             or speech.done()
             or state.agent_state != "thinking"
             or state.user_state == "speaking"
             or state.tools_in_flight
+            or (ledger is not None and ledger.playing)
         ):
             self._thinking = None
             self._thinking_ruled_out_at = now

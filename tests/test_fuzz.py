@@ -204,3 +204,22 @@ def test_fuzzed_calls_break_no_contract_on_resilient_agent() -> None:
     assert not report.failures, "\n\n".join(
         f"{call.reasons}\n{call.recipe.source()}" for call in report.failures
     )
+
+
+def test_callers_start_within_two_frames_of_a_protected_speechs_start_and_end() -> None:
+    # the booking's protected hold message starts 1.2 s after the caller's question ends (VAD end
+    # of speech, the LLM's tool call, the TTS's first audio) and plays 43 chars at 15 a second
+    hold = len(agents.HOLD_MESSAGE) / 15
+    near = 0
+    for index in range(400):
+        recipe = generate(0, index)
+        styles = dict(recipe.agent_kwargs)
+        if recipe.app != "booking" or "say" not in str(styles["style"]) or recipe.llm[0].text:
+            continue
+        start = recipe.utterances[0].end + 1.2
+        near += sum(
+            abs(u.start - edge) <= 0.04
+            for u in recipe.utterances[1:]
+            for edge in (start, start + hold)
+        )
+    assert near >= 3

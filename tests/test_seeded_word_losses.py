@@ -1,15 +1,26 @@
-"""Three seeded random calls of another generator that still fail on ResilientAgent.
+"""Three seeded random calls of another generator that failed on ResilientAgent, now passing.
 
-Each is built only from the project's public API, as reported. They are kept here as strict
-expected failures: each reproduces its loss deterministically (the test fails the day a fix
-makes it pass, so the marker must then go). What is known so far, from their timelines:
+Each is built only from the project's public API, as reported.
 
-* ``first_word_at_protected_say``: "marble" (6.44 s) is said while the tool's protected hold
-  message plays (4.00-6.89 s); livekit withholds that audio from the STT, and the keeper's
-  withheld-audio recovery (9.80 s) re-transcribes 3.31 s of it, from 6.49 s: the window starts
-  after the word's onset, so "pencil" onwards is recovered and "marble" is not.
-* ``two_words_around_protected_say``: the same window, at both ends of a protected speech.
-* ``answer_heard_twice``: "Your table is booked." plays twice.
+* ``first_word_at_protected_say`` (fixed): "marble pencil" (6.44 s) is said while the tool's
+  protected hold message plays (4.00-6.89 s). The live STT hears "pencil", which the tool reply's
+  inference takes (8.32 s); the keeper's withheld-audio recovery (9.80 s, from 6.19 s) hears
+  "marble pencil button ticket planet copper" and cuts the delivered "pencil" out of it. livekit
+  then commits the turn "pencil button ticket planet copper", and the merge took the recovered
+  "marble", next to the cut, for a mishearing of the turn's "pencil" at the stretch's edge.
+* ``two_words_around_protected_say`` (fixed): the same, with "dragon garden" next to the
+  delivered "silver marble".
+
+  Fixed in the merge: the turn is matched less the words cut out of a recovered fragment as
+  delivered (``Fragment.delivered_within``), so nothing pairs with the words next to the cut.
+* ``answer_heard_twice`` (fixed): "Your table is booked." played twice. The keeper answers the
+  words said over the protected preamble and hold message (13.91 s) while the first reply's tool
+  still runs; that answer plays from 14.56 s, and when the tool ends (15.20 s) livekit makes the
+  tool reply and says "thinking" while the answer plays on. After 6 s of "thinking" the
+  Watchdog took the playing answer for a stalled one: it cut it (the caller's words never
+  answered to the end) and asked for a reply again, a second "Your table is booked.". Fixed:
+  audio playing out (the playout ledger's started, unreported segment) is no thinking without
+  speech.
 """
 
 from __future__ import annotations
@@ -93,7 +104,6 @@ CALLS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="reproduced, not fixed yet (see the module docstring)")
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_seeded_call_passes_on_resilient_agent(name: str) -> None:
     scenario, known_failure = CALLS[name]

@@ -226,3 +226,33 @@ async def test_the_thinking_period_starts_when_a_long_tool_or_the_caller_stops()
     )
     assert evidence.find(10.9, thinking, speech, None) is None
     assert evidence.find(11.0, thinking, speech, None) is not None
+
+
+def test_audio_playing_out_while_the_agent_thinks_is_not_thinking_without_speech() -> None:
+    # a reply became current while another speech's tool ran, and plays on while that speech
+    # makes its tool reply: livekit says "thinking", the caller hears the reply (seeded fuzz call
+    # answer_heard_twice: asking for it again cut it and played the tool reply twice)
+    async def main() -> tuple[bool, bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        out = PlayoutAudioOutput(clock=loop.time)
+        ledger = _ledger(out, loop.time)
+        speech = SpeechHandle.create()
+        evidence = StallEvidence(THRESHOLDS, None)
+        thinking = _state(agent_state="thinking")
+        start = loop.time()
+        evidence.agent_state_changed(start)
+        await _capture(out, agent_frames(1, 8.0))
+        out.flush()
+        await asyncio.sleep(7.0 - (loop.time() - start))
+        playing = ledger.playing
+        playout = asyncio.ensure_future(out.wait_for_playout())
+        while_playing = True
+        while not playout.done():  # the watchdog's looks
+            while_playing &= evidence.find(loop.time(), thinking, speech, ledger) is None
+            await asyncio.sleep(0.25)
+        ended = loop.time()
+        before_period = evidence.find(ended + 5.5, thinking, speech, ledger) is None
+        after_period = evidence.find(ended + 6.1, thinking, speech, ledger) is not None
+        return playing, while_playing, before_period, after_period
+
+    assert run_virtual(main()) == (True, True, True, True)

@@ -26,6 +26,7 @@ from resilient_agent._engine.pending_words import Fragment, PendingWords
 
 from ..clock import loop_now
 from ..session_facts import (
+    between_group_tasks,
     handoff_under_way,
     livekit_min_interruption_words,
     livekit_turn_delay,
@@ -170,6 +171,9 @@ class DroppedTurnAnswerer:
             return _BLOCKED
         if ctx.state.user_state == "speaking" or handoff_under_way(ctx):
             # a handoff: livekit refuses replies until the next agent's activity runs
+            return _BLOCKED
+        if between_group_tasks(ctx):
+            # the group's next task answers them, as the caller's turn to it (its start wakes)
             return _BLOCKED
         current = ctx.session.current_speech
         if current is not None and not current.allow_interruptions and not current.done():

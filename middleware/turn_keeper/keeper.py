@@ -541,7 +541,7 @@ class TurnKeeper(Middleware, WordRecovery):
             # protected speech starting in its trailing silence) may hold no words. A
             # middleware that asks for a recovery (SttRecovery) reports its own race.
             ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
-        self._words.add(Fragment(text.strip(), ended, recovered=True))
+        self._words.add(Fragment(text.strip(), ended, recovered=True, delivered_within=delivered))
         words = len(text.split())
         if on_words is not None:
             on_words(words)

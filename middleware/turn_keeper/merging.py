@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resilient_agent._engine.pending_words import PendingWords, normalized
+from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
 
 from .options import TurnKeeperOptions
 from .transcript_match import remove_heard, without_repeats
@@ -35,5 +35,17 @@ def merge_into(words: PendingWords, text: str, options: TurnKeeperOptions) -> st
     elif turn:
         # a real recognizer may hear the live turn a little differently from the recovered
         # window: the fragments keep only what the turn does not already say
-        fragments = remove_heard(fragments, turn)
+        fragments = remove_heard(fragments, _less_delivered(turn, pending))
     return options.merged_text(fragments, turn)
+
+
+def _less_delivered(turn: str, pending: list[Fragment]) -> str:
+    """``turn`` less the words recovered fragments had cut out, as delivered already.
+
+    Those words are not in the fragments: left in the turn, they would pair with the recovered
+    words next to the cut, and take them away as a mishearing.
+    """
+    for fragment in pending:
+        if fragment.delivered_within:
+            turn = remove_heard(turn, fragment.delivered_within)
+    return turn

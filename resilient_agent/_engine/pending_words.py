@@ -54,6 +54,10 @@ class Fragment:
             ``GetEmailTask`` reads back and confirms spoken input) behave as for live input.
         over_agent_speech: Said while an interruptible agent speech played: under livekit's
             ``min_words`` it is a backchannel livekit keeps for the caller's next turn.
+        delivered_within: Recovered: the words of its window the LLM had already taken, cut
+            out of ``text``. A turn livekit commits later may hold them again; they are matched
+            there first, so the recovered words on either side of the cut are not taken for a
+            mishearing of them.
     """
 
     text: str
@@ -63,6 +67,7 @@ class Fragment:
     recovered: bool = False
     modality: InputModality = "audio"
     over_agent_speech: bool = False
+    delivered_within: str = ""
 
 
 class PendingWords:

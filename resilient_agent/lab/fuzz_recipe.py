@@ -41,6 +41,16 @@ _TURN_S = SILENCE_TO_END_SPEECH + 0.5
 _FIRST_TURN_TAKEN_S = _TURN_S + 0.2
 _LLM_S = 0.5
 _CHARS_PER_S = 15.0
+# From the caller's last word until a protected speech the reply starts is heard: the VAD's
+# end of speech, the scripted LLM's 0.5 s, the scripted TTS's first audio 0.15 s later.
+_PROTECTED_SPEECH_AFTER_S = SILENCE_TO_END_SPEECH + _LLM_S + 0.15
+# How often an utterance is moved to a protected speech's start or end (the draw above keeps
+# its place in the run's sequence, so the other calls of a seed do not change), and how close:
+# within two of the lab's 20 ms frames. How often the pause before it is cut below the VAD's
+# end-of-speech silence instead (two utterances, one speech window, two STT finals).
+_EDGE_P = 0.25
+_EDGE_S = 0.04
+_SHORT_PAUSE_P = 0.15
 # Words the caller says after the first utterance: distinct, so each lost word can be traced,
 # and none of them triggers a scripted tool call.
 _VOCABULARY = tuple(
@@ -229,8 +239,18 @@ def _r(value: float) -> float:
 class _Caller:
     """Draws the caller's utterances, dense around the windows races live in."""
 
-    def __init__(self, rng: random.Random, first: Utterance) -> None:
+    def __init__(
+        self,
+        rng: random.Random,
+        first: Utterance,
+        *,
+        edges: tuple[float, ...] = (),
+        edge_rng: random.Random | None = None,
+    ) -> None:
         self.rng = rng
+        # a protected speech's estimated start and end, drawn from a stream of their own
+        self.edges = edges
+        self.edge_rng = edge_rng
         self.said = [first]
         # words said before a turn that gets no reply of its own (a transfer request) has been
         # committed are part of that turn: the caller waits for it to be taken
@@ -255,11 +275,29 @@ class _Caller:
 
     def say(self, anchors: list[float]) -> None:
         rng = self.rng
-        start = max(self.onset(anchors), self.said[-1].end + 0.05, self.not_before)
+        start = self.edge_onset(self.onset(anchors))
+        start = max(start, self.said[-1].end + 0.05, self.not_before)
         length = rng.uniform(0.4, 2.5)
         count = max(1, min(len(self.words), round(length * 2.2)))
         text = " ".join(self.words.pop() for _ in range(count))
         self.said.append(Utterance(_r(start), _r(start + length), text))
+
+    def edge_onset(self, drawn: float) -> float:
+        """``drawn``, or a start the windows of a protected speech's first and last frames need.
+
+        The words of a caller who starts a frame or two before a protected speech starts are
+        partly heard, partly withheld; one who starts at its end is withheld, then heard; a
+        pause shorter than the VAD's end-of-speech silence makes two finals of one window.
+        """
+        edge_rng = self.edge_rng
+        if edge_rng is None:
+            return drawn
+        roll = edge_rng.random()
+        if roll < _EDGE_P and self.edges:
+            return edge_rng.choice(self.edges) + edge_rng.uniform(-_EDGE_S, _EDGE_S)
+        if roll < _EDGE_P + _SHORT_PAUSE_P:
+            return self.said[-1].end + edge_rng.uniform(0.05, SILENCE_TO_END_SPEECH - 0.1)
+        return drawn
 
     def utterances(self, anchors: list[float]) -> tuple[Utterance, ...]:
         for _ in range(self.rng.randint(1, 3)):
@@ -283,6 +321,7 @@ def _booking(rng: random.Random, name: str) -> CallRecipe:
     hold = len(agents.HOLD_MESSAGE) / _CHARS_PER_S if "say" in style else 0.0
     tool_end = tool_start + work + hold
     anchors = [ask.end, tool_start, tool_start + 0.2, tool_start + hold, tool_end, tool_end + 0.4]
+    edges = _booking_edges(ask.end, style, preamble=preamble, hold=hold)
     book = LLMRule(
         text="Let me check the reservation book for you right now." if preamble else "",
         when_user_says="book",
@@ -294,9 +333,29 @@ def _booking(rng: random.Random, name: str) -> CallRecipe:
         agent_factory="booking_agent",
         agent_kwargs=(("style", style), ("work_seconds", work)),
         llm=(book, LLMRule(text="Your table is booked.", after_tool="book_table")),
-        utterances=_Caller(rng, ask).utterances(anchors),
+        utterances=_Caller(rng, ask, edges=edges, edge_rng=_edge_rng(name)).utterances(anchors),
         reply_bound=_r(_GENEROUS_REPLY_S + work + hold),
     )
+
+
+def _edge_rng(name: str) -> random.Random:
+    return random.Random(f"resilient-agent-fuzz-edges:{name}")
+
+
+def _booking_edges(
+    asked_until: float, style: str, *, preamble: bool, hold: float
+) -> tuple[float, ...]:
+    """When the booking's protected speeches are estimated to start and end (lab clock)."""
+    start = asked_until + _PROTECTED_SPEECH_AFTER_S
+    edges: list[float] = []
+    if preamble:
+        said = len("Let me check the reservation book for you right now.") / _CHARS_PER_S
+        if style.startswith("disallow"):  # the tool protects the speech it runs in
+            edges += [start, start + said]
+        start += said + 0.15  # the hold message is queued behind it
+    if hold:
+        edges += [start, start + hold]
+    return tuple(edges)
 
 
 def _cancellable(rng: random.Random, name: str) -> CallRecipe:
@@ -326,7 +385,12 @@ def _announcement(rng: random.Random, name: str) -> CallRecipe:
     text = _NOTICE if rng.random() < 0.7 else "Hello, how can I help?"
     length = len(text) / _CHARS_PER_S
     start = _r(rng.uniform(0.3, length + 1.0))
-    caller = _Caller(rng, Utterance(start, _r(start + rng.uniform(0.6, 2.4)), "hello there"))
+    caller = _Caller(
+        rng,
+        Utterance(start, _r(start + rng.uniform(0.6, 2.4)), "hello there"),
+        edges=(0.15, 0.15 + length) if protected else (),
+        edge_rng=_edge_rng(name),
+    )
     anchors = [0.2, length, length + 0.3, length - 0.5]
     return CallRecipe(
         name=name,

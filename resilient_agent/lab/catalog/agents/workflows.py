@@ -12,7 +12,13 @@ import asyncio
 from typing import Any, Literal
 
 from livekit.agents import Agent, AgentTask, RunContext, function_tool, get_job_context
-from livekit.agents.beta.workflows import GetAddressTask, GetEmailTask, TaskGroup
+from livekit.agents.beta.workflows import (
+    GetAddressTask,
+    GetEmailTask,
+    GetPhoneNumberTask,
+    TaskCompletedEvent,
+    TaskGroup,
+)
 
 from ....testing.scenario import AgentFactory
 from . import FAREWELL, HOLD_MESSAGE, INSTRUCTIONS
@@ -21,6 +27,7 @@ __all__ = [
     "ACCOUNT_LINE",
     "ACCOUNT_PROMPT",
     "FILE_LINE",
+    "PHONE_LINE",
     "SAVING_LINE",
     "SURVEY_PROMPT",
     "AccountTask",
@@ -31,6 +38,7 @@ __all__ = [
     "account_task_agent",
     "after_workflow_agent",
     "before_workflow_agent",
+    "email_then_phone_group_agent",
     "plain_booking_desk_agent",
     "plain_end_call_desk_agent",
     "protected_email_task_agent",
@@ -46,6 +54,7 @@ SAVING_LINE = "Thank you, I am saving that to your customer file right now."
 ACCOUNT_PROMPT = "What is your account number?"
 ACCOUNT_LINE = "Let me pull up that account for you, this takes a moment."
 SURVEY_PROMPT = "Before we go on, please rate your last visit from one to five."
+PHONE_LINE = "Thanks, your email is saved. Next I need the best phone number to reach you."
 
 
 def _workflow(kind: Workflow) -> AgentTask[Any]:
@@ -105,6 +114,35 @@ def after_workflow_agent(kind: Workflow, *, work_seconds: float) -> AgentFactory
         return FrontDesk()
 
     return build
+
+
+def email_then_phone_group_agent(base: type[Agent]) -> Agent:
+    """A ``collect_details`` tool awaiting a ``TaskGroup``: email, a protected line, phone.
+
+    The group's ``on_task_completed`` says the line once ``GetEmailTask`` is done, before
+    ``GetPhoneNumberTask`` starts.
+    """
+
+    class FrontDesk(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        @function_tool
+        async def collect_details(self, ctx: RunContext[None]) -> str:
+            """Collect the caller's contact details."""
+
+            async def completed(ev: TaskCompletedEvent) -> None:
+                if ev.task_id == "email":
+                    await ctx.session.say(PHONE_LINE, allow_interruptions=False)
+
+            group = (
+                TaskGroup(on_task_completed=completed)
+                .add(GetEmailTask, id="email", description="Collect the caller's email address")
+                .add(GetPhoneNumberTask, id="phone", description="Collect the caller's phone")
+            )
+            return f"Saved the caller's details: {await group!r}."
+
+    return FrontDesk()
 
 
 def protected_email_task_agent(base: type[Agent]) -> Agent:
