@@ -18,10 +18,10 @@ from resilient_agent.lab.run import select
 from resilient_agent.testing import run_scenario
 from resilient_agent.testing.redirect import NotRedirectable, check_redirects
 
-deepgram = pytest.importorskip("livekit.plugins.deepgram")
-cartesia = pytest.importorskip("livekit.plugins.cartesia")
-openai = pytest.importorskip("livekit.plugins.openai")
-google = pytest.importorskip("livekit.plugins.google")
+deepgram = pytest.importorskip("livekit.plugins.deepgram", exc_type=ImportError)
+cartesia = pytest.importorskip("livekit.plugins.cartesia", exc_type=ImportError)
+openai = pytest.importorskip("livekit.plugins.openai", exc_type=ImportError)
+google = pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
 
 _KEY = "app-own-key"
 

@@ -47,12 +47,15 @@ def test_a_reply_livekit_drops_for_want_of_audio_is_said_again() -> None:
     scenario = catalog("provider/tts_returns_no_audio")
     plain_world, plain = run_scenario(scenario, Agent)
     assert plain.reply_latencies_s[0] is None or plain.reply_latencies_s[0] > 10.0
-    assert ANSWER not in assistant_messages(plain_world)  # dropped: not even in the history
+    # dropped: livekit 1.8.9 keeps it out of the history, 1.8.0 records it although unheard
+    unheard = assistant_messages(plain_world).count(ANSWER)
+    assert unheard <= 1
     world, outcome = run_scenario(scenario, ResilientAgent)
     assert outcome.passed, outcome.reasons
     assert silent_reply_events(outcome) == [("race_detected", None), ("race_handled", "said_again")]
     assert outcome.reply_latencies_s[0] is not None and outcome.reply_latencies_s[0] <= 6.0
-    assert assistant_messages(world).count(ANSWER) == 1  # now in the history, once
+    # said again once: one saying more in the history than livekit records on its own
+    assert assistant_messages(world).count(ANSWER) == unheard + 1
 
 
 def test_a_reply_of_digital_silence_is_said_again() -> None:

@@ -10,6 +10,7 @@ production call are read by one loader (:mod:`resilient_agent.lab.replay`). On t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,22 +35,30 @@ def session_report(world: CallWorld) -> dict[str, Any]:
         world: A finished lab call.
     """
     started = virtual_wall_time(world.t0)
-    report = SessionReport(
-        job_id=f"lab-{world.scenario.name}",
-        room_id="lab-room",
-        room=world.scenario.name,
-        options=world.session.options,
-        events=list(world.recorder.agent_events),
-        chat_history=world.session.history.copy(),
-        started_at=started,
-        duration=world.virtual_seconds,
-        timestamp=virtual_wall_time(world.t0 + world.virtual_seconds),
-        agent_name=type(world.agent).__name__,
+    fields: dict[str, Any] = {
+        "job_id": f"lab-{world.scenario.name}",
+        "room_id": "lab-room",
+        "room": world.scenario.name,
+        "options": world.session.options,
+        "events": list(world.recorder.agent_events),
+        "chat_history": world.session.history.copy(),
+        "started_at": started,
+        "duration": world.virtual_seconds,
+        "timestamp": virtual_wall_time(world.t0 + world.virtual_seconds),
+        "agent_name": type(world.agent).__name__,
         # when the script ended and the lab closed the session: no app or caller did
-        tags=[f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
-    )
+        "tags": [f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
+    }
+    # livekit-agents 1.8.0's report has no agent_name or tags yet: they are written beside what
+    # its own to_dict() writes, under the names later releases give them
+    known = {field.name for field in dataclasses.fields(SessionReport)}
+    report = SessionReport(**{name: value for name, value in fields.items() if name in known})
+    written = report.to_dict()
+    for name in ("agent_name", "tags"):
+        if name not in known:
+            written[name] = fields[name]
     # as the file holds it: enums and paths as their JSON strings
-    data: dict[str, Any] = json.loads(json.dumps(report.to_dict(), default=str))
+    data: dict[str, Any] = json.loads(json.dumps(written, default=str))
     return data
 
 
