@@ -9,6 +9,7 @@ the race is still handled, and the middleware is named (error event, ``call_repo
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -139,6 +140,13 @@ def catalog(name: str) -> Scenario:
     return next(s for s in scenarios() if s.name == name)
 
 
+# a stray cancellation is told from the task's own by Task.cancelling(), new in Python 3.11
+STRAY_CANCELLATION_NEEDS_3_11 = (
+    "before Python 3.11 a task cannot tell a stray CancelledError from its own cancellation "
+    "(Task.cancelling), so a cancelling hook still ends livekit's task there (docs/middleware.md)"
+)
+
+
 def with_first(mw: Middleware) -> type[ResilientAgent]:
     class Configured(ResilientAgent):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -149,6 +157,8 @@ def with_first(mw: Middleware) -> type[ResilientAgent]:
 
 @pytest.mark.parametrize(("hook", "behaviour"), CASES, ids=[f"{h}-{b}" for h, b in CASES])
 def test_a_misbehaving_middleware_costs_only_itself(hook: str, behaviour: str) -> None:
+    if behaviour.startswith("cancel") and sys.version_info < (3, 11):
+        pytest.skip(STRAY_CANCELLATION_NEEDS_3_11)
     with capture_logs() as logs:
         world, outcome = run_scenario(
             catalog(RACE_SCENARIO), with_first(misbehaving(hook, behaviour))
