@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
-__all__ = ["loop_now"]
+__all__ = ["loop_now", "on_loop_clock"]
 
 
 def loop_now() -> float:
@@ -14,3 +15,8 @@ def loop_now() -> float:
     middleware compare (frames, transcripts, speech windows, stalls) is stamped with it.
     """
     return asyncio.get_running_loop().time()
+
+
+def on_loop_clock(wall_time: float) -> float:
+    """``wall_time`` (a ``time.time()`` stamp, as livekit's and the state's are) in loop time."""
+    return loop_now() - (time.time() - wall_time)

@@ -51,7 +51,7 @@ from resilient_agent import (
     get_logger,
 )
 
-from .clock import loop_now
+from .clock import loop_now, on_loop_clock
 
 __all__ = ["GOODBYE_RACE", "RACE", "RealtimeReplyWatch"]
 
@@ -141,7 +141,7 @@ class RealtimeReplyWatch(Middleware):
         """
         if speech.handle.interrupted or not speech.created_at:
             return
-        created = loop_now() - (time.time() - speech.created_at)
+        created = on_loop_clock(speech.created_at)
         if created >= self._words_at:
             self._spoke_at = max(self._spoke_at, created)
             self._attempts = 0
@@ -174,7 +174,7 @@ class RealtimeReplyWatch(Middleware):
 
     def _voiced_at(self, ctx: MiddlewareContext) -> float:
         # ConversationState keeps the caller's voice on time.time(); the watch runs on loop time
-        return loop_now() - (time.time() - ctx.state.caller_voiced_at)
+        return on_loop_clock(ctx.state.caller_voiced_at)
 
     def _look_soon(self) -> None:
         if self._look_timer is None and self._ctx is not None:
