@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from resilient_agent._engine.plugins import ENTRY_POINT_GROUP, clear_plugin_cache
 
@@ -51,3 +52,13 @@ def example_plugin(
         found = importlib.metadata.distribution(name)
     yield found
     clear_plugin_cache()
+
+
+@pytest.fixture(autouse=True)
+def _structlog_left_as_found() -> Iterator[None]:
+    """structlog.testing.capture_logs leaves structlog "configured" with its printing defaults,
+    which would route the library's logs through a printer in every later test."""
+    configured = structlog.is_configured()
+    yield
+    if not configured and structlog.is_configured():
+        structlog.reset_defaults()

@@ -202,6 +202,26 @@ REPLAY = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.js
 ROUND_TRIP = "resilient-agent replay --round-trip --only tool_gap/gap_"
 
 
+def test_a_replay_prints_no_library_log_line_when_the_app_configured_structlog_to_print(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An app module that configures structlog's printer on import keeps the verdicts clean."""
+    import structlog
+
+    monkeypatch.chdir(tmp_path)
+    main(shlex.split(RECORD)[1:])
+    capsys.readouterr()
+    structlog.configure()  # structlog's defaults: a console renderer printing to stdout
+    try:
+        assert main(shlex.split(REPLAY)[1:]) == 0
+    finally:
+        structlog.reset_defaults()
+    printed = capsys.readouterr().out
+    assert "ResilientAgent: PASS" in printed
+    assert "race_detected" not in printed, printed
+    assert "call_summary" not in printed, printed
+
+
 def test_the_replay_guide_runs_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,18 +4,25 @@ Importing ``resilient_agent`` configures neither ``logging`` nor structlog and a
 Records go to stdlib loggers under ``resilient_agent.*`` with their fields as ``extra``, so
 LiveKit's JSON logs (and its job-process log forwarding, which pickles records) carry them as
 fields. When the app has configured structlog, the library logs through the app's configuration
-instead, so both agree (see docs/observability.md).
+instead, so both agree (see docs/observability.md). A tool that reports races itself (the lab)
+can silence the library for a block with :func:`library_logs_silenced`, whatever the app
+configured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
 
-__all__ = ["get_logger"]
+__all__ = ["get_logger", "library_logs_silenced"]
+
+# a context variable, so the tasks a silenced block starts (the session's) are silenced too
+_SILENCED: ContextVar[bool] = ContextVar("resilient_agent_logs_silenced", default=False)
 
 # LogRecord attributes a field must not overwrite; exc_info and friends are meant for logging
 _RESERVED = (frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}) - {
@@ -60,6 +67,8 @@ class _LibraryLogger:
         return self._own
 
     def _log(self, method: str, event: str, fields: dict[str, Any]) -> None:
+        if _SILENCED.get():
+            return
         getattr(self._target(), method)(event, **{**self._context, **fields})
 
     def debug(self, event: str, **fields: Any) -> None:
@@ -82,3 +91,17 @@ class _LibraryLogger:
 def get_logger(name: str) -> _LibraryLogger:
     """The logger for ``resilient_agent.<name>``."""
     return _LibraryLogger(f"resilient_agent.{name}")
+
+
+@contextlib.contextmanager
+def library_logs_silenced() -> Iterator[None]:
+    """Drop the library's log records while the block (and every task it starts) runs.
+
+    Silencing the ``resilient_agent`` stdlib loggers is not enough: an app that configured
+    structlog with its own printer gets the library's records through that printer.
+    """
+    token = _SILENCED.set(True)
+    try:
+        yield
+    finally:
+        _SILENCED.reset(token)

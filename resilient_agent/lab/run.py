@@ -13,6 +13,7 @@ from typing import Any
 
 from livekit.agents import Agent
 
+from .._engine.log import library_logs_silenced
 from ..testing import CallOutcome, Scenario, run_scenario
 from ..testing.session_report import write_session_report
 from ..testing.transcripts import utterance_transcripts
@@ -239,7 +240,7 @@ def run_lab(
 @contextlib.contextmanager
 def quiet_logs() -> Iterator[None]:
     """Livekit and our middleware log every race they run into; the lab reports them itself."""
-    with _quiet("livekit.agents"), _quiet("livekit.plugins"), _quiet("resilient_agent"):
+    with _quiet("livekit.agents"), _quiet("livekit.plugins"), library_logs_silenced():
         yield
 
 
