@@ -29,6 +29,8 @@ from .emulators import (
     GeminiLiveEmulator,
     GeminiLiveFaults,
     OpenAIEmulator,
+    OpenAIRealtimeEmulator,
+    ScheduledUtterance,
 )
 from .job import JobRecorder, recorded_job_context
 from .llm import ScriptedLLM
@@ -104,9 +106,10 @@ class CallWorld:
         | DeepgramEmulator
         | OpenAIEmulator
         | GeminiLiveEmulator
+        | OpenAIRealtimeEmulator
     )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator | OpenAIRealtimeEmulator
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -186,6 +189,11 @@ async def run_scenario_async(
                 go_away_in_reply=faults.realtime_go_away_in_reply,
                 error_in_reply=faults.realtime_error_in_reply,
             ),
+            utterances=[
+                ScheduledUtterance(i, u.start, u.end, u.words)
+                for i, u in enumerate(scenario.utterances)
+            ],
+            clock=lambda: asyncio.get_running_loop().time() - t0,
         ) as live:
             world = await _run_call(scenario, agent_class, live)
             world.connections = live.connections()
@@ -248,9 +256,10 @@ async def _run_call(
         | DeepgramEmulator
         | OpenAIEmulator
         | GeminiLiveEmulator
+        | OpenAIRealtimeEmulator
     )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator
+    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator | OpenAIRealtimeEmulator
     session: AgentSession[Any]
     if _is_realtime(running):
         vad, stt, llm, tts = None, running.emulator, running.scripted, running.emulator

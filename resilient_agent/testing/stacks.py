@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 from livekit.agents import llm, stt, tts
 
-from .._livekit.compat import redirect_realtime_http
+from .._livekit.compat import plugin_options, redirect_realtime_http
 from .emulators import (
     CartesiaEmulator,
     DeepgramEmulator,
@@ -29,6 +29,8 @@ from .emulators import (
     GeminiLiveEmulator,
     GeminiLiveFaults,
     OpenAIEmulator,
+    OpenAIRealtimeEmulator,
+    ScheduledUtterance,
 )
 from .llm import ScriptedLLM
 
@@ -54,7 +56,8 @@ class StackSpec:
     Attributes:
         stt: ``deepgram`` (streaming) or ``openai-stt`` (non-streaming: livekit wraps it in a
             ``StreamAdapter`` with the VAD); a realtime model's name on a realtime stack.
-        llm: ``openai`` or ``google``; or a realtime model (``gemini-live``), which hears and
+        llm: ``openai`` or ``google``; or a realtime model (``gemini-live``,
+            ``openai-realtime``), which hears and
             speaks itself.
         tts: ``cartesia``; a realtime model's name on a realtime stack.
     """
@@ -71,6 +74,7 @@ class StackSpec:
             "openai-stt": "openai",
             "openai": "openai",
             "gemini-live": "google",
+            "openai-realtime": "openai",
         }
         parts = (
             names.get(self.stt, self.stt),
@@ -86,7 +90,9 @@ class StackSpec:
 
 
 # a realtime stack's model, and the catalog's scenario model it plays
-REALTIME_MODELS: Mapping[str, str] = MappingProxyType({"gemini-live": "realtime_gemini"})
+REALTIME_MODELS: Mapping[str, str] = MappingProxyType(
+    {"gemini-live": "realtime_gemini", "openai-realtime": "realtime_openai"}
+)
 
 
 STACKS: Mapping[str, StackSpec] = MappingProxyType(
@@ -95,6 +101,7 @@ STACKS: Mapping[str, StackSpec] = MappingProxyType(
         "deepgram+google+cartesia": StackSpec("deepgram", "google", "cartesia"),
         "openai-stt+openai+cartesia": StackSpec("openai-stt", "openai", "cartesia"),
         "gemini-live": StackSpec("gemini-live", "gemini-live", "gemini-live"),
+        "openai-realtime": StackSpec("openai-realtime", "openai-realtime", "openai-realtime"),
     }
 )
 
@@ -287,7 +294,7 @@ class RunningRealtimeStack:
     """
 
     model: llm.RealtimeModel
-    emulator: GeminiLiveEmulator
+    emulator: GeminiLiveEmulator | OpenAIRealtimeEmulator
     scripted: ScriptedLLM
     output_sample_rate: int
     servers: list[EmulatorServer] = field(default_factory=list)
@@ -305,16 +312,24 @@ async def running_realtime_stack(
     scripted: ScriptedLLM,
     word_lookup: Callable[[int, int], str],
     gemini_live_faults: GeminiLiveFaults | None = None,
+    utterances: Sequence[ScheduledUtterance] = (),
+    clock: Callable[[], float] | None = None,
 ) -> AsyncIterator[RunningRealtimeStack]:
     """Start a realtime stack's emulator in the running loop and build the real model for it.
 
-    The model trusts the emulator's throwaway certificate through its own ``http_options``
-    (``async_client_args["ssl"]``): nothing else in the process does.
+    Gemini Live: the model trusts the emulator's throwaway certificate through its own
+    ``http_options`` (``async_client_args["ssl"]``): nothing else in the process does.
+    OpenAI Realtime: the model's ``base_url`` is the emulator's; its server VAD names the
+    caller's words by ``utterances`` (their spans on ``clock``, the call's).
 
     Raises:
         StackUnavailable: See :func:`check_stack`.
     """
-    check_stack(name)
+    spec = check_stack(name)
+    if spec.llm == "openai-realtime":
+        async with _openai_realtime(scripted, utterances, clock) as running:
+            yield running
+        return
     from google.genai import types
     from livekit.plugins import google
 
@@ -338,6 +353,51 @@ async def running_realtime_stack(
         try:
             yield RunningRealtimeStack(
                 model, emulator, scripted, OUTPUT_SAMPLE_RATE, servers=[emulator], redirect=redirect
+            )
+        finally:
+            await model.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _openai_realtime(
+    scripted: ScriptedLLM,
+    utterances: Sequence[ScheduledUtterance],
+    clock: Callable[[], float] | None,
+) -> AsyncIterator[RunningRealtimeStack]:
+    import asyncio
+
+    from livekit.plugins import openai
+
+    from .emulators.openai_realtime import SAMPLE_RATE
+
+    if clock is None:
+        t0 = asyncio.get_running_loop().time()
+
+        def clock() -> float:
+            return asyncio.get_running_loop().time() - t0
+
+    async with (
+        OpenAIRealtimeEmulator(scripted, utterances, clock) as emulator,
+        aiohttp.ClientSession() as http,
+    ):
+        model = openai.realtime.RealtimeModel(
+            api_key=_KEY, base_url=emulator.base_url, http_session=http
+        )
+
+        def redirect(agent_model: Any) -> bool:
+            if not isinstance(agent_model, openai.realtime.RealtimeModel):
+                return False
+            # the plugin reads both at each connection; it has no public setter for them
+            options = plugin_options(agent_model, "base_url", "api_key")
+            if options is None:
+                return False
+            options.base_url = emulator.base_url
+            options.api_key = _KEY
+            return True
+
+        try:
+            yield RunningRealtimeStack(
+                model, emulator, scripted, SAMPLE_RATE, servers=[emulator], redirect=redirect
             )
         finally:
             await model.aclose()

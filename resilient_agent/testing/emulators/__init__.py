@@ -17,6 +17,7 @@ from .deepgram import DeepgramEmulator, DeepgramFaults
 from .gemini import GeminiEmulator
 from .gemini_live import GeminiLiveEmulator, GeminiLiveFaults
 from .openai import OpenAIEmulator
+from .openai_realtime import OpenAIRealtimeEmulator, ScheduledUtterance
 
 __all__ = [
     "CartesiaEmulator",
@@ -27,4 +28,6 @@ __all__ = [
     "GeminiLiveEmulator",
     "GeminiLiveFaults",
     "OpenAIEmulator",
+    "OpenAIRealtimeEmulator",
+    "ScheduledUtterance",
 ]

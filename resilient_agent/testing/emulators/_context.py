@@ -12,7 +12,7 @@ from typing import Any
 
 from livekit.agents.llm import ChatContext, FunctionCall, FunctionCallOutput
 
-__all__ = ["from_gemini", "from_openai"]
+__all__ = ["from_gemini", "from_openai", "from_openai_realtime"]
 
 # livekit's wrapper for instructions given in the middle of a conversation, on providers (Gemini)
 # that take a single system text: the model reads them as instructions, and so does the emulator
@@ -117,4 +117,47 @@ def from_gemini(body: dict[str, Any]) -> ChatContext:
                         is_error=is_error,
                     )
                 )
+    return ctx
+
+
+def _realtime_text(item: dict[str, Any]) -> str:
+    parts = item.get("content") or []
+    texts = [p.get("text") or p.get("transcript") or "" for p in parts if isinstance(p, dict)]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def from_openai_realtime(instructions: str, items: list[dict[str, Any]]) -> ChatContext:
+    """The context an OpenAI Realtime response is generated from: instructions, then items."""
+    ctx = ChatContext.empty()
+    if instructions:
+        ctx.add_message(role="system", content=instructions)
+    names: dict[str, str] = {}
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            role = item.get("role")
+            text = _realtime_text(item)
+            if role in ("system", "developer"):
+                ctx.add_message(role="system", content=text)
+            elif role in ("user", "assistant"):
+                ctx.add_message(role=role, content=text)
+        elif kind == "function_call":
+            names[str(item.get("call_id"))] = str(item.get("name", ""))
+            ctx.items.append(
+                FunctionCall(
+                    call_id=str(item.get("call_id", "")),
+                    name=str(item.get("name", "")),
+                    arguments=str(item.get("arguments") or "{}"),
+                )
+            )
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id", ""))
+            ctx.items.append(
+                FunctionCallOutput(
+                    call_id=call_id,
+                    name=names.get(call_id, ""),
+                    output=str(item.get("output", "")),
+                    is_error=False,
+                )
+            )
     return ctx
