@@ -147,8 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="run the pipeline calls on real provider plugins (livekit-plugins-*) pointed at "
         "local emulators of their wire protocols, offline with no keys: "
-        "deepgram+openai+cartesia, deepgram+google+cartesia or openai-stt+openai+cartesia "
-        "(needs resilient-agent[providers])",
+        "deepgram+openai+cartesia, deepgram+google+cartesia or openai-stt+openai+cartesia; "
+        "gemini-live or openai-realtime run the realtime calls on that provider's real "
+        "speech-to-speech model (needs resilient-agent[providers])",
     )
     from .replay.cli import add_replay_parser
 

@@ -127,7 +127,8 @@ def _refusal(label: str, role: str, obj: object, spec: StackSpec, stack: str) ->
     if isinstance(obj, llm.RealtimeModel):
         return (
             f"{what} cannot be redirected: a realtime model has no place on a pipeline stack; "
-            "run a Gemini Live model on --stack gemini-live"
+            "run a Gemini Live model on --stack gemini-live, an OpenAI Realtime model on "
+            "--stack openai-realtime"
         )
     plugin = _which(obj)
     if plugin is None or plugin.role != role:

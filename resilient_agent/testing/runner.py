@@ -109,7 +109,13 @@ class CallWorld:
         | OpenAIRealtimeEmulator
     )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator | OpenAIRealtimeEmulator
+    tts: (
+        ScriptedTTS
+        | ScriptedRealtimeModel
+        | CartesiaEmulator
+        | GeminiLiveEmulator
+        | OpenAIRealtimeEmulator
+    )
     recorder: CallRecorder
     job: JobRecorder
     logs: LivekitLogCapture
@@ -259,7 +265,13 @@ async def _run_call(
         | OpenAIRealtimeEmulator
     )
     llm: ScriptedLLM | ScriptedRealtimeModel
-    tts: ScriptedTTS | ScriptedRealtimeModel | CartesiaEmulator | GeminiLiveEmulator | OpenAIRealtimeEmulator
+    tts: (
+        ScriptedTTS
+        | ScriptedRealtimeModel
+        | CartesiaEmulator
+        | GeminiLiveEmulator
+        | OpenAIRealtimeEmulator
+    )
     session: AgentSession[Any]
     if _is_realtime(running):
         vad, stt, llm, tts = None, running.emulator, running.scripted, running.emulator

@@ -179,6 +179,8 @@ class _Connection:
         self.response: _Response | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.hearing: asyncio.TimerHandle | None = None
+        # frames are heard in order, one batch after the other
+        self.hearing_lock = asyncio.Lock()
 
     async def serve(self) -> None:
         async for msg in self.ws:
@@ -236,7 +238,9 @@ class _Connection:
         audio_input = (session.get("audio") or {}).get("input") or {}
         if "turn_detection" in audio_input:
             detection = audio_input["turn_detection"]
-            self.server_vad = detection is not None and detection.get("create_response") is not False
+            self.server_vad = (
+                detection is not None and detection.get("create_response") is not False
+            )
         self.session.update({k: v for k, v in session.items() if v is not None})
         await self.send({"type": "session.updated", "session": self.session})
 
@@ -251,6 +255,10 @@ class _Connection:
 
     async def _hear(self) -> None:
         self.hearing = None
+        async with self.hearing_lock:
+            await self._hear_frames()
+
+    async def _hear_frames(self) -> None:
         for frame in self.listener.hear():
             if frame.speech:
                 self.silence = 0.0
@@ -310,10 +318,18 @@ class _Connection:
         }
         self.items.append(item)
         await self.send(
-            {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
+            {
+                "type": "input_audio_buffer.committed",
+                "previous_item_id": previous,
+                "item_id": item_id,
+            }
         )
-        await self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
-        await self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+        await self.send(
+            {"type": "conversation.item.added", "previous_item_id": previous, "item": item}
+        )
+        await self.send(
+            {"type": "conversation.item.done", "previous_item_id": previous, "item": item}
+        )
         item["content"] = [{"type": "input_audio", "transcript": text}]
         await self.send(
             {
@@ -375,8 +391,12 @@ class _Connection:
         item.setdefault("status", "completed")
         self.items.insert(at, item)
         before = self.items[at - 1]["id"] if at else None
-        await self.send({"type": "conversation.item.added", "previous_item_id": before, "item": item})
-        await self.send({"type": "conversation.item.done", "previous_item_id": before, "item": item})
+        await self.send(
+            {"type": "conversation.item.added", "previous_item_id": before, "item": item}
+        )
+        await self.send(
+            {"type": "conversation.item.done", "previous_item_id": before, "item": item}
+        )
 
     async def _item_delete(self, event: dict[str, Any]) -> None:
         index = self._index(event.get("item_id"))
@@ -465,7 +485,9 @@ class _Connection:
         metadata = dict(params.get("metadata") or {})
         response = _Response(server.next_id("resp"), metadata)
         self.response = response
-        await self.send({"type": "response.created", "response": self._shape(response, "in_progress")})
+        await self.send(
+            {"type": "response.created", "response": self._shape(response, "in_progress")}
+        )
         response.task = self.spawn(self._produce(response, rule, answer.calls, answer.hangs))
 
     def _shape(self, response: _Response, status: str, reason: str | None = None) -> dict[str, Any]:
@@ -513,7 +535,9 @@ class _Connection:
         self.items.append(item)
         common = {"response_id": response.id, "output_index": index}
         await self.send({"type": "response.output_item.added", **common, "item": item})
-        await self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
+        await self.send(
+            {"type": "conversation.item.added", "previous_item_id": previous, "item": item}
+        )
 
     async def _finish_output(self, response: _Response, item: dict[str, Any], status: str) -> None:
         item["status"] = status
@@ -641,4 +665,6 @@ class _Connection:
         if self.response is not response:
             return
         self.response = None
-        await self.send({"type": "response.done", "response": self._shape(response, status, reason)})
+        await self.send(
+            {"type": "response.done", "response": self._shape(response, status, reason)}
+        )
