@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from livekit.agents import Agent, AgentSession, inference, mock_tools
+from livekit.agents.llm import RealtimeModel
 from livekit.agents.utils import is_given
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
 from livekit.agents.voice.turn import EndpointingOptions, InterruptionOptions, TurnHandlingOptions
@@ -202,6 +203,10 @@ async def run_scenario_async(
             clock=lambda: asyncio.get_running_loop().time() - t0,
         ) as live:
             world = await _run_call(scenario, agent_class, live)
+            own = world.agent.llm
+            if isinstance(own, RealtimeModel) and own is not live.model:
+                # as a job's shutdown would: an app's own model holds its HTTP session
+                await own.aclose()
             world.connections = live.connections()
             return world
     async with (
