@@ -28,6 +28,7 @@ from resilient_agent.testing.clock import run_virtual
 from resilient_agent.testing.emulators import OpenAIRealtimeEmulator, ScheduledUtterance
 from resilient_agent.testing.emulators._energy import EnergyListener
 from resilient_agent.testing.llm import LLMRule, ScriptedLLM, ToolCallScript
+from resilient_agent.testing.scenario import ProviderFaults
 
 pytest.importorskip("livekit.plugins.openai", exc_type=ImportError)
 
@@ -116,6 +117,27 @@ def test_words_over_a_protected_tool_reach_the_model_on_resilient_agent_only() -
     assert changed not in [text for _, text, _ in plain.stt.finals]
     assert outcome.passed, outcome.reasons
     assert changed in [text for _, text, _ in world.stt.finals]
+    assert "Nine it is, I changed the booking." in world.stt.sentences.values()
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [ProviderFaults(realtime_drop_in_reply=1), ProviderFaults(realtime_error_in_reply=1)],
+    ids=["dropped_mid_reply", "closed_1011"],
+)
+def test_a_lost_socket_reconnects_and_the_next_turn_is_heard_on_the_new_one(
+    faults: ProviderFaults,
+) -> None:
+    scenario = dataclasses.replace(
+        _scenario("realtime/openai/words_over_protected_tool"), provider_faults=faults
+    )
+    world, _ = run_scenario(scenario, ResilientAgent, stack=STACK)
+    assert world.connections == {"openai-realtime-emulator ws /v1/realtime": 2}
+    first, second = world.stt.sockets
+    assert first.closed_at is not None and second.opened_at >= first.closed_at
+    # the new socket's audio is placed on the line from where it began
+    assert world.stt.line_offsets[1] == pytest.approx(second.opened_at - world.t0, abs=0.15)
+    assert "actually make it nine instead" in [text for _, text, _ in world.stt.finals]
     assert "Nine it is, I changed the booking." in world.stt.sentences.values()
 
 

@@ -31,6 +31,7 @@ from .emulators import (
     GeminiLiveFaults,
     OpenAIEmulator,
     OpenAIRealtimeEmulator,
+    OpenAIRealtimeFaults,
     ScheduledUtterance,
 )
 from .job import JobRecorder, recorded_job_context
@@ -194,6 +195,10 @@ async def run_scenario_async(
             gemini_live_faults=GeminiLiveFaults(
                 drop_in_reply=faults.realtime_drop_in_reply,
                 go_away_in_reply=faults.realtime_go_away_in_reply,
+                error_in_reply=faults.realtime_error_in_reply,
+            ),
+            openai_realtime_faults=OpenAIRealtimeFaults(
+                drop_in_reply=faults.realtime_drop_in_reply,
                 error_in_reply=faults.realtime_error_in_reply,
             ),
             utterances=[

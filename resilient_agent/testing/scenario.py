@@ -211,7 +211,8 @@ class ProviderFaults:
             failing; heard to the end after an utterance, it counts as that utterance's answer.
         realtime_drop_in_reply: On a realtime stack, the emulator drops its socket halfway
             through this spoken reply (1-based); the scripted model ignores it.
-        realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins.
+        realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins
+            (Gemini Live; OpenAI Realtime has no such message and ignores it).
         realtime_error_in_reply: On a realtime stack, the server closes with an internal
             error (1011) as this reply begins.
     """

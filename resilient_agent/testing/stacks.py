@@ -30,6 +30,7 @@ from .emulators import (
     GeminiLiveFaults,
     OpenAIEmulator,
     OpenAIRealtimeEmulator,
+    OpenAIRealtimeFaults,
     ScheduledUtterance,
 )
 from .llm import ScriptedLLM
@@ -312,6 +313,7 @@ async def running_realtime_stack(
     scripted: ScriptedLLM,
     word_lookup: Callable[[int, int], str],
     gemini_live_faults: GeminiLiveFaults | None = None,
+    openai_realtime_faults: OpenAIRealtimeFaults | None = None,
     utterances: Sequence[ScheduledUtterance] = (),
     clock: Callable[[], float] | None = None,
 ) -> AsyncIterator[RunningRealtimeStack]:
@@ -327,7 +329,7 @@ async def running_realtime_stack(
     """
     spec = check_stack(name)
     if spec.llm == "openai-realtime":
-        async with _openai_realtime(scripted, utterances, clock) as running:
+        async with _openai_realtime(scripted, utterances, clock, openai_realtime_faults) as running:
             yield running
         return
     from google.genai import types
@@ -363,6 +365,7 @@ async def _openai_realtime(
     scripted: ScriptedLLM,
     utterances: Sequence[ScheduledUtterance],
     clock: Callable[[], float] | None,
+    faults: OpenAIRealtimeFaults | None,
 ) -> AsyncIterator[RunningRealtimeStack]:
     import asyncio
 
@@ -377,7 +380,7 @@ async def _openai_realtime(
             return asyncio.get_running_loop().time() - t0
 
     async with (
-        OpenAIRealtimeEmulator(scripted, utterances, clock) as emulator,
+        OpenAIRealtimeEmulator(scripted, utterances, clock, faults=faults) as emulator,
         aiohttp.ClientSession() as http,
     ):
         model = openai.realtime.RealtimeModel(

@@ -17,7 +17,7 @@ from .deepgram import DeepgramEmulator, DeepgramFaults
 from .gemini import GeminiEmulator
 from .gemini_live import GeminiLiveEmulator, GeminiLiveFaults
 from .openai import OpenAIEmulator
-from .openai_realtime import OpenAIRealtimeEmulator, ScheduledUtterance
+from .openai_realtime import OpenAIRealtimeEmulator, OpenAIRealtimeFaults, ScheduledUtterance
 
 __all__ = [
     "CartesiaEmulator",
@@ -29,5 +29,6 @@ __all__ = [
     "GeminiLiveFaults",
     "OpenAIEmulator",
     "OpenAIRealtimeEmulator",
+    "OpenAIRealtimeFaults",
     "ScheduledUtterance",
 ]

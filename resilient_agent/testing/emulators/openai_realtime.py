@@ -53,13 +53,27 @@ from ._energy import EnergyListener, ScheduledUtterance
 from ._server import EmulatorServer
 from .gemini_live import marked_reply_audio
 
-__all__ = ["SAMPLE_RATE", "OpenAIRealtimeEmulator", "ScheduledUtterance"]
+__all__ = ["SAMPLE_RATE", "OpenAIRealtimeEmulator", "OpenAIRealtimeFaults", "ScheduledUtterance"]
 
 SAMPLE_RATE = 24_000
 _CHUNK_SAMPLES = SAMPLE_RATE // 10  # 100 ms of audio per delta
 # a burst of held audio comes in many messages at one instant: it is heard once it is all in
 _SETTLE_S = 0.002
 _ACTIVE_RESPONSE = "conversation_already_has_active_response"
+
+
+@dataclass(frozen=True)
+class OpenAIRealtimeFaults:
+    """Wire faults of the OpenAI Realtime emulator (each counts spoken replies from 1).
+
+    Attributes:
+        drop_in_reply: The socket is dropped (no close frame) halfway through that reply's audio.
+        error_in_reply: The server closes the socket with 1011 (internal error) as that reply
+            begins.
+    """
+
+    drop_in_reply: int | None = None
+    error_in_reply: int | None = None
 
 
 @dataclass
@@ -83,6 +97,7 @@ class OpenAIRealtimeEmulator(EmulatorServer):
 
     Attributes:
         llm: The scripted LLM whose answers are served (its ``requests`` record each one).
+        faults: Wire faults.
         utterances: The caller's utterances on the line, by span (what the VAD names words by).
         clock: The call's clock, the one the utterances' spans are on.
         silence_s: Seconds of silence that end the caller's turn (its VAD).
@@ -105,12 +120,15 @@ class OpenAIRealtimeEmulator(EmulatorServer):
         utterances: Sequence[ScheduledUtterance],
         clock: Callable[[], float],
         *,
+        faults: OpenAIRealtimeFaults | None = None,
         silence_s: float = 0.5,
         seconds_per_char: float = 1 / 15,
         min_seconds: float = 0.3,
     ) -> None:
         super().__init__()
         self.llm = llm
+        self.faults = faults or OpenAIRealtimeFaults()
+        self.replies = 0
         self.utterances = tuple(utterances)
         self.clock = clock
         self.silence_s = silence_s
@@ -152,7 +170,7 @@ class OpenAIRealtimeEmulator(EmulatorServer):
     async def _connect(self, request: web.Request) -> web.StreamResponse:
         ws = web.WebSocketResponse(max_msg_size=0)
         await ws.prepare(request)
-        connection = _Connection(self, ws)
+        connection = _Connection(self, ws, request)
         try:
             await connection.serve()
         finally:
@@ -163,9 +181,12 @@ class OpenAIRealtimeEmulator(EmulatorServer):
 class _Connection:
     """One websocket: the server's VAD, conversation and responses."""
 
-    def __init__(self, server: OpenAIRealtimeEmulator, ws: web.WebSocketResponse) -> None:
+    def __init__(
+        self, server: OpenAIRealtimeEmulator, ws: web.WebSocketResponse, request: web.Request
+    ) -> None:
         self.server = server
         self.ws = ws
+        self.request = request
         self.listener = EnergyListener(server.utterances, server.clock, SAMPLE_RATE)
         self.offset_index = len(server.line_offsets)
         server.line_offsets.append(float("inf"))
@@ -519,7 +540,12 @@ class _Connection:
         started = loop.time()
         await asyncio.sleep(delivery_wait("realtime", rule.ttft))
         if rule.text:
-            await self._speak(response, rule)
+            self.server.replies += 1
+            number = self.server.replies
+            if self.server.faults.error_in_reply == number:
+                await self.ws.close(code=1011, message=b"Internal error encountered.")
+                return
+            await self._speak(response, rule, drop=self.server.faults.drop_in_reply == number)
         remaining = delivery_wait("realtime", started + rule.duration - loop.time())
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -546,7 +572,7 @@ class _Connection:
         await self.send({"type": "response.output_item.done", **common, "item": item})
         await self.send({"type": "conversation.item.done", "item": item})
 
-    async def _speak(self, response: _Response, rule: LLMRule) -> None:
+    async def _speak(self, response: _Response, rule: LLMRule, *, drop: bool) -> None:
         server = self.server
         text = rule.text.strip()
         item: dict[str, Any] = {
@@ -578,6 +604,12 @@ class _Connection:
                 wait = delivery_wait("realtime", step)
                 if wait > 0:
                     await asyncio.sleep(wait)
+            if drop and index == len(chunks) // 2:
+                # the socket goes away mid-reply, with no close frame
+                if self.request.transport is not None:
+                    self.request.transport.abort()
+                await self.server.park()
+                return
             delta = base64.b64encode(piece.tobytes()).decode()
             await self.send(
                 {"type": "response.output_audio.delta", **part, "content_index": 0, "delta": delta}
