@@ -288,3 +288,41 @@ def test_the_documented_run_the_realtime_races_on_the_real_plugin(
         assert on_resilient == "pass", scenario.name
     assert "Agent (livekit.agents:Agent, reference): 4 passed, 7 failed" in out
     assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 11 passed, 0 failed" in out
+
+
+def test_with_turn_detection_off_the_client_commits_the_turn() -> None:
+    llm = ScriptedLLM([LLMRule(text="Booked.")])
+    utterances = [ScheduledUtterance(0, 0.0, 0.4, ("book", "it"))]
+
+    async def main() -> tuple[list[str], list[str], list[str]]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        async with (
+            OpenAIRealtimeEmulator(llm, utterances, lambda: loop.time() - t0) as emulator,
+            aiohttp.ClientSession() as http,
+        ):
+            url = emulator.base_url.replace("http", "ws") + "/realtime?model=gpt-realtime"
+            async with http.ws_connect(url) as ws:
+                off = {"audio": {"input": {"turn_detection": None}}}
+                await ws.send_json({"type": "session.update", "session": off})
+                await ws.receive_json()
+                await ws.send_json({"type": "input_audio_buffer.commit", "event_id": "c-1"})
+                empty = await ws.receive_json()
+                await _say(ws, 0.4, loud=True)
+                await _say(ws, 0.6, loud=False)  # no VAD: silence ends nothing
+                await ws.send_json({"type": "input_audio_buffer.commit"})
+                committed = [(await ws.receive_json())["type"] for _ in range(4)]
+                await ws.send_json({"type": "response.create"})
+                answered = [(await ws.receive_json())["type"] for _ in range(2)]
+            return [empty["error"]["code"], empty["error"]["event_id"]], committed, answered
+
+    empty, committed, answered = run_virtual(main())
+    assert empty == ["input_audio_buffer_commit_empty", "c-1"]
+    assert committed == [
+        "input_audio_buffer.committed",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.input_audio_transcription.completed",
+    ]
+    assert answered == ["response.created", "response.output_item.added"]
+    assert llm.requests[0].user_texts == ("book it",)

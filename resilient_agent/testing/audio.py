@@ -38,6 +38,7 @@ __all__ = [
     "marker_frame_samples",
     "marker_tone",
     "read_markers",
+    "word_frames",
 ]
 
 SAMPLE_RATE = 16_000
@@ -174,6 +175,16 @@ def noise_frame(rms: float, frame_index: int) -> np.ndarray:
     return np.clip(samples, -_MAGIC + 1, _MAGIC - 1).astype(np.int16)
 
 
+def word_frames(total_frames: int, n_words: int, frame: int) -> tuple[int, int, int]:
+    """Which word an utterance's ``frame`` belongs to, and that word's first and end frames.
+
+    The words of an utterance of ``total_frames`` frames are spread evenly over it.
+    """
+    n_words = max(1, n_words)
+    word = min(frame * n_words // total_frames, n_words - 1)
+    return word, -(-word * total_frames // n_words), -(-(word + 1) * total_frames // n_words)
+
+
 def lab_frames_in(frame_s: float) -> int:
     """How many of the lab's 10 ms frames make one frame of ``frame_s`` seconds.
 
@@ -251,10 +262,7 @@ class ScriptedAudioInput(AudioInput):
     def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
         total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
         frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
-        n_words = max(1, len(window.words))
-        word = min(frame * n_words // total_frames, n_words - 1)
-        first = -(-word * total_frames // n_words)
-        last = -(-(word + 1) * total_frames // n_words)
+        word, first, last = word_frames(total_frames, len(window.words), frame)
         base = None
         if window.samples is not None:
             chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..audio import word_frames
 from ..stt import HeardWord
 from ._hearing import FrameHeard, TimedWord
 
@@ -58,17 +59,13 @@ class ScheduledUtterance:
         """How many 10 ms frames it lasts."""
         return max(1, round((self.end - self.start) / _FRAME_SECONDS))
 
-    def word_span(self, word: int) -> tuple[int, int]:
-        """The first frame of ``word`` and the frame after its last (as the lab lays them)."""
-        n_words = max(1, len(self.words))
-        return -(-word * self.frames // n_words), -(-(word + 1) * self.frames // n_words)
-
-    def word_at(self, t: float) -> int | None:
-        """The index of the word spoken at line time ``t``, None outside the utterance."""
+    def word_at(self, t: float) -> tuple[int, int] | None:
+        """The word spoken at line time ``t`` and how many frames it lasts; None outside."""
         if not self.start <= t < self.end or not self.words:
             return None
         frame = min(int((t - self.start) / _FRAME_SECONDS), self.frames - 1)
-        return min(frame * len(self.words) // self.frames, len(self.words) - 1)
+        word, first, last = word_frames(self.frames, len(self.words), frame)
+        return word, last - first
 
 
 @dataclass
@@ -136,14 +133,14 @@ class EnergyListener:
             return FrameHeard(end, False)
         at = self.line_offset + end - _FRAME_SECONDS / 2
         for utterance in self.utterances:
-            word = utterance.word_at(at)
-            if word is None:
+            placed = utterance.word_at(at)
+            if placed is None:
                 continue
+            word, frames = placed
             key = (utterance.index, word)
-            first, last = utterance.word_span(word)
             count = self._counts.get(key, 0) + 1
             self._counts[key] = count
-            if key in self._heard or count * 2 < last - first:
+            if key in self._heard or count * 2 < frames:
                 break
             self._heard.add(key)
             start = round(end - count * _FRAME_SECONDS, 3)
