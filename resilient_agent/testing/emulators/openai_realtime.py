@@ -192,6 +192,9 @@ class _Connection:
         server.line_offsets.append(float("inf"))
         self.session: dict[str, Any] = {}
         self.server_vad = True
+        self.transcribe = True
+        # what the model heard in each user item: its context, whether or not it is transcribed
+        self.heard: dict[str, str] = {}
         self.items: list[dict[str, Any]] = []
         self.speaking = False
         self.silence = 0.0
@@ -262,6 +265,8 @@ class _Connection:
             self.server_vad = (
                 detection is not None and detection.get("create_response") is not False
             )
+        if "transcription" in audio_input:
+            self.transcribe = audio_input["transcription"] is not None
         self.session.update({k: v for k, v in session.items() if v is not None})
         await self.send({"type": "session.updated", "session": self.session})
 
@@ -351,6 +356,9 @@ class _Connection:
         await self.send(
             {"type": "conversation.item.done", "previous_item_id": previous, "item": item}
         )
+        self.heard[item_id] = text
+        if not self.transcribe:
+            return True
         item["content"] = [{"type": "input_audio", "transcript": text}]
         await self.send(
             {
@@ -493,7 +501,13 @@ class _Connection:
     async def _create_response(self, params: dict[str, Any], event_id: str | None) -> None:
         server = self.server
         instructions = self._reply_instructions(params)
-        ctx = from_openai_realtime(str(self.session.get("instructions") or ""), self.items)
+        heard = [
+            {**item, "content": [{"type": "input_audio", "transcript": self.heard[item["id"]]}]}
+            if item["id"] in self.heard
+            else item
+            for item in self.items
+        ]
+        ctx = from_openai_realtime(str(self.session.get("instructions") or ""), heard)
         if instructions:
             ctx.add_message(role="system", content=instructions)
         choice = params.get("tool_choice", self.session.get("tool_choice"))
