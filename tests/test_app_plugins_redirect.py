@@ -6,6 +6,7 @@ own plugins would leave the app's pointing at the real providers.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -223,3 +224,125 @@ def test_an_app_whose_instance_cannot_be_redirected_is_one_line_exit_2(
     assert (
         "own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks for 22050 Hz" in line
     )
+
+
+def _handing_over(specialist: Any) -> type[Agent]:
+    """An app's agent with no plugins of its own that hands the call to ``specialist()``.
+
+    It does so 0.2 s into the call, before the caller speaks; the specialist, and its plugins,
+    are built then, at call time: the lab never saw them at load.
+    """
+
+    class FrontDesk(Agent):
+        async def on_enter(self) -> None:
+            # livekit switches activities once this agent's start is over
+            self._handing_over = asyncio.create_task(self._hand_over())
+
+        async def _hand_over(self) -> None:
+            await asyncio.sleep(0.2)
+            self.session.update_agent(specialist())
+
+    return FrontDesk
+
+
+def test_an_agent_handed_over_to_later_has_its_instances_redirected() -> None:
+    used: list[str] = []
+
+    class Specialist(Agent):
+        def __init__(self) -> None:
+            plugins = {
+                "llm": openai.LLM(model="gpt-4o-mini", api_key=_KEY),
+                # at the call speaker's 16 kHz (the first agent's): see the refusal below
+                "tts": cartesia.TTS(
+                    model="sonic-2", voice="specialist", sample_rate=16_000, api_key=_KEY
+                ),
+            }
+            for role, plugin in plugins.items():
+                plugin.on("metrics_collected", lambda _m, role=role: used.append(role))
+            super().__init__(instructions="You know the wine list.", **plugins)
+
+    call = select(scenarios(), "^control/two_turns$")[0]
+    world, outcome = run_scenario(call, _handing_over(Specialist), stack="deepgram+openai+cartesia")
+
+    assert outcome.passed, outcome.reasons
+    assert world.redirected == (
+        "Specialist's own openai.LLM(model='gpt-4o-mini')",
+        "Specialist's own cartesia.TTS(model='sonic-2')",
+    )
+    assert {"llm", "tts"} <= set(used)
+    assert world.tts.model == "sonic-2"
+    assert world.tts.sentences == {1: "Sure: do you have a terrace.", 2: "Sure: great thanks."}
+
+
+@pytest.mark.parametrize(
+    ("stack", "rate", "why"),
+    [
+        (
+            "deepgram+openai+cartesia",
+            22_050,
+            "Specialist's own tts cartesia.TTS(model='sonic-3') cannot be redirected: it asks "
+            "for 22050 Hz",
+        ),
+        (
+            "deepgram+openai+cartesia",
+            24_000,
+            "Specialist's own tts cartesia.TTS(model='sonic-3') cannot be redirected: it speaks "
+            "at 24000 Hz and the call's speaker plays 16000 Hz",
+        ),
+        (
+            None,
+            16_000,
+            "Specialist's own tts cartesia.TTS(model='sonic-3') would reach the real provider: "
+            "run with --stack deepgram+openai+cartesia",
+        ),
+    ],
+)
+def test_a_handed_over_instance_that_cannot_be_redirected_fails_the_call_unused(
+    stack: str | None, rate: int, why: str
+) -> None:
+    used: list[str] = []
+
+    class Specialist(Agent):
+        def __init__(self) -> None:
+            tts = cartesia.TTS(sample_rate=rate, api_key=_KEY)
+            tts.on("metrics_collected", lambda _m: used.append("tts"))
+            super().__init__(instructions="You know the wine list.", tts=tts)
+
+    call = select(scenarios(), "^control/two_turns$")[0]
+    _, outcome = run_scenario(call, _handing_over(Specialist), stack=stack)
+
+    assert not outcome.passed
+    (refused,) = [reason for reason in outcome.reasons if "Specialist's own" in reason]
+    assert why in refused
+    assert "the lab's own tts played its part" in refused
+    assert used == []
+
+
+def test_without_a_stack_an_agent_with_provider_plugins_is_refused_before_any_call(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _app_module(tmp_path, monkeypatch)
+    # its plugins read their keys from the environment, unset here: the line names the plugin,
+    # not the missing key
+    code = main(["lab", "--agent", "redirect_app:WithKeys", "--only", "^control/two_turns$"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""  # before any call
+    (line,) = captured.err.strip().splitlines()
+    assert (
+        "WithKeys's own stt deepgram.STT(model='nova-3') would reach the real provider: run "
+        "with --stack deepgram+openai+cartesia (its emulators take the agent's own instances) "
+        "or remove the plugin from WithKeys"
+    ) in line
+
+
+def test_without_a_stack_run_scenario_refuses_a_provider_plugin_before_the_call() -> None:
+    class App(Agent):
+        def __init__(self, instructions: str = "t") -> None:
+            super().__init__(
+                instructions=instructions, llm=google.LLM(model="gemini-2.0-flash", api_key=_KEY)
+            )
+
+    call = select(scenarios(), "^control/two_turns$")[0]
+    with pytest.raises(NotRedirectable, match=r"App's own llm google.LLM\(model='gemini-2.0-flash"):
+        run_scenario(call, App)

@@ -292,11 +292,13 @@ def _lab(args: argparse.Namespace) -> int:
     from .run import run_lab, select
 
     _check_args(args)
-    if args.stack is not None and args.agent is not None:
+    if args.agent is not None:
         _offline_keys(args.stack)
     agents, note = _agents(args.agent)
     if args.stack is not None and args.agent is not None:
         _check_redirects(agents[0], args.stack)
+    elif args.agent is not None:
+        _check_no_provider_plugins(agents[0])
     if args.only is not None and not _may_match(args.only, scenarios(), agents):
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
     if note is not None:
@@ -469,16 +471,18 @@ _KEY_VARIABLES = (
 )
 
 
-def _offline_keys(stack: str) -> None:
-    """A dummy key for each of the stack's providers whose variable is unset.
+def _offline_keys(stack: str | None) -> None:
+    """A dummy key for each of the stack's providers (every provider without one) left unset.
 
     An app builds ``deepgram.STT()`` with no key, reading it from the environment, and the
     plugin refuses to be built without one; the emulators accept any key, and a redirected
-    instance sends it to loopback only.
+    instance sends it to loopback only. Without a stack, an agent's own provider plugin is
+    refused before any call (:func:`_check_no_provider_plugins`): the key lets it be built, so
+    that the refusal names the plugin rather than its missing key.
     """
     from ..testing.stacks import check_stack
 
-    plugins = check_stack(stack).plugins
+    plugins = check_stack(stack).plugins if stack is not None else [p for p, _ in _KEY_VARIABLES]
     for plugin, variable in _KEY_VARIABLES:
         if plugin in plugins:
             os.environ.setdefault(variable, "lab-offline-key")
@@ -503,6 +507,17 @@ def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
             f"stack {stack}: {agent.label}'s own {', '.join(described)} redirected to the "
             "emulators, their options kept"
         )
+
+
+def _check_no_provider_plugins(agent: AgentUnderTest) -> None:
+    """Without a stack, the app's own provider plugins would reach the real providers: refused."""
+    from ..testing.redirect import NotRedirectable, refuse_provider_plugins
+    from .catalog.own_tools import build_app_agent
+
+    try:
+        refuse_provider_plugins(build_app_agent(agent.catalog_cls or agent.cls), agent.label)
+    except NotRedirectable as exc:
+        raise _UsageError(f"--agent {agent.path!r}: {exc}") from exc
 
 
 def _may_match(only: str, catalog: Sequence[Scenario], agents: Sequence[AgentUnderTest]) -> bool:
