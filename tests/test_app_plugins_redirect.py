@@ -346,3 +346,53 @@ def test_without_a_stack_run_scenario_refuses_a_provider_plugin_before_the_call(
     call = select(scenarios(), "^control/two_turns$")[0]
     with pytest.raises(NotRedirectable, match=r"App's own llm google.LLM\(model='gemini-2.0-flash"):
         run_scenario(call, App)
+
+
+_ENTRYPOINT_APP = """
+from livekit.agents import Agent, AgentSession, JobContext
+from livekit.plugins import cartesia, deepgram, google
+
+
+class Assistant(Agent):
+    'As the template: the agent brings no models, the entrypoint session does.'
+
+    def __init__(self) -> None:
+        super().__init__(instructions="You are a helpful voice assistant.")
+
+
+async def entrypoint(ctx: JobContext) -> None:
+    session = AgentSession(
+        stt=deepgram.STT(model="nova-2-phonecall"),
+        llm=google.LLM(model="gemini-2.0-flash"),
+        tts=cartesia.TTS(model="sonic-2"),
+    )
+    await session.start(agent=Assistant(), room=ctx.room)
+"""
+
+
+def test_the_session_an_apps_entrypoint_builds_is_never_the_labs(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --agent loads a class; the lab builds the session of every call itself, on the stack's
+    # own instances: the entrypoint's plugins (and their options) never reach a call
+    from resilient_agent.lab.app_agent import catalog_base
+    from resilient_agent.lab.run import load_agent_class
+    from resilient_agent.testing.vad import ScriptedVAD
+
+    (tmp_path / "entrypoint_app.py").write_text(_ENTRYPOINT_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "entrypoint_app", raising=False)
+    call = select(scenarios(), "^control/two_turns$")[0]
+    # as --agent entrypoint_app:Assistant loads it
+    assistant = catalog_base(load_agent_class("entrypoint_app:Assistant")).cls
+    world, outcome = run_scenario(call, assistant, stack="deepgram+google+cartesia")
+
+    assert outcome.passed, outcome.reasons
+    assert world.redirected == ()
+    assert isinstance(world.session.vad, ScriptedVAD)
+    assert isinstance(world.session.stt, deepgram.STT)
+    assert isinstance(world.session.llm, google.LLM)
+    assert isinstance(world.session.tts, cartesia.TTS)
+    # the stack's models, not the entrypoint's
+    assert (world.stt.model, world.tts.model) == ("nova-3", "sonic-3")
+    assert [text for _, text, _ in world.stt.finals] == ["do you have a terrace", "great thanks"]

@@ -334,7 +334,10 @@ async def _run_call(
         stack = running
 
         def pipeline_rule(role: str, obj: Any, label: str) -> str:
-            return redirect_plugin(role, obj, stack, label, audio_out.sample_rate)
+            # the speaker as the call plays it, the first agent's own TTS's rate if it had one
+            speaker_rate = audio_out.sample_rate
+            assert speaker_rate is not None  # a PlayoutAudioOutput always has one
+            return redirect_plugin(role, obj, stack, label, speaker_rate)
 
         rule = pipeline_rule
 
