@@ -396,3 +396,17 @@ def test_the_session_an_apps_entrypoint_builds_is_never_the_labs(
     # the stack's models, not the entrypoint's
     assert (world.stt.model, world.tts.model) == ("nova-3", "sonic-3")
     assert [text for _, text, _ in world.stt.finals] == ["do you have a terrace", "great thanks"]
+
+
+def test_a_later_agent_on_a_realtime_stack_keeps_only_the_stacks_model() -> None:
+    from resilient_agent.testing.redirect import redirect_realtime_plugin
+
+    model = google.realtime.RealtimeModel(api_key=_KEY)
+    described = redirect_realtime_plugin("llm", model, lambda _m: True, "Specialist")
+    assert described.startswith("google.RealtimeModel(model=")
+    with pytest.raises(NotRedirectable) as refused:
+        redirect_realtime_plugin("tts", cartesia.TTS(api_key=_KEY), lambda _m: False, "Specialist")
+    assert str(refused.value) == (
+        "Specialist's own tts cartesia.TTS(model='sonic-3') cannot be redirected: a realtime "
+        "stack emulates only google.realtime.RealtimeModel"
+    )
