@@ -292,13 +292,16 @@ def _lab(args: argparse.Namespace) -> int:
     from .run import run_lab, select
 
     _check_args(args)
-    if args.agent is not None:
+    if args.stack is not None and args.agent is not None:
         _offline_keys(args.stack)
-    agents, note = _agents(args.agent)
+    if args.stack is None and args.agent is not None:
+        with _offline_keys_while_checked():
+            agents, note = _agents(args.agent)
+            _check_no_provider_plugins(agents[0])
+    else:
+        agents, note = _agents(args.agent)
     if args.stack is not None and args.agent is not None:
         _check_redirects(agents[0], args.stack)
-    elif args.agent is not None:
-        _check_no_provider_plugins(agents[0])
     if args.only is not None and not _may_match(args.only, scenarios(), agents):
         raise _UsageError(f"--only {args.only!r} matches no scenario (see --list)")
     if note is not None:
@@ -471,21 +474,38 @@ _KEY_VARIABLES = (
 )
 
 
-def _offline_keys(stack: str | None) -> None:
-    """A dummy key for each of the stack's providers (every provider without one) left unset.
+def _offline_keys(stack: str) -> None:
+    """A dummy key for each of the stack's providers whose variable is unset.
 
     An app builds ``deepgram.STT()`` with no key, reading it from the environment, and the
     plugin refuses to be built without one; the emulators accept any key, and a redirected
-    instance sends it to loopback only. Without a stack, an agent's own provider plugin is
-    refused before any call (:func:`_check_no_provider_plugins`): the key lets it be built, so
-    that the refusal names the plugin rather than its missing key.
+    instance sends it to loopback only.
     """
     from ..testing.stacks import check_stack
 
-    plugins = check_stack(stack).plugins if stack is not None else [p for p, _ in _KEY_VARIABLES]
+    plugins = check_stack(stack).plugins
     for plugin, variable in _KEY_VARIABLES:
         if plugin in plugins:
             os.environ.setdefault(variable, "lab-offline-key")
+
+
+@contextlib.contextmanager
+def _offline_keys_while_checked() -> Iterator[None]:
+    """Every unset provider key variable set to a dummy while the app's agent is first built.
+
+    Without a stack an agent's own provider plugin is refused before any call
+    (:func:`_check_no_provider_plugins`): the key lets it be built, so that the refusal names
+    the plugin rather than its missing key. The dummies go once checked: an agent with no
+    provider plugin of its own needs none, and its calls never see them.
+    """
+    unset = [variable for _, variable in _KEY_VARIABLES if variable not in os.environ]
+    for variable in unset:
+        os.environ[variable] = "lab-offline-key"
+    try:
+        yield
+    finally:
+        for variable in unset:
+            os.environ.pop(variable, None)
 
 
 def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
