@@ -152,7 +152,7 @@ def test_an_instance_that_cannot_be_redirected_is_named_with_why(
 
 _APP = """
 from livekit.agents import Agent, function_tool
-from livekit.plugins import cartesia, deepgram
+from livekit.plugins import cartesia, deepgram, google
 
 
 class WithKeys(Agent):
@@ -171,6 +171,16 @@ class WithKeys(Agent):
         )
 
 
+class Live(Agent):
+    @function_tool
+    async def track_parcel(self) -> str:
+        'Where the parcel is.'
+        return "on its way"
+
+    def __init__(self, instructions: str = "t", **kwargs):
+        super().__init__(instructions=instructions, llm=google.realtime.RealtimeModel(), **kwargs)
+
+
 class At22050(Agent):
     def __init__(self, instructions: str = "t", **kwargs):
         super().__init__(instructions=instructions, tts=cartesia.TTS(sample_rate=22050), **kwargs)
@@ -181,7 +191,7 @@ def _app_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "redirect_app.py").write_text(_APP)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "redirect_app", raising=False)
-    for variable in ("DEEPGRAM_API_KEY", "CARTESIA_API_KEY", "OPENAI_API_KEY"):
+    for variable in ("DEEPGRAM_API_KEY", "CARTESIA_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
 
 
@@ -410,3 +420,18 @@ def test_a_later_agent_on_a_realtime_stack_keeps_only_the_stacks_model() -> None
         "Specialist's own tts cartesia.TTS(model='sonic-3') cannot be redirected: a realtime "
         "stack emulates only google.realtime.RealtimeModel"
     )
+
+
+def test_on_a_realtime_stack_an_agent_with_its_own_model_has_no_pipeline_probe(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a tool's probe is a pipeline call, which a realtime stack runs on the lab's scripted
+    # providers: the agent's own model would be refused there (or reach Gemini)
+    _app_module(tmp_path, monkeypatch)
+    code = main(["lab", "--stack", "gemini-live", "--agent", "redirect_app:Live", "--list"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (
+        "Live's own tools are not raced on --stack gemini-live: their calls are pipeline calls, "
+        "which a realtime stack leaves out"
+    ) in out

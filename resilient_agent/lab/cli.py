@@ -576,6 +576,14 @@ def _own_tools(
     from .fuzz_own_tools import OwnTools
 
     cls = agent.catalog_cls or agent.cls
+    if stack is not None and _realtime_stack_with_own_plugins(stack, build_app_agent(cls)):
+        # a probe is a pipeline call: a realtime stack would run it on the lab's scripted
+        # providers, where the agent's own model would reach its real provider
+        print(
+            f"{agent.label}'s own tools are not raced on --stack {stack}: their calls are "
+            "pipeline calls, which a realtime stack leaves out"
+        )
+        return None
     try:
         mocks = load_mocks(mock_path) if mock_path is not None else ToolMocks()
         # named before any probe runs them
@@ -591,6 +599,13 @@ def _own_tools(
     for line in describe(windows):
         print(line)
     return OwnTools(agent.path, windows, mocks, None if mock_path is None else str(mock_path))
+
+
+def _realtime_stack_with_own_plugins(stack: str, agent: Agent) -> bool:
+    from ..testing.redirect import has_own_plugins
+    from ..testing.stacks import STACKS
+
+    return STACKS[stack].realtime is not None and has_own_plugins(agent)
 
 
 def _write_outputs(
