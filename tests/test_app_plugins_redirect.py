@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, stt
+from livekit.agents import Agent, AgentTask, stt
 
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
@@ -282,6 +282,39 @@ def test_an_agent_handed_over_to_later_has_its_instances_redirected() -> None:
     assert {"llm", "tts"} <= set(used)
     assert world.tts.model == "sonic-2"
     assert world.tts.sentences == {1: "Sure: do you have a terrace.", 2: "Sure: great thanks."}
+
+
+def test_an_agent_task_with_its_own_instances_has_them_redirected() -> None:
+    used: list[str] = []
+
+    class Survey(AgentTask[str]):
+        def __init__(self) -> None:
+            plugins = {
+                "llm": openai.LLM(model="gpt-4o-mini", api_key=_KEY),
+                "tts": cartesia.TTS(model="sonic-2", sample_rate=16_000, api_key=_KEY),
+            }
+            for role, plugin in plugins.items():
+                plugin.on("metrics_collected", lambda _m, role=role: used.append(role))
+            super().__init__(instructions="Ask about the terrace.", **plugins)
+
+        async def on_user_turn_completed(self, turn_ctx: Any, new_message: Any) -> None:
+            self.complete("asked")
+
+    class FrontDesk(Agent):
+        async def on_enter(self) -> None:
+            self.survey = await Survey()
+
+    call = select(scenarios(), "^control/two_turns$")[0]
+    world, outcome = run_scenario(call, FrontDesk, stack="deepgram+openai+cartesia")
+
+    assert outcome.passed, outcome.reasons
+    # the front desk, resumed after the task, is not redirected again
+    assert world.redirected == (
+        "Survey's own openai.LLM(model='gpt-4o-mini')",
+        "Survey's own cartesia.TTS(model='sonic-2')",
+    )
+    assert {"llm", "tts"} <= set(used)
+    assert world.agent.survey == "asked"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
