@@ -711,7 +711,7 @@ def own_plugins_stay_in_the_lab(evidence: CallEvidence) -> list[str]:
     The lab could not redirect it (or, without a stack, it was a provider plugin): it was kept
     from its provider, the session's own played its part, and the call tells which.
     """
-    return list(evidence.world.refused_plugins)
+    return list(evidence.world.later_agents.refused)
 
 
 CONTRACTS: tuple[Contract, ...] = (

@@ -4,10 +4,11 @@ A tool that returns another agent, or awaits an ``AgentTask`` built with its own
 ``tts=``, creates those plugin instances at call time: the lab never saw them when it loaded the
 app. livekit announces every agent it starts with an ``AgentHandoff`` item
 (``conversation_item_added``), emitted just before it starts the agent's activity, where the
-plugins are first used: there the lab points them at the stack's emulators, as it did the first
-agent's. One it cannot point there is swapped for the session's own (the lab's) with
-``Agent.update_options`` before livekit starts the agent, so it never reaches its provider, and
-the call fails with a line naming it (the ``own_plugins_stay_in_the_lab`` contract).
+plugins are first used: there the lab applies the first agent's rule to them (on a stack, point
+them at its emulators; without one, refuse a provider plugin). One it refuses is swapped for the
+session's own (the lab's) with ``Agent.update_options`` before livekit starts the agent, so it
+never reaches its provider, and the call fails with a line naming it (the
+``own_plugins_stay_in_the_lab`` contract).
 """
 
 from __future__ import annotations

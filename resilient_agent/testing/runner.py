@@ -101,10 +101,10 @@ class CallWorld:
         redirected: On a pipeline stack, the agent's own plugin instances pointed at the
             emulators (``"deepgram.STT(model='nova-3')"``), their options kept; then those of
             the agents livekit started later in the call (``"Specialist's own openai.LLM(...)"``).
-        refused_plugins: The own plugin instances of agents started later in the call that
-            could not be redirected (or, without a stack, were provider plugins): each kept
-            from its provider, the session's own playing its part, and the call failed.
-        later_agents: What the lab did with those later agents' plugins, while the call runs.
+        later_agents: What the lab did with the own plugins of the agents livekit started
+            later in the call: those it redirected, and those it refused (could not redirect,
+            or, without a stack, provider plugins), each kept from its provider, the session's
+            own playing its part, and the call failed.
     """
 
     scenario: Scenario
@@ -138,7 +138,6 @@ class CallWorld:
     virtual_seconds: float = 0.0
     connections: dict[str, int] = field(default_factory=dict)
     redirected: tuple[str, ...] = ()
-    refused_plugins: tuple[str, ...] = ()
     later_agents: LaterAgents = field(default_factory=LaterAgents)
 
 
@@ -392,7 +391,6 @@ async def _run_call(
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
     world.redirected = (*redirected, *world.later_agents.redirected)
-    world.refused_plugins = tuple(world.later_agents.refused)
     return world
 
 
