@@ -863,6 +863,21 @@ def test_a_gemini_live_model_keeps_its_options_where_the_lab_redirects_them() ->
     assert model._opts.voice == "Kore"
 
 
+def test_an_openai_realtime_model_keeps_its_endpoint_where_the_lab_redirects_it() -> None:
+    openai = pytest.importorskip("livekit.plugins.openai", exc_type=ImportError)
+
+    from resilient_agent._livekit.compat import plugin_options
+
+    model = openai.realtime.RealtimeModel(api_key="app-key", voice="cedar")
+    options = plugin_options(model, "base_url", "api_key", "is_azure")
+    assert options is not None, (
+        "livekit-plugins-openai moved RealtimeModel._opts.base_url / api_key / is_azure"
+    )
+    # the plugin reads them each time it opens a socket (tests/test_openai_realtime.py runs an
+    # app's own model redirected so)
+    assert not options.is_azure and options.voice == "cedar"
+
+
 def check_livekit_session_report() -> None:
     from livekit.agents import Agent as PlainAgent
 

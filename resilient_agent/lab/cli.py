@@ -295,7 +295,12 @@ def _lab(args: argparse.Namespace) -> int:
     _check_args(args)
     if args.stack is not None and args.agent is not None:
         _offline_keys(args.stack)
-    agents, note = _agents(args.agent)
+    if args.stack is None and args.agent is not None:
+        with _offline_keys_while_checked():
+            agents, note = _agents(args.agent)
+            _check_no_provider_plugins(agents[0])
+    else:
+        agents, note = _agents(args.agent)
     if args.stack is not None and args.agent is not None:
         _check_redirects(agents[0], args.stack)
     if args.only is not None and not _may_match(args.only, scenarios(), agents):
@@ -485,6 +490,25 @@ def _offline_keys(stack: str) -> None:
             os.environ.setdefault(variable, "lab-offline-key")
 
 
+@contextlib.contextmanager
+def _offline_keys_while_checked() -> Iterator[None]:
+    """Every unset provider key variable set to a dummy while the app's agent is first built.
+
+    Without a stack an agent's own provider plugin is refused before any call
+    (:func:`_check_no_provider_plugins`): the key lets it be built, so that the refusal names
+    the plugin rather than its missing key. The dummies go once checked: an agent with no
+    provider plugin of its own needs none, and its calls never see them.
+    """
+    unset = [variable for _, variable in _KEY_VARIABLES if variable not in os.environ]
+    for variable in unset:
+        os.environ[variable] = "lab-offline-key"
+    try:
+        yield
+    finally:
+        for variable in unset:
+            os.environ.pop(variable, None)
+
+
 def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
     """The app's own plugin instances the stack redirects: one line, or the one that it cannot."""
     from ..testing.redirect import NotRedirectable, check_redirects
@@ -504,6 +528,17 @@ def _check_redirects(agent: AgentUnderTest, stack: str) -> None:
             f"stack {stack}: {agent.label}'s own {', '.join(described)} redirected to the "
             "emulators, their options kept"
         )
+
+
+def _check_no_provider_plugins(agent: AgentUnderTest) -> None:
+    """Without a stack, the app's own provider plugins would reach the real providers: refused."""
+    from ..testing.redirect import NotRedirectable, refuse_provider_plugins
+    from .catalog.own_tools import build_app_agent
+
+    try:
+        refuse_provider_plugins(build_app_agent(agent.catalog_cls or agent.cls), agent.label)
+    except NotRedirectable as exc:
+        raise _UsageError(f"--agent {agent.path!r}: {exc}") from exc
 
 
 def _may_match(only: str, catalog: Sequence[Scenario], agents: Sequence[AgentUnderTest]) -> bool:
@@ -542,6 +577,14 @@ def _own_tools(
     from .fuzz_own_tools import OwnTools
 
     cls = agent.catalog_cls or agent.cls
+    if stack is not None and _realtime_stack_with_own_plugins(stack, build_app_agent(cls)):
+        # a probe is a pipeline call: a realtime stack would run it on the lab's scripted
+        # providers, where the agent's own model would reach its real provider
+        print(
+            f"{agent.label}'s own tools are not raced on --stack {stack}: their calls are "
+            "pipeline calls, which a realtime stack leaves out"
+        )
+        return None
     try:
         mocks = load_mocks(mock_path) if mock_path is not None else ToolMocks()
         # named before any probe runs them
@@ -557,6 +600,13 @@ def _own_tools(
     for line in describe(windows):
         print(line)
     return OwnTools(agent.path, windows, mocks, None if mock_path is None else str(mock_path))
+
+
+def _realtime_stack_with_own_plugins(stack: str, agent: Agent) -> bool:
+    from ..testing.redirect import has_own_plugins
+    from ..testing.stacks import STACKS
+
+    return STACKS[stack].realtime is not None and has_own_plugins(agent)
 
 
 def _write_outputs(

@@ -705,6 +705,15 @@ def every_inference_is_well_formed(evidence: CallEvidence) -> list[str]:
     ]
 
 
+def own_plugins_stay_in_the_lab(evidence: CallEvidence) -> list[str]:
+    """No plugin of an agent started later in the call was left to reach its real provider.
+
+    The lab could not redirect it (or, without a stack, it was a provider plugin): it was kept
+    from its provider, the session's own played its part, and the call tells which.
+    """
+    return list(evidence.world.later_agents.refused)
+
+
 CONTRACTS: tuple[Contract, ...] = (
     every_inference_is_well_formed,
     every_word_reaches_the_llm,
@@ -722,6 +731,7 @@ CONTRACTS: tuple[Contract, ...] = (
     hang_up_follows_farewell,
     hang_up_completes,
     caller_leaving_closes_at_once,
+    own_plugins_stay_in_the_lab,
 )
 """Every contract a lab call is judged by, in the order their breaches are reported."""
 

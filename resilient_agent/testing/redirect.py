@@ -7,6 +7,10 @@ those instances, not the session's. On a stack (``lab --stack NAME --agent myapp
 so the app's model, voice and language reach the wire. An instance it cannot point there (a
 plugin with no emulator, a subclass with a transport of its own, a provider the stack does not
 play) is refused with one line naming it and why, before any call runs.
+
+Without a stack the lab's calls run on scripted providers, and an agent's own provider plugin
+would take their place and reach the real provider: it is refused the same way, naming the stack
+that would take it (:func:`refuse_provider_plugins`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,14 @@ __all__ = [
     "app_http_context",
     "check_redirects",
     "close_app_plugins",
+    "close_plugins",
     "has_own_plugins",
+    "own_plugins",
     "redirect_app_plugins",
+    "redirect_plugin",
+    "redirect_realtime_plugin",
+    "refuse_provider_plugin",
+    "refuse_provider_plugins",
 ]
 
 
@@ -95,7 +105,7 @@ def _describe(obj: object) -> str:
     return f"{short}(model={model!r})" if known else short
 
 
-def _own_plugins(agent: Agent) -> list[tuple[str, Any]]:
+def own_plugins(agent: Agent) -> list[tuple[str, Any]]:
     """The agent's own STT, LLM and TTS, by role (a StreamAdapter's wrapped plugin for it)."""
     found = []
     for role in ("stt", "llm", "tts"):
@@ -110,7 +120,7 @@ def _own_plugins(agent: Agent) -> list[tuple[str, Any]]:
 
 def has_own_plugins(agent: Agent) -> bool:
     """Whether the agent carries its own STT, LLM or TTS (livekit uses it over the session's)."""
-    return bool(_own_plugins(agent))
+    return bool(own_plugins(agent))
 
 
 def _which(obj: object) -> _Plugin | None:
@@ -124,6 +134,17 @@ def _which(obj: object) -> _Plugin | None:
 def _refusal(label: str, role: str, obj: object, spec: StackSpec, stack: str) -> str | None:
     """Why ``obj`` cannot be pointed at the stack's emulator, None when it can."""
     what = f"{label}'s own {role} {_describe(obj)}"
+    if spec.realtime is not None:
+        name, classes = _realtime_model(spec.llm)
+        if not isinstance(obj, classes):
+            return f"{what} cannot be redirected: stack {stack!r} emulates only {name}"
+        if spec.llm == "openai-realtime":
+            options = plugin_options(obj, "base_url", "api_key", "is_azure")
+            if options is None:
+                return f"{what} cannot be redirected: livekit-plugins-openai moved its endpoint"
+            if options.is_azure:
+                return f"{what} cannot be redirected: an Azure realtime model has no emulator"
+        return None
     if isinstance(obj, llm.RealtimeModel):
         return (
             f"{what} cannot be redirected: a realtime model has no place on a pipeline stack; "
@@ -187,6 +208,21 @@ def _plugin_refusal(plugin: _Plugin, obj: Any, what: str) -> str | None:
     return None
 
 
+def _realtime_model(part: str) -> tuple[str, tuple[type, ...]]:
+    """The realtime model a realtime stack's part (``gemini-live``, ``openai-realtime``) plays."""
+    if part == "openai-realtime":
+        try:
+            from livekit.plugins import openai
+        except ImportError:
+            return "openai.realtime.RealtimeModel", ()
+        return "openai.realtime.RealtimeModel", (openai.realtime.RealtimeModel,)
+    try:
+        from livekit.plugins import google
+    except ImportError:
+        return "google.realtime.RealtimeModel", ()
+    return "google.realtime.RealtimeModel", (google.realtime.RealtimeModel,)
+
+
 def check_redirects(agent: Agent, stack: str, label: str | None = None) -> list[str]:
     """The agent's own plugin instances a stack would redirect, described.
 
@@ -203,7 +239,7 @@ def check_redirects(agent: Agent, stack: str, label: str | None = None) -> list[
     spec = check_stack(stack)
     label = label or type(agent).__name__
     described = []
-    for role, obj in _own_plugins(agent):
+    for role, obj in own_plugins(agent):
         why = _refusal(label, role, obj, spec, stack)
         if why is not None:
             raise NotRedirectable(why)
@@ -224,11 +260,125 @@ def redirect_app_plugins(agent: Agent, running: RunningStack, stack: str) -> lis
         NotRedirectable: See :func:`check_redirects`; nothing is redirected then.
     """
     described = check_redirects(agent, stack)
-    for _role, obj in _own_plugins(agent):
+    for _role, obj in own_plugins(agent):
         plugin = _which(obj)
         assert plugin is not None  # checked above
         _POINT[plugin.name](obj, running)
     return described
+
+
+def redirect_plugin(
+    role: str, obj: Any, running: RunningStack, label: str, speaker_rate: int
+) -> str:
+    """Point one agent's own plugin instance at the running pipeline stack's emulator.
+
+    For an agent livekit starts later in the call (a handoff, an ``AgentTask``).
+
+    Args:
+        role: ``stt``, ``llm`` or ``tts``.
+        obj: The instance.
+        running: The call's stack.
+        label: How the message names the agent.
+        speaker_rate: The rate the call's speaker plays (the first agent's TTS's): a TTS at
+            another would be resampled by livekit, and its marked audio with it.
+
+    Returns:
+        The instance, described.
+
+    Raises:
+        NotRedirectable: It cannot be; nothing is changed then.
+    """
+    from .stacks import check_stack
+
+    why = _refusal(label, role, obj, check_stack(running.name), running.name)
+    if why is None and role == "tts" and obj.sample_rate != speaker_rate:
+        why = (
+            f"{label}'s own tts {_describe(obj)} cannot be redirected: it speaks at "
+            f"{obj.sample_rate} Hz and the call's speaker plays {speaker_rate} Hz (the first "
+            "agent's), so livekit would resample the emulator's marked audio away; give it "
+            f"sample_rate={speaker_rate} for the lab"
+        )
+    if why is not None:
+        raise NotRedirectable(why)
+    plugin = _which(obj)
+    assert plugin is not None  # checked above
+    _POINT[plugin.name](obj, running)
+    return _describe(obj)
+
+
+def redirect_realtime_plugin(
+    role: str, obj: Any, redirect: Callable[[Any], bool], label: str
+) -> str:
+    """Point one agent's own realtime model at a realtime stack's emulator (``redirect``).
+
+    Raises:
+        NotRedirectable: It is not the stack's model, or another part (an STT, a TTS).
+    """
+    if role == "llm" and redirect(obj):
+        return _describe(obj)
+    raise NotRedirectable(
+        f"{label}'s own {role} {_describe(obj)} cannot be redirected: a realtime stack "
+        "emulates only its own provider's realtime model (google.realtime.RealtimeModel on "
+        "gemini-live, openai.realtime.RealtimeModel on openai-realtime)"
+    )
+
+
+def _is_provider_plugin(obj: object) -> bool:
+    """Whether ``obj`` is (or extends) a livekit provider plugin or LiveKit's inference."""
+    return any(
+        klass.__module__.startswith(("livekit.plugins.", "livekit.agents.inference"))
+        for klass in type(obj).__mro__
+    )
+
+
+def _fitting_stack(role: str, obj: object, label: str) -> str | None:
+    """The first stack that would redirect ``obj``, None when none would."""
+    from .stacks import STACKS, StackUnavailable, check_stack
+
+    for name in STACKS:
+        try:
+            spec = check_stack(name)
+        except StackUnavailable:
+            continue
+        if _refusal(label, role, obj, spec, name) is None:
+            return name
+    return None
+
+
+def refuse_provider_plugin(role: str, obj: Any, label: str) -> None:
+    """Refuse an agent's own provider plugin in a call without a stack.
+
+    The call's providers are the lab's scripted ones: a plugin of the agent's own would take
+    their place and reach the real provider (no key: errors or hangs). One of the app's own
+    making (not a provider plugin) is its own business and runs.
+
+    Raises:
+        NotRedirectable: It is a provider plugin: the message names it and the fix.
+    """
+    if not _is_provider_plugin(obj):
+        return
+    what = f"{label}'s own {role} {_describe(obj)} would reach the real provider"
+    stack = _fitting_stack(role, obj, label)
+    if stack is None:
+        raise NotRedirectable(
+            f"{what}, and no stack emulates it: remove the plugin from {label} (the lab's calls "
+            "bring their own providers)"
+        )
+    raise NotRedirectable(
+        f"{what}: run with --stack {stack} (its emulators take the agent's own instances) or "
+        f"remove the plugin from {label}"
+    )
+
+
+def refuse_provider_plugins(agent: Agent, label: str | None = None) -> None:
+    """Refuse the agent's own provider plugins in calls without a stack, before any call.
+
+    Raises:
+        NotRedirectable: See :func:`refuse_provider_plugin`; the first one found.
+    """
+    label = label or type(agent).__name__
+    for role, obj in own_plugins(agent):
+        refuse_provider_plugin(role, obj, label)
 
 
 def _deepgram(obj: Any, running: RunningStack) -> None:
@@ -286,6 +436,12 @@ async def close_app_plugins(agent: Agent) -> None:
         value = getattr(agent, role)
         if value is not None and is_given(value):
             await value.aclose()
+
+
+async def close_plugins(plugins: list[Any]) -> None:
+    """Close plugin instances the lab redirected during a call (see :func:`close_app_plugins`)."""
+    for plugin in plugins:
+        await plugin.aclose()
 
 
 @contextlib.asynccontextmanager

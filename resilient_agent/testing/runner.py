@@ -35,11 +35,22 @@ from .emulators import (
     ScheduledUtterance,
 )
 from .job import JobRecorder, recorded_job_context
+from .later_agents import LaterAgents, PluginRule, watch_later_agents
 from .llm import ScriptedLLM
 from .real_speech import LabRecognizer
 from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
-from .redirect import app_http_context, close_app_plugins, redirect_app_plugins
+from .redirect import (
+    NotRedirectable,
+    app_http_context,
+    close_app_plugins,
+    close_plugins,
+    redirect_app_plugins,
+    redirect_plugin,
+    redirect_realtime_plugin,
+    refuse_provider_plugin,
+    refuse_provider_plugins,
+)
 from .scenario import Scenario, Typed, load_utterance_audio
 from .stt import ScriptedSTT
 from .tool_mocks import by_name
@@ -92,7 +103,12 @@ class CallWorld:
         connections: On a provider stack, the websocket connections and HTTP requests the call
             opened at each emulator (``"deepgram-emulator ws /v1/listen": 2``).
         redirected: On a pipeline stack, the agent's own plugin instances pointed at the
-            emulators (``"deepgram.STT(model='nova-3')"``), their options kept.
+            emulators (``"deepgram.STT(model='nova-3')"``), their options kept; then those of
+            the agents livekit started later in the call (``"Specialist's own openai.LLM(...)"``).
+        later_agents: What the lab did with the own plugins of the agents livekit started
+            later in the call: those it redirected, and those it refused (could not redirect,
+            or, without a stack, provider plugins), each kept from its provider, the session's
+            own playing its part, and the call failed.
     """
 
     scenario: Scenario
@@ -133,6 +149,7 @@ class CallWorld:
     virtual_seconds: float = 0.0
     connections: dict[str, int] = field(default_factory=dict)
     redirected: tuple[str, ...] = ()
+    later_agents: LaterAgents = field(default_factory=LaterAgents)
 
 
 _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
@@ -229,6 +246,7 @@ async def run_scenario_async(
         if world.redirected:
             # as a job's shutdown would: their pooled sockets would hold the emulators open
             await close_app_plugins(world.agent)
+            await close_plugins(world.later_agents.instances)
         world.connections = running.connections()
         return world
 
@@ -313,15 +331,46 @@ async def _run_call(
     lk_logger.addHandler(logs)
     agent = scenario.agent(agent_class)
     redirected: list[str] = []
+    rule: PluginRule
     if _is_realtime(running):
         if is_given(agent.llm):
             # an app agent bringing its own model of the stack's plugin: that instance is
             # redirected
             running.redirect(agent.llm)
-    elif running is not None:
+        redirect = running.redirect
+
+        def realtime_rule(role: str, obj: Any, label: str) -> str:
+            return redirect_realtime_plugin(role, obj, redirect, label)
+
+        rule = realtime_rule
+
+    elif running is None:
+        # on the lab's scripted providers an agent's own provider plugin would reach the real
+        # provider: refused before the call
+        try:
+            refuse_provider_plugins(agent)
+        except NotRedirectable:
+            lk_logger.removeHandler(logs)
+            raise
+        rule = refuse_provider_plugin
+    else:
         # livekit uses an agent's own STT, LLM and TTS over the session's: the app's instances
         # go to the emulators, their options kept (or the call is refused before it starts)
-        redirected = redirect_app_plugins(agent, running, running.name)
+        try:
+            redirected = redirect_app_plugins(agent, running, running.name)
+        except NotRedirectable:
+            lk_logger.removeHandler(logs)
+            raise
+        stack = running
+
+        def pipeline_rule(role: str, obj: Any, label: str) -> str:
+            # the speaker as the call plays it, the first agent's own TTS's rate if it had one
+            speaker_rate = audio_out.sample_rate
+            assert speaker_rate is not None  # a PlayoutAudioOutput always has one
+            return redirect_plugin(role, obj, stack, label, speaker_rate)
+
+        rule = pipeline_rule
+
         rate = agent.tts.sample_rate if is_given(agent.tts) and agent.tts else None
         if rate is not None and rate != audio_out.sample_rate:
             # the app's own TTS keeps its rate: the speaker takes it as is, so livekit never
@@ -331,7 +380,9 @@ async def _run_call(
     world = CallWorld(
         scenario, session, agent, audio_in, audio_out, vad, stt, llm, tts, recorder, job, logs
     )
-    world.redirected = tuple(redirected)
+    # the agents livekit starts later in the call (handoffs, AgentTasks) bring plugins built
+    # at call time: the same rule, applied as livekit starts each
+    world.later_agents = watch_later_agents(session, agent, rule)
     world.t0 = t0
     events = getattr(agent, "events", None)
     if isinstance(events, EventEmitter):
@@ -370,6 +421,7 @@ async def _run_call(
     finally:
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
+    world.redirected = (*redirected, *world.later_agents.redirected)
     return world
 
 

@@ -391,8 +391,8 @@ async def _openai_realtime(
             if not isinstance(agent_model, openai.realtime.RealtimeModel):
                 return False
             # the plugin reads both at each connection; it has no public setter for them
-            options = plugin_options(agent_model, "base_url", "api_key")
-            if options is None:
+            options = plugin_options(agent_model, "base_url", "api_key", "is_azure")
+            if options is None or options.is_azure:
                 return False
             options.base_url = emulator.base_url
             options.api_key = _KEY
