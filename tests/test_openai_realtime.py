@@ -325,3 +325,22 @@ def test_with_turn_detection_off_the_client_commits_the_turn_untranscribed() -> 
     ]  # no transcription asked for: none sent, and the model still heard the words
     assert answered == ["response.created", "response.output_item.added"]
     assert llm.requests[0].user_texts == ("book it",)
+
+
+def test_the_stack_takes_an_openai_realtime_model_only_and_not_azure() -> None:
+    from livekit.plugins import google, openai
+
+    from resilient_agent.testing.redirect import NotRedirectable, check_redirects
+
+    own = openai.realtime.RealtimeModel(api_key="app-key")
+    assert check_redirects(Agent(instructions="t", llm=own), STACK, "App") == [
+        "openai.RealtimeModel(model='gpt-realtime')"
+    ]
+    gemini = google.realtime.RealtimeModel(api_key="app-key")
+    with pytest.raises(NotRedirectable, match=r"emulates only openai\.realtime\.RealtimeModel"):
+        check_redirects(Agent(instructions="t", llm=gemini), STACK, "App")
+    azure = openai.realtime.RealtimeModel.with_azure(
+        azure_deployment="d", azure_endpoint="https://x.openai.azure.com", api_key="k"
+    )
+    with pytest.raises(NotRedirectable, match="an Azure realtime model has no emulator"):
+        check_redirects(Agent(instructions="t", llm=azure), STACK, "App")
