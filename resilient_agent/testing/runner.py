@@ -229,6 +229,7 @@ async def run_scenario_async(
             if isinstance(own, RealtimeModel) and own is not live.model:
                 # as a job's shutdown would: an app's own model holds its HTTP session
                 await own.aclose()
+            await close_plugins(world.later_agents.instances)
             world.connections = live.connections()
             return world
     async with (
