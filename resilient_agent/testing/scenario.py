@@ -214,6 +214,8 @@ class ProviderFaults:
         realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins.
         realtime_error_in_reply: On a realtime stack, the server closes with an internal
             error (1011) as this reply begins.
+        realtime_error_mid_reply: On a realtime stack, the server closes with an internal
+            error (1011) halfway through this spoken reply's audio.
     """
 
     stt_dies_at: float | None = None
@@ -227,6 +229,7 @@ class ProviderFaults:
     realtime_drop_in_reply: int | None = None
     realtime_go_away_in_reply: int | None = None
     realtime_error_in_reply: int | None = None
+    realtime_error_mid_reply: int | None = None
 
     @property
     def stt_faulty(self) -> bool:

@@ -69,11 +69,14 @@ class GeminiLiveFaults:
         go_away_in_reply: A ``goAway`` is sent as that reply begins (the server leaving soon).
         error_in_reply: The server closes the socket with 1011 (internal error) as that reply
             begins.
+        error_mid_reply: The server closes the socket with 1011 halfway through that reply's
+            audio (the caller heard its first half).
     """
 
     drop_in_reply: int | None = None
     go_away_in_reply: int | None = None
     error_in_reply: int | None = None
+    error_mid_reply: int | None = None
 
 
 @dataclass
@@ -395,7 +398,12 @@ class _Connection:
             await self.send({"goAway": {"timeLeft": "10s"}})
         silent = bool(rule.text) and server.silent_for(rule)
         if rule.text and not silent:
-            await self._speak(reply, rule, drop=server.faults.drop_in_reply == number)
+            await self._speak(
+                reply,
+                rule,
+                drop=server.faults.drop_in_reply == number,
+                error=server.faults.error_mid_reply == number,
+            )
         elif silent:
             server.silent_replies += 1
             if rule.silent_as == "text":
@@ -428,7 +436,7 @@ class _Connection:
         at = max(loop.time(), reply.first_audio_at + reply.audio_seconds)
         reply.playout = loop.call_at(at, lambda: self.spawn(self._turn_complete(reply)))
 
-    async def _speak(self, reply: _Reply, rule: LLMRule, *, drop: bool) -> None:
+    async def _speak(self, reply: _Reply, rule: LLMRule, *, drop: bool, error: bool) -> None:
         server = self.server
         loop = asyncio.get_running_loop()
         text = rule.text.strip()
@@ -450,6 +458,10 @@ class _Connection:
                 # the socket goes away mid-reply, with no close frame
                 if self.request.transport is not None:
                     self.request.transport.abort()
+                await asyncio.Future()
+            if error and index == len(chunks) // 2:
+                # a server error mid-reply: a close frame, the rest of the reply never sent
+                await self.ws.close(code=1011, message=b"Internal error encountered.")
                 await asyncio.Future()
             data = base64.b64encode(piece.tobytes()).decode()
             inline = {
