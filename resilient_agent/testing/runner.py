@@ -203,6 +203,7 @@ async def run_scenario_async(
                 go_away_in_reply=faults.realtime_go_away_in_reply,
                 error_in_reply=faults.realtime_error_in_reply,
                 error_mid_reply=faults.realtime_error_mid_reply,
+                error_after_reply=faults.realtime_error_after_reply,
             ),
         ) as live:
             world = await _run_call(scenario, agent_class, live)

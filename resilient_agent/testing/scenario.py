@@ -216,6 +216,8 @@ class ProviderFaults:
             error (1011) as this reply begins.
         realtime_error_mid_reply: On a realtime stack, the server closes with an internal
             error (1011) halfway through this spoken reply's audio.
+        realtime_error_after_reply: On a realtime stack, the server closes with an internal
+            error (1011) once this reply is whole, before the server's end of its turn.
     """
 
     stt_dies_at: float | None = None
@@ -230,6 +232,7 @@ class ProviderFaults:
     realtime_go_away_in_reply: int | None = None
     realtime_error_in_reply: int | None = None
     realtime_error_mid_reply: int | None = None
+    realtime_error_after_reply: int | None = None
 
     @property
     def stt_faulty(self) -> bool:

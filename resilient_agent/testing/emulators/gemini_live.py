@@ -71,12 +71,16 @@ class GeminiLiveFaults:
             begins.
         error_mid_reply: The server closes the socket with 1011 halfway through that reply's
             audio (the caller heard its first half).
+        error_after_reply: The server closes the socket with 1011 once that reply is whole:
+            after its ``generationComplete``, halfway through the rest of its playout (before
+            the ``turnComplete`` the server sends when it believes the audio played out).
     """
 
     drop_in_reply: int | None = None
     go_away_in_reply: int | None = None
     error_in_reply: int | None = None
     error_mid_reply: int | None = None
+    error_after_reply: int | None = None
 
 
 @dataclass
@@ -434,6 +438,11 @@ class _Connection:
             return
         # turnComplete waits until the server believes its audio has played out
         at = max(loop.time(), reply.first_audio_at + reply.audio_seconds)
+        if server.faults.error_after_reply == number:
+            # the reply is whole at the client: the server fails while it waits for the playout
+            await asyncio.sleep((at - loop.time()) / 2)
+            await self.ws.close(code=1011, message=b"Internal error encountered.")
+            return
         reply.playout = loop.call_at(at, lambda: self.spawn(self._turn_complete(reply)))
 
     async def _speak(self, reply: _Reply, rule: LLMRule, *, drop: bool, error: bool) -> None:
