@@ -492,6 +492,7 @@ def _realtime_model(
         word_lookup=lambda u, w: words[(u, w)],
         clock=clock,
         script=script,
+        error_mid_reply=scenario.provider_faults.realtime_error_mid_reply,
     )
 
 

@@ -214,8 +214,9 @@ class ProviderFaults:
         realtime_go_away_in_reply: On a realtime stack, a ``goAway`` as this reply begins.
         realtime_error_in_reply: On a realtime stack, the server closes with an internal
             error (1011) as this reply begins.
-        realtime_error_mid_reply: On a realtime stack, the server closes with an internal
-            error (1011) halfway through this spoken reply's audio.
+        realtime_error_mid_reply: The Gemini server fails halfway through this spoken reply's
+            audio: a 1011 close on a realtime stack, the same failure as the plugin reports it
+            on the scripted model.
         realtime_error_after_reply: On a realtime stack, the server closes with an internal
             error (1011) once this reply is whole, before the server's end of its turn.
     """
