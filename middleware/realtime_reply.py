@@ -67,7 +67,14 @@ from resilient_agent import (
 
 from .clock import loop_now, on_loop_clock
 
-__all__ = ["CUT_INSTRUCTIONS", "CUT_RACE", "CUT_WITHIN_S", "GOODBYE_RACE", "RACE", "RealtimeReplyWatch"]
+__all__ = [
+    "CUT_INSTRUCTIONS",
+    "CUT_RACE",
+    "CUT_WITHIN_S",
+    "GOODBYE_RACE",
+    "RACE",
+    "RealtimeReplyWatch",
+]
 
 RACE = "realtime_reply_missing"
 GOODBYE_RACE = "realtime_goodbye_missing"

@@ -10,8 +10,8 @@ from livekit.agents import Agent
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog.realtime import (
     livekit_goodbye_never_comes,
-    reply_cut_by_server_error,
     realtime_controls,
+    reply_cut_by_server_error,
     reply_never_comes,
 )
 from resilient_agent.testing import heard_sentences, run_scenario

@@ -254,7 +254,9 @@ class ResilientAgent(Agent):
             speech.id if speech is not None else None, self._app_tts_node, text, model_settings
         )
 
-    def _realtime_audio_node(self, audio: AsyncIterable[rtc.AudioFrame], model_settings: Any) -> Any:
+    def _realtime_audio_node(
+        self, audio: AsyncIterable[rtc.AudioFrame], model_settings: Any
+    ) -> Any:
         runtime = self._runtime
         observed = runtime.model_audio() if runtime is not None else None
         if observed is None:

@@ -46,8 +46,8 @@ from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
 from .chain_run import ChainRun
 from .event_hub import EventHub, EventOwner
-from .model_input import ModelInput
 from .model_audio import ModelAudio
+from .model_input import ModelInput
 from .reply_audio import ReplyAudio
 from .report import CallReport
 from .session_audio import SessionAudio
