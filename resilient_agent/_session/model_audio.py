@@ -5,8 +5,9 @@ when its socket goes (a ``1011`` close, a dropped socket) with the reply half se
 ends the same way either way, and only its time tells them apart (at the model's error, or
 before it). The session's runtime runs the agent's ``realtime_audio_output_node`` on the
 model's stream through :meth:`ModelAudio.observe` once a middleware asked for the session's
-``ModelAudio`` (:meth:`ModelAudio.of`): the loop time each stream ran out is noted under the
-speech it was made for. The frames pass on unchanged; nothing is noted otherwise.
+``ModelAudio`` (:meth:`ModelAudio.of`): the stream is read as the model sends it (livekit's
+output takes frames only as fast as they play) and the loop time it ran out is noted under the
+speech it was made for. The frames pass on unchanged, in order; nothing is noted otherwise.
 """
 
 from __future__ import annotations
@@ -64,6 +65,26 @@ class ModelAudio:
     async def _noted(
         self, speech_id: str, audio: AsyncIterable[rtc.AudioFrame]
     ) -> AsyncIterator[rtc.AudioFrame]:
-        async for frame in audio:
-            yield frame
-        self._ended_at[speech_id] = asyncio.get_running_loop().time()
+        # the model's stream is read as it comes, not at the playout's pace (livekit's output
+        # takes frames only as fast as it plays them): its end is noted when the model ends it
+        relay: asyncio.Queue[rtc.AudioFrame | None] = asyncio.Queue()
+        failure: list[BaseException] = []
+
+        async def read() -> None:
+            try:
+                async for frame in audio:
+                    relay.put_nowait(frame)
+                self._ended_at[speech_id] = asyncio.get_running_loop().time()
+            except Exception as exc:  # the consumer sees the model's error, as without the relay
+                failure.append(exc)
+            finally:
+                relay.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read(), name="resilient_agent.model_audio")
+        try:
+            while (frame := await relay.get()) is not None:
+                yield frame
+            if failure:
+                raise failure[0]
+        finally:
+            reader.cancel()
