@@ -19,6 +19,19 @@ audio, so the caller does not hear the answer twice. A model still silent after
 ``max_attempts`` is reported (``not_recovered``) and left alone. A slow model that answers within
 ``no_reply_s`` raises nothing.
 
+A reply cut by the model's server: an error close mid-reply (Gemini Live's ``1011``, "Internal
+error encountered.") ends the reply's audio stream where the socket went; the plugin reports a
+recoverable ``error`` and reconnects, the caller hears the first part of the answer and then
+nothing. The evidence is the reply's own: its audio stream from the model ran out at a
+recoverable error of the model (within ``CUT_WITHIN_S``; the session's :class:`ModelAudio` notes
+when), it said something (a reply that said nothing is a silent turn, ``SilentTurnGuard``'s), and
+it played out without being interrupted. Once it is done, the reply is asked for again, the
+model told why (:data:`CUT_INSTRUCTIONS`: its conversation ends in the part it said)
+(``realtime_reply_cut``, ``asked_again``), at most ``max_attempts`` times in a row. A reply whose
+stream ended before the error (the server had finished it) raises nothing. Replies the app asked
+for itself (``generate_reply(...)``, a greeting with its instructions) are left alone: asking
+again without their instructions would not say the same.
+
 A goodbye that never comes after livekit's ``EndCallTool`` is not asked for again (the caller
 wanted to leave): the tool hangs up from the done callback of the goodbye's handle, so that
 handle is ended (``realtime_goodbye_missing``), and the hang-up it then asks for is let through
@@ -32,7 +45,7 @@ import asyncio
 import time
 from typing import Any
 
-from livekit.agents import Agent
+from livekit.agents import Agent, llm
 from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
@@ -42,6 +55,7 @@ from resilient_agent import (
     Middleware,
     MiddlewareContext,
     MiddlewareNotUsed,
+    ModelAudio,
     OptionChecker,
     ShutdownDecision,
     ShutdownRequest,
@@ -53,10 +67,25 @@ from resilient_agent import (
 
 from .clock import loop_now, on_loop_clock
 
-__all__ = ["GOODBYE_RACE", "RACE", "RealtimeReplyWatch"]
+__all__ = [
+    "CUT_INSTRUCTIONS",
+    "CUT_RACE",
+    "CUT_WITHIN_S",
+    "GOODBYE_RACE",
+    "RACE",
+    "RealtimeReplyWatch",
+]
 
 RACE = "realtime_reply_missing"
 GOODBYE_RACE = "realtime_goodbye_missing"
+CUT_RACE = "realtime_reply_cut"
+CUT_WITHIN_S = 0.25
+CUT_INSTRUCTIONS = (
+    "Your last reply was cut off by a connection error before the caller heard all of it. "
+    "Give your answer to the caller's last turn again, in full."
+)
+"""A reply's audio stream that ran out this close to a model error was cut by it (the plugin
+ends the stream as the socket goes, and reports the error right after)."""
 
 logger = get_logger("middleware.realtime_reply")
 
@@ -97,6 +126,10 @@ class RealtimeReplyWatch(Middleware):
         self._end_call_at = _NEVER  # livekit's EndCallTool last ran: a goodbye is owed
         # a goodbye given up on: its handle, and time.time() then (the clock of caller_voiced_at)
         self._abandoned: tuple[SpeechHandle, float] | None = None
+        self._audio: ModelAudio | None = None
+        self._model_error_at = _NEVER  # the model's last recoverable error (it reconnects)
+        self._cut_retries = 0  # cut replies asked for again in a row
+        self._asked: set[str] = set()  # the replies this watch asked for, not yet done
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Watch, on a session whose active agent runs a realtime model."""
@@ -104,6 +137,8 @@ class RealtimeReplyWatch(Middleware):
         if model_input is None or not model_input.available:
             raise MiddlewareNotUsed
         self._ctx = ctx
+        self._audio = ModelAudio.of(ctx)
+        ctx.listen(ctx.session, "error", self._on_error, by=self)
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Stop watching (the next agent's watch takes over at a handoff)."""
@@ -118,6 +153,7 @@ class RealtimeReplyWatch(Middleware):
         """Words of the caller: a reply is owed if they came after the agent last spoke."""
         if ev.transcript.strip():
             self._words_at = loop_now()
+            self._cut_retries = 0
             self._look_soon()
 
     async def on_agent_state(
@@ -137,10 +173,20 @@ class RealtimeReplyWatch(Middleware):
         """A reply made after the caller's words that played out is their answer.
 
         One that played out with no audio is a silent turn, which ``SilentTurnGuard`` answers:
-        it is not a reply that never came, and is not asked for twice.
+        it is not a reply that never came, and is not asked for twice. One cut by the model's
+        error is asked for again at once.
         """
+        ended = self._audio.take(speech.id) if self._audio is not None else None
+        asked = speech.id in self._asked
+        self._asked.discard(speech.id)
+        if self._cut_by_model_error(speech, ended, asked=asked):
+            assert ended is not None
+            self._ask_after_cut(ctx, speech, ended)
+            return
         if speech.handle.interrupted or not speech.created_at:
             return
+        if ended is not None:
+            self._cut_retries = 0  # a reply whose audio came whole
         created = on_loop_clock(speech.created_at)
         if created >= self._words_at:
             self._spoke_at = max(self._spoke_at, created)
@@ -166,6 +212,51 @@ class RealtimeReplyWatch(Middleware):
             return None  # the caller spoke: ConditionalHangup keeps the call as usual
         ctx.race_handled(self, GOODBYE_RACE, "hung_up", details={"speech_id": handle.id})
         return ShutdownDecision.now("the goodbye never came; the caller asked to end the call")
+
+    # -- a reply cut by the model's error -------------------------------------------------------
+    def _on_error(self, ev: lk_events.ErrorEvent) -> None:
+        error = ev.error
+        if isinstance(error, llm.RealtimeModelError) and error.recoverable:
+            self._model_error_at = loop_now()
+
+    def _cut_by_model_error(self, speech: SpeechInfo, ended: float | None, *, asked: bool) -> bool:
+        """The reply's audio ran out at a model error, after it said something, uninterrupted."""
+        handle = speech.handle
+        if ended is None or handle.interrupted or (speech.user_initiated and not asked):
+            return False
+        if abs(self._model_error_at - ended) > CUT_WITHIN_S:
+            return False
+        # a reply that said nothing is a silent turn: SilentTurnGuard asks for it again
+        return any(
+            item.type == "message" and item.role == "assistant" for item in handle.chat_items
+        )
+
+    def _ask_after_cut(self, ctx: MiddlewareContext, speech: SpeechInfo, ended: float) -> None:
+        details: dict[str, Any] = {
+            "speech_id": speech.id,
+            "error_after_s": round(self._model_error_at - ended, 3),
+        }
+        ctx.race_detected(self, CUT_RACE, details=details)
+        if self._cut_retries >= self.max_attempts:
+            ctx.race_handled(self, CUT_RACE, "not_recovered", details=details)
+            return
+        try:
+            # the model's conversation ends in the part it said: told why, it answers again
+            handle = ctx.session.generate_reply(instructions=CUT_INSTRUCTIONS)
+        except RuntimeError as exc:
+            # the session is closing or the agent leaving: no reply can be asked for now
+            logger.warning("realtime_reply_cut_not_asked_again", error=str(exc))
+            ctx.race_handled(self, CUT_RACE, "not_recovered", details=details)
+            return
+        self._cut_retries += 1
+        self._asked.add(handle.id)
+        details["attempt"] = self._cut_retries
+        logger.info(
+            "realtime_reply_asked_again",
+            cut=speech.id,
+            why="the model's server ended the reply with an error mid-way; it reconnects",
+        )
+        ctx.race_handled(self, CUT_RACE, "asked_again", details=details)
 
     # -- the watch -------------------------------------------------------------------------------
     def _owed(self, ctx: MiddlewareContext) -> bool:

@@ -55,6 +55,7 @@ from ._livekit.versions import __version__ as __version__
 from ._livekit.versions import has_capability
 from ._session.agent import ResilientAgent, default_middleware
 from ._session.cut_in import cut_in
+from ._session.model_audio import ModelAudio
 from ._session.reply_audio import ReplyAudio, Synthesis
 from ._session.report import CallReport
 from ._session.speaking import LineCannotBeSpoken, speak_line
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_HOOK_BUDGET_S",
     "HOOKS",
     "CallReport",
+    "ModelAudio",
     "ReplyAudio",
     "Synthesis",
     "CloseReason",

@@ -19,9 +19,10 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog.realtime import reply_cut_by_server_error
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
-from resilient_agent.testing import Scenario, run_scenario
+from resilient_agent.testing import Scenario, heard_sentences, run_scenario
 from resilient_agent.testing.audio import KIND_USER, AudioMarker, marker_frame_samples
 from resilient_agent.testing.clock import run_virtual
 from resilient_agent.testing.emulators import GeminiLiveEmulator
@@ -31,6 +32,7 @@ from resilient_agent.testing.scenario import ProviderFaults
 pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
 
 STACK = "gemini-live"
+DEPOT = "Your parcel is at the depot and arrives tomorrow morning."
 _LIVE_PATH = "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent"
 
 
@@ -91,8 +93,8 @@ def test_the_documented_run_the_realtime_races_on_the_real_plugin(
         on_agent, _, on_resilient, *_ = rows[scenario.name]
         assert on_agent == ("pass" if scenario.control else "FAIL"), scenario.name
         assert on_resilient == "pass", scenario.name
-    assert "Agent (livekit.agents:Agent, reference): 4 passed, 6 failed" in out
-    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 10 passed, 0 failed" in out
+    assert "Agent (livekit.agents:Agent, reference): 4 passed, 7 failed" in out
+    assert "ResilientAgent (resilient_agent:ResilientAgent, under test): 11 passed, 0 failed" in out
 
 
 def test_a_silent_turn_is_asked_again_on_resilient_agent_only() -> None:
@@ -271,3 +273,39 @@ def test_an_app_agents_own_model_is_redirected_not_replaced() -> None:
     speech = setup["generationConfig"]["speechConfig"]
     assert speech["voice_config"]["prebuilt_voice_config"] == {"voice_name": "Kore"}
     assert world.stt.sentences == {1: "Your parcel arrives tomorrow morning."}
+
+
+def test_a_1011_close_mid_reply_is_asked_again_on_resilient_agent_only() -> None:
+    scenario = reply_cut_by_server_error()
+    plain_world, plain = run_scenario(scenario, Agent, stack=STACK)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=STACK)
+    # the plain agent: half the answer heard, the plugin reconnected, nothing asked again
+    assert not plain.passed
+    assert _live_sockets(plain_world.connections) == 2
+    ((cut, heard),) = [(s.text, round(s.heard, 2)) for s in heard_sentences(plain_world)]
+    assert cut == DEPOT and heard == 1.9
+    assert len(plain_world.llm.requests) == 1 and plain_world.race_events == []
+    # ResilientAgent: once the cut reply played out, the model is told and answers again
+    assert resilient.passed, resilient.reasons
+    assert [(s.text, round(s.heard, 2)) for s in heard_sentences(world)] == [
+        (DEPOT, 1.9),
+        (DEPOT, 3.8),
+    ]
+    assert [(e["kind"], e["action"]) for e in world.race_events] == [
+        ("realtime_reply_cut", None),
+        ("realtime_reply_cut", "asked_again"),
+    ]
+    assert [round(r.at, 2) for r in world.llm.requests] == [3.5, 5.7]
+    assert resilient.reply_latency_s == pytest.approx(3.0)
+
+
+def test_a_1011_close_once_the_reply_is_whole_raises_nothing() -> None:
+    # the server fails after generationComplete, while it waits for the playout: the reply was
+    # whole (its stream ended before the error), it plays out, and is not asked for again
+    scenario = reply_cut_by_server_error(after_reply=True)
+    for agent in (Agent, ResilientAgent):
+        world, outcome = run_scenario(scenario, agent, stack=STACK)
+        assert outcome.passed, (agent.__name__, outcome.reasons)
+        assert _live_sockets(world.connections) == 2, agent.__name__
+        assert [(s.text, round(s.heard, 2)) for s in heard_sentences(world)] == [(DEPOT, 3.8)]
+        assert world.race_events == [] and len(world.llm.requests) == 1, agent.__name__

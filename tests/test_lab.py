@@ -65,6 +65,7 @@ EXPECTED_BREAKS = {
     "realtime/gemini/words_over_protected_greeting": "never reached the LLM",
     "realtime/gemini/question_over_livekit_goodbye": "call hung up although the farewell was not",
     "realtime/gemini/silent_turn": "never answered audibly",
+    "realtime/gemini/reply_cut_by_server_error": "never answered audibly",
     "realtime/openai/words_over_app_protected_greeting": "was cut after 1.22s of 5.20s",
     "realtime/gemini/words_over_app_protected_greeting": "was cut after 1.22s of 5.20s",
     "realtime/openai/reply_never_comes": "never answered audibly",

@@ -11,6 +11,7 @@ from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog.realtime import (
     livekit_goodbye_never_comes,
     realtime_controls,
+    reply_cut_by_server_error,
     reply_never_comes,
 )
 from resilient_agent.testing import heard_sentences, run_scenario
@@ -99,3 +100,21 @@ def test_gemini_livekits_end_call_tool_hangs_up_after_livekits_timeout() -> None
     assert world.job.hung_up_at is not None
     # livekit's interruption timeout (5 s) before the goodbye's handle is done on Gemini
     assert world.job.hung_up_at - 2.2 < 11.5
+
+
+def test_gemini_a_reply_cut_by_a_server_error_is_asked_again_at_once() -> None:
+    # the scripted model fails halfway through the answer as livekit-plugins-google reports a
+    # 1011 close: the generation ends there, then a recoverable error
+    scenario = reply_cut_by_server_error()
+    world, on_agent = run_scenario(scenario, Agent)
+    assert not on_agent.passed
+    assert [round(s.heard, 2) for s in heard_sentences(world)] == [1.9]
+
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert _races(world) == [("realtime_reply_cut", None), ("realtime_reply_cut", "asked_again")]
+    cut, again = _model(world).responses
+    assert again.user_initiated and again.text == cut.text
+    # asked for as the cut reply stopped playing (5.7 s), not after no_reply_s
+    assert [round(r.at, 2) for r in _model(world).requests] == [3.5, 5.7]
+    assert outcome.reply_latency_s == pytest.approx(3.0)

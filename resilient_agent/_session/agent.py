@@ -7,6 +7,7 @@ import importlib
 from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
+from livekit import rtc
 from livekit.agents import Agent, utils
 from livekit.agents.llm import (
     ChatContext,
@@ -142,10 +143,12 @@ class ResilientAgent(Agent):
         self._app_on_user_turn_completed = self.on_user_turn_completed
         self._app_llm_node = self.llm_node
         self._app_tts_node = self.tts_node
+        self._app_realtime_audio_node = self.realtime_audio_output_node
         cut_in_hook = run_as_cut_in(self.on_user_turn_exceeded)
         self.on_user_turn_exceeded = cut_in_hook  # type: ignore[method-assign,assignment]
         self.llm_node = self._llm_node  # type: ignore[method-assign]
         self.tts_node = self._tts_node  # type: ignore[method-assign]
+        self.realtime_audio_output_node = self._realtime_audio_node  # type: ignore[method-assign]
         self.on_enter = self._enter  # type: ignore[method-assign]
         self.on_exit = self._exit  # type: ignore[method-assign]
         self.on_user_turn_completed = self._user_turn_completed  # type: ignore[method-assign]
@@ -249,6 +252,21 @@ class ResilientAgent(Agent):
         speech = self.session.current_speech
         return audio.observe(
             speech.id if speech is not None else None, self._app_tts_node, text, model_settings
+        )
+
+    def _realtime_audio_node(
+        self, audio: AsyncIterable[rtc.AudioFrame], model_settings: Any
+    ) -> Any:
+        runtime = self._runtime
+        observed = runtime.model_audio() if runtime is not None else None
+        if observed is None:
+            return self._app_realtime_audio_node(audio, model_settings)
+        speech = self.session.current_speech
+        return observed.observe(
+            speech.id if speech is not None else None,
+            self._app_realtime_audio_node,
+            audio,
+            model_settings,
         )
 
     def hang_up_after_farewell(

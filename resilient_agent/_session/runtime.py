@@ -46,6 +46,7 @@ from .active_chain import ActiveChain
 from .caller_voice import CallerVoice
 from .chain_run import ChainRun
 from .event_hub import EventHub, EventOwner
+from .model_audio import ModelAudio
 from .model_input import ModelInput
 from .reply_audio import ReplyAudio
 from .report import CallReport
@@ -243,6 +244,12 @@ class SessionRuntime:
         if self._stopped:
             return None
         return ReplyAudio.wanted(self.ctx)
+
+    def model_audio(self) -> ModelAudio | None:
+        """The session's ``ModelAudio`` if a middleware asked for it (the model is observed)."""
+        if self._stopped:
+            return None
+        return ModelAudio.wanted(self.ctx)
 
     async def run_tool(self, call: ToolCall, run_body: Callable[[ToolCall], Awaitable[Any]]) -> Any:
         """Run one tool call of the active agent through the active chain.

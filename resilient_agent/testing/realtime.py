@@ -24,6 +24,10 @@ calls. The audio is marked like ScriptedTTS's (one sentence per response, its te
 ``“...”`` or ``'...'``) verbatim; else the rule the context calls for, as ScriptedLLM would.
 A rule's ``hangs_before`` makes the response produce nothing until it is cancelled;
 ``times_out_before`` is not modelled (a realtime response has no request timeout).
+``error_mid_reply`` (Gemini flavour) is the server's error close halfway through that spoken
+reply's audio, as livekit-plugins-google shows it: the generation ends there (what was spoken
+stays in the conversation), then a recoverable ``error``; the session goes on as the plugin does
+once it has reconnected.
 
 OpenAI flavour (``livekit.agents.llm._realtime.openai``, which livekit-plugins-openai 1.8.9
 wraps): ``input_speech_started`` when speech begins (and the response still being generated is
@@ -246,6 +250,7 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         seconds_per_char: float = 1 / 15,
         min_seconds: float = 0.3,
         script: Callable[[float], np.ndarray] | None = None,
+        error_mid_reply: int | None = None,
     ) -> None:
         """Build the model.
 
@@ -262,6 +267,8 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
             min_seconds: Shortest answer audio, as ScriptedTTS's.
             script: Hear the caller by time instead of the frames' samples (quiet and zeros
                 lines, see :data:`~resilient_agent.testing.audio.CallerLine`).
+            error_mid_reply: Gemini flavour: the server fails halfway through this spoken
+                reply's audio (1-based), as a 1011 close does on the wire.
         """
         super().__init__(capabilities=realtime_capabilities(flavour, turn_detection=turn_detection))
         self.flavour: Flavour = flavour
@@ -286,6 +293,8 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         self._word_lookup = word_lookup or (lambda u, w: f"u{u}w{w}")
         # silent responses given, by rule (rules hold dicts: counted by identity)
         self._silent_used: dict[int, int] = {}
+        self.error_mid_reply = error_mid_reply
+        self.spoken_replies = 0
 
     @property
     @override
@@ -755,8 +764,9 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         if rule.text and self._model.silent_for(rule):
             # Gemini's silent turn: text in audio mode (which the plugin drops) or nothing
             record.silent = True
-        elif rule.text:
-            await self._speak(generation, rule)
+        elif rule.text and not await self._speak(generation, rule):
+            self._fail_mid_reply(generation)
+            return
         remaining = delivery_wait("realtime", started + rule.duration - loop.time())
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -782,8 +792,11 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 max(at, loop.time()), self._end_gemini_turn, generation
             )
 
-    async def _speak(self, generation: _Generation, rule: LLMRule) -> None:
+    async def _speak(self, generation: _Generation, rule: LLMRule) -> bool:
+        """Stream the reply's audio and transcript; False if the server failed halfway."""
         model = self._model
+        model.spoken_replies += 1
+        fails = not self._openai and model.error_mid_reply == model.spoken_replies
         loop = asyncio.get_running_loop()
         record = generation.record
         text = rule.text.strip()
@@ -805,6 +818,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 wait = delivery_wait("realtime", step)
                 if wait > 0:
                     await asyncio.sleep(wait)
+            if fails and index == len(chunks) // 2:
+                return False
             generation.audio_ch.send_nowait(
                 rtc.AudioFrame(
                     data=chunk.tobytes(),
@@ -822,6 +837,19 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 sent_words += 1
         self._conversation.items.append(
             llm.ChatMessage(role="assistant", content=[text], id=record.message_id)
+        )
+        return True
+
+    def _fail_mid_reply(self, generation: _Generation) -> None:
+        """The socket went: the plugin ends the generation where it was, then reports the error."""
+        generation.task = None  # the running task ends by itself: nothing to cancel
+        self._end_gemini_turn(generation)
+        error = llm.RealtimeError("1011 None. Internal error encountered.")
+        self.emit(
+            "error",
+            llm.RealtimeModelError(
+                timestamp=time.time(), label=self._model.label, error=error, recoverable=True
+            ),
         )
 
     async def _gemini_tool_reply(self) -> None:

@@ -213,6 +213,8 @@ async def run_scenario_async(
                 drop_in_reply=faults.realtime_drop_in_reply,
                 go_away_in_reply=faults.realtime_go_away_in_reply,
                 error_in_reply=faults.realtime_error_in_reply,
+                error_mid_reply=faults.realtime_error_mid_reply,
+                error_after_reply=faults.realtime_error_after_reply,
             ),
             openai_realtime_faults=OpenAIRealtimeFaults(
                 drop_in_reply=faults.realtime_drop_in_reply,
@@ -522,6 +524,7 @@ def _realtime_model(
         word_lookup=lambda u, w: words[(u, w)],
         clock=clock,
         script=script,
+        error_mid_reply=scenario.provider_faults.realtime_error_mid_reply,
     )
 
 

@@ -215,6 +215,11 @@ class ProviderFaults:
             (Gemini Live; OpenAI Realtime has no such message and ignores it).
         realtime_error_in_reply: On a realtime stack, the server closes with an internal
             error (1011) as this reply begins.
+        realtime_error_mid_reply: The Gemini server fails halfway through this spoken reply's
+            audio: a 1011 close on a realtime stack, the same failure as the plugin reports it
+            on the scripted model.
+        realtime_error_after_reply: On a realtime stack, the server closes with an internal
+            error (1011) once this reply is whole, before the server's end of its turn.
     """
 
     stt_dies_at: float | None = None
@@ -228,6 +233,8 @@ class ProviderFaults:
     realtime_drop_in_reply: int | None = None
     realtime_go_away_in_reply: int | None = None
     realtime_error_in_reply: int | None = None
+    realtime_error_mid_reply: int | None = None
+    realtime_error_after_reply: int | None = None
 
     @property
     def stt_faulty(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing import LLMRule, ProviderFaults, Scenario, ToolCallScript, Utterance
 from ...testing.realtime import Flavour
 from . import agents
 from .agents.realtime import (
@@ -27,6 +27,7 @@ __all__ = [
     "livekit_goodbye_never_comes",
     "realtime_controls",
     "realtime_scenarios",
+    "reply_cut_by_server_error",
     "reply_never_comes",
 ]
 
@@ -72,6 +73,13 @@ _AFTER_GREETING = Utterance(6.5, 8.5, _PARCEL)
 _ASK_PARCEL = Utterance(1.0, 3.0, _PARCEL, reply_within=6.0)
 _HANGING_PARCEL = LLMRule(
     text="Your parcel is at the depot.", when_user_says="parcel", hangs_before=6.0
+)
+# a reply cut by the server's error close halfway through its audio (1.9 s of 3.8 s heard); the
+# model, told its reply was cut (RealtimeReplyWatch's instructions), gives it again
+_DEPOT = "Your parcel is at the depot and arrives tomorrow morning."
+_CUT_PARCEL = (
+    LLMRule(text=_DEPOT, when_user_says="parcel"),
+    LLMRule(text=_DEPOT, when_instructed="cut off"),
 )
 _ASK_PARCEL_SLOW = Utterance(1.0, 3.0, _PARCEL, reply_within=5.0)
 _SLOW_PARCEL = LLMRule(text="Your parcel is at the depot.", when_user_says="parcel", ttft=4.0)
@@ -176,6 +184,7 @@ def realtime_scenarios() -> list[Scenario]:
             model=_model("gemini"),  # type: ignore[arg-type]
         )
     )
+    found.append(reply_cut_by_server_error())
     # Gemini's hung generation holds its handle until livekit's interruption timeout (5 s):
     # recovered, but not within the bounds (tests/test_realtime_reply.py shows it)
     found.append(reply_never_comes("openai"))
@@ -200,6 +209,41 @@ def livekit_goodbye_never_comes(flavour: Flavour) -> Scenario:
         # 5 s of a quiet line after the caller's goodbye, then livekit ends the call
         hang_up_without_farewell_within=8.0,
         model=_model(flavour),  # type: ignore[arg-type]
+    )
+
+
+def reply_cut_by_server_error(*, after_reply: bool = False) -> Scenario:
+    """The caller asks about a parcel; Gemini's server fails (1011) halfway through the answer.
+
+    With ``after_reply`` (a control, on a realtime stack only) the server fails once the answer
+    is whole, while it waits for its playout: nothing is asked again.
+    """
+    faults = (
+        ProviderFaults(realtime_error_after_reply=1)
+        if after_reply
+        else ProviderFaults(realtime_error_mid_reply=1)
+    )
+    return Scenario(
+        name=(
+            "control/realtime_gemini_error_after_reply"
+            if after_reply
+            else "realtime/gemini/reply_cut_by_server_error"
+        ),
+        family="control" if after_reply else "realtime",
+        description=(
+            "gemini: the caller asks about a parcel; the server closes with an internal error "
+            + (
+                "once the answer is whole, before its turn ends."
+                if after_reply
+                else "(1011) halfway through the answer; the plugin reconnects."
+            )
+        ),
+        agent=agents.plain_agent,
+        utterances=(_ASK_PARCEL,),
+        llm=_CUT_PARCEL,
+        provider_faults=faults,
+        control=after_reply,
+        model=_model("gemini"),  # type: ignore[arg-type]
     )
 
 

@@ -69,11 +69,18 @@ class GeminiLiveFaults:
         go_away_in_reply: A ``goAway`` is sent as that reply begins (the server leaving soon).
         error_in_reply: The server closes the socket with 1011 (internal error) as that reply
             begins.
+        error_mid_reply: The server closes the socket with 1011 halfway through that reply's
+            audio (the caller heard its first half).
+        error_after_reply: The server closes the socket with 1011 once that reply is whole:
+            after its ``generationComplete``, halfway through the rest of its playout (before
+            the ``turnComplete`` the server sends when it believes the audio played out).
     """
 
     drop_in_reply: int | None = None
     go_away_in_reply: int | None = None
     error_in_reply: int | None = None
+    error_mid_reply: int | None = None
+    error_after_reply: int | None = None
 
 
 @dataclass
@@ -395,7 +402,12 @@ class _Connection:
             await self.send({"goAway": {"timeLeft": "10s"}})
         silent = bool(rule.text) and server.silent_for(rule)
         if rule.text and not silent:
-            await self._speak(reply, rule, drop=server.faults.drop_in_reply == number)
+            await self._speak(
+                reply,
+                rule,
+                drop=server.faults.drop_in_reply == number,
+                error=server.faults.error_mid_reply == number,
+            )
         elif silent:
             server.silent_replies += 1
             if rule.silent_as == "text":
@@ -426,9 +438,14 @@ class _Connection:
             return
         # turnComplete waits until the server believes its audio has played out
         at = max(loop.time(), reply.first_audio_at + reply.audio_seconds)
+        if server.faults.error_after_reply == number:
+            # the reply is whole at the client: the server fails while it waits for the playout
+            await asyncio.sleep((at - loop.time()) / 2)
+            await self.ws.close(code=1011, message=b"Internal error encountered.")
+            return
         reply.playout = loop.call_at(at, lambda: self.spawn(self._turn_complete(reply)))
 
-    async def _speak(self, reply: _Reply, rule: LLMRule, *, drop: bool) -> None:
+    async def _speak(self, reply: _Reply, rule: LLMRule, *, drop: bool, error: bool) -> None:
         server = self.server
         loop = asyncio.get_running_loop()
         text = rule.text.strip()
@@ -450,6 +467,10 @@ class _Connection:
                 # the socket goes away mid-reply, with no close frame
                 if self.request.transport is not None:
                     self.request.transport.abort()
+                await asyncio.Future()
+            if error and index == len(chunks) // 2:
+                # a server error mid-reply: a close frame, the rest of the reply never sent
+                await self.ws.close(code=1011, message=b"Internal error encountered.")
                 await asyncio.Future()
             data = base64.b64encode(piece.tobytes()).decode()
             inline = {
