@@ -2,8 +2,9 @@
 
 The replayed call is written as livekit's session report and read back into a plan, so both
 sides are compared on what livekit reports: the caller's turns (start, end, the words the STT
-transcribed), the turns nobody transcribed (words lost), what the agent said, and how the call
-ended. Every difference is a :class:`Divergence` with the call time it happened at.
+transcribed), the turns nobody transcribed (words lost), what the agent said, which agents took
+the call and when (``agent_handoff``), and how the call ended. Every difference is a
+:class:`Divergence` with the call time it happened at.
 """
 
 from __future__ import annotations
@@ -71,8 +72,31 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     said_now = [text for text, _ in replayed.said]
     if said_was != said_now:
         found.append(Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}"))
+    found.extend(_handoffs(recorded, replayed))
     found.extend(_hang_up(recorded, replayed))
     return sorted(found, key=lambda d: d.at)
+
+
+def _handoffs(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    """The agents took the call in the recorded order, each within one frame of its time."""
+    was = [(h.old, h.new) for h in recorded.handoffs]
+    now = [(h.old, h.new) for h in replayed.handoffs]
+    if was != now:
+        at = recorded.handoffs[0].at if recorded.handoffs else replayed.end_at
+        for a, b in zip(recorded.handoffs, replayed.handoffs, strict=False):
+            if (a.old, a.new) != (b.old, b.new):
+                at = a.at
+                break
+        return [Divergence(at, f"the agents took the call as {_chain(now)}, not {_chain(was)}")]
+    return [
+        Divergence(a.at, f"{b.new} took the call at {b.at:.3f} s, not {a.at:.3f} s")
+        for a, b in zip(recorded.handoffs, replayed.handoffs, strict=True)
+        if abs(a.at - b.at) > FRAME_TOLERANCE_S
+    ]
+
+
+def _chain(handoffs: list[tuple[str | None, str]]) -> str:
+    return " -> ".join(new for _, new in handoffs) or "(no handoff)"
 
 
 def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
