@@ -204,7 +204,13 @@ class _Cast:
         since = loop.time()
         for sub in entry.subtasks:
             await asyncio.sleep(max(0.0, since + sub.offset - loop.time()))
-            await self.task(sub)
+            try:
+                await self.task(sub)
+            except Exception as exc:  # a subtask cancelled as the session closed
+                # as a TaskGroup does: the awaiter gets the subtask's error
+                if not task.done():
+                    task.complete(exc)
+                return
             since = loop.time()
         if entry.by_tool or entry.completes_after is None:
             return  # its tool completes it, or nothing did
