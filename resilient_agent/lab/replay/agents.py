@@ -100,6 +100,7 @@ class _Cast:
         self.started = False
         self.session: Any = None
         self.background: set[asyncio.Task[None]] = set()
+        self.exit_after = 0.0
         self.task_ids = {t.agent for r in plan.tool_runs for t in _all_tasks(r.tasks)}
 
     def tools(self, agent_id: str | None, owner: Agent) -> list[llm.Tool | llm.Toolset]:
@@ -119,6 +120,9 @@ class _Cast:
                 super().__init__(
                     instructions=INSTRUCTIONS, id=cast.first_id, tools=cast.tools(None, self)
                 )
+
+            async def on_exit(self) -> None:
+                await cast.exit()
 
             async def on_enter(self) -> None:
                 if cast.started:  # handed the call back: it has it again
@@ -152,6 +156,11 @@ class _Cast:
         """A plain handoff no tool made (``session.update_agent``)."""
         self.session.update_agent(self.agent(agent_id))
 
+    async def exit(self) -> None:
+        """An agent hands the call over: its ``on_exit`` takes as long as recorded."""
+        delay, self.exit_after = self.exit_after, 0.0
+        await asyncio.sleep(delay)
+
     def entered(self, agent: Agent, agent_id: str | None) -> None:
         """An agent handed the call: it answers its entry as recorded."""
         if agent_id in self.entry_answers and agent_id is not None:
@@ -171,6 +180,9 @@ class _Cast:
 
             async def on_enter(self) -> None:
                 cast.entered(self, agent_id)
+
+            async def on_exit(self) -> None:
+                await cast.exit()
 
         return ReplayedTarget()
 
@@ -252,7 +264,9 @@ class _Cast:
         for offset, step in sorted(steps, key=lambda s: s[0]):
             await until(offset)
             if isinstance(step, ToolSay):
-                await ctx.session.say(step.text, allow_interruptions=not step.protected)
+                said = ctx.session.say(step.text, allow_interruptions=not step.protected)
+                if step.awaited:
+                    await said
                 continue
             await self.task(step)
             if step.lasted is not None:
@@ -271,6 +285,7 @@ class _Cast:
             raise llm.ToolError(run.output)
         if run.hands_off_to is not None:
             target = self.agent(run.hands_off_to)
+            self.exit_after = run.exit_after
             return (target, run.output) if run.output else target
         if not run.reply_required and not run.output:
             return None  # it returned nothing: livekit asks the LLM for no reply

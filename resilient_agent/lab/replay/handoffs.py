@@ -12,7 +12,8 @@ The report does not say which of these a handoff was; the events' order does:
   through the task's tool that ended just before it, or on its own (a ``TaskGroup`` after its
   last subtask), or never (cancelled when the session closed);
 - any other handoff is plain: through the tool of the agent that ended just before it (a tool
-  returning the agent), or at its time.
+  returning the agent), or that ended earlier with nothing to reply (a bare handoff) and the
+  agent's ``on_exit`` took the time between, or at its time.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class WorkflowReader:
         handoffs: Every handoff, in order.
         tasks: Per tool call id: the tasks that run awaited, in order.
         returned_by: Tool call ids that returned the agent of a plain handoff, to that agent.
+        exit_after: Tool call ids that returned an agent, to the seconds between their end and
+            the handoff (the old agent's ``on_exit``).
         timed: Plain handoffs no tool made: (seconds, the new agent).
         completers: Tool call ids that completed their task.
     """
@@ -115,6 +118,7 @@ class WorkflowReader:
     handoffs: list[Handoff] = field(default_factory=list)
     tasks: dict[str, list[TaskEntry]] = field(default_factory=dict)
     returned_by: dict[str, str] = field(default_factory=dict)
+    exit_after: dict[str, float] = field(default_factory=dict)
     timed: list[tuple[float, str]] = field(default_factory=list)
     completers: set[str] = field(default_factory=set)
     _open: list[_OpenTask] = field(default_factory=list)
@@ -127,6 +131,7 @@ class WorkflowReader:
         new: str,
         running: dict[str, float],
         last_ended: _Ended | None,
+        bare: _Ended | None = None,
     ) -> None:
         """One ``agent_handoff`` item.
 
@@ -136,6 +141,8 @@ class WorkflowReader:
             new: The agent that takes it.
             running: The tool calls of ``old`` still running: call id to start time.
             last_ended: The last tool call that ended: (call id, its agent, when).
+            bare: The last tool call of ``old`` that ended since the last handoff with
+                nothing for the LLM to reply to (a tool returning an agent), if any.
         """
         self.handoffs.append(Handoff(round(at, 3), old, new))
         self.current = new
@@ -163,6 +170,10 @@ class WorkflowReader:
         if top is not None and top.agent == old:
             since = top.last_returned if top.last_returned is not None else top.entered
             self._enter(_OpenTask(new, old, at, at - since, None))
+            return
+        if bare is not None and bare[0] not in self.returned_by:
+            self.returned_by[bare[0]] = new
+            self.exit_after[bare[0]] = round(at - bare[2], 3)
             return
         self.timed.append((round(at, 3), new))
 

@@ -121,11 +121,14 @@ class ToolSay:
         offset: Seconds from the tool's start.
         text: The words.
         protected: Said with ``allow_interruptions=False`` (inferred, see the assumptions).
+        awaited: The tool waited for it to be said (it ended after the line did); a line still
+            playing when the tool ended was not awaited.
     """
 
     offset: float
     text: str
     protected: bool
+    awaited: bool = True
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,8 @@ class ToolRunPlan:
         agent: The agent whose tool it is (None when the report has no handoffs).
         tasks: The ``AgentTask``s it awaited, in order (offsets from its start).
         hands_off_to: The agent it returned (a plain handoff), if it did.
+        exit_after: With ``hands_off_to``: seconds the agent it left took to hand over after
+            it ended (its ``on_exit``).
         completes_task: It completed the task it belongs to as it ended.
         reply_required: Its output asked the LLM for a reply (livekit's ``reply_required``;
             a tool that returned nothing asks for none).
@@ -158,6 +163,7 @@ class ToolRunPlan:
     agent: str | None = None
     tasks: tuple[TaskEntry, ...] = ()
     hands_off_to: str | None = None
+    exit_after: float = 0.0
     completes_task: bool = False
     reply_required: bool = True
 
@@ -172,12 +178,14 @@ class AppSay:
         protected: Said with ``allow_interruptions=False`` (inferred).
         agent: The agent that had the call when it was said (None when the report has no
             handoffs): a task's line is said by the task.
+        done_at: Seconds from the start of the call when it was said (or cut).
     """
 
     at: float
     text: str
     protected: bool
     agent: str | None = None
+    done_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -564,7 +572,23 @@ class _Reader:
             for c in self.calls.values()
             if c.ended is None and c.agent == old and old is not None
         }
-        self.flow.handoff(at, old, new, running, self.last_ended)
+        since = self.flow.handoffs[-1].at if self.flow.handoffs else 0.0
+        bare = [
+            (c.call_id, c.agent, c.ended)
+            for c in self.calls.values()
+            if c.agent == old
+            and c.ended is not None
+            and c.ended >= since
+            and not c.reply_required
+            and not c.output
+        ]
+        last_bare = max(bare, key=lambda b: b[2]) if bare and old is not None else None
+        if last_bare is not None:
+            # livekit hands over once the speech playing is done: the old agent's on_exit
+            # took only the time after that
+            spoken = [d.added for d in self.said if last_bare[2] <= d.added <= at + 1e-3]
+            last_bare = (last_bare[0], last_bare[1], max([last_bare[2], *spoken]))
+        self.flow.handoff(at, old, new, running, self.last_ended, last_bare)
         if old is not None:
             self.entry_marks.append((at, self.index, new))
 
@@ -736,7 +760,7 @@ class _Reader:
             # words lost from a turn that began while it played: livekit withheld them
             withheld = any(t.unheard and at <= t.start < said.added for t in turns)
             protected = not said.interrupted and (over >= float(min_duration) or withheld)
-            says.append(AppSay(round(at, 3), said.text, protected, agent))
+            says.append(AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3)))
         if unsure:
             self.assumptions.append(
                 "chat items without metrics: every assistant message taken as the LLM's"
@@ -786,12 +810,19 @@ class _Reader:
                     output=call.output,
                     is_error=call.is_error,
                     says=tuple(
-                        ToolSay(round(s.at - call.started, 3), s.text, s.protected) for s in mine
+                        ToolSay(
+                            round(s.at - call.started, 3),
+                            s.text,
+                            s.protected,
+                            awaited=s.done_at is None or s.done_at <= end + 1e-3,
+                        )
+                        for s in mine
                     ),
                     hangs_up_after=hangs_up,
                     agent=call.agent,
                     tasks=tuple(self.flow.tasks.get(call.call_id, ())),
                     hands_off_to=self.flow.returned_by.get(call.call_id),
+                    exit_after=self.flow.exit_after.get(call.call_id, 0.0),
                     completes_task=call.call_id in self.flow.completers,
                     reply_required=call.reply_required,
                 )
