@@ -409,6 +409,7 @@ class _Reader:
         self.context_marks: list[tuple[float, int]] = []
         self.entry_marks: list[tuple[float, int, str]] = []
         self.say_agents: list[str | None] = []
+        self.stopped_speaking: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -485,6 +486,8 @@ class _Reader:
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
         elif kind == "agent_state_changed":
+            if self.agent_state == "speaking":
+                self.stopped_speaking.append(at)
             self.agent_state = str(_field(event, "new_state", str, where))
             # the agent stopped speaking over a caller not yet transcribed: when it did
             if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
@@ -706,16 +709,24 @@ class _Reader:
         return tuple(turns)
 
     def _last_words(self, start: float, heard: Sequence[str]) -> float:
-        """When the words of a turn that never ended were over: its last transcript's time."""
-        last = max((at for at in self.transcript_times if at >= start), default=None)
-        if last is not None and heard:
-            return last
-        return start + 1.0
+        """When the words of a turn that never ended were over: its last transcript's time.
+
+        A final transcript that came as the session closed was flushed by the close, not said
+        then: the words ended about half an interim's spacing after the last interim before it.
+        """
+        times = sorted(at for at in self.transcript_times if at >= start)
+        if not times or not heard:
+            return start + 1.0
+        if self.close_at is not None and times[-1] >= self.close_at - 1e-3 and len(times) > 2:
+            before = times[:-1]
+            spacing = (before[-1] - before[0]) / (len(before) - 1)
+            return round(before[-1] + spacing / 2, 3)
+        return times[-1]
 
     def _goodbye(self, runs: Sequence[ToolRunPlan]) -> str | None:
         """The line the app closed the session right after (a hang-up after its goodbye)."""
-        if self.close_at is None:
-            return None
+        if self.close_at is None or self.close_reason in _CALLER_CLOSES:
+            return None  # the caller left: livekit closes the session its own time later
         if self.script_end is not None and self.close_at >= self.script_end - 1e-3:
             # the lab closed it when its script ended: livekit waited that long for the
             # caller's last words
@@ -727,10 +738,14 @@ class _Reader:
         self.farewell = before[-1].text if before else None
         if any(r.hangs_up_after is not None for r in runs):
             return None  # a tool closed it
-        if before and self.close_at - before[-1].added <= _GOODBYE_CLOSE_S:
+        done = self._line_done(before[-1]) if before else None
+        # an interrupted goodbye is cut as the agent stops speaking; livekit may wait as long
+        # as session_close_transcript_timeout's default for the caller's words then
+        within = _SESSION_CLOSE_WAIT_S if before and before[-1].interrupted else _GOODBYE_CLOSE_S
+        if done is not None and self.close_at - done <= within:
             # livekit waits for the caller's last words before it closes (at most
             # session_close_transcript_timeout): how long it waited says what that option was
-            self.close_wait = round(self.close_at - before[-1].added, 3)
+            self.close_wait = round(self.close_at - done, 3)
             self.assumptions.append(
                 f"at {self.close_at:.2f} s: the app closed the session after its line "
                 f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
@@ -741,6 +756,16 @@ class _Reader:
             f"at {self.close_at:.2f} s: the app closed the session; the replay closes it then"
         )
         return None
+
+    def _line_done(self, said: _Said) -> float:
+        """When the agent stopped saying ``said`` (was cut, when it was interrupted).
+
+        livekit adds an interrupted line's message only once the caller's words are in.
+        """
+        if not said.interrupted:
+            return said.added
+        stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
+        return stops[-1] if stops else said.added
 
     def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
