@@ -275,7 +275,7 @@ class _Cast:
             await until(run.hangs_up_after)
             get_job_context().shutdown(reason="replayed hang-up")
             if run.duration is not None and run.hangs_up_after >= run.duration:
-                return run.output  # it hung up as it ended
+                return _output(run)  # it hung up as it ended
         if run.duration is None:
             await asyncio.Event().wait()  # it never ended in the recording
         await until(run.duration or 0.0)
@@ -287,9 +287,12 @@ class _Cast:
             target = self.agent(run.hands_off_to)
             self.exit_after = run.exit_after
             return (target, run.output) if run.output else target
-        if not run.reply_required and not run.output:
-            return None  # it returned nothing: livekit asks the LLM for no reply
-        return run.output
+        return _output(run)
+
+
+def _output(run: ToolRunPlan) -> str | None:
+    """What the run returned: nothing (None) asks the LLM for no reply."""
+    return None if not run.reply_required and not run.output else run.output
 
 
 def _all_tasks(tasks: Sequence[TaskEntry]) -> list[TaskEntry]:
