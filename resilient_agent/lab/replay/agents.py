@@ -26,9 +26,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from livekit.agents import Agent, AgentTask, RunContext, function_tool, get_job_context, llm
+from livekit.agents import (
+    NOT_GIVEN,
+    Agent,
+    AgentTask,
+    RunContext,
+    function_tool,
+    get_job_context,
+    llm,
+)
 
-from .handoffs import TaskEntry
+from .handoffs import TaskEntry, every_task
 from .plan import AppSay, ReplayPlan, ToolRunPlan, ToolSay
 
 __all__ = [
@@ -101,7 +109,7 @@ class _Cast:
         self.session: Any = None
         self.background: set[asyncio.Task[None]] = set()
         self.exit_after = 0.0
-        self.task_ids = {t.agent for r in plan.tool_runs for t in _all_tasks(r.tasks)}
+        self.task_ids = {t.agent for r in plan.tool_runs for t in every_task(r.tasks)}
 
     def tools(self, agent_id: str | None, owner: Agent) -> list[llm.Tool | llm.Toolset]:
         """The replayed tools of ``agent_id`` (None: the first agent's)."""
@@ -193,8 +201,16 @@ class _Cast:
         async def on_enter(task: AgentTask[None]) -> None:
             await cast.run_task(task, entry)
 
+        protected = entry.agent in self.plan.protected_tasks
+
         def init(task: AgentTask[None]) -> None:
-            AgentTask.__init__(task, instructions=INSTRUCTIONS, tools=cast.tools(entry.agent, task))
+            AgentTask.__init__(
+                task,
+                instructions=INSTRUCTIONS,
+                tools=cast.tools(entry.agent, task),
+                # as the recorded task was built, when its question was said protected
+                allow_interruptions=False if protected else NOT_GIVEN,
+            )
 
         cls = type(_class_name(entry.agent), (AgentTask,), {"__init__": init, "on_enter": on_enter})
         replayed: AgentTask[None] = cls()
@@ -293,11 +309,6 @@ class _Cast:
 def _output(run: ToolRunPlan) -> str | None:
     """What the run returned: nothing (None) asks the LLM for no reply."""
     return None if not run.reply_required and not run.output else run.output
-
-
-def _all_tasks(tasks: Sequence[TaskEntry]) -> list[TaskEntry]:
-    """``tasks`` and their subtasks, at every depth."""
-    return [t for task in tasks for t in (task, *_all_tasks(task.subtasks))]
 
 
 def _hang_up_as_recorded(session: Any, plan: ReplayPlan) -> None:

@@ -18,9 +18,10 @@ The report does not say which of these a handoff was; the events' order does:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Handoff", "TaskEntry", "WorkflowReader"]
+__all__ = ["Handoff", "TaskEntry", "WorkflowReader", "every_task"]
 
 # a handoff this close after a tool ended followed that tool (livekit hands over as it ends)
 _SAME_MOMENT_S = 1e-3
@@ -67,6 +68,11 @@ class TaskEntry:
     subtasks: tuple[TaskEntry, ...] = ()
     entered_at: float = 0.0
     lasted: float | None = None
+
+
+def every_task(tasks: Sequence[TaskEntry]) -> list[TaskEntry]:
+    """``tasks`` and their subtasks, at every depth."""
+    return [t for task in tasks for t in (task, *every_task(task.subtasks))]
 
 
 @dataclass

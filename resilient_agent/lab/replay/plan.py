@@ -18,7 +18,7 @@ from typing import Any
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
 from ...testing.session_report import SCRIPT_END_TAG
-from .handoffs import Handoff, TaskEntry, WorkflowReader
+from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 
 __all__ = [
     "AppSay",
@@ -214,6 +214,7 @@ class ReplayPlan:
         handoffs: Every ``agent_handoff``, the first agent's included.
         timed_handoffs: Plain handoffs no tool made (``session.update_agent``): (seconds, the
             new agent).
+        protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         assumptions: What the report did not say and the plan assumed, one line each.
     """
 
@@ -234,6 +235,7 @@ class ReplayPlan:
     farewell: str | None = None
     handoffs: tuple[Handoff, ...] = ()
     timed_handoffs: tuple[tuple[float, str], ...] = ()
+    protected_tasks: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
 
     @property
@@ -410,6 +412,7 @@ class _Reader:
         self.entry_marks: list[tuple[float, int, str]] = []
         self.say_agents: list[str | None] = []
         self.stopped_speaking: list[float] = []
+        self.started_speaking: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -433,6 +436,7 @@ class _Reader:
         says = self._says(options, turns)
         runs = self._tool_runs(says)
         goodbye = self._goodbye(runs)
+        protected = self._protected_tasks(options, turns, runs)
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -451,8 +455,37 @@ class _Reader:
             farewell=self.farewell,
             handoffs=tuple(self.flow.handoffs),
             timed_handoffs=tuple(self.flow.timed),
+            protected_tasks=protected,
             assumptions=tuple(self.assumptions),
         )
+
+    def _protected_tasks(
+        self, options: Mapping[str, Any], turns: Sequence[CallerTurn], runs: Sequence[ToolRunPlan]
+    ) -> tuple[str, ...]:
+        """Tasks whose question the caller spoke over without interrupting it (or lost words).
+
+        A task built with ``allow_interruptions=False`` (``GetEmailTask(...)``) says its
+        answers protected; the report does not record it, so it is inferred as for a line.
+        """
+        tasks = {t.agent for r in runs for t in every_task(r.tasks)}
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        found: list[str] = []
+        for said in self.said:
+            entered = self._entered(said.created) if said.from_llm is not False else None
+            if entered is None or entered not in tasks or said.interrupted or entered in found:
+                continue
+            starts = [t for t in self.started_speaking if t <= said.added + 1e-3]
+            began = starts[-1] if starts else said.created
+            over = sum(max(0.0, min(t.end, said.added) - max(t.start, began)) for t in turns)
+            withheld = any(t.unheard and began <= t.start < said.added for t in turns)
+            if over >= min_duration or withheld:
+                found.append(entered)
+                self.assumptions.append(
+                    f"at {began:.2f} s: the caller spoke over the question of the task {entered} "
+                    "and did not interrupt it: the task was built with allow_interruptions=False "
+                    "(the report does not record it)"
+                )
+        return tuple(found)
 
     def _read_events(self, events: Sequence[Any]) -> None:
         latest = -math.inf
@@ -489,6 +522,8 @@ class _Reader:
             if self.agent_state == "speaking":
                 self.stopped_speaking.append(at)
             self.agent_state = str(_field(event, "new_state", str, where))
+            if self.agent_state == "speaking":
+                self.started_speaking.append(at)
             # the agent stopped speaking over a caller not yet transcribed: when it did
             if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
                 self.turns[-1][4] = at
