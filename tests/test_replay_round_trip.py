@@ -27,3 +27,20 @@ def test_the_call_round_trips(name: str) -> None:
     trip = round_trip(scenario, Agent)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_divergence_is_put_down_to_its_cause() -> None:
+    from resilient_agent import ResilientAgent
+    from resilient_agent.lab.replay.fidelity import Divergence
+    from resilient_agent.lab.replay.round_trip import cause
+
+    plain = next(s for s in CATALOG if s.name == "control/livekit_tool_goodbye_heard")
+    faulty = next(s for s in CATALOG if s.name == "provider/tts_returns_silence")
+    close = (Divergence(8.45, "the session closed at 8.750 s, not 8.450 s", "close"),)
+    words = (Divergence(3.0, "caller turn 2: the STT heard 'a', not 'b'", "words"), *close)
+    assert cause(plain, Agent, (), True, None) is None
+    assert cause(faulty, Agent, (), False, None) == "provider_fault"
+    assert cause(plain, Agent, (), False, None) == "verdict_only"
+    assert cause(plain, Agent, words, True, 0.3) == "caller_estimate"
+    assert cause(plain, ResilientAgent, close, True, 0.3) == "hang_up_pad"
+    assert cause(plain, Agent, close, True, 0.3) == "hang_up"
