@@ -10,8 +10,9 @@ verdict is the same when the lab's contracts pass or fail on both.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TextIO
 
 from livekit.agents import Agent
@@ -26,16 +27,18 @@ from .run import run_replay
 
 __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
 
-CAUSES: dict[str, str] = {
-    "provider_fault": "a provider fault (the replay's providers do not fail)",
-    "verdict_only": "faithful, another verdict (a late answer: reply latency is not judged)",
-    "caller_estimate": "the caller's turns or words, estimated from the transcripts",
-    "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
-    "hang_up": "the close's time",
-    "handoffs": "the agents' handoffs",
-    "lines": "what the agent said",
-    "unreadable": "a report the replay cannot read or replay",
-}
+CAUSES: Mapping[str, str] = MappingProxyType(
+    {
+        "provider_fault": "a provider fault (the replay's providers do not fail)",
+        "verdict_only": "faithful, another verdict (a late answer: reply latency is not judged)",
+        "caller_estimate": "the caller's turns or words, estimated from the transcripts",
+        "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
+        "hang_up": "the close's time",
+        "handoffs": "the agents' handoffs",
+        "lines": "what the agent said",
+        "unreadable": "a report the replay cannot read or replay",
+    }
+)
 """Why a catalog call does not round-trip, by the first that applies (see :func:`cause`)."""
 
 # ResilientAgent's hang-up waits this long after a heard farewell (ConditionalHangup's
