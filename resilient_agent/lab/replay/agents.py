@@ -94,11 +94,11 @@ class _Cast:
         self.plan = plan
         self.base = base
         self.first_id = plan.first_agent
-        self.runs: dict[tuple[str | None, str], _Runs] = {}
         grouped: dict[tuple[str | None, str], list[ToolRunPlan]] = {}
         for run in plan.tool_runs:
             owner = None if run.agent == self.first_id else run.agent
             grouped.setdefault((owner, run.name), []).append(run)
+        # a tool's runs per agent (None: the first agent), shared by every instance of it
         self.runs = {key: _Runs(runs) for key, runs in grouped.items()}
         self.entry_answers = {a.on_enter for a in plan.answers if a.on_enter is not None}
         self.greets = any(
