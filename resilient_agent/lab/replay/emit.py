@@ -32,6 +32,7 @@ _KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
+_HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
 _WORD_KEYS = frozenset({"transcript", "content", "output", "message"})
@@ -48,6 +49,10 @@ def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
         kept.update({k: event[k] for k in _KEPT.get(kind, ()) if k in event})
         item = kept.get("item")
         if isinstance(item, Mapping):
+            if item.get("type") == "agent_handoff":  # which agent took the call
+                handoff = {k: item[k] for k in _HANDOFF_KEYS if k in item}
+                events.append({**kept, "item": handoff})
+                continue
             if item.get("type") != "message":
                 if index == 0:  # the call's start
                     events.append({**kept, "item": {"type": item.get("type")}})

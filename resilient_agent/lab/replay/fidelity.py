@@ -2,8 +2,9 @@
 
 The replayed call is written as livekit's session report and read back into a plan, so both
 sides are compared on what livekit reports: the caller's turns (start, end, the words the STT
-transcribed), the turns nobody transcribed (words lost), what the agent said, and how the call
-ended. Every difference is a :class:`Divergence` with the call time it happened at.
+transcribed), the turns nobody transcribed (words lost), what the agent said, which agents took
+the call and when (``agent_handoff``), and how the call ended. Every difference is a
+:class:`Divergence` with the call time it happened at.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ class Divergence:
     Attributes:
         at: Call seconds where it shows.
         what: One sentence: what was recorded and what the replay did.
+        kind: What differs: ``turns`` (a caller turn's times, or one more or less),
+            ``words`` (what the STT heard in a turn), ``lines`` (what the agent said),
+            ``handoffs`` or ``close``.
     """
 
     at: float
     what: str
+    kind: str = ""
 
     def __str__(self) -> str:
         return f"{self.at:7.2f} s  {self.what}"
@@ -42,21 +47,27 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     for index, pair in enumerate(itertools.zip_longest(recorded.turns, replayed.turns)):
         was, now = pair
         if was is None and now is not None:
-            found.append(Divergence(now.start, f"caller turn {index + 1}: not in the recording"))
+            found.append(
+                Divergence(now.start, f"caller turn {index + 1}: not in the recording", "turns")
+            )
             continue
         if now is None and was is not None:
-            found.append(Divergence(was.start, f"caller turn {index + 1}: not replayed"))
+            found.append(Divergence(was.start, f"caller turn {index + 1}: not replayed", "turns"))
             continue
         assert was is not None and now is not None
         if was.ended != now.ended:
             ends = "never ends" if not now.ended else "ends"
-            found.append(Divergence(was.start, f"caller turn {index + 1} {ends}, unlike recorded"))
+            found.append(
+                Divergence(was.start, f"caller turn {index + 1} {ends}, unlike recorded", "turns")
+            )
         # a turn that never ended has no end to compare
         for edge in ("start", "end") if was.ended and now.ended else ("start",):
             a, b = getattr(was, edge), getattr(now, edge)
             if abs(a - b) > FRAME_TOLERANCE_S:
                 found.append(
-                    Divergence(a, f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s")
+                    Divergence(
+                        a, f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s", "turns"
+                    )
                 )
         heard_was = " ".join(was.heard) or "(nothing)"
         heard_now = " ".join(now.heard) or "(nothing)"
@@ -65,14 +76,41 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
                 Divergence(
                     was.start,
                     f"caller turn {index + 1}: the STT heard {heard_now!r}, not {heard_was!r}",
+                    "words",
                 )
             )
     said_was = [text for text, _ in recorded.said]
     said_now = [text for text, _ in replayed.said]
     if said_was != said_now:
-        found.append(Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}"))
+        found.append(
+            Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}", "lines")
+        )
+    found.extend(_handoffs(recorded, replayed))
     found.extend(_hang_up(recorded, replayed))
     return sorted(found, key=lambda d: d.at)
+
+
+def _handoffs(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    """The agents took the call in the recorded order, each within one frame of its time."""
+    was = [(h.old, h.new) for h in recorded.handoffs]
+    now = [(h.old, h.new) for h in replayed.handoffs]
+    if was != now:
+        at = recorded.handoffs[0].at if recorded.handoffs else replayed.end_at
+        for a, b in zip(recorded.handoffs, replayed.handoffs, strict=False):
+            if (a.old, a.new) != (b.old, b.new):
+                at = a.at
+                break
+        what = f"the agents took the call as {_chain(now)}, not {_chain(was)}"
+        return [Divergence(at, what, "handoffs")]
+    return [
+        Divergence(a.at, f"{b.new} took the call at {b.at:.3f} s, not {a.at:.3f} s", "handoffs")
+        for a, b in zip(recorded.handoffs, replayed.handoffs, strict=True)
+        if abs(a.at - b.at) > FRAME_TOLERANCE_S
+    ]
+
+
+def _chain(handoffs: list[tuple[str | None, str]]) -> str:
+    return " -> ".join(new for _, new in handoffs) or "(no handoff)"
 
 
 def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
@@ -82,6 +120,7 @@ def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
             Divergence(
                 at,
                 f"the session closed for {replayed.close_reason}, not {recorded.close_reason}",
+                "close",
             )
         ]
     if (
@@ -93,6 +132,7 @@ def _hang_up(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
             Divergence(
                 at,
                 f"the session closed at {replayed.close_at:.3f} s, not {recorded.close_at:.3f} s",
+                "close",
             )
         ]
     return []

@@ -18,6 +18,7 @@ from typing import Any
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
 from ...testing.session_report import SCRIPT_END_TAG
+from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 
 __all__ = [
     "AppSay",
@@ -98,6 +99,8 @@ class LLMAnswer:
         tool_calls: The tools it called.
         ttft: Seconds to its first token.
         duration: Seconds until its tool calls were out.
+        on_enter: The agent whose entry it answered (a task's ``on_enter`` asking its
+            question), when it answered no user message or tool output after that entry.
     """
 
     at: float
@@ -107,6 +110,7 @@ class LLMAnswer:
     tool_calls: tuple[ToolCallPlan, ...]
     ttft: float
     duration: float
+    on_enter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,14 @@ class ToolSay:
         offset: Seconds from the tool's start.
         text: The words.
         protected: Said with ``allow_interruptions=False`` (inferred, see the assumptions).
+        awaited: The tool waited for it to be said (it ended after the line did); a line still
+            playing when the tool ended was not awaited.
     """
 
     offset: float
     text: str
     protected: bool
+    awaited: bool = True
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,14 @@ class ToolRunPlan:
         is_error: It raised.
         says: Lines it said while it ran.
         hangs_up_after: Seconds from its start when the app closed the session, if it did.
+        agent: The agent whose tool it is (None when the report has no handoffs).
+        tasks: The ``AgentTask``s it awaited, in order (offsets from its start).
+        hands_off_to: The agent it returned (a plain handoff), if it did.
+        exit_after: With ``hands_off_to``: seconds the agent it left took to hand over after
+            it ended (its ``on_exit``).
+        completes_task: It completed the task it belongs to as it ended.
+        reply_required: Its output asked the LLM for a reply (livekit's ``reply_required``;
+            a tool that returned nothing asks for none).
     """
 
     name: str
@@ -145,6 +160,12 @@ class ToolRunPlan:
     is_error: bool = False
     says: tuple[ToolSay, ...] = ()
     hangs_up_after: float | None = None
+    agent: str | None = None
+    tasks: tuple[TaskEntry, ...] = ()
+    hands_off_to: str | None = None
+    exit_after: float = 0.0
+    completes_task: bool = False
+    reply_required: bool = True
 
 
 @dataclass(frozen=True)
@@ -155,11 +176,16 @@ class AppSay:
         at: Seconds from the start of the call.
         text: The words.
         protected: Said with ``allow_interruptions=False`` (inferred).
+        agent: The agent that had the call when it was said (None when the report has no
+            handoffs): a task's line is said by the task.
+        done_at: Seconds from the start of the call when it was said (or cut).
     """
 
     at: float
     text: str
     protected: bool
+    agent: str | None = None
+    done_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +211,10 @@ class ReplayPlan:
             report's options leave out), None when the report cannot tell.
         farewell: The last line the agent said before the app closed the session.
         options: The report's ``options``.
+        handoffs: Every ``agent_handoff``, the first agent's included.
+        timed_handoffs: Plain handoffs no tool made (``session.update_agent``): (seconds, the
+            new agent).
+        protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         assumptions: What the report did not say and the plan assumed, one line each.
     """
 
@@ -203,7 +233,15 @@ class ReplayPlan:
     hang_up_after_line: str | None = None
     close_transcript_timeout: float | None = None
     farewell: str | None = None
+    handoffs: tuple[Handoff, ...] = ()
+    timed_handoffs: tuple[tuple[float, str], ...] = ()
+    protected_tasks: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
+
+    @property
+    def first_agent(self) -> str | None:
+        """The id of the agent that took the call first, if the report says."""
+        return self.handoffs[0].new if self.handoffs else None
 
     @property
     def app_hung_up(self) -> bool:
@@ -321,9 +359,11 @@ class _Call:
     name: str
     arguments: Mapping[str, Any]
     started: float
+    agent: str | None = None
     ended: float | None = None
     output: str = ""
     is_error: bool = False
+    reply_required: bool = True
 
 
 @dataclass
@@ -363,6 +403,16 @@ class _Reader:
         self.close_wait: float | None = None
         self.farewell: str | None = None
         self.end_at = 0.0
+        self.flow = WorkflowReader()
+        self.index = 0
+        self.last_ended: tuple[str, str | None, float] | None = None
+        # (seconds, event index) of what an LLM request answers: user messages and tool
+        # outputs; and of the handoffs into an agent, with the agent
+        self.context_marks: list[tuple[float, int]] = []
+        self.entry_marks: list[tuple[float, int, str]] = []
+        self.say_agents: list[str | None] = []
+        self.stopped_speaking: list[float] = []
+        self.started_speaking: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -381,10 +431,12 @@ class _Reader:
         _check_options(options)
         self.script_end = _script_end(self.report.get("tags"))
         self._read_events(events)
+        self.flow.entries(self.close_at)
         turns = self._caller_turns()
         says = self._says(options, turns)
         runs = self._tool_runs(says)
         goodbye = self._goodbye(runs)
+        protected = self._protected_tasks(options, turns, runs)
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -401,8 +453,39 @@ class _Reader:
             hang_up_after_line=goodbye,
             close_transcript_timeout=self.close_wait,
             farewell=self.farewell,
+            handoffs=tuple(self.flow.handoffs),
+            timed_handoffs=tuple(self.flow.timed),
+            protected_tasks=protected,
             assumptions=tuple(self.assumptions),
         )
+
+    def _protected_tasks(
+        self, options: Mapping[str, Any], turns: Sequence[CallerTurn], runs: Sequence[ToolRunPlan]
+    ) -> tuple[str, ...]:
+        """Tasks whose question the caller spoke over without interrupting it (or lost words).
+
+        A task built with ``allow_interruptions=False`` (``GetEmailTask(...)``) says its
+        answers protected; the report does not record it, so it is inferred as for a line.
+        """
+        tasks = {t.agent for r in runs for t in every_task(r.tasks)}
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        found: list[str] = []
+        for said in self.said:
+            entered = self._entered(said.created) if said.from_llm is not False else None
+            if entered is None or entered not in tasks or said.interrupted or entered in found:
+                continue
+            starts = [t for t in self.started_speaking if t <= said.added + 1e-3]
+            began = starts[-1] if starts else said.created
+            over = sum(max(0.0, min(t.end, said.added) - max(t.start, began)) for t in turns)
+            withheld = any(t.unheard and began <= t.start < said.added for t in turns)
+            if over >= min_duration or withheld:
+                found.append(entered)
+                self.assumptions.append(
+                    f"at {began:.2f} s: the caller spoke over the question of the task {entered} "
+                    "and did not interrupt it: the task was built with allow_interruptions=False "
+                    "(the report does not record it)"
+                )
+        return tuple(found)
 
     def _read_events(self, events: Sequence[Any]) -> None:
         latest = -math.inf
@@ -421,6 +504,7 @@ class _Reader:
                     f"({kind}): the events are out of order"
                 )
             latest = max(latest, at)
+            self.index = index
             if kind != "close":
                 self.end_at = max(self.end_at, at)
             self._read_event(kind, event, at, where)
@@ -435,7 +519,11 @@ class _Reader:
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
         elif kind == "agent_state_changed":
+            if self.agent_state == "speaking":
+                self.stopped_speaking.append(at)
             self.agent_state = str(_field(event, "new_state", str, where))
+            if self.agent_state == "speaking":
+                self.started_speaking.append(at)
             # the agent stopped speaking over a caller not yet transcribed: when it did
             if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
                 self.turns[-1][4] = at
@@ -455,10 +543,14 @@ class _Reader:
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
             for i, output in enumerate(outputs):
+                self.context_marks.append((at, self.index))
                 if isinstance(output, Mapping):
                     self._tool_output(output, f"{where}function_call_outputs[{i}].")
         elif kind == "speech_created":
-            self.speeches.append((at, _field(event, "source", str, where)))
+            source = _field(event, "source", str, where)
+            self.speeches.append((at, source))
+            if source == "say":
+                self.say_agents.append(self.flow.current)
         elif kind == "close":
             self.close_at = round(at, 3)
             reason = _field(event, "reason", str, where)
@@ -478,6 +570,9 @@ class _Reader:
         self.turns[-1][2].extend(words)
 
     def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
+        if item.get("type") == "agent_handoff":
+            self._handoff(item, at, where)
+            return
         if item.get("type") != "message":
             return
         role = _field(item, "role", str, where)
@@ -487,6 +582,7 @@ class _Reader:
         created_at = float(created) - self.t0 if isinstance(created, int | float) else at
         if role == "user":
             self.user_messages.append((created_at, text))
+            self.context_marks.append((at, self.index))
         elif role == "assistant":
             metrics = item.get("metrics")
             ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
@@ -503,6 +599,36 @@ class _Reader:
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                 )
             )
+
+    def _handoff(self, item: Mapping[str, Any], at: float, where: str) -> None:
+        new = _field(item, "new_agent_id", str, where)
+        old = item.get("old_agent_id")
+        if old is not None and not isinstance(old, str):
+            raise ReportError(f"{where}old_agent_id: expected str, got {old!r:.60}")
+        running = {
+            c.call_id: c.started
+            for c in self.calls.values()
+            if c.ended is None and c.agent == old and old is not None
+        }
+        since = self.flow.handoffs[-1].at if self.flow.handoffs else 0.0
+        bare = [
+            (c.call_id, c.agent, c.ended)
+            for c in self.calls.values()
+            if c.agent == old
+            and c.ended is not None
+            and c.ended >= since
+            and not c.reply_required
+            and not c.output
+        ]
+        last_bare = max(bare, key=lambda b: b[2]) if bare and old is not None else None
+        if last_bare is not None:
+            # livekit hands over once the speech playing is done: the old agent's on_exit
+            # took only the time after that
+            spoken = [d.added for d in self.said if last_bare[2] <= d.added <= at + 1e-3]
+            last_bare = (last_bare[0], last_bare[1], max([last_bare[2], *spoken]))
+        self.flow.handoff(at, old, new, running, self.last_ended, last_bare)
+        if old is not None:
+            self.entry_marks.append((at, self.index, new))
 
     def _tool_update(self, update: Mapping[str, Any], at: float, where: str) -> None:
         kind = _field(update, "type", str, where)
@@ -521,17 +647,20 @@ class _Reader:
                 name=_field(call, "name", str, inner),
                 arguments=arguments if isinstance(arguments, Mapping) else {},
                 started=at,
+                agent=self.flow.current,
             )
         elif kind == "tool_call_ended":
             call_id = _field(update, "call_id", str, where)
             if call_id in self.calls:
                 self.calls[call_id].ended = at
+                self.last_ended = (call_id, self.calls[call_id].agent, at)
 
     def _tool_output(self, output: Mapping[str, Any], where: str) -> None:
         call_id = _field(output, "call_id", str, where)
         if call_id in self.calls:
             self.calls[call_id].output = str(output.get("output", ""))
             self.calls[call_id].is_error = bool(output.get("is_error", False))
+            self.calls[call_id].reply_required = output.get("reply_required") is not False
 
     def _committed_words(self) -> None:
         """Words of a turn with no transcript event that reached the chat all the same.
@@ -615,16 +744,24 @@ class _Reader:
         return tuple(turns)
 
     def _last_words(self, start: float, heard: Sequence[str]) -> float:
-        """When the words of a turn that never ended were over: its last transcript's time."""
-        last = max((at for at in self.transcript_times if at >= start), default=None)
-        if last is not None and heard:
-            return last
-        return start + 1.0
+        """When the words of a turn that never ended were over: its last transcript's time.
+
+        A final transcript that came as the session closed was flushed by the close, not said
+        then: the words ended about half an interim's spacing after the last interim before it.
+        """
+        times = sorted(at for at in self.transcript_times if at >= start)
+        if not times or not heard:
+            return start + 1.0
+        if self.close_at is not None and times[-1] >= self.close_at - 1e-3 and len(times) > 2:
+            before = times[:-1]
+            spacing = (before[-1] - before[0]) / (len(before) - 1)
+            return round(before[-1] + spacing / 2, 3)
+        return times[-1]
 
     def _goodbye(self, runs: Sequence[ToolRunPlan]) -> str | None:
         """The line the app closed the session right after (a hang-up after its goodbye)."""
-        if self.close_at is None:
-            return None
+        if self.close_at is None or self.close_reason in _CALLER_CLOSES:
+            return None  # the caller left: livekit closes the session its own time later
         if self.script_end is not None and self.close_at >= self.script_end - 1e-3:
             # the lab closed it when its script ended: livekit waited that long for the
             # caller's last words
@@ -636,10 +773,14 @@ class _Reader:
         self.farewell = before[-1].text if before else None
         if any(r.hangs_up_after is not None for r in runs):
             return None  # a tool closed it
-        if before and self.close_at - before[-1].added <= _GOODBYE_CLOSE_S:
+        done = self._line_done(before[-1]) if before else None
+        # an interrupted goodbye is cut as the agent stops speaking; livekit may wait as long
+        # as session_close_transcript_timeout's default for the caller's words then
+        within = _SESSION_CLOSE_WAIT_S if before and before[-1].interrupted else _GOODBYE_CLOSE_S
+        if done is not None and self.close_at - done <= within:
             # livekit waits for the caller's last words before it closes (at most
             # session_close_transcript_timeout): how long it waited says what that option was
-            self.close_wait = round(self.close_at - before[-1].added, 3)
+            self.close_wait = round(self.close_at - done, 3)
             self.assumptions.append(
                 f"at {self.close_at:.2f} s: the app closed the session after its line "
                 f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
@@ -651,10 +792,21 @@ class _Reader:
         )
         return None
 
+    def _line_done(self, said: _Said) -> float:
+        """When the agent stopped saying ``said`` (was cut, when it was interrupted).
+
+        livekit adds an interrupted line's message only once the caller's words are in.
+        """
+        if not said.interrupted:
+            return said.added
+        stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
+        return stops[-1] if stops else said.added
+
     def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
         min_duration = options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S)
         say_times = [at for at, source in self.speeches if source == "say"]
+        say_agents = list(self.say_agents)
         says: list[AppSay] = []
         unsure = False
         for said in self.said:
@@ -663,11 +815,12 @@ class _Reader:
             if said.from_llm is not False:
                 continue
             at = say_times.pop(0) if say_times else said.created
+            agent = say_agents.pop(0) if say_agents else self.flow.current
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
             # words lost from a turn that began while it played: livekit withheld them
             withheld = any(t.unheard and at <= t.start < said.added for t in turns)
             protected = not said.interrupted and (over >= float(min_duration) or withheld)
-            says.append(AppSay(round(at, 3), said.text, protected))
+            says.append(AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3)))
         if unsure:
             self.assumptions.append(
                 "chat items without metrics: every assistant message taken as the LLM's"
@@ -684,7 +837,14 @@ class _Reader:
         claimed: set[int] = set()
         for call in sorted(self.calls.values(), key=lambda c: c.started):
             end = call.ended if call.ended is not None else math.inf
-            mine = [s for s in says if call.started - 1e-3 <= s.at < end and id(s) not in claimed]
+            # a line a task said while the tool awaiting it ran is the task's
+            mine = [
+                s
+                for s in says
+                if call.started - 1e-3 <= s.at < end
+                and id(s) not in claimed
+                and (s.agent is None or s.agent == call.agent)
+            ]
             claimed.update(id(s) for s in mine)
             hangs_up = None
             # a tool that shut the session down as it ended (in its finally) or while it ran:
@@ -710,9 +870,21 @@ class _Reader:
                     output=call.output,
                     is_error=call.is_error,
                     says=tuple(
-                        ToolSay(round(s.at - call.started, 3), s.text, s.protected) for s in mine
+                        ToolSay(
+                            round(s.at - call.started, 3),
+                            s.text,
+                            s.protected,
+                            awaited=s.done_at is None or s.done_at <= end + 1e-3,
+                        )
+                        for s in mine
                     ),
                     hangs_up_after=hangs_up,
+                    agent=call.agent,
+                    tasks=tuple(self.flow.tasks.get(call.call_id, ())),
+                    hands_off_to=self.flow.returned_by.get(call.call_id),
+                    exit_after=self.flow.exit_after.get(call.call_id, 0.0),
+                    completes_task=call.call_id in self.flow.completers,
+                    reply_required=call.reply_required,
                 )
             )
         # the says a tool made are the tool's; the rest stay the app's
@@ -728,20 +900,45 @@ class _Reader:
             if said.from_llm is False:
                 continue
             calls = groups.pop(said.item_id, [])
-            answers.append(self._answer(said.created, said.text, said.ttft, calls))
+            entered = self._entered(said.created)
+            answers.append(self._answer(said.created, said.text, said.ttft, calls, entered))
         for calls in groups.values():
             first = min(c.started for c in calls)
             asked = [at for at, source in self.speeches if at <= first and source != "say"]
             at = asked[-1] if asked else first
-            answers.append(self._answer(at, "", None, calls))
+            answers.append(self._answer(at, "", None, calls, self._entered(at)))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
 
+    def _entered(self, at: float) -> str | None:
+        """The agent whose entry an answer asked at ``at`` answered, if it answered one.
+
+        It did when its context ended in a handoff: no user message or tool output came
+        between the last handoff by then and ``at``.
+        """
+        by = at + 1e-3
+        entries = [e for e in self.entry_marks if e[0] <= by]
+        if not entries:
+            return None
+        entry = entries[-1]
+        if any((entry[0], entry[1]) < m and m[0] <= by for m in self.context_marks):
+            return None
+        return entry[2]
+
     def _answer(
-        self, at: float, text: str, ttft: float | None, calls: Sequence[_Call]
+        self,
+        at: float,
+        text: str,
+        ttft: float | None,
+        calls: Sequence[_Call],
+        entered: str | None = None,
     ) -> LLMAnswer:
         user = [(t, m) for t, m in self.user_messages if t <= at + 1e-3]
-        outputs = [(c.ended, c.name) for c in self.calls.values() if c.ended is not None]
+        # in the order they ended: the last one before the request is what it answered
+        outputs = sorted(
+            ((c.ended, c.name) for c in self.calls.values() if c.ended is not None),
+            key=lambda pair: pair[0],
+        )
         tool = [(t, n) for t, n in outputs if t <= at + 1e-3]
         last_user = user[-1] if user else None
         last_tool = tool[-1] if tool else None
@@ -762,4 +959,5 @@ class _Reader:
             tool_calls=tuple(ToolCallPlan(c.name, c.arguments) for c in calls),
             ttft=round(ttft_s, 3),
             duration=round(duration, 3),
+            on_enter=entered,
         )

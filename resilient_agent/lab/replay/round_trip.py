@@ -10,19 +10,40 @@ verdict is the same when the lab's contracts pass or fail on both.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TextIO
 
 from livekit.agents import Agent
 
-from ...testing import Scenario, run_scenario
+from ...testing import ProviderFaults, Scenario, run_scenario
 from ...testing.session_report import session_report
 from ..catalog import scenarios
 from ..run import RESILIENT_PATH, load_agent_class, select
+from .fidelity import FRAME_TOLERANCE_S, Divergence
 from .plan import ReportError, load_plan
 from .run import run_replay
 
-__all__ = ["RoundTrip", "left_out", "round_trip", "run_round_trip"]
+__all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
+
+CAUSES: Mapping[str, str] = MappingProxyType(
+    {
+        "provider_fault": "a provider fault (the replay's providers do not fail)",
+        "verdict_only": "faithful, another verdict (a late answer: reply latency is not judged)",
+        "caller_estimate": "the caller's turns or words, estimated from the transcripts",
+        "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
+        "hang_up": "the close's time",
+        "handoffs": "the agents' handoffs",
+        "lines": "what the agent said",
+        "unreadable": "a report the replay cannot read or replay",
+    }
+)
+"""Why a catalog call does not round-trip, by the first that applies (see :func:`cause`)."""
+
+# ResilientAgent's hang-up waits this long after a heard farewell (ConditionalHangup's
+# tail_pad_s): a recorded close already has it, the replay's close on ResilientAgent adds it
+_RESILIENT_TAIL_PAD_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,7 @@ class RoundTrip:
         divergences: How the replay differs from the recording, one line each.
         verdict: Whether the lab's contracts passed on the recorded call.
         replayed_verdict: Whether they passed on the replay.
+        cause: Why it does not round-trip (a key of :data:`CAUSES`); None when it does.
     """
 
     scenario: str
@@ -42,6 +64,7 @@ class RoundTrip:
     divergences: tuple[str, ...]
     verdict: bool
     replayed_verdict: bool
+    cause: str | None = None
 
     @property
     def faithful(self) -> bool:
@@ -67,20 +90,92 @@ def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
         plan = load_plan(session_report(world))
     except ReportError as exc:
         return RoundTrip(
-            scenario.name, agent_class.__name__, (f"unreadable: {exc}",), outcome.passed, False
+            scenario.name,
+            agent_class.__name__,
+            (f"unreadable: {exc}",),
+            outcome.passed,
+            False,
+            "unreadable",
         )
     try:
         replay = run_replay(plan, agent_class, name=scenario.name)
     except ReportError as exc:
         return RoundTrip(
-            scenario.name, agent_class.__name__, (f"not replayable: {exc}",), outcome.passed, False
+            scenario.name,
+            agent_class.__name__,
+            (f"not replayable: {exc}",),
+            outcome.passed,
+            False,
+            "unreadable",
         )
+    late = (
+        replay.replayed.close_at - plan.close_at
+        if replay.replayed.close_at is not None and plan.close_at is not None
+        else None
+    )
     return RoundTrip(
         scenario.name,
         agent_class.__name__,
         tuple(str(d) for d in replay.divergences),
         outcome.passed,
         replay.outcome.passed,
+        cause(
+            scenario,
+            agent_class,
+            replay.divergences,
+            outcome.passed == replay.outcome.passed,
+            late,
+        ),
+    )
+
+
+def cause(
+    scenario: Scenario,
+    agent_class: type[Agent],
+    found: Sequence[Divergence],
+    same_verdict: bool,
+    close_late: float | None,
+) -> str | None:
+    """Why a call does not round-trip (a key of :data:`CAUSES`), None when it does.
+
+    Args:
+        scenario: The catalog scenario.
+        agent_class: The class it ran and was replayed on.
+        found: The replay's divergences from the recording.
+        same_verdict: The lab's contracts passed or failed on both.
+        close_late: Seconds the replay closed later than the recording, if both closed.
+    """
+    if not found and same_verdict:
+        return None
+    if _has_fault(scenario):
+        return "provider_fault"
+    kinds = {d.kind for d in found}
+    if not kinds:
+        return "verdict_only"
+    if kinds & {"turns", "words"}:
+        return "caller_estimate"
+    if kinds == {"close"}:
+        padded = (
+            agent_class is not Agent
+            and close_late is not None
+            and abs(close_late - _RESILIENT_TAIL_PAD_S) <= FRAME_TOLERANCE_S
+        )
+        return "hang_up_pad" if padded else "hang_up"
+    if "handoffs" in kinds:
+        return "handoffs"
+    return "lines"
+
+
+def _has_fault(scenario: Scenario) -> bool:
+    """The call's providers fail: the replay's answer at the recorded times instead."""
+    llm_faults = any(
+        r.hangs_before is not None
+        or r.times_out_before is not None
+        or r.keeps_alive_before is not None
+        for r in scenario.llm
+    )
+    return (
+        llm_faults or scenario.provider_faults != ProviderFaults() or scenario.lost_playout_report
     )
 
 
@@ -113,7 +208,8 @@ def run_round_trip(only: str | None, out: TextIO) -> int:
         file=out,
     )
     print(
-        f"  replayed within one frame (same turns, words lost, lines, close): {faithful}", file=out
+        f"  replayed within one frame (same turns, words lost, lines, handoffs, close): {faithful}",
+        file=out,
     )
     print(f"  same verdict: {same}", file=out)
     for cls in classes:
@@ -123,6 +219,12 @@ def run_round_trip(only: str | None, out: TextIO) -> int:
             f"{sum(t.verdict == t.replayed_verdict for t in mine)} same verdict",
             file=out,
         )
+    causes = [t.cause for t in trips if t.cause is not None]
+    if causes:
+        print(f"  {len(causes)} diverging, by cause:", file=out)
+        for key, text in CAUSES.items():
+            if causes.count(key):
+                print(f"    {causes.count(key):3d}  {text}", file=out)
     print(f"wall time: {time.perf_counter() - started:.1f}s", file=out)
     return 0 if faithful == same == len(trips) else 1
 

@@ -1,0 +1,46 @@
+"""Catalog calls whose replay once diverged from the recording, round-tripped on plain Agent."""
+
+from __future__ import annotations
+
+import pytest
+from livekit.agents import Agent
+
+from resilient_agent.lab.catalog import CATALOG
+from resilient_agent.lab.replay.round_trip import round_trip
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # the caller left during the goodbye: livekit closes the session its own time later
+        "control/caller_leaves_during_goodbye",
+        # the app hung up once the caller cut its goodbye; the line's message came at the close
+        "end_call/app_shutdown_from_farewell_callback",
+        # the transfer tool handed the call over; the front desk's on_exit took 2 s
+        "lost_words/during_handoff",
+        # GetEmailTask(allow_interruptions=False): the caller's email over its question is lost
+        "workflows/email_over_protected_task_question",
+    ],
+)
+def test_the_call_round_trips(name: str) -> None:
+    scenario = next(s for s in CATALOG if s.name == name)
+    trip = round_trip(scenario, Agent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_divergence_is_put_down_to_its_cause() -> None:
+    from resilient_agent import ResilientAgent
+    from resilient_agent.lab.replay.fidelity import Divergence
+    from resilient_agent.lab.replay.round_trip import cause
+
+    plain = next(s for s in CATALOG if s.name == "control/livekit_tool_goodbye_heard")
+    faulty = next(s for s in CATALOG if s.name == "provider/tts_returns_silence")
+    close = (Divergence(8.45, "the session closed at 8.750 s, not 8.450 s", "close"),)
+    words = (Divergence(3.0, "caller turn 2: the STT heard 'a', not 'b'", "words"), *close)
+    assert cause(plain, Agent, (), True, None) is None
+    assert cause(faulty, Agent, (), False, None) == "provider_fault"
+    assert cause(plain, Agent, (), False, None) == "verdict_only"
+    assert cause(plain, Agent, words, True, 0.3) == "caller_estimate"
+    assert cause(plain, ResilientAgent, close, True, 0.3) == "hang_up_pad"
+    assert cause(plain, Agent, close, True, 0.3) == "hang_up"
