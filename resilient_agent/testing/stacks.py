@@ -31,6 +31,7 @@ from .emulators import (
     OpenAIEmulator,
 )
 from .llm import ScriptedLLM
+from .refusals import ConnectRefusals
 
 __all__ = [
     "STACKS",
@@ -178,6 +179,7 @@ async def running_stack(
     interim_results: bool = True,
     deepgram_faults: DeepgramFaults | None = None,
     tts_error_on_sentence: int | None = None,
+    refused: Mapping[str, ConnectRefusals | None] = MappingProxyType({}),
 ) -> AsyncIterator[RunningStack]:
     """Start the stack's emulators in the running loop and build its plugins pointed at them.
 
@@ -189,6 +191,8 @@ async def running_stack(
         deepgram_faults: Wire faults of the Deepgram emulator.
         tts_error_on_sentence: Cartesia answers this sentence (1-based, in call order) with an
             error message instead of audio, mid-context.
+        refused: By part (``stt``, ``llm``, ``tts``), the connection attempts its provider
+            refuses first (429 or 503).
 
     Raises:
         StackUnavailable: See :func:`check_stack`.
@@ -205,6 +209,8 @@ async def running_stack(
 
         servers: list[EmulatorServer] = []
         llm_plugin, openai_server = await _llm(spec, scripted, serve)
+        llm_server = servers[0]
+        llm_server.refuse_first(refused.get("llm"))
         heard: DeepgramEmulator | OpenAIEmulator
         stt_plugin: stt.STT[Any]
         if spec.stt == "deepgram":
@@ -225,9 +231,14 @@ async def running_stack(
             openai_server.word_lookup = word_lookup
             heard = openai_server
             stt_plugin = openai.STT(api_key=_KEY, base_url=openai_server.base_url)
+        if heard is not llm_server:
+            heard.refuse_first(refused.get("stt"))
+        elif refused.get("stt") is not None:
+            raise ValueError("the STT and the LLM share one OpenAI emulator: refuse one of them")
         from livekit.plugins import cartesia
 
         spoken = await serve(CartesiaEmulator(error_on_sentence=tts_error_on_sentence))
+        spoken.refuse_first(refused.get("tts"))
         tts_plugin = cartesia.TTS(
             api_key=_KEY, base_url=spoken.url, sample_rate=16_000, http_session=http
         )
