@@ -119,12 +119,12 @@ class SttRecovery(Middleware):
         error = ev.error
         if not isinstance(error, stt.STTError):
             return
-        if error.recoverable:
-            if isinstance(error.error, APIError):
-                self._on_reconnect(error)
-            return
         if isinstance(error.error, APIError):
-            # livekit recreates the stream itself after a connection failure
+            # livekit (or the plugin) connects again by itself, retrying or with a new stream
+            # once its retries are spent; the words the failed connections were fed are gone
+            self._on_reconnect(error)
+            return
+        if error.recoverable:
             return
         ctx = self._ctx
         if ctx is None or self._pending is not None:
@@ -219,11 +219,12 @@ class SttRecovery(Middleware):
         ctx = self._ctx
         if ctx is None or self._recovered_since_final:
             return
-        self._recovered_since_final = True
         # reported only when there is audio the lost connection may have been hearing (a
-        # connection refused before the caller said anything lost nothing)
+        # connection refused before the caller said anything lost nothing, and a later
+        # failure of the same connection may still cost words)
         if self.recover_words and not _recover_words(ctx, STT_RECONNECTED):
             return
+        self._recovered_since_final = True
         ctx.race_detected(
             self, STT_RECONNECTED, details={"error": type(error.error).__name__, "stt": error.label}
         )
