@@ -210,7 +210,8 @@ async def running_stack(
         servers: list[EmulatorServer] = []
         llm_plugin, openai_server = await _llm(spec, scripted, serve)
         llm_server = servers[0]
-        llm_server.refuse_first(refused.get("llm"))
+        llm_paths = ("/v1/chat/completions",) if isinstance(llm_server, OpenAIEmulator) else None
+        llm_server.refuse_first(refused.get("llm"), llm_paths)
         heard: DeepgramEmulator | OpenAIEmulator
         stt_plugin: stt.STT[Any]
         if spec.stt == "deepgram":
@@ -231,10 +232,8 @@ async def running_stack(
             openai_server.word_lookup = word_lookup
             heard = openai_server
             stt_plugin = openai.STT(api_key=_KEY, base_url=openai_server.base_url)
-        if heard is not llm_server:
-            heard.refuse_first(refused.get("stt"))
-        elif refused.get("stt") is not None:
-            raise ValueError("the STT and the LLM share one OpenAI emulator: refuse one of them")
+        stt_paths = ("/v1/audio/transcriptions",) if isinstance(heard, OpenAIEmulator) else None
+        heard.refuse_first(refused.get("stt"), stt_paths)
         from livekit.plugins import cartesia
 
         spoken = await serve(CartesiaEmulator(error_on_sentence=tts_error_on_sentence))

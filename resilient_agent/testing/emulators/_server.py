@@ -42,7 +42,8 @@ class EmulatorServer:
     def __init__(self) -> None:
         self.connections: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()
-        self._refuse: ConnectRefusals | None = None
+        # path prefix to the refusals in force there
+        self._refuse: dict[str, ConnectRefusals] = {}
         self.requests: Counter[str] = Counter()
         self.sockets: list[SocketSpan] = []
         self._runner: web.AppRunner | None = None
@@ -57,9 +58,21 @@ class EmulatorServer:
         """The emulator's routes."""
         raise NotImplementedError
 
-    def refuse_first(self, refusals: ConnectRefusals | None) -> Self:
-        """Refuse the first connection attempts on each refusable path (None: serve all)."""
-        self._refuse = refusals
+    def refuse_first(
+        self, refusals: ConnectRefusals | None, paths: tuple[str, ...] | None = None
+    ) -> Self:
+        """Refuse the first connection attempts on each of ``paths`` (None: serve them all).
+
+        Args:
+            refusals: What is refused, and how.
+            paths: Path prefixes, each counted on its own; the emulator's ``refusable`` paths
+                unless given (an emulator serving two parts refuses one part's paths).
+        """
+        for path in paths if paths is not None else self.refusable:
+            if refusals is None:
+                self._refuse.pop(path, None)
+            else:
+                self._refuse[path] = refusals
         return self
 
     def refusal_body(self, status: int) -> dict[str, Any]:
@@ -116,11 +129,9 @@ class EmulatorServer:
         await self.aclose()
 
     def _refusal(self, request: web.Request) -> web.StreamResponse | None:
-        refuse = self._refuse
         path = request.path
-        if refuse is None or not any(path.startswith(p) for p in self.refusable):
-            return None
-        if self.refusals[path] >= refuse.first:
+        refuse = next((r for p, r in self._refuse.items() if path.startswith(p)), None)
+        if refuse is None or self.refusals[path] >= refuse.first:
             return None
         self.refusals[path] += 1
         headers = {}
