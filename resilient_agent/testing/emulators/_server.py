@@ -36,8 +36,8 @@ class EmulatorServer:
         refusals: The connection attempts refused (:meth:`refuse_first`), by path.
     """
 
-    # the paths a refusal applies to (a prefix each); subclasses name their connect paths
-    refusable: tuple[str, ...] = ()
+    # the connection attempts a refusal applies to: (HTTP method, path prefix) each
+    refusable: tuple[tuple[str, str], ...] = ()
 
     def __init__(self) -> None:
         self.connections: Counter[str] = Counter()
@@ -68,7 +68,7 @@ class EmulatorServer:
             paths: Path prefixes, each counted on its own; the emulator's ``refusable`` paths
                 unless given (an emulator serving two parts refuses one part's paths).
         """
-        for path in paths if paths is not None else self.refusable:
+        for path in paths if paths is not None else [p for _, p in self.refusable]:
             if refusals is None:
                 self._refuse.pop(path, None)
             else:
@@ -130,6 +130,8 @@ class EmulatorServer:
 
     def _refusal(self, request: web.Request) -> web.StreamResponse | None:
         path = request.path
+        if not any(request.method == m and path.startswith(p) for m, p in self.refusable):
+            return None
         refuse = next((r for p, r in self._refuse.items() if path.startswith(p)), None)
         if refuse is None or self.refusals[path] >= refuse.first:
             return None

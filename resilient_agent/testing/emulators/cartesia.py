@@ -53,7 +53,7 @@ class CartesiaEmulator(EmulatorServer):
     """
 
     provider = "cartesia-emulator"
-    refusable = ("/tts/websocket", "/tts/bytes")
+    refusable = (("GET", "/tts/websocket"), ("POST", "/tts/bytes"))
 
     def __init__(
         self,

@@ -101,7 +101,8 @@ class DeepgramEmulator(EmulatorServer):
     """
 
     provider = "deepgram-emulator"
-    refusable = ("/v1/listen",)
+    # the live socket's upgrade: a pre-recorded request (POST) is served
+    refusable = (("GET", "/v1/listen"),)
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ class GeminiEmulator(EmulatorServer):
     """
 
     provider = "gemini-emulator"
-    refusable = ("/",)
+    refusable = (("POST", "/"),)
 
     def __init__(self, llm: ScriptedLLM) -> None:
         super().__init__()

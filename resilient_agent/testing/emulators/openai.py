@@ -48,7 +48,7 @@ class OpenAIEmulator(EmulatorServer):
     """
 
     provider = "openai-emulator"
-    refusable = ("/v1/chat/completions", "/v1/audio/transcriptions")
+    refusable = (("POST", "/v1/chat/completions"), ("POST", "/v1/audio/transcriptions"))
 
     def __init__(
         self,
