@@ -209,6 +209,7 @@ async def running_stack(
 
         servers: list[EmulatorServer] = []
         llm_plugin, openai_server = await _llm(spec, scripted, serve)
+        # the first emulator served is the LLM's
         llm_server = servers[0]
         llm_paths = ("/v1/chat/completions",) if isinstance(llm_server, OpenAIEmulator) else None
         llm_server.refuse_first(refused.get("llm"), llm_paths)
