@@ -12,11 +12,12 @@ transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
 A connection livekit (or the plugin) reconnects after a failure mid-stream (an error caused by
-an ``APIError``: Deepgram's socket closed mid-utterance, or its upgrade refused with 429 or 503
-while the caller spoke, retried or, once livekit's retries are spent, a new stream) keeps the
-call going but loses the words it had not finalized: those are re-transcribed the same way,
-reported as ``stt_reconnected``, once until the next final transcript (a failure before the
-caller said anything recovers nothing and uses nothing up).
+an ``APIError``: Deepgram's socket closed mid-utterance), or a stream livekit gave up and
+recreated once its connection attempts were all refused (429, 503), keeps the call going but
+loses the words it had not finalized: those are re-transcribed the same way, reported as
+``stt_reconnected``, once until the next final transcript (a failure before the caller said
+anything recovers nothing and uses nothing up). A refused attempt livekit retries loses
+nothing: it keeps the audio for the next attempt.
 
 A stream that stays open and answers nothing (a half-open socket: no transcript, no error,
 livekit never reconnects) is found on evidence: the caller's speech ended (the VAD's word),

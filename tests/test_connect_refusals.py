@@ -59,7 +59,7 @@ async def _refused_answers() -> dict[str, tuple[int, str | None, Any]]:
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
         ),
         "cartesia": (CartesiaEmulator(), "POST", "/tts/bytes"),
-        "deepgram": (DeepgramEmulator(lookup), "POST", "/v1/listen"),
+        "deepgram": (DeepgramEmulator(lookup), "GET", "/v1/listen"),
     }
     answers = {}
     async with aiohttp.ClientSession() as http:
