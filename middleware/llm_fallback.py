@@ -5,14 +5,17 @@ request (``conn_options.max_retry``), the Watchdog asks again when a reply think
 a sound, and the caller hears nothing for half a minute. :class:`LlmFallback` counts the failed
 attempts of the current turn, on evidence only:
 
-* each ``error`` event the LLM reports (one per failed provider attempt, retries included);
+* each ``error`` event the LLM reports (one per failed provider attempt, retries included),
+  except an attempt refused within ``stalled_s`` of its start that livekit retries (a 429 or a
+  503 answered at once: the retry comes 0.1 to 2 s later, and the caller has not waited);
 * an inference that ended without a single token, by raising, or abandoned (the Watchdog's
   re-ask, or a cancel) after ``stalled_s`` while the caller stayed silent.
 
 After ``after_failed_attempts`` of them the caller hears ``line`` (a plain ``session.say``), a
 reply still thinking without a sound is cut (it never made one), and further inferences for the
-same turn are skipped until the caller speaks again. The first token of any inference, or a new
-turn of the caller, starts the count over.
+same turn are skipped until the caller speaks again. An error livekit does not retry (its last
+attempt failed, or the error is not retryable) says the line at once: nothing else answers the
+turn. The first token of any inference, or a new turn of the caller, starts the count over.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class LlmFallback(Middleware):
         self._said_this_turn = False
         self._give_up = asyncio.Event()
         self._provider_errors = 0
+        # when the provider attempt under way began (an inference's start, or the last error)
+        self._attempt_began: float | None = None
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Listen for the LLM's error events."""
@@ -113,6 +118,7 @@ class LlmFallback(Middleware):
         self, ctx: MiddlewareContext, stream: AsyncIterable[Any]
     ) -> AsyncIterator[Any]:
         started, started_wall = loop_now(), time.time()
+        self._attempt_began = started
         errors_before = self._provider_errors
         give_up = self._give_up
         iterator = aiter(stream)
@@ -146,19 +152,34 @@ class LlmFallback(Middleware):
                     self._count_failure(ctx, failure)
 
     def _on_error(self, ev: lk_events.ErrorEvent) -> None:
-        if isinstance(ev.error, llm.LLMError) and self._ctx is not None:
-            self._provider_errors += 1
-            self._count_failure(self._ctx, "provider_error")
+        if not isinstance(ev.error, llm.LLMError) or self._ctx is None:
+            return
+        self._provider_errors += 1
+        now, began = loop_now(), self._attempt_began
+        self._attempt_began = now
+        if ev.error.recoverable and began is not None and now - began < self.stalled_s:
+            # refused at once and retried by livekit within seconds: not a stall the caller
+            # waited through, and the retry may well answer
+            logger.info(
+                "llm_attempt_refused_and_retried",
+                after_s=round(now - began, 3),
+                error=str(ev.error.error),
+            )
+            return
+        self._count_failure(self._ctx, "provider_error", given_up=not ev.error.recoverable)
 
-    def _count_failure(self, ctx: MiddlewareContext, how: str) -> None:
+    def _count_failure(self, ctx: MiddlewareContext, how: str, *, given_up: bool = False) -> None:
         now = loop_now()
         if self._first_failure_at is None:
             self._first_failure_at = now
         self._failed += 1
         ctx.race_detected(
-            self, LLM_KEEPS_FAILING, details={"failed_attempts": self._failed, "how": how}
+            self,
+            LLM_KEEPS_FAILING,
+            details={"failed_attempts": self._failed, "how": how, "given_up": given_up},
         )
-        if self._failed >= self.after_failed_attempts and not self._said_this_turn:
+        enough = given_up or self._failed >= self.after_failed_attempts
+        if enough and not self._said_this_turn:
             self._said_this_turn = True
             # replies of this turn still waiting for a first token end with nothing to say
             self._give_up.set()

@@ -11,10 +11,13 @@ caller's audio, offers it on the context) to re-transcribe what was said since t
 transcript. Those words join the caller's next
 turn (or are answered on their own), like any other words livekit dropped.
 
-A connection livekit (or the plugin) reconnects after a failure mid-stream (a recoverable error
-caused by an ``APIError``: Deepgram's socket closed mid-utterance) keeps the stream going but
+A connection livekit (or the plugin) reconnects after a failure mid-stream (an error caused by
+an ``APIError``: Deepgram's socket closed mid-utterance), or a stream livekit gave up and
+recreated once its connection attempts were all refused (429, 503), keeps the call going but
 loses the words it had not finalized: those are re-transcribed the same way, reported as
-``stt_reconnected``, once until the next final transcript.
+``stt_reconnected``, once until the next final transcript (a failure before the caller said
+anything recovers nothing and uses nothing up). A refused attempt livekit retries loses
+nothing: it keeps the audio for the next attempt.
 
 A stream that stays open and answers nothing (a half-open socket: no transcript, no error,
 livekit never reconnects) is found on evidence: the caller's speech ended (the VAD's word),
@@ -34,9 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from typing import Any
 
-from livekit.agents import APIError, stt, utils
+from livekit.agents import APIError, APIStatusError, stt, utils
 from livekit.agents.voice import events as lk_events
 
 from resilient_agent import CloseReason, Middleware, MiddlewareContext, OptionChecker, get_logger
@@ -89,6 +93,8 @@ class SttRecovery(Middleware):
         # a reconnect's words are recovered once until the next final transcript: livekit
         # retries a connection several times, and each retry reports an error
         self._recovered_since_final = False
+        # time.time() of the last final transcript: what the caller said since may be lost
+        self._final_wall = 0.0
         self._speech_began: float | None = None
         self._audio_withheld = False
         self._last_transcript_at = float("-inf")
@@ -114,17 +120,22 @@ class SttRecovery(Middleware):
         self._last_transcript_at = loop_now()
         if ev.is_final:
             self._recovered_since_final = False
+            self._final_wall = time.time()
 
     def _on_error(self, ev: lk_events.ErrorEvent) -> None:
         error = ev.error
         if not isinstance(error, stt.STTError):
             return
-        if error.recoverable:
-            if isinstance(error.error, APIError):
-                self._on_reconnect(error)
-            return
         if isinstance(error.error, APIError):
-            # livekit recreates the stream itself after a connection failure
+            if error.recoverable and _refused_at_connect(error.error):
+                # no connection was open: livekit keeps the audio for its next attempt
+                return
+            # livekit (or the plugin) connects again by itself: the words the lost connection
+            # had not finalized are gone, and so is all the audio of a stream livekit gave up
+            # (it recreates the stream) after its retries were refused
+            self._on_reconnect(error, given_up=not error.recoverable)
+            return
+        if error.recoverable:
             return
         ctx = self._ctx
         if ctx is None or self._pending is not None:
@@ -210,20 +221,23 @@ class SttRecovery(Middleware):
             counts={"stt_restarts": 1, "stt_silent_streams": 1},
         )
 
-    def _on_reconnect(self, error: stt.STTError) -> None:
+    def _on_reconnect(self, error: stt.STTError, *, given_up: bool = False) -> None:
         """A connection lost mid-stream: the stream goes on, the words it was hearing do not.
 
         A provider socket closed mid-utterance (Deepgram's plugin reconnects on its own)
         takes the words not finalized yet with it; they are re-transcribed from the kept audio.
         """
         ctx = self._ctx
-        if ctx is None or self._recovered_since_final:
+        if ctx is None or (self._recovered_since_final and not given_up):
             return
-        self._recovered_since_final = True
-        # reported only when there is audio the lost connection may have been hearing (a
-        # connection refused before the caller said anything lost nothing)
+        # only when the caller spoke since the last final transcript: a connection refused
+        # before the caller said anything lost nothing (and a later failure of the same
+        # connection, once they speak, may still cost words)
+        if not ctx.state.user_spoke_since(self._final_wall):
+            return
         if self.recover_words and not _recover_words(ctx, STT_RECONNECTED):
             return
+        self._recovered_since_final = True
         ctx.race_detected(
             self, STT_RECONNECTED, details={"error": type(error.error).__name__, "stt": error.label}
         )
@@ -248,6 +262,14 @@ class SttRecovery(Middleware):
             },
             counts={"stt_restarts": 1},
         )
+
+
+def _refused_at_connect(error: APIError) -> bool:
+    """An HTTP error status (a 429 or 503 answering the upgrade): no connection was opened.
+
+    A socket that closed mid-stream carries its close code (1000 and up) or none.
+    """
+    return isinstance(error, APIStatusError) and 400 <= error.status_code < 600
 
 
 def _current_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:

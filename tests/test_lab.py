@@ -91,6 +91,7 @@ EXPECTED_BREAKS = {
     "stall/reply_waits_for_noise": "answered after",
     "provider/stt_dies_mid_call": "never reached the LLM",
     "provider/llm_always_times_out": "never answered audibly",
+    "provider/llm_refuses_every_attempt": "answered after 14.10s",
     "provider/stt_goes_silent": "never reached the LLM",
     "provider/llm_keeps_alive_without_tokens": "never answered audibly",
     "workflows/email_over_hold_before_email_task": "never reached the LLM",

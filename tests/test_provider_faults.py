@@ -27,6 +27,7 @@ from resilient_agent.testing import (
     heard_sentences,
     run_scenario,
 )
+from resilient_agent.testing.refusals import ConnectRefusals
 
 
 def _scenario(name: str) -> Scenario:
@@ -138,6 +139,50 @@ def test_an_llm_that_recovers_on_the_second_attempt_gets_no_fallback() -> None:
     assert outcome.passed, outcome.reasons
     assert [e["failed_attempts"] for e in _events(outcome, "llm_keeps_failing")] == [1]
     assert not _events(outcome, "llm_keeps_failing", "said_fallback_line")
+
+
+# -- an LLM provider that refuses requests (429, 503) -----------------------------------------
+
+
+def _refused(name: str, refusals: ConnectRefusals) -> Scenario:
+    scenario = _scenario(name)
+    faults = dataclasses.replace(scenario.provider_faults, llm_refused=refusals)
+    return dataclasses.replace(scenario, provider_faults=faults)
+
+
+def test_an_llm_refusing_every_attempt_gets_the_fallback_line_when_livekit_gives_up() -> None:
+    scenario = _scenario("provider/llm_refuses_every_attempt")
+    _, plain = run_scenario(scenario, Agent)
+    # livekit's four attempts (0.1 s, then 2 s apart) are refused: the question is answered
+    # only by the next turn's reply, 11.5 s later
+    assert plain.reply_latencies_s[0] == pytest.approx(14.1, abs=0.01)
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    [failed] = _events(outcome, "llm_keeps_failing")
+    assert failed["given_up"] and failed["failed_attempts"] == 1
+    [said] = _events(outcome, "llm_keeps_failing", "said_fallback_line")
+    # said when livekit's last retry failed, 4.1 s into the reply
+    assert said["at_s"] == pytest.approx(3.05 + 4.1, abs=0.01)
+    assert _fallback_heard_at(world) - said["at_s"] < 0.5
+
+
+def test_an_llm_refused_twice_is_answered_by_livekits_retry_not_by_the_fallback_line() -> None:
+    # two refusals 0.1 s apart: livekit's third attempt, 2 s later, answers; the caller must
+    # hear that answer, not "say that again"
+    scenario = _refused("control/llm_refused_once", ConnectRefusals(429, first=2))
+    world, outcome = run_scenario(scenario, ResilientAgent)
+    _, plain = run_scenario(scenario, Agent)
+    assert outcome.reply_latencies_s == plain.reply_latencies_s
+    assert outcome.reply_latencies_s[0] == pytest.approx(1.2 + 2.1, abs=0.01)
+    assert outcome.race_events == []
+    assert not [s for s in heard_sentences(world) if s.text in FALLBACK_LINE]
+
+
+def test_an_llm_refused_once_raises_nothing() -> None:
+    world, outcome = run_scenario(_scenario("control/llm_refused_once"), ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    assert outcome.race_events == []
+    assert world.llm.refusals == 1
 
 
 def test_the_fallback_line_is_configurable() -> None:

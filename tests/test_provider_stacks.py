@@ -135,6 +135,19 @@ def test_a_deepgram_socket_that_goes_silent_is_restarted_and_its_words_recovered
     assert world.connections["deepgram-emulator http /v1/listen"] == 1
 
 
+def test_words_recovered_over_a_protected_speech_are_answered_as_on_the_scripted_stt() -> None:
+    # "thanks", said over the protected filler, is recovered by one pre-recorded request
+    # 0.15 s after the caller stopped; the turn delay is counted from the caller's last sound,
+    # not from the request's return nor again from the filler's end (livekit's turn never held
+    # the words): answered as on the scripted STT, not 0.68 s later
+    scenario = _scenario("vad/dead_caller_speaks_during_recovery")
+    _, outcome = run_scenario(scenario, ResilientAgent, stack="deepgram+openai+cartesia")
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0
+    _, scripted = run_scenario(scenario, ResilientAgent)
+    assert outcome.reply_latencies_s == scripted.reply_latencies_s
+
+
 def test_an_openai_stream_of_keep_alive_chunks_is_asked_again() -> None:
     # the emulator sends a role-only chunk and then an empty delta every second, never a
     # token: the openai plugin's read timeout never fires, and a plain Agent never answers

@@ -103,6 +103,19 @@ class DroppedTurnAnswerer:
         """The caller was seen at ``at``: livekit's own turn may still carry the words."""
         self._last_activity = max(self._last_activity, at)
 
+    def note_speech_done(self, at: float) -> None:
+        """A speech ended at ``at``: livekit may now deliver a turn it held behind it.
+
+        Not when the pending words already took the place of the replies queued before the
+        caller spoke (those were interrupted for them) and were all recovered from audio
+        livekit's STT never had: no turn of livekit's holds them and no reply waits to play,
+        so waiting livekit's turn delay again from the speech's end only makes the caller wait.
+        """
+        pending = self._words.undelivered()
+        if self._replaced_stale and pending and all(f.recovered for f in pending):
+            return
+        self.note_activity(at)
+
     def note_caller_speaking(self, ctx: MiddlewareContext) -> None:
         """The caller began speaking: remember the replies already made without their words."""
         if not self._words.undelivered():

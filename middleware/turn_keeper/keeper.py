@@ -340,7 +340,7 @@ class TurnKeeper(Middleware, WordRecovery):
 
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
-        self._answerer.note_activity(loop_now())
+        self._answerer.note_speech_done(loop_now())
         self._answerer.wake()
 
     async def on_agent_state(
@@ -515,7 +515,13 @@ class TurnKeeper(Middleware, WordRecovery):
         # caller's words go on as livekit has them: there was nothing to recover
         if not recovered <= heard:
             self._keep_recovered(ctx, text, in_window, (started, ended), kind, on_words)
-        if livekit_may_answer:
+            if livekit_may_answer:
+                # words livekit's STT never had, which its turn cannot carry: the caller was
+                # last seen at the window's end, not when the recognition came back (a
+                # provider's request time would otherwise delay the answer past a protected
+                # speech's end, where waiting for livekit's turn starts over)
+                self._answerer.note_activity(ended)
+        elif livekit_may_answer:
             self._answerer.note_activity(loop_now())
 
     def _keep_recovered(

@@ -26,6 +26,7 @@ from .job import JobRecorder, recorded_job_context
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .realtime import ScriptedRealtimeModel
 from .recorder import CallRecorder, LivekitLogCapture
+from .refusals import ConnectRefusals
 from .runner import CallWorld, run_scenario, run_scenario_async
 from .scenario import (
     AgentFactory,
@@ -55,6 +56,7 @@ __all__ = [
     "NoiseWindow",
     "PlayoutAudioOutput",
     "ProviderFaults",
+    "ConnectRefusals",
     "Scenario",
     "ScriptedAudioInput",
     "ScriptedLLM",

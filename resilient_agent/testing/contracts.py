@@ -313,9 +313,10 @@ def _reply_latency(evidence: CallEvidence, said: CallerInput) -> float | None:
             if first >= said.end:
                 answers.append(first - said.end)
     fallback = evidence.world.scenario.provider_faults.fallback_line
-    if not answers and fallback is not None:
-        # the fallback line heard to the end after the caller stopped answers them
-        answers = [
+    if fallback is not None:
+        # the fallback line heard to the end after the caller stopped answers them (a later
+        # request whose context still holds the words answers them later, if at all)
+        answers += [
             s.started_at - said.end
             for s in evidence.sentences
             if s.text

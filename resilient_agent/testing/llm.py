@@ -34,6 +34,7 @@ from livekit.agents.types import (
 from resilient_agent.middleware.tool_pairs import malformed_context
 from typing_extensions import Never, override
 
+from .refusals import ConnectRefusals
 from .schedule import delivery_wait
 
 __all__ = [
@@ -186,7 +187,18 @@ def _running_placeholders(chat_ctx: ChatContext) -> set[str]:
 
 
 class ScriptedLLM(llm.LLM[Never]):
-    """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``)."""
+    """LLM answering by :class:`LLMRule`; the fallback echoes the user (``"Sure: <words>."``).
+
+    Args:
+        rules: The scripted answers.
+        fallback_ttft: Seconds to the first token of the fallback answer.
+        clock: Call time, for the rules' ``*_before`` times.
+        refused: The provider refuses its first attempts (429 or 503): each of livekit's
+            attempts (its retries included) is one, as a plugin makes one HTTP request each.
+
+    Attributes:
+        refusals: Attempts refused so far.
+    """
 
     def __init__(
         self,
@@ -194,12 +206,22 @@ class ScriptedLLM(llm.LLM[Never]):
         *,
         fallback_ttft: float = 0.3,
         clock: Callable[[], float] | None = None,
+        refused: ConnectRefusals | None = None,
     ) -> None:
         super().__init__()
         self.rules = tuple(rules)
         self.fallback_ttft = fallback_ttft
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.requests: list[LLMRequest] = []
+        self.refused = refused
+        self.refusals = 0
+
+    def refuses_attempt(self) -> int | None:
+        """The status this attempt is refused with, or None when it is served."""
+        if self.refused is None or self.refusals >= self.refused.first:
+            return None
+        self.refusals += 1
+        return self.refused.status
 
     @property
     @override
@@ -343,6 +365,7 @@ class ScriptedLLMStream(llm.LLMStream):
         keeps_alive: bool = False,
     ) -> None:
         super().__init__(owner, chat_ctx=chat_ctx, tools=tools, conn_options=conn_options)
+        self._owner = owner
         self._keeps_alive = keeps_alive
         self._malformed = malformed
         self._rule = rule
@@ -351,6 +374,10 @@ class ScriptedLLMStream(llm.LLMStream):
         self._times_out = times_out
 
     async def _run(self) -> None:
+        refused = self._owner.refuses_attempt()
+        if refused is not None:
+            # what the openai and google plugins raise on a 429 or 503 (retryable)
+            raise APIStatusError(f"scripted LLM: refused ({refused})", status_code=refused)
         if self._malformed is not None:
             # what OpenAI's Responses API, Gemini and Anthropic answer (livekit/agents#5092)
             raise APIStatusError(

@@ -243,6 +243,11 @@ async def run_scenario_async(
             interim_results=scenario.stt_interims,
             deepgram_faults=deepgram_faults,
             tts_error_on_sentence=scenario.provider_faults.tts_fails_sentence,
+            refused={
+                "stt": scenario.provider_faults.stt_refused,
+                "llm": scenario.provider_faults.llm_refused,
+                "tts": scenario.provider_faults.tts_refused,
+            },
         ) as running,
     ):
         world = await _run_call(scenario, agent_class, running)
@@ -488,7 +493,7 @@ def _providers(
         if real is None
         else real.recognizer()
     )
-    llm = ScriptedLLM(scenario.llm, clock=clock)
+    llm = ScriptedLLM(scenario.llm, clock=clock, refused=scenario.provider_faults.llm_refused)
     tts = (
         ScriptedTTS(
             fails_sentence=faults.tts_fails_sentence,

@@ -20,6 +20,7 @@ from livekit.agents import Agent
 from .audio import FRAME_SECONDS, SAMPLE_RATE, CallerLine, NoiseWindow, lab_frames_in
 from .llm import LLMRule
 from .real_speech import RealSpeech
+from .refusals import ConnectRefusals
 from .speech import BUNDLED, bundled_speech, load_wav
 from .vad import VADFault
 
@@ -220,6 +221,9 @@ class ProviderFaults:
             on the scripted model.
         realtime_error_after_reply: On a realtime stack, the server closes with an internal
             error (1011) once this reply is whole, before the server's end of its turn.
+        stt_refused: The STT provider refuses its first connection attempts (429 or 503).
+        llm_refused: The LLM provider refuses its first requests (429 or 503).
+        tts_refused: The TTS provider refuses its first connection attempts (429 or 503).
     """
 
     stt_dies_at: float | None = None
@@ -235,6 +239,9 @@ class ProviderFaults:
     realtime_error_in_reply: int | None = None
     realtime_error_mid_reply: int | None = None
     realtime_error_after_reply: int | None = None
+    stt_refused: ConnectRefusals | None = None
+    llm_refused: ConnectRefusals | None = None
+    tts_refused: ConnectRefusals | None = None
 
     @property
     def stt_faulty(self) -> bool:

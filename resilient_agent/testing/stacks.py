@@ -34,6 +34,7 @@ from .emulators import (
     ScheduledUtterance,
 )
 from .llm import ScriptedLLM
+from .refusals import ConnectRefusals
 
 __all__ = [
     "STACKS",
@@ -186,6 +187,7 @@ async def running_stack(
     interim_results: bool = True,
     deepgram_faults: DeepgramFaults | None = None,
     tts_error_on_sentence: int | None = None,
+    refused: Mapping[str, ConnectRefusals | None] = MappingProxyType({}),
 ) -> AsyncIterator[RunningStack]:
     """Start the stack's emulators in the running loop and build its plugins pointed at them.
 
@@ -197,6 +199,8 @@ async def running_stack(
         deepgram_faults: Wire faults of the Deepgram emulator.
         tts_error_on_sentence: Cartesia answers this sentence (1-based, in call order) with an
             error message instead of audio, mid-context.
+        refused: By part (``stt``, ``llm``, ``tts``), the connection attempts its provider
+            refuses first (429 or 503).
 
     Raises:
         StackUnavailable: See :func:`check_stack`.
@@ -213,6 +217,10 @@ async def running_stack(
 
         servers: list[EmulatorServer] = []
         llm_plugin, openai_server = await _llm(spec, scripted, serve)
+        # the first emulator served is the LLM's
+        llm_server = servers[0]
+        llm_paths = ("/v1/chat/completions",) if isinstance(llm_server, OpenAIEmulator) else None
+        llm_server.refuse_first(refused.get("llm"), llm_paths)
         heard: DeepgramEmulator | OpenAIEmulator
         stt_plugin: stt.STT[Any]
         if spec.stt == "deepgram":
@@ -233,9 +241,12 @@ async def running_stack(
             openai_server.word_lookup = word_lookup
             heard = openai_server
             stt_plugin = openai.STT(api_key=_KEY, base_url=openai_server.base_url)
+        stt_paths = ("/v1/audio/transcriptions",) if isinstance(heard, OpenAIEmulator) else None
+        heard.refuse_first(refused.get("stt"), stt_paths)
         from livekit.plugins import cartesia
 
         spoken = await serve(CartesiaEmulator(error_on_sentence=tts_error_on_sentence))
+        spoken.refuse_first(refused.get("tts"))
         tts_plugin = cartesia.TTS(
             api_key=_KEY, base_url=spoken.url, sample_rate=16_000, http_session=http
         )

@@ -1,10 +1,10 @@
 """Catalog scenarios for providers that fail mid-call.
 
 A dying STT stream, one that stays open and answers nothing, an LLM that always times out, one
-that keeps its stream alive and sends no token, a TTS that ends a reply without a frame or
-returns silence for it, and (controls) an STT slow to its final transcript, an LLM slow to its
-first token, a TTS error mid-speech that livekit already survives and a TTS slow to its first
-byte.
+that refuses every attempt of a reply (503), one that keeps its stream alive and sends no
+token, a TTS that ends a reply without a frame or returns silence for it, and (controls) an STT
+slow to its final transcript, an LLM that refuses one request (429), an LLM slow to its first
+token, a TTS error mid-speech that livekit already survives and a TTS slow to its first byte.
 
 Timings follow the catalog's clock: the caller's turn ends 0.55 s after they stop, the scripted
 LLM answers after 0.3 s, TTS speaks 15 characters a second. livekit's default connection options
@@ -14,6 +14,7 @@ apply (an LLM attempt times out after 10 s, ``max_retry`` 3).
 from __future__ import annotations
 
 from ...testing import LLMRule, ProviderFaults, Scenario, Sweep, Utterance
+from ...testing.refusals import ConnectRefusals
 from . import agents
 
 __all__ = ["FALLBACK_LINE", "provider_fault_scenarios"]
@@ -36,6 +37,11 @@ _SILENT_STT_BOUND = 0.55 + 2.0 + 2.0
 _KEEP_ALIVE_BOUND = 1.2 + 6.0 + 1.5 * 1.2
 # a model 3 s slow to its first token: 0.9 s to the end of the turn and 3 s of thinking
 _SLOW_LLM_BOUND = 0.55 + 3.0 + 1.0
+# livekit retries a refused attempt 0.1 s later, then every 2 s (``max_retry`` 3): refused on
+# every attempt, it gives up 4.1 s into the reply, and the line starts 0.15 s later
+_REFUSED_BOUND = 0.55 + 0.1 + 2 * 2.0 + 1.0
+# refused once: answered 0.1 s late
+_REFUSED_ONCE_BOUND = 1.2 + 0.5
 # LlmFallback's default line (tests/test_provider_faults.py checks that they agree)
 FALLBACK_LINE = "Sorry, I'm having trouble right now. Could you say that again in a moment?"
 
@@ -144,6 +150,43 @@ def provider_fault_scenarios() -> list[Scenario]:
                 ),
             ),
             duration=30.0,
+        ),
+        Scenario(
+            name="provider/llm_refuses_every_attempt",
+            family="provider",
+            description=(
+                "The LLM provider answers every attempt of the reply with 503 (overloaded): "
+                "livekit retries it three times in 4.1 s, then gives up with an error, and the "
+                "caller waits in silence for an answer that never comes."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_REFUSED_BOUND),
+                Utterance(14.0, 15.4, "is the terrace open"),
+            ),
+            duration=22.0,
+            provider_faults=ProviderFaults(
+                llm_refused=ConnectRefusals(503, first=4), fallback_line=FALLBACK_LINE
+            ),
+        ),
+        Scenario(
+            name="control/llm_refused_once",
+            family="control",
+            description=(
+                "The LLM provider answers the first request with 429 (rate limited, Retry-After "
+                "1 s): livekit retries it 0.1 s later and the caller hears the answer; nothing "
+                "else is said."
+            ),
+            agent=agents.plain_agent,
+            utterances=(
+                Utterance(1.0, 2.5, "do you have parking", reply_within=_REFUSED_ONCE_BOUND),
+                Utterance(10.0, 11.4, "is the terrace open", reply_within=_REFUSED_ONCE_BOUND),
+            ),
+            duration=16.0,
+            provider_faults=ProviderFaults(
+                llm_refused=ConnectRefusals(429, first=1, retry_after_s=1.0)
+            ),
+            control=True,
         ),
         Scenario(
             name="control/slow_llm_first_token",

@@ -18,7 +18,9 @@ from typing import Any
 from aiohttp import web
 from typing_extensions import Self
 
-__all__ = ["EmulatorServer", "SocketSpan"]
+from ..refusals import ConnectRefusals
+
+__all__ = ["ConnectRefusals", "EmulatorServer", "SocketSpan"]
 
 _LOOPBACK = "127.0.0.1"
 
@@ -31,10 +33,17 @@ class EmulatorServer:
         requests: HTTP requests answered (websocket upgrades included), by path.
         sockets: Each websocket connection's path and loop times: opened, and closed (None
             while open).
+        refusals: The connection attempts refused (:meth:`refuse_first`), by path.
     """
+
+    # the connection attempts a refusal applies to: (HTTP method, path prefix) each
+    refusable: tuple[tuple[str, str], ...] = ()
 
     def __init__(self) -> None:
         self.connections: Counter[str] = Counter()
+        self.refusals: Counter[str] = Counter()
+        # path prefix to the refusals in force there
+        self._refuse: dict[str, ConnectRefusals] = {}
         self.requests: Counter[str] = Counter()
         self.sockets: list[SocketSpan] = []
         self._runner: web.AppRunner | None = None
@@ -48,6 +57,27 @@ class EmulatorServer:
     def routes(self) -> list[web.RouteDef]:
         """The emulator's routes."""
         raise NotImplementedError
+
+    def refuse_first(
+        self, refusals: ConnectRefusals | None, paths: tuple[str, ...] | None = None
+    ) -> Self:
+        """Refuse the first connection attempts on each of ``paths`` (None: serve them all).
+
+        Args:
+            refusals: What is refused, and how.
+            paths: Path prefixes, each counted on its own; the emulator's ``refusable`` paths
+                unless given (an emulator serving two parts refuses one part's paths).
+        """
+        for path in paths if paths is not None else [p for _, p in self.refusable]:
+            if refusals is None:
+                self._refuse.pop(path, None)
+            else:
+                self._refuse[path] = refusals
+        return self
+
+    def refusal_body(self, status: int) -> dict[str, Any]:
+        """The provider's documented error body for ``status``."""
+        return {"error": {"code": status, "message": "emulated refusal"}}
 
     @property
     def url(self) -> str:
@@ -98,9 +128,27 @@ class EmulatorServer:
     async def __aexit__(self, *_exc: object) -> None:
         await self.aclose()
 
+    def _refusal(self, request: web.Request) -> web.StreamResponse | None:
+        path = request.path
+        if not any(request.method == m and path.startswith(p) for m, p in self.refusable):
+            return None
+        refuse = next((r for p, r in self._refuse.items() if path.startswith(p)), None)
+        if refuse is None or self.refusals[path] >= refuse.first:
+            return None
+        self.refusals[path] += 1
+        headers = {}
+        if refuse.retry_after_s is not None:
+            headers["Retry-After"] = f"{refuse.retry_after_s:g}"
+        return web.json_response(
+            self.refusal_body(refuse.status), status=refuse.status, headers=headers
+        )
+
     @web.middleware
     async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.requests[request.path] += 1
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         if request.headers.get("Upgrade", "").lower() != "websocket":
             response: web.StreamResponse = await handler(request)
             return response

@@ -53,6 +53,7 @@ class CartesiaEmulator(EmulatorServer):
     """
 
     provider = "cartesia-emulator"
+    refusable = (("GET", "/tts/websocket"), ("POST", "/tts/bytes"))
 
     def __init__(
         self,
@@ -75,6 +76,17 @@ class CartesiaEmulator(EmulatorServer):
     def routes(self) -> list[web.RouteDef]:
         """The websocket and the bytes endpoint."""
         return [web.get("/tts/websocket", self._websocket), web.post("/tts/bytes", self._bytes)]
+
+    def refusal_body(self, status: int) -> dict[str, Any]:
+        """Cartesia's HTTP error object (``concurrency_limited`` for 429)."""
+        if status == 429:
+            code, title = "concurrency_limited", "Too many concurrent requests"
+            message = "You have exceeded your plan's concurrency limit."
+        else:
+            code, title = None, "Service unavailable"
+            message = "The service is temporarily unavailable. Please try again later."
+        request_id = self.next_id("cartesia-request")
+        return {"error_code": code, "title": title, "message": message, "request_id": request_id}
 
     def duration_of(self, text: str) -> float:
         """How long the audio for ``text`` lasts (the scripted TTS's rule)."""

@@ -101,6 +101,8 @@ class DeepgramEmulator(EmulatorServer):
     """
 
     provider = "deepgram-emulator"
+    # the live socket's upgrade: a pre-recorded request (POST) is served
+    refusable = (("GET", "/v1/listen"),)
 
     def __init__(
         self,
@@ -115,6 +117,12 @@ class DeepgramEmulator(EmulatorServer):
         self.drops = 0
         self.silenced = 0
         self.model = "nova-3"
+
+    def refusal_body(self, status: int) -> dict[str, Any]:
+        """Deepgram's error object (``TOO_MANY_REQUESTS`` for 429)."""
+        code = "TOO_MANY_REQUESTS" if status == 429 else "SERVICE_UNAVAILABLE"
+        message = "Too many requests. Please try again later" if status == 429 else "Unavailable"
+        return {"err_code": code, "err_msg": message, "request_id": self.next_id("dg-request")}
 
     def routes(self) -> list[web.RouteDef]:
         """``/v1/listen``: the live STT websocket (GET) and pre-recorded audio (POST)."""

@@ -32,6 +32,7 @@ class GeminiEmulator(EmulatorServer):
     """
 
     provider = "gemini-emulator"
+    refusable = (("POST", "/"),)
 
     def __init__(self, llm: ScriptedLLM) -> None:
         super().__init__()
@@ -41,6 +42,19 @@ class GeminiEmulator(EmulatorServer):
     def routes(self) -> list[web.RouteDef]:
         """``/{version}/models/{model}:streamGenerateContent``."""
         return [web.post("/{version}/models/{action}", self._generate)]
+
+    def refusal_body(self, status: int) -> dict[str, Any]:
+        """Google's error object: ``RESOURCE_EXHAUSTED`` (429), ``UNAVAILABLE`` (503)."""
+        if status == 429:
+            return {
+                "error": {
+                    "code": 429,
+                    "message": "Resource has been exhausted (e.g. check quota).",
+                    "status": "RESOURCE_EXHAUSTED",
+                }
+            }
+        message = "The model is overloaded. Please try again later."
+        return {"error": {"code": status, "message": message, "status": "UNAVAILABLE"}}
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         model, _, method = request.match_info["action"].partition(":")

@@ -48,6 +48,7 @@ class OpenAIEmulator(EmulatorServer):
     """
 
     provider = "openai-emulator"
+    refusable = (("POST", "/v1/chat/completions"), ("POST", "/v1/audio/transcriptions"))
 
     def __init__(
         self,
@@ -67,6 +68,19 @@ class OpenAIEmulator(EmulatorServer):
             web.get("/v1/models", self._models),
             web.post("/v1/audio/transcriptions", self._transcriptions),
         ]
+
+    def refusal_body(self, status: int) -> dict[str, Any]:
+        """OpenAI's error object: ``rate_limit_exceeded`` (429), ``server_is_overloaded`` (503)."""
+        if status == 429:
+            message, kind, code = (
+                "Rate limit reached for requests",
+                "requests",
+                "rate_limit_exceeded",
+            )
+        else:
+            message = "The server is overloaded. Please try again later."
+            kind, code = "service_unavailable_error", "server_is_overloaded"
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     @property
     def base_url(self) -> str:

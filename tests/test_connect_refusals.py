@@ -1,0 +1,159 @@
+"""Providers that refuse their first connection attempts (429, 503), on the real plugins.
+
+Each emulator answers the refused attempts with its provider's documented status and error
+body; livekit's plugins retry per their ``APIConnectOptions`` (0.1 s, then every 2 s). A few
+calls per part, a few seconds each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import aiohttp
+import pytest
+from livekit.agents import Agent
+
+from resilient_agent import ResilientAgent
+from resilient_agent.lab.catalog import scenarios
+from resilient_agent.testing import Scenario, heard_sentences, run_scenario
+from resilient_agent.testing.emulators import (
+    CartesiaEmulator,
+    DeepgramEmulator,
+    EmulatorServer,
+    GeminiEmulator,
+    OpenAIEmulator,
+)
+from resilient_agent.testing.llm import ScriptedLLM
+from resilient_agent.testing.refusals import ConnectRefusals
+
+pytest.importorskip("livekit.plugins.deepgram", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.cartesia", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.openai", exc_type=ImportError)
+pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
+
+DEEPGRAM_OPENAI = "deepgram+openai+cartesia"
+
+
+def _scenario(name: str, **refused: ConnectRefusals) -> Scenario:
+    scenario = next(s for s in scenarios() if s.name == name)
+    faults = dataclasses.replace(
+        scenario.provider_faults, **{f"{part}_refused": r for part, r in refused.items()}
+    )
+    return dataclasses.replace(scenario, provider_faults=faults)
+
+
+def _kinds(outcome: Any) -> set[tuple[str, str | None]]:
+    return {(race["kind"], race["action"]) for race in outcome.race_events}
+
+
+async def _refused_answers() -> dict[str, tuple[int, str | None, Any]]:
+    def lookup(_u: int, _w: int) -> str:
+        return "word"
+
+    servers: dict[str, tuple[EmulatorServer, str, str]] = {
+        "openai": (OpenAIEmulator(ScriptedLLM()), "POST", "/v1/chat/completions"),
+        "gemini": (
+            GeminiEmulator(ScriptedLLM()),
+            "POST",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+        ),
+        "cartesia": (CartesiaEmulator(), "POST", "/tts/bytes"),
+        "deepgram": (DeepgramEmulator(lookup), "GET", "/v1/listen"),
+    }
+    answers = {}
+    async with aiohttp.ClientSession() as http:
+        for name, (server, method, path) in servers.items():
+            status = 429 if name in ("openai", "deepgram") else 503
+            server.refuse_first(ConnectRefusals(status, first=1, retry_after_s=2.0))
+            async with server, http.request(method, server.url + path, data=b"{}") as response:
+                body = await response.json()
+                answers[name] = (response.status, response.headers.get("Retry-After"), body)
+            assert server.refusals[path] == 1
+    return answers
+
+
+def test_each_emulator_refuses_with_its_providers_status_and_error_body() -> None:
+    import asyncio
+
+    answers = asyncio.run(_refused_answers())
+    assert answers["openai"][:2] == (429, "2")
+    assert answers["openai"][2]["error"]["code"] == "rate_limit_exceeded"
+    assert answers["gemini"][0] == 503
+    assert answers["gemini"][2]["error"]["status"] == "UNAVAILABLE"
+    assert answers["cartesia"][0] == 503
+    assert {"error_code", "title", "message", "request_id"} <= set(answers["cartesia"][2])
+    assert answers["deepgram"][0] == 429
+    assert answers["deepgram"][2]["err_code"] == "TOO_MANY_REQUESTS"
+
+
+def test_gemini_refusing_every_attempt_gets_the_fallback_line_when_the_plugin_gives_up() -> None:
+    scenario = _scenario("provider/llm_refuses_every_attempt")
+    world, plain = run_scenario(scenario, Agent, stack="deepgram+google+cartesia")
+    # livekit's four attempts refused: the question is answered only by the next turn's reply
+    assert plain.reply_latencies_s[0] == pytest.approx(14.1, abs=0.01)
+    # four refused requests, and the next turn's
+    [requests] = [n for path, n in world.connections.items() if "streamGenerateContent" in path]
+    assert requests == 5
+    _, resilient = run_scenario(scenario, ResilientAgent, stack="deepgram+google+cartesia")
+    assert resilient.passed, resilient.reasons
+    assert ("llm_keeps_failing", "said_fallback_line") in _kinds(resilient)
+
+
+def test_an_openai_request_refused_once_is_retried_by_the_plugin_and_raises_nothing() -> None:
+    world, outcome = run_scenario(
+        _scenario("control/llm_refused_once"), ResilientAgent, stack=DEEPGRAM_OPENAI
+    )
+    assert outcome.passed, outcome.reasons
+    assert outcome.race_events == []
+    # the refused request, its retry, and the second turn's
+    assert world.connections["openai-emulator http /v1/chat/completions"] == 3
+
+
+def test_words_said_while_deepgram_refuses_the_connection_are_recovered() -> None:
+    # the plugin's four attempts (0, 0.1, 2.1 and 4.1 s) are refused while the caller says
+    # "do you have a terrace" (1.0-2.5 s): livekit keeps the audio for each retry, then gives
+    # the stream up and recreates it, and the audio kept for it is gone
+    scenario = _scenario("control/two_turns", stt=ConnectRefusals(429, first=4))
+    _, plain = run_scenario(scenario, Agent, stack=DEEPGRAM_OPENAI)
+    assert plain.lost_words == 5
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=DEEPGRAM_OPENAI)
+    assert resilient.lost_words == 0
+    # re-transcribed when livekit gave up (4.1 s), one pre-recorded request
+    assert resilient.reply_latencies_s == [pytest.approx(3.05, abs=0.01), 1.2]
+    assert ("stt_reconnected", "recovered_words") in _kinds(resilient)
+    assert world.connections["deepgram-emulator ws /v1/listen"] == 1
+
+
+def test_a_refused_connection_retried_in_time_loses_nothing_and_raises_nothing() -> None:
+    # three refusals: livekit's fourth attempt (4.1 s) connects and sends the audio it kept,
+    # "do you have a terrace" included: late, nothing lost, nothing recovered twice
+    scenario = _scenario("control/two_turns", stt=ConnectRefusals(503, first=3))
+    _, plain = run_scenario(scenario, Agent, stack=DEEPGRAM_OPENAI)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=DEEPGRAM_OPENAI)
+    assert resilient.reply_latencies_s == plain.reply_latencies_s
+    assert resilient.race_events == []
+    assert [text for _, text, _ in world.stt.finals] == ["do you have a terrace", "great thanks"]
+
+
+def test_cartesia_refusing_four_connections_answers_late_on_both_agents_and_loses_nothing() -> None:
+    # the pool's prewarm and the stream's first three attempts (0, 0.1 and 2.1 s into the
+    # reply) are refused, the fourth (4.1 s) connects: the answer is 3.9 s late, the same on
+    # both agents, and nothing is said again or reported (a late answer, not a lost one)
+    scenario = _scenario("control/llm_refused_once", tts=ConnectRefusals(429, first=4))
+    scenario = dataclasses.replace(
+        scenario, provider_faults=dataclasses.replace(scenario.provider_faults, llm_refused=None)
+    )
+    latencies = []
+    for agent in (Agent, ResilientAgent):
+        world, outcome = run_scenario(scenario, agent, stack=DEEPGRAM_OPENAI)
+        latencies.append(outcome.reply_latencies_s)
+        assert outcome.lost_words == 0
+        assert [s.text for s in heard_sentences(world) if s.complete] == [
+            "Sure: do you have parking.",
+            "Sure: is the terrace open.",
+        ]
+        if agent is ResilientAgent:
+            assert outcome.race_events == []
+    assert latencies[0] == latencies[1]
+    assert latencies[0][0] == pytest.approx(5.1, abs=0.01)
