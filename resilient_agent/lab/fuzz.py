@@ -279,9 +279,7 @@ def shrink_scheduled(
         return judge_scheduled(scenario, agent, schedule)
 
     best, verdict = _shrink_call(recipe, scheduled, contracts)
-    kept, late, reasons = shrink_schedule(
-        best.scenario(), agent, schedule, verdict.late, contracts
-    )
+    kept, late, reasons = shrink_schedule(best.scenario(), agent, schedule, verdict.late, contracts)
     if kept is None:
         reasons = judge(best.scenario(), agent).reasons
     return dataclasses.replace(
