@@ -211,6 +211,8 @@ def run_fuzz(
             verdicts = pool.verdicts(work, _judge_drawn, chunksize=4)
             report = FuzzReport(agent, schedules=schedules)
             shrunk_per_contract: Counter[str] = Counter()
+            # a call failing under several schedules is shrunk once: the first failure
+            shrunk_calls: set[int] = set()
             for (index, schedule), verdict in zip(runs, verdicts, strict=True):
                 recipe: CallRecipe | OwnToolCall = own_calls.get(index) or generate(seed, index)
                 report.count(verdict)
@@ -224,7 +226,10 @@ def run_fuzz(
                     report.at_wait_bound.append(index)
                 elif broken:
                     wanted = (
-                        shrink_failures and not agent.reference and isinstance(recipe, CallRecipe)
+                        shrink_failures
+                        and not agent.reference
+                        and isinstance(recipe, CallRecipe)
+                        and index not in shrunk_calls
                     )
                     # a speech played at WaitForCaller's bound is a policy: never what to shrink to
                     failed = set(broken) - {AT_WAIT_BOUND}
@@ -232,6 +237,7 @@ def run_fuzz(
                         shrunk_per_contract[c] < _SHRINK_PER_CONTRACT for c in failed
                     ):
                         shrunk_per_contract.update(failed)
+                        shrunk_calls.add(index)
                         assert isinstance(recipe, CallRecipe)
                         if schedule is None:
                             call = dataclasses.replace(call, shrunk=shrink(recipe, agent, failed))
