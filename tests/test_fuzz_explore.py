@@ -1,4 +1,4 @@
-"""``--fuzz N --explore M``: each fuzzed call under M explored schedules, failures shrunk over both."""
+"""``--fuzz N --explore M``: fuzzed calls under explored schedules, failures shrunk over both."""
 
 from __future__ import annotations
 
