@@ -175,12 +175,12 @@ class DroppedTurnAnswerer:
                 # the app's code goes on from its line: its next step may await an AgentTask,
                 # whose activity must take the words, not this agent's (none of its tools here)
                 stepped_after = line
-                timer = asyncio.get_running_loop().call_later(APP_STEP_S, self._wake.set)
-                try:
-                    await self._wake.wait()
-                finally:
-                    timer.cancel()
-                continue
+                await asyncio.sleep(APP_STEP_S)  # a wake meanwhile (the line's end) is no step
+                self._wake.clear()
+                # due as the line ended, the words are answered now unless the step blocked them
+                # (a task became the current agent): the line's end is no sign of the caller
+                if self.when_to_answer(ctx).wait_s is None:
+                    continue
             self.answer(ctx, replaced_queued=self._replaced_stale)
             self._replaced_stale = False
 
