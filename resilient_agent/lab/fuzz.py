@@ -196,14 +196,14 @@ def run_fuzz(
     with JudgePool(jobs) as pool:
         for agent in agents:
             work = [
-                (seed, index, agent, schedule and schedule.seed)
+                (seed, index, agent, None if schedule is None else schedule.seed)
                 if index not in own_calls
                 else Here(
                     functools.partial(
                         _judge_under,
                         own_calls[index].scenario(),
                         agent,
-                        schedule and schedule.seed,
+                        None if schedule is None else schedule.seed,
                     )
                 )
                 for index, schedule in runs
