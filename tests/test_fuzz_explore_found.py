@@ -34,8 +34,9 @@ from resilient_agent.testing import (
     run_scenario,
 )
 
-# as printed by: resilient-agent lab --fuzz 600 --explore 4 --seed 7331
-# (shrunk from fuzz/7331-76: a fourth utterance dropped, the tool's work 6.14 s -> 2.0 s)
+# as printed by: resilient-agent lab --fuzz 150 --explore 4 --seed 7331 --agent
+# resilient_agent:ResilientAgent (shrunk from fuzz/7331-76: a fourth utterance dropped, the
+# tool's work 6.14 s -> 2.0 s); fuzz/7331-76 failed under each of its four schedules
 TYPED_OVER_HELD_PREAMBLE = Scenario(
     name="fuzz/7331-76-shrunk",
     family="fuzz",
