@@ -55,7 +55,7 @@ def _words(*said: str) -> PendingWords:
 
 def _ctx() -> MiddlewareContext:
     return MiddlewareContext(
-        session=cast(Any, SimpleNamespace()),
+        session=cast(Any, SimpleNamespace(current_speech=None)),
         agent=cast(Any, SimpleNamespace()),
         state=ConversationState(),
         emit=print,

@@ -317,7 +317,7 @@ def test_lab_schedule_replays_one_schedule(capsys: pytest.CaptureFixture[str]) -
         (["--explore", "0"], "--explore 0: give 1 or more schedules"),
         (["--schedule", "nope"], "--schedule: schedule 'nope'"),
         (["--explore", "2", "--schedule", "3"], "--schedule does not apply with --explore"),
-        (["--explore", "2", "--fuzz", "3"], "--fuzz and --explore are two runs"),
+        (["--explore", "2", "--fuzz", "3", "--only", "x"], "--only does not apply with --fuzz N"),
         (["--explore", "2", "--report", "/tmp/r.html"], "--report does not apply with --explore"),
         (["--seed", "2"], "--seed only applies with --fuzz N or --explore N"),
     ],

@@ -35,13 +35,24 @@ from ..session_facts import (
 from .merging import merge_into
 from .options import TurnKeeperOptions
 
-__all__ = ["GRACE_MARGIN_S", "DroppedTurnAnswerer", "WhenToAnswer"]
+__all__ = [
+    "APP_STEP_S",
+    "GRACE_MARGIN_S",
+    "DroppedTurnAnswerer",
+    "WhenToAnswer",
+    "app_line_just_ended",
+]
 
 # the TurnKeeper's records: one logger for everything the keeper does
 logger = get_logger("middleware.turn_keeper")
 
 GRACE_MARGIN_S = 0.3
 """Margin after livekit's own end-of-turn delay before the keeper answers dropped words itself."""
+
+APP_STEP_S = 0.01
+"""How long the app code whose protected line just ended (a tool, an ``on_enter``) gets to take
+its next step before the words said over the line are answered: enough for the steps it takes
+without waiting on anything (an awaited ``AgentTask`` becomes the current agent in its first)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,8 @@ class DroppedTurnAnswerer:
                 await self._task
 
     async def _answer_dropped_turns(self, ctx: MiddlewareContext) -> None:
+        # the app's line after whose end the app's next step was waited for once already
+        stepped_after: str | None = None
         while True:
             self._wake.clear()
             self._words.expire(loop_now())
@@ -170,6 +183,17 @@ class DroppedTurnAnswerer:
             if when.replacing_stale_replies and not self._replaced_stale:
                 await self._wake.wait()  # nothing to replace: answered after the protected one
                 continue
+            line = app_line_just_ended(ctx)
+            if line is not None and line != stepped_after:
+                # the app's code goes on from its line: its next step may await an AgentTask,
+                # whose activity must take the words, not this agent's (none of its tools here)
+                stepped_after = line
+                await asyncio.sleep(APP_STEP_S)  # a wake meanwhile (the line's end) is no step
+                self._wake.clear()
+                # due as the line ended, the words are answered now unless the step blocked them
+                # (a task became the current agent): the line's end is no sign of the caller
+                if self.when_to_answer(ctx).wait_s is None:
+                    continue
             self.answer(ctx, replaced_queued=self._replaced_stale)
             self._replaced_stale = False
 
@@ -274,6 +298,19 @@ class DroppedTurnAnswerer:
             "answered_instead_of_stale_reply" if stale or replaced_queued else "answered",
             counts={"dropped_turns_answered": 1},
         )
+
+
+def app_line_just_ended(ctx: MiddlewareContext) -> str | None:
+    """The id of a protected speech that just ended while a tool or an ``on_enter`` runs on.
+
+    livekit still names it the current speech: the code that said it (awaiting it) has not
+    taken its next step yet. None when no such speech just ended.
+    """
+    current = ctx.session.current_speech
+    if current is None or not current.done() or current.allow_interruptions:
+        return None
+    state = ctx.state
+    return current.id if state.tools_in_flight or state.entering else None
 
 
 def _backchannel(ctx: MiddlewareContext, pending: list[Fragment]) -> bool:

@@ -46,6 +46,8 @@ class ConversationState:
         user_state: The caller's state.
         agent_state: The agent's state.
         tools_in_flight: Tool calls that entered and did not exit yet, by a per-call key.
+        entering: ``on_enter`` hooks of the session's agents still running: app code that may
+            say a line, then await an ``AgentTask``, as a tool may.
         speeches: Speeches created and not done yet, by handle id.
         pending_words: The caller's words not delivered to the LLM yet, the session's one
             model of them (see :mod:`resilient_agent._engine.pending_words`): each final transcript
@@ -63,6 +65,7 @@ class ConversationState:
     user_state: UserState = "listening"
     agent_state: AgentState = "initializing"
     tools_in_flight: dict[int, ToolCall] = field(default_factory=dict)
+    entering: int = 0
     speeches: dict[str, SpeechInfo] = field(default_factory=dict)
     pending_words: PendingWords = field(default_factory=PendingWords)
     user_speech_starts: deque[float] = field(default_factory=lambda: deque(maxlen=64))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 from collections.abc import AsyncIterable, Sequence
@@ -192,7 +193,9 @@ class ResilientAgent(Agent):
         except Exception as exc:
             # the agent runs as a plain Agent this session; said once, by name
             self._runtime_failed(exc)
-        await self._app_on_enter()
+        runtime = self._runtime
+        with runtime.entering() if runtime is not None else contextlib.nullcontext():
+            await self._app_on_enter()
 
     async def _join_session(self) -> None:
         runtime = self._runtime

@@ -28,7 +28,8 @@ bound when that never comes), holding ``session.aclose()`` until the stop is ove
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from livekit.agents import Agent, AgentSession
@@ -212,6 +213,16 @@ class SessionRuntime:
         """An agent's activity started: the handoff that led to it is over."""
         self._typed_input.handoff_over()
         self._caller_voice.follow(self.ctx.model_input)
+
+    @contextlib.contextmanager
+    def entering(self) -> Iterator[None]:
+        """An agent's ``on_enter`` runs inside this block (``ConversationState.entering``)."""
+        state = self.ctx.state
+        state.entering += 1
+        try:
+            yield
+        finally:
+            state.entering -= 1
 
     def agent_exiting(self, agent: Agent) -> None:
         """An agent's activity drains: the session closes, or a handoff begins."""

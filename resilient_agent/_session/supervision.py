@@ -14,6 +14,7 @@ such (:mod:`resilient_agent._session.cut_in`). The shadows are put back when the
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from livekit.agents import Agent
@@ -58,6 +59,9 @@ class Supervisor(Protocol):
     def agent_entering(self, agent: Agent) -> None:
         """``agent``'s activity started; its ``on_enter`` runs next."""
 
+    def entering(self) -> AbstractContextManager[None]:
+        """An agent's ``on_enter`` runs inside this block."""
+
     def agent_exiting(self, agent: Agent) -> None:
         """``agent``'s activity drains: a handoff begins, or the session closes."""
 
@@ -96,7 +100,8 @@ class AgentSupervision:
         def shadow_enter(original: Callable[[], Awaitable[None]]) -> Callable[[], Any]:
             async def on_enter() -> None:
                 supervisor.agent_entering(agent)
-                await original()
+                with supervisor.entering():
+                    await original()
 
             return on_enter
 

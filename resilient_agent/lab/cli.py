@@ -108,8 +108,9 @@ def _parser() -> argparse.ArgumentParser:
         "--explore",
         metavar="N",
         type=int,
-        help="run each scenario under N seeded delivery schedules (sources made late by a few "
-        "milliseconds, reordered among what is ready at once); failures are shrunk",
+        help="run each scenario (with --fuzz: each fuzzed call) under N seeded delivery "
+        "schedules (sources made late by a few milliseconds, reordered among what is ready at "
+        "once); failures are shrunk",
     )
     lab.add_argument(
         "--schedule",
@@ -203,8 +204,6 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
     found = []
     fuzz = args.fuzz is not None
     explore = args.explore is not None
-    if fuzz and explore:
-        found.append("--fuzz and --explore are two runs: give one of them")
     if not fuzz and not explore:
         if args.seed is not None:
             found.append("--seed only applies with --fuzz N or --explore N: add one or drop --seed")
@@ -220,13 +219,13 @@ def _useless_options(args: argparse.Namespace) -> list[str]:
         found += _not_with("--stack", stacked, mode_first=True)
     if args.schedule is not None:
         scheduled = (
-            ("--fuzz", fuzz, "fuzzed calls keep the lab's own timing"),
+            ("--fuzz", fuzz, "each fuzzed call's schedule is in its printed snippet"),
             ("--explore", explore, "the explorer draws its own schedules"),
             ("--sweep", args.sweep, "a replay runs the scenario as written"),
             ("--speech real", args.speech == "real", "real speech's models are not scheduled"),
         )
         found += _not_with("--schedule", scheduled, mode_first=True)
-    if explore:
+    if explore and not fuzz:
         explore_only_json = (
             ("--sweep", args.sweep, "each schedule runs the scenario as written"),
             ("--report", args.report is not None, "the explorer writes only --json"),
@@ -356,6 +355,7 @@ def _lab(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             quiet=args.quiet,
             own=own_tools,
+            schedules=args.explore or 0,
         )
     if args.explore is not None:
         from .explore import run_explore_command

@@ -41,6 +41,7 @@ __all__ = [
     "JITTER_SLACK_S",
     "ExploreReport",
     "ExploredFailure",
+    "judge_scheduled",
     "run_explore",
     "run_explore_command",
     "schedule_for",
@@ -177,7 +178,13 @@ class ExploreReport(SearchReport[ExploredFailure]):
         }
 
 
-def _judge(scenario: Scenario, agent: AgentUnderTest, schedule: Schedule | None) -> Verdict:
+def judge_scheduled(
+    scenario: Scenario, agent: AgentUnderTest, schedule: Schedule | None
+) -> Verdict:
+    """Judge ``scenario`` on ``agent`` under ``schedule``, its reply bounds given the slack.
+
+    The verdict records the deliveries the schedule made late.
+    """
     with explored(schedule) as exploration:
         verdict = judge(with_jitter_slack(scenario), agent)
     late = tuple(exploration.late) if exploration is not None else ()
@@ -197,7 +204,7 @@ def _catalog() -> dict[str, Scenario]:
 def _judge_named(job: tuple[str, AgentUnderTest, int]) -> Verdict:
     """In a worker: judge a catalog scenario, named, under a schedule's seed."""
     name, agent, seed = job
-    return _judge(_catalog()[name], agent, Schedule(seed))
+    return judge_scheduled(_catalog()[name], agent, Schedule(seed))
 
 
 def shrink_schedule(
@@ -217,7 +224,9 @@ def shrink_schedule(
     """
 
     def fails(keep: Sequence[Delivery]) -> Verdict | None:
-        verdict = _judge(scenario, agent, dataclasses.replace(schedule, keep=frozenset(keep)))
+        verdict = judge_scheduled(
+            scenario, agent, dataclasses.replace(schedule, keep=frozenset(keep))
+        )
         return verdict if verdict.breaks_any(contracts) else None
 
     if fails([]) is not None:
@@ -264,7 +273,7 @@ def run_explore(
                     (scenario.name, agent, s.seed)
                     if scenario.name in _catalog()
                     # the app's own tool scenarios carry its mocks, which a worker cannot be sent
-                    else Here(functools.partial(_judge, scenario, agent, s))
+                    else Here(functools.partial(judge_scheduled, scenario, agent, s))
                     for s in schedules
                 ]
                 verdicts = pool.verdicts(work, _judge_named, chunksize=2)

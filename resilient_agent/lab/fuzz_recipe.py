@@ -158,12 +158,14 @@ class CallRecipe:
         ]
         return "\n".join(lines)
 
-    def snippet(self, agent_path: str | None = None) -> str:
+    def snippet(self, agent_path: str | None = None, schedule: str | None = None) -> str:
         """The scenario as complete, ready-to-paste Python: its imports, then ``scenario = ...``.
 
         With ``agent_path`` (``module:Class``, a class the scenario's app code can subclass as it
         is), the snippet goes on to run the scenario on that class and assert it passed: pasted
-        into a test, it fails with the broken contracts until the race is fixed.
+        into a test, it fails with the broken contracts until the race is fixed. With
+        ``schedule`` (a ``--schedule`` token), the run follows that delivery schedule, judged as
+        the explorer judges.
         """
         expression = self.source()
         used = sorted(set(_TESTING_NAMES.findall(expression)))
@@ -177,6 +179,16 @@ class CallRecipe:
                 f"world, outcome = run_scenario(scenario, {cls})",
                 "assert outcome.passed, outcome.reasons",
             ]
+            if schedule is not None:
+                lines += [
+                    "from resilient_agent.lab.explore import with_jitter_slack",
+                    "from resilient_agent.testing.schedule import Schedule, explored",
+                ]
+                run = [
+                    f"with explored(Schedule.parse({schedule!r})):",
+                    f"    world, outcome = run_scenario(with_jitter_slack(scenario), {cls})",
+                    "assert outcome.passed, outcome.reasons",
+                ]
         lines.append(f"from resilient_agent.testing import {', '.join(used)}")
         return "\n".join([*sorted(lines), "", f"scenario = {expression}", *run])
 

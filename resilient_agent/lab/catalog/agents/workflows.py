@@ -39,6 +39,8 @@ __all__ = [
     "after_workflow_agent",
     "before_workflow_agent",
     "email_then_phone_group_agent",
+    "email_then_phone_on_enter_agent",
+    "email_then_phone_tasks_agent",
     "plain_booking_desk_agent",
     "plain_end_call_desk_agent",
     "protected_email_task_agent",
@@ -143,6 +145,44 @@ def email_then_phone_group_agent(base: type[Agent]) -> Agent:
             return f"Saved the caller's details: {await group!r}."
 
     return FrontDesk()
+
+
+def email_then_phone_tasks_agent(base: type[Agent]) -> Agent:
+    """A ``collect_details`` tool awaiting two plain tasks in turn, a protected line between.
+
+    ``GetEmailTask``, then the line, then ``GetPhoneNumberTask``: the ``TaskGroup`` of
+    :func:`email_then_phone_group_agent` written without the group, as many apps do.
+    """
+
+    class FrontDesk(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        @function_tool
+        async def collect_details(self, ctx: RunContext[None]) -> str:
+            """Collect the caller's contact details."""
+            email = await GetEmailTask()
+            await ctx.session.say(PHONE_LINE, allow_interruptions=False)
+            phone = await GetPhoneNumberTask()
+            return f"Saved the caller's details: {email!r}, {phone!r}."
+
+    return FrontDesk()
+
+
+def email_then_phone_on_enter_agent(base: type[Agent]) -> Agent:
+    """An agent whose ``on_enter`` awaits the tasks of :func:`email_then_phone_tasks_agent`."""
+
+    class Intake(base):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(instructions=INSTRUCTIONS)
+
+        async def on_enter(self) -> None:
+            """Collect the caller's email, then their phone number."""
+            await GetEmailTask()
+            await self.session.say(PHONE_LINE, allow_interruptions=False)
+            await GetPhoneNumberTask()
+
+    return Intake()
 
 
 def protected_email_task_agent(base: type[Agent]) -> Agent:
