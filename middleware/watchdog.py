@@ -236,6 +236,10 @@ class Watchdog(Middleware):
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
         self._evidence.transcript(loop_now(), final=ev.is_final)
+        if ev.is_final and self._quiet(ctx) and _speech_to_interrupt(ctx):
+            # livekit interrupts the current speech on a final transcript; a non-streaming STT's
+            # comes after the caller stopped, with the speech already paused: no state changes
+            self._at_risk.set()
 
     def _follow_audio_output(self, ctx: MiddlewareContext) -> None:
         output = ctx.session.output.audio
@@ -501,3 +505,11 @@ def _session_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
     agent_stt = getattr(ctx.agent, "stt", None)
     current = agent_stt if utils.is_given(agent_stt) and agent_stt is not None else ctx.session.stt
     return current if isinstance(current, stt.STT) else None
+
+
+def _speech_to_interrupt(ctx: MiddlewareContext) -> bool:
+    """Whether a speech is live that livekit may interrupt: an interruptible one, not done."""
+    return any(
+        not info.handle.done() and info.handle.allow_interruptions
+        for info in ctx.state.speeches.values()
+    )

@@ -272,3 +272,32 @@ def test_the_stacks_leave_out_what_no_wire_can_play() -> None:
     reasons = {o.scenario: o.why for o in left_out}
     assert any("realtime" in why for why in reasons.values())
     assert any("scripted fault" in why for why in reasons.values())
+
+
+def test_a_reply_interrupted_after_the_caller_stopped_is_released_by_the_watchdog() -> None:
+    # a non-streaming STT's final comes after the VAD's end of speech: livekit interrupts the
+    # reply (paused since the caller began) with no change of state the watchdog woke on
+    scenario = _scenario("stall/lost_playout_report")
+    _, plain = run_scenario(scenario, Agent, stack=NON_STREAMING)
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert not plain.passed
+    assert resilient.passed, resilient.reasons
+    assert "reported_playout_for_output" in [e.get("action") for e in world.race_events]
+
+
+def test_a_non_streaming_stt_leaves_out_races_needing_transcripts_as_the_caller_talks() -> None:
+    streaming, _ = stack_variants(scenarios(), "deepgram+openai+cartesia")
+    runnable, left_out = stack_variants(scenarios(), NON_STREAMING)
+    reasons = {o.scenario: o.why for o in left_out}
+    assert {s.name for s in streaming} - {s.name for s in runnable} == {
+        "turn_limit/words_over_cut_in",
+        "turn_limit/words_over_cut_in_on_plain_agent",
+        "control/turn_limit_cut_in",
+        "stall/question_under_hold_music",
+    }
+    assert "user_turn_limit" in reasons["control/turn_limit_cut_in"]
+    assert "noise" in reasons["stall/question_under_hold_music"]
+    # the app's own cut-in needs no transcript, and music that stops in time ends the turn
+    assert {"turn_limit/words_over_app_cut_in", "control/noise_stops_after_question"} <= {
+        s.name for s in runnable
+    }

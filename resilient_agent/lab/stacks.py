@@ -6,6 +6,11 @@ a scripted fault of the scripted STT or TTS is a fault of the lab's own fakes (t
 are the emulators'); and a quiet or zeros caller line is followed by the scripted STT by time,
 which a wire STT, hearing only the bytes it gets, cannot do. A realtime stack (``gemini-live``)
 plays its provider's realtime calls (``realtime_gemini``) and leaves out everything else.
+
+A non-streaming STT (``openai-stt``: livekit transcribes each of the VAD's segments once it has
+ended) also leaves out the calls whose race needs transcripts while the caller still talks:
+livekit's ``user_turn_limit``, which it checks at each final transcript, and noise that holds
+the VAD's end of speech (so the caller's words) past the reply's bound.
 """
 
 from __future__ import annotations
@@ -18,6 +23,28 @@ from ..testing.stacks import STACKS
 from .real_speech_variants import LeftOut
 
 __all__ = ["stack_variants"]
+
+
+def _needs_streaming_stt(scenario: Scenario) -> str | None:
+    """Why ``scenario``'s race needs an STT that transcribes while the caller talks, or None."""
+    if "user_turn_limit" in scenario.session_options:
+        return (
+            "livekit's user_turn_limit cuts in at a final transcript that comes while the caller "
+            "talks; a non-streaming STT's only final comes after the VAD's end of speech, and "
+            "livekit answers the turn instead (the cut-in never plays)"
+        )
+    for utterance in scenario.utterances:
+        if not utterance.expect_reply:
+            continue
+        bound = utterance.reply_within or scenario.reply_bound
+        for noise in scenario.noise:
+            if noise.start < utterance.end and noise.end > utterance.end + bound:
+                return (
+                    "noise goes on past the reply's bound after the caller's words: the VAD "
+                    "hears it as speech, and a non-streaming STT gets the words only at the "
+                    "VAD's end of speech, when the noise stops"
+                )
+    return None
 
 
 def _not_on_a_stack(scenario: Scenario, realtime: str | None = None) -> str | None:
@@ -58,10 +85,13 @@ def stack_variants(
     """
     spec = STACKS.get(stack) if stack is not None else None
     realtime = spec.realtime if spec is not None else None
+    streaming = spec is None or spec.streaming_stt
     runnable: list[Scenario] = []
     left_out: list[LeftOut] = []
     for scenario in catalog:
         why = _not_on_a_stack(scenario, realtime)
+        if why is None and not streaming:
+            why = _needs_streaming_stt(scenario)
         if why is None:
             runnable.append(scenario)
         else:

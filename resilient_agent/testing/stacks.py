@@ -86,6 +86,14 @@ class StackSpec:
         return tuple(dict.fromkeys(parts))
 
     @property
+    def streaming_stt(self) -> bool:
+        """Whether the STT streams (interim and final transcripts while the caller talks).
+
+        A non-streaming one (``openai-stt``) transcribes each VAD segment once it has ended.
+        """
+        return self.stt != "openai-stt"
+
+    @property
     def realtime(self) -> str | None:
         """The scenario model a realtime stack plays (``realtime_gemini``), None on a pipeline."""
         return REALTIME_MODELS.get(self.llm)
