@@ -1007,3 +1007,58 @@ def test_the_provider_plugins_keep_the_endpoints_the_lab_redirects() -> None:
         assert client is not None, f"livekit-plugins-openai moved {type(plugin).__name__}._client"
         client.base_url = "http://127.0.0.1:1/v1"
         assert str(client.base_url) == "http://127.0.0.1:1/v1/"
+
+
+def check_session_state_readers() -> None:
+    from livekit.agents.voice.agent_activity import AgentActivity
+
+    from resilient_agent._livekit.compat import current_speech_reader, user_state_reader
+
+    message = _change("test_session_state_readers_are_where_compat_expects_them")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        current_speech, user_state = current_speech_reader(session), user_state_reader(session)
+        # the private readers, not the public properties they fall back to
+        assert repr(current_speech) == "operator.attrgetter('_activity._current_speech')", message
+        assert repr(user_state) == "operator.attrgetter('_user_state')", message
+        assert session.current_speech is None, message
+        with pytest.raises(AttributeError):  # no activity: the caller's None
+            current_speech(session)
+        assert user_state(session) == session.user_state, message
+        activity = object.__new__(AgentActivity)
+        handle = SpeechHandle.create(allow_interruptions=True)
+        activity._current_speech = handle
+        session._activity = activity
+        assert session.current_speech is handle and current_speech(session) is handle, message
+        session._activity = None
+        session._user_state = "speaking"
+        assert session.user_state == "speaking" == user_state(session), message
+
+    asyncio.run(check())
+
+
+def test_session_state_readers_are_where_compat_expects_them() -> None:
+    check_session_state_readers()
+
+
+def test_session_state_readers_moved_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    from livekit.agents.voice.agent_activity import AgentActivity
+
+    # livekit's property now reads another attribute: the reader falls back to the property,
+    # and the tripwire says so
+    monkeypatch.setattr(AgentActivity, "current_speech", property(lambda self: self._speech))
+    with pytest.raises(AssertionError, match=re.escape("moved AgentSession._activity")):
+        check_session_state_readers()
+
+
+def test_a_stand_in_session_is_read_through_its_properties() -> None:
+    from resilient_agent._livekit.compat import current_speech_reader, user_state_reader
+
+    class StandIn:
+        current_speech = "speech"
+        user_state = "speaking"
+
+    stand_in: Any = StandIn()
+    assert str(current_speech_reader(stand_in)(stand_in)) == "speech"
+    assert user_state_reader(stand_in)(stand_in) == "speaking"

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 from livekit import rtc
-from resilient_agent.middleware.turn_keeper.withheld_audio import PRE_ROLL_S, WithheldAudioTap
+from resilient_agent.middleware.session_facts import stt_is_withheld
+from resilient_agent.middleware.turn_keeper.withheld_audio import (
+    _RECHECK_S,
+    PRE_ROLL_S,
+    WithheldAudioTap,
+)
 
 _NOISE = (np.random.default_rng(7).normal(0, 300, 160)).astype(np.int16).tobytes()
 
@@ -159,3 +165,131 @@ def test_the_pre_roll_covers_the_keepers_onset_pad_when_the_tap_sees_speech_late
     window = tap.window(onset, at)
     # every frame that passed since the onset is there (the window's first words are not cut)
     assert [f.at for f in window] == [t for t in fed if t >= onset]
+
+
+class _ReferenceTap(WithheldAudioTap):
+    """The tap's recheck as it was written before its steady path: every recheck in full."""
+
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        if now - self._checked_at >= _RECHECK_S:
+            self._checked_at = now
+            session = self._session
+            withheld = stt_is_withheld(session)
+            if not withheld and not self._warmup.over:
+                withheld = self._warmup.active(_RECHECK_S)
+            self._withheld = withheld
+            if withheld:
+                self._withheld_at = now
+            speech_from = self._speech_from
+            if session.user_state == "speaking":
+                if speech_from is None:
+                    speech_from = self._speech_from = now - PRE_ROLL_S
+                    self._speech_withheld = False
+                if self._withheld_at >= speech_from:
+                    self._speech_withheld = True
+            elif speech_from is not None:
+                self._close_window(speech_from, now)
+                speech_from = self._speech_from = None
+            unheard_from = self._unheard_from
+            if unheard_from is not None and self._stt_caught_up(unheard_from):
+                unheard_from = self._unheard_from = None
+            if (
+                speech_from is None
+                and unheard_from is None
+                and self._withheld_from is None
+                and self._pre_roll_only
+            ):
+                horizon = now - PRE_ROLL_S
+                frames = self._frames
+                while frames and frames[0][0] < horizon:
+                    frames.popleft()
+            else:
+                self._trim(now)
+        self._frames.append((now, frame, self._withheld))
+
+
+class _Handle:
+    def __init__(self, allow_interruptions: bool, interrupted: bool, done: bool) -> None:
+        self.allow_interruptions = allow_interruptions
+        self.interrupted = interrupted
+        self._done = done
+
+    def done(self) -> bool:
+        return self._done
+
+
+class _WarmingOptions(_Options):
+    aec_warmup_duration = 1.0  # type: ignore[assignment]
+
+
+def _kept(tap: WithheldAudioTap) -> list[tuple[float, bool]]:
+    return [(at, withheld) for at, _, withheld in tap._frames]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("keep_seconds", [20.0, 0.3])
+@pytest.mark.parametrize("frame_s", [0.05, 0.01])
+def test_the_steady_recheck_keeps_what_the_full_recheck_keeps(
+    seed: int, keep_seconds: float, frame_s: float
+) -> None:
+    # the short way of most rechecks (a trim alone while nothing changes) against every recheck
+    # in full: the same frames kept, with the same withheld flags, whatever the session does
+    rng = random.Random(seed)
+    speeches = [
+        None,
+        _Handle(True, False, False),
+        _Handle(False, False, False),
+        _Handle(False, True, False),
+        _Handle(False, False, True),
+    ]
+    sessions, taps = [], []
+    for cls in (WithheldAudioTap, _ReferenceTap):
+        session = _Session()
+        if seed % 2:
+            session.options = _WarmingOptions()
+        sessions.append(session)
+        taps.append(cls(session, keep_seconds=keep_seconds))  # type: ignore[arg-type]
+    at = 0.0
+    frame = rtc.AudioFrame(_NOISE, 16000, 1, 160)
+    for _ in range(1500):
+        roll = rng.random()
+        change: dict[str, Any] = {}
+        if roll < 0.03:
+            change["current_speech"] = rng.choice(speeches)
+        elif roll < 0.06:
+            change["user_state"] = rng.choice(["speaking", "listening"])
+        elif roll < 0.08:
+            change["agent_state"] = rng.choice(["speaking", "listening", "thinking"])
+        elif roll < 0.1:
+            final = rng.random() < 0.5
+            for tap in taps:
+                tap.note_transcript(final=final, now=at)
+        for session in sessions:
+            for name, value in change.items():
+                setattr(session, name, value)
+        at = round(at + frame_s * rng.choice([1.0, 1.0, 0.9, 1.1]), 6)
+        for tap in taps:
+            tap.on_frame(frame, at)
+        assert _kept(taps[0]) == _kept(taps[1]), f"at {at}"
+
+
+@pytest.mark.parametrize("user_state", ["listening", "speaking"])
+def test_the_warm_up_is_asked_at_every_recheck_until_it_is_over(user_state: str) -> None:
+    # the agent speaks from the start: livekit withholds the caller's audio for the warm-up's
+    # first second, whatever the tap's recheck would otherwise skip
+    frame = rtc.AudioFrame(_NOISE, 16000, 1, 160)
+    taps = []
+    for cls in (WithheldAudioTap, _ReferenceTap):
+        session = _Session()
+        session.options = _WarmingOptions()
+        session.agent_state = "speaking"
+        session.user_state = user_state
+        taps.append(cls(session, keep_seconds=20.0))  # type: ignore[arg-type]
+    flags = []
+    for n in range(1, 40):
+        for tap in taps:
+            tap.on_frame(frame, n * 0.05)
+        assert _kept(taps[0]) == _kept(taps[1])
+        flags.append(taps[0]._frames[-1][2])
+    # withheld for the warm-up's second of agent speech, then heard
+    assert flags[:20] == [True] * 20 and flags[-10:] == [False] * 10

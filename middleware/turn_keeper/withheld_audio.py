@@ -26,6 +26,9 @@ from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
+from livekit.agents.voice.speech_handle import SpeechHandle
+
+from resilient_agent._livekit.compat import current_speech_reader, user_state_reader
 
 from ..recognition import recognize_frames
 from ..session_facts import stt_is_withheld
@@ -40,6 +43,8 @@ _RECHECK_S = 0.05
 # when 50 ms frames arrive a little early and the recheck skips one. Every 0.1 s more costs
 # ~6 KB per session with the lab's 10 ms frames (frame objects, not only samples).
 PRE_ROLL_S = 0.4
+# What the next recheck has to do when nothing changes (WithheldAudioTap._note_steady).
+_NOT_STEADY, _QUIET, _IN_WINDOW = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,10 @@ class WithheldAudioTap:
         # the last PRE_ROLL_S is all that is kept (see on_frame)
         self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
+        # session.current_speech and session.user_state without livekit's Python properties:
+        # both are read at every recheck (every frame at RoomIO's 50 ms frames)
+        self._current_speech = current_speech_reader(session)
+        self._user_state = user_state_reader(session)
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
@@ -107,48 +116,106 @@ class WithheldAudioTap:
         self._withheld_from: float | None = None
         self._final_at = float("-inf")
         self._interim_pending = False
+        # whether the next recheck is a trim alone (see _note_steady), and from when in a window
+        self._steady = _NOT_STEADY
+        self._window_from = float("-inf")
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
-        if now - self._checked_at >= _RECHECK_S:
-            # whole speech windows are re-transcribed, so 50 ms resolution is plenty; at
-            # RoomIO's 50 ms frames this is every frame, so it is written out here, in one call
-            self._checked_at = now
-            session = self._session
-            withheld = stt_is_withheld(session)
-            if not withheld and not self._warmup.over:
-                withheld = self._warmup.active(_RECHECK_S)
-            self._withheld = withheld
-            if withheld:
-                self._withheld_at = now
-            speech_from = self._speech_from
-            if session.user_state == "speaking":
-                if speech_from is None:
-                    speech_from = self._speech_from = now - PRE_ROLL_S
-                    self._speech_withheld = False
-                # withheld audio in the window's onset counts too: the keeper reads it with it
-                if self._withheld_at >= speech_from:
-                    self._speech_withheld = True
-            elif speech_from is not None:
-                self._close_window(speech_from, now)
-                speech_from = self._speech_from = None
-            unheard_from = self._unheard_from
-            if unheard_from is not None and self._stt_caught_up(unheard_from):
-                unheard_from = self._unheard_from = None
-            if (
-                speech_from is None
-                and unheard_from is None
-                and self._withheld_from is None
-                and self._pre_roll_only
-            ):
-                # most rechecks of a call (what _trim does then): a frame or so leaves the pre-roll
+        frames = self._frames
+        if now - self._checked_at < _RECHECK_S:
+            frames.append((now, frame, self._withheld))
+            return
+        # whole speech windows are re-transcribed, so 50 ms resolution is plenty; at RoomIO's
+        # 50 ms frames every frame rechecks
+        self._checked_at = now
+        session = self._session
+        try:
+            speech = self._current_speech(session)
+        except AttributeError:  # no activity (yet, or any more): no current speech
+            speech = None
+        # most rechecks of a call are steady (see _note_steady): no speech withholds (one the
+        # caller may interrupt never does), the caller's state is the last recheck's, so the
+        # recheck below would only trim; the new frame goes first, so the trim's loop needs no
+        # emptiness test (the new frame is never older than the horizon)
+        steady = self._steady
+        if steady and (speech is None or speech.allow_interruptions):
+            if self._user_state(session) == "speaking":
+                if steady == _IN_WINDOW:
+                    horizon = now - self._keep_seconds + _RECHECK_S
+                    window_from = self._window_from
+                    if window_from > horizon:
+                        horizon = window_from
+                    self._withheld = False
+                    frames.append((now, frame, False))
+                    while frames[0][0] < horizon:
+                        frames.popleft()
+                    return
+            elif steady == _QUIET:
                 horizon = now - PRE_ROLL_S
-                frames = self._frames
-                while frames and frames[0][0] < horizon:
+                self._withheld = False
+                frames.append((now, frame, False))
+                while frames[0][0] < horizon:
                     frames.popleft()
-            else:
-                self._trim(now)
-        self._frames.append((now, frame, self._withheld))
+                return
+        self._recheck(session, speech, now)
+        frames.append((now, frame, self._withheld))
+
+    def _recheck(self, session: AgentSession[Any], speech: SpeechHandle | None, now: float) -> None:
+        """Whether livekit withholds the caller's audio now, the caller's window, the trim.
+
+        ``speech`` is ``session.current_speech``, read in the same step.
+        """
+        # a speech that allows interruptions never withholds (stt_is_withheld's cheapest test)
+        withheld = (
+            speech is not None and not speech.allow_interruptions and stt_is_withheld(session)
+        )
+        if not withheld and not self._warmup.over:
+            withheld = self._warmup.active(_RECHECK_S)
+        self._withheld = withheld
+        if withheld:
+            self._withheld_at = now
+        speech_from = self._speech_from
+        if self._user_state(session) == "speaking":
+            if speech_from is None:
+                speech_from = self._speech_from = now - PRE_ROLL_S
+                self._speech_withheld = False
+            # withheld audio in the window's onset counts too: the keeper reads it with it
+            if self._withheld_at >= speech_from:
+                self._speech_withheld = True
+        elif speech_from is not None:
+            self._close_window(speech_from, now)
+            speech_from = self._speech_from = None
+        unheard_from = self._unheard_from
+        if unheard_from is not None and self._stt_caught_up(unheard_from):
+            self._unheard_from = None
+        self._trim(now)
+        self._note_steady()
+
+    def _note_steady(self) -> None:
+        """Whether the next recheck can be a trim alone, and of what (see on_frame).
+
+        Steady: the warm-up over (it need not be asked), ``keep_seconds`` never bounding the
+        pre-roll, nothing kept for after a window (no STT to catch up, nothing withheld), and
+        either no window open (``_QUIET``: the last ``PRE_ROLL_S`` is kept) or the caller's
+        window open since an earlier recheck (``_IN_WINDOW``: kept from its onset, at most
+        ``keep_seconds``).
+        """
+        steady = _NOT_STEADY
+        if (
+            self._unheard_from is None
+            and self._withheld_from is None
+            and self._pre_roll_only
+            and self._warmup.over
+        ):
+            window_from = self._speech_from
+            if window_from is None:
+                steady = _QUIET
+            elif window_from < self._checked_at - PRE_ROLL_S:
+                # opened at an earlier recheck: its onset is below the pre-roll from now on
+                steady = _IN_WINDOW
+                self._window_from = window_from
+        self._steady = steady
 
     def note_transcript(self, *, final: bool, now: float) -> None:
         """The STT reported a transcript: after a final one, what it heard is no longer needed."""
@@ -200,6 +267,7 @@ class WithheldAudioTap:
         self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
         if previous._speech_from is not None:
             self._withheld_from = _earliest(self._withheld_from, previous._speech_from)
+        self._note_steady()
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""

@@ -66,7 +66,7 @@ class _Tap:
     undone when the last session lets the input go.
     """
 
-    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "owners", "swap")
+    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "only", "owners", "swap")
 
     def __init__(self, audio: AudioInput, base: type[AudioInput]) -> None:
         self.audio = audio
@@ -75,7 +75,11 @@ class _Tap:
         # read for every frame: every owner's callbacks in one tuple, replaced (never changed)
         # so that a callback leaving while the frame is shown leaves the frame's loop as it was
         self.callbacks: tuple[FrameCallback, ...] = ()
-        self.clock: Callable[[], float] | None = None
+        # the callback when there is exactly one (most of a call: the turn keeper's tap), called
+        # without a loop over the tuple
+        self.only: FrameCallback | None = None
+        # the loop's clock, found at the first frame (no None test on every frame after it)
+        self.clock: Callable[[], float] = self._first_clock
         self.swap = Interceptor()
         self.observed: type[Any] = _observed_class(base, self)
 
@@ -85,6 +89,11 @@ class _Tap:
         else:
             self.owners.pop(owner, None)
         self.callbacks = tuple(c for held in self.owners.values() for c in held)
+        self.only = self.callbacks[0] if len(self.callbacks) == 1 else None
+
+    def _first_clock(self) -> float:
+        self.clock = clock = _loop_clock(asyncio.get_running_loop())
+        return clock()
 
     def detached(self) -> None:
         for owner in list(self.owners):
@@ -110,15 +119,15 @@ def _observed_class(base: type[AudioInput], tap: _Tap) -> type[Any]:
 
     async def __anext__(self: AudioInput) -> rtc.AudioFrame:
         frame = await next_frame(self)
-        callbacks = tap.callbacks
         # a copy of the observed input has its class too, and is not observed
-        if callbacks and self is audio:
-            clock = tap.clock
-            if clock is None:
-                clock = tap.clock = _loop_clock(asyncio.get_running_loop())
-            now = clock()
-            for callback in callbacks:
-                callback(frame, now)
+        if self is audio:
+            only = tap.only
+            if only is not None:
+                only(frame, tap.clock())
+            elif tap.callbacks:
+                now = tap.clock()
+                for callback in tap.callbacks:
+                    callback(frame, now)
         return frame
 
     def detached(self: AudioInput) -> None:

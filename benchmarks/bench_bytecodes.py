@@ -1,0 +1,102 @@
+"""Python bytecodes ResilientAgent adds per turn, and the functions they run in.
+
+A deterministic count without valgrind: ``sys.settrace`` with opcode events over the lab's call
+of ``bench_instructions`` (RoomIO's 50 ms caller frames unless told), the N-turn call minus the
+2-turn call, per turn, after an untraced 2-turn call of each agent (imports and caches warmed
+alike). It counts interpreted bytecodes only: no C work (numpy, the event loop's selector,
+object allocation), so it says where the chain's Python runs, not what it costs in instructions
+(``bench_instructions`` counts those). The same code gives the same count on every run.
+
+Run ``python -m benchmarks.bench_bytecodes`` (``--turns N``, ``--frame-ms 10``, ``--top K`` for
+the K functions that add the most).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+BASE_TURNS = 2
+_Key = tuple[str, int, str]
+
+
+def _count(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
+    from benchmarks.bench_session import _scenario
+    from resilient_agent.testing import run_scenario
+
+    counts: Counter[_Key] = Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        code = frame.f_code
+        key = (code.co_filename, code.co_firstlineno, code.co_name)
+
+        def local(frame: FrameType, event: str, arg: object) -> Any:
+            if event == "opcode":
+                counts[key] += 1
+            return local
+
+        return local
+
+    scenario = _scenario(turns, frame_s=frame_s)
+    sys.settrace(trace)
+    try:
+        _, outcome = run_scenario(scenario, agent_class)
+    finally:
+        sys.settrace(None)
+    if not outcome.passed:
+        raise SystemExit(f"{agent_class.__name__} failed the {turns}-turn call")
+    return counts
+
+
+def extra_turns(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
+    """Bytecodes of each function in the ``turns``-turn call beyond the 2-turn call."""
+    counts = _count(agent_class, turns, frame_s)
+    counts.subtract(_count(agent_class, BASE_TURNS, frame_s))
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the bytecodes per turn of both agents, and the functions that add the most."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=6, help="turns of the long call (6)")
+    parser.add_argument("--frame-ms", type=int, choices=(10, 50), default=50)
+    parser.add_argument("--top", type=int, default=15, help="functions listed (15)")
+    args = parser.parse_args(argv)
+    if args.turns <= BASE_TURNS:
+        parser.error(f"--turns must be more than {BASE_TURNS}")
+    from livekit.agents import Agent
+
+    from benchmarks.bench_session import _scenario
+    from resilient_agent import ResilientAgent
+    from resilient_agent.testing import run_scenario
+
+    frame_s = args.frame_ms / 1000
+    for agent_class in (Agent, ResilientAgent):
+        run_scenario(_scenario(BASE_TURNS, frame_s=frame_s), agent_class)
+    agent = extra_turns(Agent, args.turns, frame_s)
+    resilient = extra_turns(ResilientAgent, args.turns, frame_s)
+    extra = args.turns - BASE_TURNS
+    total_agent = round(sum(agent.values()) / extra)
+    total_resilient = round(sum(resilient.values()) / extra)
+    print(
+        f"[{args.frame_ms} ms caller frames] Python bytecodes per turn "
+        f"({args.turns}-turn call minus {BASE_TURNS}-turn call, sys.settrace)"
+    )
+    print(f"Agent           {total_agent:>10,}")
+    print(f"ResilientAgent  {total_resilient:>10,}  adds {total_resilient - total_agent:,}")
+    added = resilient.copy()
+    added.subtract(agent)
+    print(f"the {args.top} functions that add the most:")
+    for (path, line, name), count in added.most_common(args.top):
+        where = path.split("site-packages/")[-1].removeprefix(os.getcwd() + os.sep)
+        print(f"{round(count / extra):>8,}  {name}  {where}:{line}")
+
+
+if __name__ == "__main__":
+    main()
