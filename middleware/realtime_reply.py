@@ -10,12 +10,15 @@ speak, and then, for ``no_reply_s``, the caller's line was quiet, the agent did 
 tool ran. The server's own turn events are not needed (Gemini Live ends a turn only once its
 reply is done, so a hung reply leaves ``user_state`` at ``speaking``).
 
-Recovery: the session is interrupted (the hung reply's handle, and on OpenAI the server's
+Recovery: on OpenAI the session is interrupted (the hung reply's handle, and the server's
 response, ``response.cancel``), then a reply is asked for again (``session.generate_reply()``:
-the caller's words are in the model's conversation). Gemini's ``interrupt()`` does nothing under
-server activity detection; the new request replaces the hung generation there (the plugin
-finalises the previous one). A reply that arrives late is the interrupted one: livekit drops its
-audio, so the caller does not hear the answer twice. A model still silent after
+the caller's words are in the model's conversation); a reply that arrives late is the
+interrupted one: livekit drops its audio, so the caller does not hear the answer twice. A model
+whose server drives its own turns (Gemini Live: ``auto_tool_reply_generation`` with server turn
+detection) ignores ``interrupt()``, and its plugin routes a new reply into the generation still
+open: there the watch asks the model's session itself (``generate_reply()`` of the agent's
+``realtime_llm_session``, its future dropped), and the answer plays in the hung reply's own
+handle, without livekit's 5 s interruption timeout. A model still silent after
 ``max_attempts`` is reported (``not_recovered``) and left alone. A slow model that answers within
 ``no_reply_s`` raises nothing.
 
@@ -324,17 +327,25 @@ class RealtimeReplyWatch(Middleware):
         ctx.race_detected(self, RACE, details=details)
         session = ctx.session
         current = session.current_speech
-        # the hung reply's handle goes (and OpenAI's server response: response.cancel); Gemini
-        # ignores the interrupt under server VAD, so its hung generation keeps the handle until
-        # livekit's interruption timeout: the new reply is asked for now, and plays after it
-        session.interrupt(force=True)
-        self._cut = current
-        session.generate_reply()
+        model = _server_driven_session(ctx.agent)
+        if model is not None:
+            # the interrupt would do nothing and leave the hung generation holding livekit's
+            # handle for its 5 s interruption timeout; the server answers a new request into the
+            # generation still open, so its handle plays the reply. The request's future is not
+            # the reply's (livekit would wait on it for a generation that never opens).
+            model.generate_reply().cancel()
+            interrupted = None
+        else:
+            # the hung reply's handle goes, and the server's response with it (response.cancel)
+            session.interrupt(force=True)
+            self._cut = current
+            session.generate_reply()
+            interrupted = current.id if current is not None else None
         self._quiet_from = loop_now()
         logger.info(
             "realtime_reply_asked_again",
             waited_s=waited,
-            interrupted=current.id if current is not None else None,
+            interrupted=interrupted,
             why=(
                 "the caller spoke and nothing answered: no reply audio, no tool, a quiet line "
                 f"for {self.no_reply_s:g} s"
@@ -360,6 +371,23 @@ class RealtimeReplyWatch(Middleware):
             ),
         )
         ctx.session.interrupt(force=True)
+
+
+def _server_driven_session(agent: Agent) -> llm.RealtimeSession[Any] | None:
+    """The agent's realtime session if its server drives its own turns, as Gemini Live's does.
+
+    A model that answers tool results on its own (``auto_tool_reply_generation``) and detects
+    the caller's turns itself ignores the client's ``interrupt()``: only its activity detection
+    ends a generation, and a new request is answered into the generation still open.
+    """
+    try:
+        model = agent.realtime_llm_session
+    except RuntimeError:
+        return None  # the agent is leaving, or runs no realtime model
+    capabilities = model.capabilities
+    if capabilities.turn_detection and capabilities.auto_tool_reply_generation:
+        return model
+    return None
 
 
 def _is_livekit_end_call(agent: Agent, tool: str) -> bool:

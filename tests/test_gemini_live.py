@@ -19,7 +19,11 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.lab.catalog.realtime import reply_cut_by_server_error
+from resilient_agent.lab.catalog.realtime import (
+    realtime_controls,
+    reply_cut_by_server_error,
+    reply_never_comes,
+)
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.testing import Scenario, heard_sentences, run_scenario
@@ -309,3 +313,26 @@ def test_a_1011_close_once_the_reply_is_whole_raises_nothing() -> None:
         assert _live_sockets(world.connections) == 2, agent.__name__
         assert [(s.text, round(s.heard, 2)) for s in heard_sentences(world)] == [(DEPOT, 3.8)]
         assert world.race_events == [] and len(world.llm.requests) == 1, agent.__name__
+
+
+def test_a_hung_reply_is_asked_again_and_its_answer_heard_once_within_6_s() -> None:
+    # the plugin routes the server's new reply into the generation still open (the hung
+    # reply's handle): interrupting it first left that audio unplayed and the request waiting
+    # for livekit's 5 s interruption timeout ("How can I help?" heard after 15.7 s)
+    world, outcome = run_scenario(reply_never_comes("gemini"), ResilientAgent, stack=STACK)
+    assert outcome.passed, outcome.reasons
+    heard = [s.text for s in heard_sentences(world) if s.heard]
+    assert heard == ["Your parcel is at the depot."]
+    assert [(e["kind"], e["action"]) for e in world.race_events] == [
+        ("realtime_reply_missing", None),
+        ("realtime_reply_missing", "asked_again"),
+    ]
+    assert world.logs.count("speech not done in time after interruption") == 0
+    assert outcome.reply_latency_s == pytest.approx(5.70, abs=0.05)
+
+
+def test_a_slow_but_live_reply_raises_no_alarm_over_the_wire() -> None:
+    (scenario,) = [s for s in realtime_controls() if s.name == "control/realtime_gemini_slow_reply"]
+    world, outcome = run_scenario(scenario, ResilientAgent, stack=STACK)
+    assert outcome.passed, outcome.reasons
+    assert world.race_events == []

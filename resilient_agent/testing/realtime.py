@@ -44,8 +44,12 @@ transcript) only when the server believes its audio has played out; the caller s
 that is a barge-in (``interrupted``: ``input_speech_started``, the generation cut).
 ``interrupt``, ``truncate``, ``commit_audio`` and ``clear_audio`` do nothing, as with server
 activity detection; tool results sent through ``update_chat_ctx`` are answered by the server
-itself, each such generation announced by an ``input_speech_started``. Simplification: a
-``generate_reply`` generation opens at once rather than at its first content.
+itself, each such generation announced by an ``input_speech_started``. ``generate_reply``
+reaches the server whatever becomes of its future: while a generation is open and still being
+generated (a reply that hangs), the server stops that reply and its new one streams into the open
+generation (the plugin starts a new one only when none is open), the future left pending until
+the plugin's 5 s timeout. Simplification: otherwise a ``generate_reply`` generation opens at once
+rather than at its first content.
 
 Neither plugin supports ``say()``; neither does this model. Timings run on the loop clock;
 records use loop time like the other fakes (``time.time()`` stamps only where livekit's events
@@ -94,6 +98,7 @@ Flavour = Literal["openai", "gemini"]
 _CHUNK_SAMPLES = 10 * FRAME_SAMPLES
 _ACTIVE_RESPONSE = "conversation_already_has_active_response"
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|(?<!\w)'([^']+)'(?!\w)")
+_GENERATE_REPLY_TIMEOUT_S = 5.0  # livekit-plugins-google's wait for generation_created
 _MODALITIES: tuple[Literal["text", "audio"], ...] = ("audio", "text")
 
 
@@ -413,6 +418,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         self._current: _Generation | None = None
         self._last_spoken: RealtimeResponse | None = None
         self._pending: set[asyncio.Future[llm.GenerationCreatedEvent]] = set()
+        # Gemini: requests another generate_reply replaced before the server answered them
+        self._superseded: set[asyncio.Future[llm.GenerationCreatedEvent]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         # the input audio buffer and the server VAD
@@ -954,8 +961,10 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 ),
             )
             return future
+        superseded = self._superseded
         if not self._openai:
             for pending in list(self._pending):
+                superseded.add(pending)  # the server stops its reply before its first content
                 pending.cancel()  # "generate_reply called while another generation is pending"
             if not self._capabilities.turn_detection:
                 self._commit("commit_audio", "")  # activity_end: the caller's turn is over
@@ -964,7 +973,16 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         reply_instructions = instructions if is_given(instructions) else None
 
         def create() -> None:
-            if future.done() or self._closed:
+            if self._closed:
+                return
+            if not self._openai and future not in superseded:
+                opened = self._current
+                if opened is not None and opened.answering and not opened.generated:
+                    # the request reached the server whatever became of the client's future
+                    self._reply_into(opened, future, reply_instructions)
+                    return
+            superseded.discard(future)
+            if future.done():
                 return  # cancelled before the server created it: discarded
             self._pending.discard(future)
             self._create_response(
@@ -976,6 +994,48 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
 
         loop.call_soon(create)
         return future
+
+    def _reply_into(
+        self,
+        opened: _Generation,
+        future: asyncio.Future[llm.GenerationCreatedEvent],
+        instructions: str | None,
+    ) -> None:
+        """Gemini: the server's new reply streams into the generation the plugin still has open.
+
+        The server stops the reply it was generating (no ``turn_complete``) and answers the
+        request; the plugin opens a new generation only when none is open, so the new reply's
+        content lands in the open one (the handle livekit made for it), and the request's future
+        is left pending until its 5 s timeout, as livekit-plugins-google's ``generate_reply``.
+        """
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        stopped = opened.record
+        stopped.cancelled = True
+        stopped.done_at = now
+        if opened.task is not None:
+            opened.task.cancel()
+        if opened.spoken:
+            # what the stopped reply generated stays in the conversation
+            self._conversation.items.append(
+                llm.ChatMessage(role="assistant", content=[opened.spoken], id=stopped.message_id)
+            )
+            opened.spoken = ""
+        opened.record = RealtimeResponse(
+            utils.shortuuid("GR_"), stopped.message_id, now, user_initiated=True
+        )
+        self._model.responses.append(opened.record)
+        self._answer(opened, instructions=instructions)
+
+        def time_out() -> None:
+            if not future.done():
+                future.set_exception(
+                    llm.RealtimeError(
+                        "generate_reply timed out waiting for generation_created event."
+                    )
+                )
+
+        loop.call_later(_GENERATE_REPLY_TIMEOUT_S, time_out)
 
     @override
     def interrupt(self) -> None:
