@@ -21,14 +21,14 @@ sentence.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
 from livekit.agents.voice.speech_handle import SpeechHandle
-
-from resilient_agent._livekit.compat import current_speech_reader, user_state_reader
 
 from ..recognition import recognize_frames
 from ..session_facts import stt_is_withheld
@@ -98,10 +98,10 @@ class WithheldAudioTap:
         # the last PRE_ROLL_S is all that is kept (see on_frame)
         self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
-        # session.current_speech and session.user_state without livekit's Python properties:
-        # both are read at every recheck (every frame at RoomIO's 50 ms frames)
-        self._current_speech = current_speech_reader(session)
-        self._user_state = user_state_reader(session)
+        # both read at every recheck (every frame at RoomIO's 50 ms frames): one C-level getter
+        # each instead of a bound-method lookup (the properties stay livekit's public API)
+        self._current_speech: Callable[[Any], SpeechHandle | None] = attrgetter("current_speech")
+        self._user_state: Callable[[Any], str] = attrgetter("user_state")
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
@@ -130,10 +130,7 @@ class WithheldAudioTap:
         # 50 ms frames every frame rechecks
         self._checked_at = now
         session = self._session
-        try:
-            speech = self._current_speech(session)
-        except AttributeError:  # no activity (yet, or any more): no current speech
-            speech = None
+        speech = self._current_speech(session)
         # most rechecks of a call are steady (see _note_steady): no speech withholds (one the
         # caller may interrupt never does), the caller's state is the last recheck's, so the
         # recheck below would only trim; the new frame goes first, so the trim's loop needs no

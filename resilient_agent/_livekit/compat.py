@@ -10,13 +10,9 @@ test double only) are the exception: a room double cannot half-work, so they rai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from livekit.agents import AgentSession
-from livekit.agents.voice.agent_activity import AgentActivity
 from livekit.agents.voice.speech_handle import SpeechHandle
 from opentelemetry import context as otel_context
 
@@ -29,7 +25,6 @@ __all__ = [
     "LivekitMoved",
     "Reliance",
     "close_as_caller_left",
-    "current_speech_reader",
     "event_listeners",
     "link_publication_track",
     "livekit_session_report",
@@ -45,7 +40,6 @@ __all__ = [
     "set_room_name",
     "speech_interrupted_future",
     "tool_call_releasable",
-    "user_state_reader",
     "speech_scheduled_future",
     "unowned_participant",
     "unowned_track_publication",
@@ -104,53 +98,6 @@ def session_closing(session: Any) -> bool:
     """
     is_closing = getattr(session, "_is_closing", None)
     return bool(is_closing()) if callable(is_closing) else False
-
-
-# What livekit's properties read: session.current_speech is
-# session._activity.current_speech, which is activity._current_speech; session.user_state is
-# session._user_state. Read for every frame of the caller's audio, where three Python calls
-# of properties cost more than the rest of the frame's bookkeeping.
-_CURRENT_SPEECH_PATH = "_activity._current_speech"
-_USER_STATE = "_user_state"
-
-
-def _reads(owner: type, prop: str, names: tuple[str, ...]) -> bool:
-    """Whether ``owner``'s property ``prop`` still just returns the attributes ``names``."""
-    found = owner.__dict__.get(prop)
-    getter = getattr(found, "fget", None)
-    return getattr(getattr(getter, "__code__", None), "co_names", None) == names
-
-
-def current_speech_reader(session: Any) -> Callable[[Any], SpeechHandle | None]:
-    """``session.current_speech``, as a reader that runs no Python code (``reader(session)``).
-
-    For code that runs on every frame of the caller's audio. On livekit's own ``AgentSession``
-    the reader is ``operator.attrgetter("_activity._current_speech")``, which raises
-    ``AttributeError`` where livekit's property gives None (no activity yet, or any more): the
-    caller treats that as None. Any other session (a subclass with its own property, a test's
-    stand-in), or a livekit whose properties read something else, gets the public property.
-    """
-    if (
-        getattr(type(session), "current_speech", None)
-        is AgentSession.__dict__.get("current_speech")
-        and _reads(AgentSession, "current_speech", ("_activity", "current_speech"))
-        and _reads(AgentActivity, "current_speech", ("_current_speech",))
-    ):
-        return attrgetter(_CURRENT_SPEECH_PATH)
-    return attrgetter("current_speech")
-
-
-def user_state_reader(session: Any) -> Callable[[Any], str]:
-    """``session.user_state``, as a reader that runs no Python code (``reader(session)``).
-
-    ``operator.attrgetter("_user_state")`` on livekit's own ``AgentSession``, the public
-    property on anything else, or when livekit's property reads something else.
-    """
-    if getattr(type(session), "user_state", None) is AgentSession.__dict__.get(
-        "user_state"
-    ) and _reads(AgentSession, "user_state", (_USER_STATE,)):
-        return attrgetter(_USER_STATE)
-    return attrgetter("user_state")
 
 
 _ROOT_SPAN_CONTEXT = "_root_span_context"
@@ -559,16 +506,6 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent._session.tools (toolsets)",
         "livekit moved EventEmitter._events",
         "test_event_listeners_is_where_compat_expects_it",
-    ),
-    Reliance(
-        "AgentSession.current_speech returns _activity.current_speech, AgentActivity's returns "
-        "_current_speech, AgentSession.user_state returns _user_state: read on every frame of "
-        "the caller's audio without the properties' Python calls",
-        "middleware.turn_keeper.withheld_audio (the tap's recheck, through current_speech_reader "
-        "and user_state_reader)",
-        "livekit moved AgentSession._activity, AgentActivity._current_speech or "
-        "AgentSession._user_state",
-        "test_session_state_readers_are_where_compat_expects_them",
     ),
     Reliance(
         "AgentSession._root_span_context is the context of the running session's agent_session "
