@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -230,7 +231,7 @@ def test_deepgram_socket_goes_silent_after_its_audio_and_a_new_one_answers() -> 
                     if msg.type != aiohttp.WSMsgType.TEXT:
                         break
                     messages.append(json.loads(msg.data))
-            except TimeoutError:
+            except asyncio.TimeoutError:  # not the builtin before Python 3.11
                 pass
             return messages
 
