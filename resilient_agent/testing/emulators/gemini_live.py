@@ -43,10 +43,10 @@ from ..llm import LLMRule, ScriptedLLM, ToolCallScript
 from ..realtime import quoted_line
 from ..schedule import delivery_wait
 from ..stt import HeardWord
-from ..tts import spoken_seconds
 from ._context import from_gemini
 from ._hearing import MarkedListener, WordLookup
 from ._server import EmulatorServer
+from ._spoken import SpokenSentences
 from ._tls import throwaway_tls
 
 __all__ = ["OUTPUT_SAMPLE_RATE", "GeminiLiveEmulator", "GeminiLiveFaults"]
@@ -99,7 +99,7 @@ class _Reply:
         return self.first_audio_at is not None and now < self.first_audio_at + self.audio_seconds
 
 
-class GeminiLiveEmulator(EmulatorServer):
+class GeminiLiveEmulator(EmulatorServer, SpokenSentences):
     """The Gemini Live API on loopback (TLS), answering from ``llm``.
 
     It also stands in for the STT and TTS the lab reads: ``finals`` (what its VAD committed),
@@ -158,19 +158,6 @@ class GeminiLiveEmulator(EmulatorServer):
     def routes(self) -> list[web.RouteDef]:
         """The Live API's websocket."""
         return [web.get("/ws/{method}", self._connect)]
-
-    def duration_of(self, text: str) -> float:
-        """How long the audio for ``text`` lasts (the scripted TTS's rule)."""
-        return spoken_seconds(
-            text, seconds_per_char=self.seconds_per_char, min_seconds=self.min_seconds
-        )
-
-    def new_sentence(self, text: str) -> int:
-        """Record ``text`` as the next sentence spoken and return its id."""
-        sentence_id = len(self.sentences) + 1
-        self.sentences[sentence_id] = text.strip()
-        self.synthesized_at[sentence_id] = asyncio.get_running_loop().time()
-        return sentence_id
 
     def silent_for(self, rule: LLMRule) -> bool:
         """Whether this reply by ``rule`` comes without audio (its ``silent_answers``)."""

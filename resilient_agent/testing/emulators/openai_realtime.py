@@ -47,10 +47,10 @@ from ..llm import LLMRule, ScriptedLLM, ToolCallScript
 from ..realtime import quoted_line
 from ..schedule import delivery_wait
 from ..stt import HeardWord
-from ..tts import spoken_seconds
 from ._context import from_openai_realtime
 from ._energy import EnergyListener, ScheduledUtterance
 from ._server import EmulatorServer
+from ._spoken import SpokenSentences
 from .gemini_live import marked_reply_audio
 
 __all__ = ["SAMPLE_RATE", "OpenAIRealtimeEmulator", "OpenAIRealtimeFaults", "ScheduledUtterance"]
@@ -89,7 +89,7 @@ class _Response:
     spoken: str = ""
 
 
-class OpenAIRealtimeEmulator(EmulatorServer):
+class OpenAIRealtimeEmulator(EmulatorServer, SpokenSentences):
     """The OpenAI Realtime API on loopback, answering from ``llm``.
 
     It also stands in for the STT and TTS the lab reads: ``finals`` (what its VAD committed),
@@ -153,19 +153,6 @@ class OpenAIRealtimeEmulator(EmulatorServer):
     def routes(self) -> list[web.RouteDef]:
         """The realtime websocket."""
         return [web.get("/v1/realtime", self._connect)]
-
-    def duration_of(self, text: str) -> float:
-        """How long the audio for ``text`` lasts (the scripted TTS's rule)."""
-        return spoken_seconds(
-            text, seconds_per_char=self.seconds_per_char, min_seconds=self.min_seconds
-        )
-
-    def new_sentence(self, text: str) -> int:
-        """Record ``text`` as the next sentence spoken and return its id."""
-        sentence_id = len(self.sentences) + 1
-        self.sentences[sentence_id] = text.strip()
-        self.synthesized_at[sentence_id] = asyncio.get_running_loop().time()
-        return sentence_id
 
     async def _connect(self, request: web.Request) -> web.StreamResponse:
         ws = web.WebSocketResponse(max_msg_size=0)
