@@ -199,7 +199,7 @@ def test_hang_up_contract_distinguishes_heard_and_interrupted_farewells(
     assert interrupted.hung_up and not interrupted.farewell_heard
 
 
-def test_repeated_runs_give_the_same_verdicts_and_latencies() -> None:
+def test_repeated_runs_give_the_same_verdicts_and_latencies(lab_calls: LabCalls) -> None:
     chosen = [
         s
         for s in scenarios()
@@ -210,7 +210,8 @@ def test_repeated_runs_give_the_same_verdicts_and_latencies() -> None:
             "control/real_vad_two_turns",
         }
     ]
-    first = [r.as_json() for r in run_lab(chosen, [BASELINE])]
+    # the session's run of these calls (tests/lab_calls.py), and a fresh one
+    first = [r.as_json() for r in lab_calls.results(chosen, [BASELINE])]
     second = [r.as_json() for r in run_lab(chosen, [BASELINE])]
     assert first == second
     assert all(r["reply_latency_s"] is not None for r in first if r["passed"])

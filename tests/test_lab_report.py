@@ -402,9 +402,10 @@ def test_report_draws_noise_typed_and_hung(
                 assert bool(waits) != ("llm-hung-request" in group.classes)
 
 
-def test_timeline_json_is_deterministic(tmp_path: Path) -> None:
+def test_timeline_json_is_deterministic(tmp_path: Path, lab_calls: LabCalls) -> None:
     chosen = [_scenario(RACE)]
-    first = run_lab(chosen, [BASELINE])
+    # the session's run of the call (tests/lab_calls.py), and a fresh one
+    first = lab_calls.results(chosen, [BASELINE])
     second = run_lab(chosen, [BASELINE])
     assert first[0].timeline is not None and second[0].timeline is not None
     assert first[0].timeline.as_dict() == second[0].timeline.as_dict()
