@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from lab_calls import LabCalls
 
 from resilient_agent._engine.plugins import ENTRY_POINT_GROUP, clear_plugin_cache
 
@@ -52,6 +53,12 @@ def example_plugin(
         found = importlib.metadata.distribution(name)
     yield found
     clear_plugin_cache()
+
+
+@pytest.fixture(scope="session")
+def lab_calls() -> LabCalls:
+    """The catalog's lab calls, each run once for the whole session (tests/lab_calls.py)."""
+    return LabCalls()
 
 
 @pytest.fixture(autouse=True)

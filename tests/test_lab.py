@@ -7,14 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from lab_calls import LabCalls
 from livekit.agents import Agent
 
+from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.results import exit_code
 from resilient_agent.lab.run import AgentUnderTest, LabResult, run_lab
 
 BASELINE = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
+RESILIENT = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
 
 # What each race breaks on livekit-agents 1.8.9, as a fragment of the contract's reason.
 EXPECTED_BREAKS = {
@@ -112,8 +115,8 @@ EXPECTED_BREAKS = {
 
 
 @pytest.fixture(scope="module")
-def baseline_results() -> dict[str, LabResult]:
-    return {r.scenario.name: r for r in run_lab(scenarios(), [BASELINE])}
+def baseline_results(lab_calls: LabCalls) -> dict[str, LabResult]:
+    return {r.scenario.name: r for r in lab_calls.results(scenarios(), [BASELINE])}
 
 
 def test_catalog_is_large_enough_and_names_are_unique() -> None:
@@ -196,7 +199,7 @@ def test_hang_up_contract_distinguishes_heard_and_interrupted_farewells(
     assert interrupted.hung_up and not interrupted.farewell_heard
 
 
-def test_repeated_runs_give_the_same_verdicts_and_latencies() -> None:
+def test_repeated_runs_give_the_same_verdicts_and_latencies(lab_calls: LabCalls) -> None:
     chosen = [
         s
         for s in scenarios()
@@ -207,7 +210,8 @@ def test_repeated_runs_give_the_same_verdicts_and_latencies() -> None:
             "control/real_vad_two_turns",
         }
     ]
-    first = [r.as_json() for r in run_lab(chosen, [BASELINE])]
+    # the session's run of these calls (tests/lab_calls.py), and a fresh one
+    first = [r.as_json() for r in lab_calls.results(chosen, [BASELINE])]
     second = [r.as_json() for r in run_lab(chosen, [BASELINE])]
     assert first == second
     assert all(r["reply_latency_s"] is not None for r in first if r["passed"])
@@ -248,9 +252,9 @@ def test_cli_json_records_every_call(tmp_path: Path) -> None:
     assert keys <= set(records[0])
 
 
-def test_reference_only_exit_code_is_the_lab_self_check() -> None:
+def test_reference_only_exit_code_is_the_lab_self_check(lab_calls: LabCalls) -> None:
     chosen = [s for s in scenarios() if s.name in {"control/two_turns", "vad/stuck_plain_agent"}]
-    results = run_lab(chosen, [BASELINE])
+    results = lab_calls.results(chosen, [BASELINE])
     assert exit_code(results, [BASELINE]) == 0  # race reproduced, control passed
     # a reference on which the race does not reproduce means the lab is broken
     control_only = [r for r in results if r.scenario.control]
@@ -282,13 +286,11 @@ NOT_YET_HANDLED: set[str] = set()
 
 
 @pytest.mark.parametrize("name", sorted(set(EXPECTED_BREAKS) - NOT_YET_HANDLED))
-def test_resilient_agent_passes_the_race_with_the_app_code_unchanged(name: str) -> None:
-    from resilient_agent import ResilientAgent
-
+def test_resilient_agent_passes_the_race_with_the_app_code_unchanged(
+    lab_calls: LabCalls, name: str
+) -> None:
     scenario = next(s for s in scenarios() if s.name == name)
-    (result,) = run_lab(
-        [scenario], [AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)]
-    )
+    (result,) = lab_calls.results([scenario], [RESILIENT])
     assert result.outcome.passed, result.outcome.reasons
     assert result.outcome.interruption_timeouts == 0
     assert result.outcome.lost_words == 0

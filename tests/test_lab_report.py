@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lab_calls import LabCalls
 from livekit.agents import Agent
 
 from resilient_agent.lab.catalog import agents as lab_agents
@@ -65,18 +66,18 @@ def agents() -> list[AgentUnderTest]:
 
 
 @pytest.fixture(scope="module")
-def race_results(agents: list[AgentUnderTest]) -> list[LabResult]:
-    return run_lab([_scenario(RACE), _scenario("control/two_turns")], agents)
+def race_results(agents: list[AgentUnderTest], lab_calls: LabCalls) -> list[LabResult]:
+    return lab_calls.results([_scenario(RACE), _scenario("control/two_turns")], agents)
 
 
 @pytest.fixture(scope="module")
-def input_results(agents: list[AgentUnderTest]) -> list[LabResult]:
-    return run_lab([_scenario(NOISE), _scenario(TYPED), _scenario(HANGS)], agents)
+def input_results(agents: list[AgentUnderTest], lab_calls: LabCalls) -> list[LabResult]:
+    return lab_calls.results([_scenario(NOISE), _scenario(TYPED), _scenario(HANGS)], agents)
 
 
 @pytest.fixture(scope="module")
-def held_results(agents: list[AgentUnderTest]) -> list[LabResult]:
-    return run_lab([_scenario(HELD), _scenario(RESUMED)], agents)
+def held_results(agents: list[AgentUnderTest], lab_calls: LabCalls) -> list[LabResult]:
+    return lab_calls.results([_scenario(HELD), _scenario(RESUMED)], agents)
 
 
 def _timeline(results: Sequence[LabResult], scenario: str, agent: str) -> CallTimeline:
@@ -401,9 +402,10 @@ def test_report_draws_noise_typed_and_hung(
                 assert bool(waits) != ("llm-hung-request" in group.classes)
 
 
-def test_timeline_json_is_deterministic(tmp_path: Path) -> None:
+def test_timeline_json_is_deterministic(tmp_path: Path, lab_calls: LabCalls) -> None:
     chosen = [_scenario(RACE)]
-    first = run_lab(chosen, [BASELINE])
+    # the session's run of the call (tests/lab_calls.py), and a fresh one
+    first = lab_calls.results(chosen, [BASELINE])
     second = run_lab(chosen, [BASELINE])
     assert first[0].timeline is not None and second[0].timeline is not None
     assert first[0].timeline.as_dict() == second[0].timeline.as_dict()

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from lab_calls import LabCalls
 from livekit.agents import Agent, RunContext, function_tool
 from livekit.agents.llm.utils import build_legacy_openai_schema
 from livekit.rtc import EventEmitter
@@ -22,7 +23,7 @@ from resilient_agent import (
 from resilient_agent._engine.chain import MiddlewareChain
 from resilient_agent._session.runtime import SessionRuntime
 from resilient_agent.lab.catalog import agents, scenarios
-from resilient_agent.lab.run import AgentUnderTest, run_lab
+from resilient_agent.lab.run import AgentUnderTest
 from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
 
 
@@ -204,11 +205,11 @@ def test_a_spec_gives_each_session_its_own_instance_and_an_instance_is_shared() 
     assert len(one.tool_calls) == 1 and len(two.tool_calls) == 1  # type: ignore[attr-defined]
 
 
-def test_controls_behave_identically_on_resilient_agent() -> None:
+def test_controls_behave_identically_on_resilient_agent(lab_calls: LabCalls) -> None:
     controls = [s for s in scenarios() if s.control]
     baseline = AgentUnderTest("livekit.agents:Agent", Agent, reference=True)
     resilient = AgentUnderTest("resilient_agent:ResilientAgent", ResilientAgent)
-    results = run_lab(controls, [baseline, resilient])
+    results = lab_calls.results(controls, [baseline, resilient])
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for result in results:
         record = result.as_json()
