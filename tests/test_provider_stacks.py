@@ -303,7 +303,7 @@ def test_a_non_streaming_stt_leaves_out_races_needing_transcripts_as_the_caller_
     }
 
 
-def test_words_transcribed_after_livekit_answered_the_turn_without_them_replace_that_reply() -> None:
+def test_words_transcribed_after_livekit_answered_their_turn_replace_that_reply() -> None:
     # "what is on the menu" (1.0-2.81 s); the caller goes on from 3.43 s to 7.75 s. A
     # non-streaming STT's transcript of the rest comes 0.15 s after the VAD's end of speech
     # (8.45 s), after livekit committed the turn with the first sentence only (8.3 s): the

@@ -134,10 +134,10 @@ class DroppedTurnAnswerer:
             self._made_before_caller_spoke = set(ctx.state.speeches)
 
     def note_final_after_speech(self, ctx: MiddlewareContext, speech_ended_at: float) -> None:
-        """A final transcript came after the caller's speech ended (``speech_ended_at``, livekit's
-        ``time.time()`` stamp of its ``user_state_changed`` event).
+        """A final transcript came after the caller's speech ended: replies since lack its words.
 
-        The replies made since (livekit's reply to the turn it committed at the end of that
+        ``speech_ended_at`` is livekit's ``time.time()`` stamp of its ``user_state_changed``
+        event. The replies made since (livekit's reply to the turn it committed at the end of that
         speech, with the words it had then) were made without these words, as surely as those
         made before the caller spoke: the words' answer may take their place.
         """
