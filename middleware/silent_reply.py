@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Mapping
 
 from livekit.agents import tts
 from livekit.agents.voice import events as lk_events
@@ -174,7 +175,7 @@ class SilentReply(Middleware):
         ctx.race_handled(self, SILENT_REPLY, "said_again", details={**details, "speech": again.id})
 
     def _not_said(
-        self, ctx: MiddlewareContext, action: str, text: str, details: dict[str, object]
+        self, ctx: MiddlewareContext, action: str, text: str, details: Mapping[str, object]
     ) -> None:
         """Report that the caller never heard the reply's words (their count, never the text)."""
         words = len(text.split())
