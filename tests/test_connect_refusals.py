@@ -157,3 +157,51 @@ def test_cartesia_refusing_four_connections_answers_late_on_both_agents_and_lose
             assert outcome.race_events == []
     assert latencies[0] == latencies[1]
     assert latencies[0][0] == pytest.approx(5.1, abs=0.01)
+
+
+def _one_question(tts_refused: ConnectRefusals) -> Scenario:
+    # "do you have parking" (1.0-2.5 s), then a caller who waits for the answer
+    scenario = _scenario("control/llm_refused_once", tts=tts_refused)
+    return dataclasses.replace(
+        scenario,
+        utterances=scenario.utterances[:1],
+        duration=30.0,
+        provider_faults=dataclasses.replace(scenario.provider_faults, llm_refused=None),
+    )
+
+
+def _silent_reply_actions(outcome: Any) -> list[str | None]:
+    return [race["action"] for race in outcome.race_events if race["kind"] == "silent_reply"]
+
+
+def test_a_reply_cartesia_refuses_past_one_saying_again_is_said_once_it_accepts() -> None:
+    # the pool's prewarm and the reply's four attempts are refused (livekit drops the reply at
+    # 7.45 s), then the four attempts of its saying again (given up at 11.55 s); the ninth
+    # connection would be accepted
+    scenario = _one_question(ConnectRefusals(503, first=9))
+    plain_world, plain = run_scenario(scenario, Agent, stack=DEEPGRAM_OPENAI)
+    assert plain.reply_latencies_s == [None]
+    assert heard_sentences(plain_world) == []
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=DEEPGRAM_OPENAI)
+    assert resilient.passed is False  # 11 s late: but heard, not left in silence
+    assert [s.text for s in heard_sentences(world) if s.complete] == ["Sure: do you have parking."]
+    assert _silent_reply_actions(resilient) == [None, "said_again", None, "said_again"]
+    # said again 2 s after the second saying was given up (11.55 s), once the TTS accepts
+    [latency] = resilient.reply_latencies_s
+    assert latency == pytest.approx(11.2, abs=0.1)
+
+
+def test_a_reply_cartesia_never_accepts_is_reported_as_not_said_within_a_bound() -> None:
+    world, resilient = run_scenario(
+        _one_question(ConnectRefusals(503, first=1000)), ResilientAgent, stack=DEEPGRAM_OPENAI
+    )
+    assert heard_sentences(world) == []
+    # the reply and two sayings dropped: livekit's budget of three TTS failures in a row is
+    # spent (a fourth closes the session), so the words are reported as not said
+    assert _silent_reply_actions(resilient) == [None, "said_again"] * 2 + [None, "gave_up"]
+    gave_up = resilient.race_events[-1]
+    assert gave_up["words_not_said"] == 5
+    assert gave_up["at_s"] == pytest.approx(17.65, abs=0.01)
+    assert not any("hung up" in reason for reason in resilient.reasons), resilient.reasons
+    # the prewarm, and livekit's four attempts for the reply and each of its two sayings
+    assert world.connections["cartesia-emulator http /tts/websocket"] == 13

@@ -301,3 +301,17 @@ def test_a_non_streaming_stt_leaves_out_races_needing_transcripts_as_the_caller_
     assert {"turn_limit/words_over_app_cut_in", "control/noise_stops_after_question"} <= {
         s.name for s in runnable
     }
+
+
+def test_words_transcribed_after_livekit_answered_their_turn_replace_that_reply() -> None:
+    # "what is on the menu" (1.0-2.81 s); the caller goes on from 3.43 s to 7.75 s. A
+    # non-streaming STT's transcript of the rest comes 0.15 s after the VAD's end of speech
+    # (8.45 s), after livekit committed the turn with the first sentence only (8.3 s): the
+    # reply made then, queued behind the protected filler, was made without those words
+    scenario = _scenario("talk_over/caller_keeps_talking_over_filler")
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert resilient.passed, resilient.reasons
+    # one reply takes in all four sentences, the instant the filler ends (10.92 s), not
+    # after a reply to the first sentence alone (4.90 s before)
+    assert resilient.reply_latencies_s[-1] == pytest.approx(3.17, abs=0.01)
+    assert "answered_instead_of_stale_reply" in [e.get("action") for e in world.race_events]

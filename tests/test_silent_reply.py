@@ -134,3 +134,7 @@ def test_bad_options_are_refused_at_construction() -> None:
         SilentReply(max_repeats=-1)
     with pytest.raises(OptionError):
         SilentReply(max_repeats=1.5)  # type: ignore[arg-type]
+    with pytest.raises(OptionError):
+        SilentReply(max_retries=-1)
+    with pytest.raises(OptionError):
+        SilentReply(retry_after_s=float("nan"))

@@ -133,6 +133,20 @@ class DroppedTurnAnswerer:
             # their words can only be newer than every reply made so far
             self._made_before_caller_spoke = set(ctx.state.speeches)
 
+    def note_final_after_speech(self, ctx: MiddlewareContext, speech_ended_at: float) -> None:
+        """A final transcript came after the caller's speech ended: replies since lack its words.
+
+        ``speech_ended_at`` is livekit's ``time.time()`` stamp of its ``user_state_changed``
+        event. The replies made since (livekit's reply to the turn it committed at the end of that
+        speech, with the words it had then) were made without these words, as surely as those
+        made before the caller spoke: the words' answer may take their place.
+        """
+        self._made_before_caller_spoke |= {
+            speech_id
+            for speech_id, speech in ctx.state.speeches.items()
+            if speech.created_at >= speech_ended_at
+        }
+
     def wake(self) -> None:
         """Something changed that may unblock (or block) an answer: look again."""
         if self._timer is None and not self._words.any_undelivered():

@@ -160,6 +160,9 @@ class TurnKeeper(Middleware, WordRecovery):
         self._tap: WithheldAudioTap | None = None
         self._release_input: Callable[[], None] | None = None
         self._speech_started_at: float | None = None
+        # when the caller's last speech ended: livekit's time.time() stamp of the event, which
+        # it emits before the turn it commits then (a reply's created_at is no earlier)
+        self._speech_ended_at: float | None = None
         self._claimed_window = False
         self._ctx: MiddlewareContext | None = None
         # a deferred interrupt: RoomIO's text input (and livekit's DTMF workflow) interrupts, then
@@ -288,6 +291,7 @@ class TurnKeeper(Middleware, WordRecovery):
         elif ev.old_state == "speaking":
             started = self._speech_started_at or now
             self._speech_started_at = None
+            self._speech_ended_at = ev.created_at
             self._close_speech_window(ctx, started, now)
         self._answerer.wake()
 
@@ -314,6 +318,10 @@ class TurnKeeper(Middleware, WordRecovery):
         if ev.is_final and ev.transcript.strip():
             # the session's runtime already added it to the pending words, as livekit told it
             self._answerer.note_activity(loop_now())
+            if self._speech_started_at is None and self._speech_ended_at is not None:
+                # a final after the caller's speech ended (a non-streaming STT transcribes the
+                # VAD's segment then): a turn livekit committed meanwhile lacked these words
+                self._answerer.note_final_after_speech(ctx, self._speech_ended_at)
             self._answerer.wake()
 
     async def on_conversation_item(
