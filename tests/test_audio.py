@@ -82,6 +82,24 @@ def test_read_markers_skips_truncated_header_and_unknown_kind() -> None:
     assert read_markers(unknown) == []
 
 
+def test_magic_bytes_across_two_samples_are_no_marker() -> None:
+    # the magic number's two bytes (0x5A), one in each sample, then bytes that, read from the
+    # odd offset, would make a whole user marker
+    marker = AudioMarker(KIND_USER, 3, 1, 0, 4)
+    straddle = np.array([0x5A00, 0x015A, 0x0500, 0x0600, 0x0700, 0x0800, 0], dtype=np.int16)
+    block = np.concatenate([straddle, marker_frame_samples(marker), straddle])
+    assert read_markers(straddle) == []
+    assert read_markers(block) == [marker]
+    assert frame_markers(_frame(block)) == [marker]
+
+
+def test_consecutive_magic_samples_each_start_a_header() -> None:
+    samples = np.array([23_130, 23_130, KIND_AGENT, 4, 5, 6, 7], dtype=np.int16)
+    # the first reads the second magic as its kind (unknown); the second is a whole marker
+    assert read_markers(samples) == [AudioMarker(KIND_AGENT, 4, 5, 6, 7)]
+    assert read_markers(samples[:6]) == []
+
+
 def test_marker_on_base_samples_keeps_the_base() -> None:
     base = np.arange(FRAME_SAMPLES, dtype=np.int16)
     marker = AudioMarker(KIND_USER, 2, 0, 0, 5)

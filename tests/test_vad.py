@@ -215,6 +215,35 @@ def test_energy_threshold_ignores_low_noise() -> None:
     assert kinds == [INFERENCE] * 16
 
 
+def _constant_frames_events(level: int) -> list[VADEventType]:
+    """The events of one second of frames whose samples are ``level`` and ``-level`` in turn."""
+
+    async def main() -> list[VADEventType]:
+        stream = ScriptedVAD().stream()
+        samples = np.tile(np.array([level, -level], dtype=np.int16), 80)
+        for _ in range(100):
+            stream.push_frame(
+                rtc.AudioFrame(
+                    data=samples.tobytes(),
+                    sample_rate=16000,
+                    num_channels=1,
+                    samples_per_channel=160,
+                )
+            )
+        stream.end_input()
+        kinds = [ev.type async for ev in stream]
+        await stream.aclose()
+        return kinds
+
+    return run_virtual(main())
+
+
+def test_energy_is_the_mean_magnitude_above_the_threshold() -> None:
+    # a mean magnitude of exactly 100 is not speech; one more is, whatever the sign
+    assert VADEventType.START_OF_SPEECH not in _constant_frames_events(100)
+    assert VADEventType.START_OF_SPEECH in _constant_frames_events(101)
+
+
 def test_vad_identity() -> None:
     async def main() -> tuple[str, str, float]:
         vad = ScriptedVAD()

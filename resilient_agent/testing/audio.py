@@ -10,6 +10,7 @@ the scripted audio output knows which sentence a caller heard, when, and how far
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "lab_frames_in",
     "marker_frame_samples",
     "marker_tone",
+    "markers_in_bytes",
     "read_markers",
     "word_frames",
 ]
@@ -50,6 +52,9 @@ _TONE_AMPLITUDE = 3_000
 _HEADER = 6
 KIND_USER = 1
 KIND_AGENT = 2
+# the magic sample as the bytes of a frame carry it, and the header after it
+_MAGIC_BYTES = np.array([_MAGIC], dtype=np.int16).tobytes()
+_HEADER_LAYOUT = struct.Struct(f"={_HEADER}h")
 _TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TONE_AMPLITUDE).astype(
     np.int16
 )
@@ -112,22 +117,33 @@ def marker_frame_samples(marker: AudioMarker, base: np.ndarray | None = None) ->
 
 def read_markers(data: np.ndarray) -> list[AudioMarker]:
     """Find every marker in a block of int16 samples, in order."""
-    positions = np.flatnonzero(data == _MAGIC)
-    found: list[AudioMarker] = []
-    for pos in positions:
-        if pos + _HEADER > len(data):
-            continue
-        _, kind, source_id, part, frame_in_part, frames_in_part = (
-            int(v) for v in data[pos : pos + _HEADER]
-        )
-        if kind in (KIND_USER, KIND_AGENT):
-            found.append(AudioMarker(kind, source_id, part, frame_in_part, frames_in_part))
-    return found
+    return markers_in_bytes(data.tobytes())
 
 
 def frame_markers(frame: rtc.AudioFrame) -> list[AudioMarker]:
     """Markers carried by a livekit audio frame."""
-    return read_markers(np.frombuffer(frame.data, dtype=np.int16))
+    return markers_in_bytes(frame.data.tobytes())
+
+
+def markers_in_bytes(raw: bytes) -> list[AudioMarker]:
+    """Find every marker in the bytes of int16 samples (native order), in order.
+
+    Every frame of a call passes through here, most of them silent: a byte search finds the
+    magic sample far sooner than array arithmetic on a 10 ms frame does.
+    """
+    found: list[AudioMarker] = []
+    last = len(raw) - _HEADER_LAYOUT.size  # the last offset a whole header fits after
+    pos = raw.find(_MAGIC_BYTES)
+    while pos >= 0:
+        # only a sample boundary starts a sample: the magic bytes may straddle two samples
+        if pos % 2 == 0 and pos <= last:
+            _, kind, source_id, part, frame_in_part, frames_in_part = _HEADER_LAYOUT.unpack_from(
+                raw, pos
+            )
+            if kind in (KIND_USER, KIND_AGENT):
+                found.append(AudioMarker(kind, source_id, part, frame_in_part, frames_in_part))
+        pos = raw.find(_MAGIC_BYTES, pos + 1)
+    return found
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,15 @@ class Schedule:
 
 
 @dataclass
+class _SourceDraws:
+    """One source's deliveries in one call: its jitter, its stream of draws, how many so far."""
+
+    jitter: DeliveryJitter
+    draws: random.Random
+    count: int = 0
+
+
+@dataclass
 class ScheduledDeliveries:
     """The deliveries of one call under a :class:`Schedule`: counted, drawn and recorded.
 
@@ -166,20 +175,21 @@ class ScheduledDeliveries:
 
     schedule: Schedule
     late: list[tuple[Delivery, float]] = field(default_factory=list)
-    _draws: dict[str, random.Random] = field(default_factory=dict)
-    _counts: dict[str, int] = field(default_factory=dict)
+    _sources: dict[str, _SourceDraws] = field(default_factory=dict)
 
     def lateness(self, source: str) -> float:
         """Seconds the next delivery of ``source`` is late (0.0 when it is on time)."""
-        jitter = SOURCES[source]
-        draws = self._draws.get(source)
-        if draws is None:
-            draws = self._draws[source] = random.Random(f"{self.schedule.seed}/{source}")
-        index = self._counts.get(source, 0)
-        self._counts[source] = index + 1
+        drawn = self._sources.get(source)
+        if drawn is None:
+            drawn = self._sources[source] = _SourceDraws(
+                SOURCES[source], random.Random(f"{self.schedule.seed}/{source}")
+            )
+        index = drawn.count
+        drawn.count = index + 1
+        jitter = drawn.jitter
         # two draws per delivery whether or not it is late: a delivery's lateness depends only
         # on the seed, the source and its index, so a shrunk schedule keeps the values it had
-        hit, amount = draws.random(), draws.random()
+        hit, amount = drawn.draws.random(), drawn.draws.random()
         if hit >= jitter.reorder_rate + jitter.late_rate:
             return 0.0
         keep = self.schedule.keep
@@ -205,13 +215,19 @@ class Exploration:
     _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScheduledDeliveries] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    # the loop asked last and its deliveries: the fakes ask on every frame, from one call at a time
+    _last: tuple[weakref.ref[asyncio.AbstractEventLoop], ScheduledDeliveries] | None = None
 
     def deliveries(self, loop: asyncio.AbstractEventLoop) -> ScheduledDeliveries:
         """The deliveries of the call running on ``loop``."""
+        last = self._last
+        if last is not None and last[0]() is loop:
+            return last[1]
         found = self._by_loop.get(loop)
         if found is None:
             found = self._by_loop[loop] = ScheduledDeliveries(self.schedule)
             self.calls.append(found)
+        self._last = (weakref.ref(loop), found)
         return found
 
     @property
