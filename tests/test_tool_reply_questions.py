@@ -22,6 +22,8 @@ from livekit.agents.llm import (
 )
 from resilient_agent.middleware.answered_turns import (
     question_answered,
+    questions_after_new_results,
+    questions_answered,
     questions_answered_elsewhere,
 )
 from resilient_agent.middleware.context_integrity import ContextIntegrity
@@ -97,17 +99,70 @@ def test_the_question_a_reply_is_answering_is_found_in_a_tool_reply_that_ends_af
     assert questions_answered_elsewhere(_booking(question_at=18.0), {"item_close"}) == []
 
 
+def _typed(*, with_result: bool) -> ChatContext:
+    """A message typed at 10.07 s over a protected preamble; the tool was done at 5.5 s.
+
+    Without the result: the typed reply's context, the preamble still playing. With it: the tool
+    reply's, made when the preamble ended (livekit merges the typed message in).
+    """
+    ctx = ChatContext.empty()
+    ctx.add_message(role="user", content="book a table", id="item_book", created_at=3.0)
+    if with_result:
+        ctx.add_message(role="assistant", content="Let me check.", created_at=3.0)
+        ctx.insert(
+            FunctionCall(
+                id="c", call_id="call_1", name="book_table", arguments="{}", created_at=3.5
+            )
+        )
+        ctx.insert(
+            FunctionCallOutput(
+                id="item_out",
+                call_id="call_1",
+                name="book_table",
+                output="booked",
+                is_error=False,
+                created_at=5.5,
+            )
+        )
+    ctx.add_message(role="user", content="bridge harbor", id="item_spoken", created_at=10.07)
+    ctx.add_message(role="user", content="any quiet seats", id="item_typed", created_at=10.07)
+    return ctx
+
+
+def test_the_messages_an_inference_ends_in_are_the_questions_it_answers() -> None:
+    assert questions_answered(_typed(with_result=False)) == [
+        "item_book",
+        "item_spoken",
+        "item_typed",
+    ]
+    assert questions_answered(_typed(with_result=True)) == ["item_spoken", "item_typed"]
+    assert questions_answered(_booking(answered=True)) == []
+
+
+def test_questions_after_a_result_no_earlier_inference_carried_are_the_tool_replys() -> None:
+    tool_reply = _typed(with_result=True)
+    assert questions_after_new_results(tool_reply, set()) == ["item_spoken", "item_typed"]
+    # a later inference carrying the same result (a retried reply) is not the tool reply
+    assert questions_after_new_results(tool_reply, {"item_out"}) == []
+    # a question answered since is not asked again
+    assert questions_after_new_results(_booking(answered=True), set()) == []
+
+
 def _run(
-    contexts: list[ChatContext], replies: tuple[Any, ...] = ("At ten.", "Booked.")
+    contexts: list[ChatContext],
+    replies: tuple[Any, ...] = ("At ten.", "Booked."),
+    *,
+    tool_running: bool = True,
 ) -> tuple[list[ChatContext], list[Any]]:
     """Each context through a chain of ContextIntegrity while ``book_table`` runs.
 
     Each inference answers the next of ``replies`` (text, or a stream of chunks) and is read to
-    its end, as livekit reads it.
+    its end, as livekit reads it. Unless ``tool_running``, the tool has already returned.
     """
     emitted: list[Any] = []
     state = ConversationState()
-    state.tools_in_flight[1] = ToolCall(name="book_table")
+    if tool_running:
+        state.tools_in_flight[1] = ToolCall(name="book_table")
     ctx = MiddlewareContext(
         session=None,  # type: ignore[arg-type]
         agent=None,  # type: ignore[arg-type]
@@ -131,6 +186,8 @@ def _run(
         return stream()
 
     async def main() -> None:
+        if not tool_running:
+            await chain.notify("on_tool_exit", ctx, ToolCall(name="book_table"), None)
         for chat_ctx in contexts:
             request = InferenceRequest(chat_ctx=chat_ctx, tools=[], model_settings=None)
             result = await chain.wrap_llm_request(ctx, request, llm_node)
@@ -181,3 +238,20 @@ def test_a_streamed_reply_that_speaks_answers_its_question() -> None:
     words = (ChatChunk(id="r", delta=ChoiceDelta(role="assistant", content="At ten.")),)
     got, _ = _run([_question(), _booking()], replies=(words, "Booked."))
     assert got[1].items[-1].type == "function_call_output"
+
+
+def test_a_tool_reply_goes_without_a_message_typed_after_its_result_that_has_its_own_reply() -> (
+    None
+):
+    got, emitted = _run([_typed(with_result=False), _typed(with_result=True)], tool_running=False)
+    assert got[1].items[-1].type == "function_call_output"
+    assert [e.details for e in emitted if isinstance(e, RaceHandledEvent)] == [
+        {"questions": ["item_spoken", "item_typed"]}
+    ]
+
+
+def test_a_message_after_the_result_with_no_reply_of_its_own_is_left_to_the_tool_reply() -> None:
+    # spoken over the protected preamble: livekit skips the turn, the tool reply answers it
+    tool_reply = _typed(with_result=True)
+    got, emitted = _run([tool_reply], tool_running=False)
+    assert got[0] is tool_reply and emitted == []
