@@ -94,16 +94,17 @@ def questions_answered_elsewhere(chat_ctx: ChatContext, answering: Collection[st
     return [q for q in found if questions[q] > last_answer]
 
 
-def questions_after_new_results(chat_ctx: ChatContext, known_outputs: Collection[str]) -> list[str]:
-    """The user messages ``chat_ctx`` ends in after a tool output no earlier inference carried.
+def questions_after_new_results(chat_ctx: ChatContext, new_results: Collection[str]) -> list[str]:
+    """The user messages ``chat_ctx`` ends in after a tool's result no earlier inference carried.
 
-    The first inference to carry a tool's output after the last assistant message is that tool's
+    The first inference to carry a tool's result after the last assistant message is that tool's
     reply (or the reply to the turn that interrupted its preamble); a later one carrying it (a
     retried reply) is not.
 
     Args:
         chat_ctx: The inference's context, in livekit's order.
-        known_outputs: Ids of the function call outputs earlier inferences carried.
+        new_results: Ids of the tool outputs in ``chat_ctx`` no earlier inference carried; the
+            placeholder livekit gives a call still running is no result.
     """
     questions = questions_answered(chat_ctx)
     if not questions:
@@ -112,6 +113,6 @@ def questions_after_new_results(chat_ctx: ChatContext, known_outputs: Collection
     for item in reversed(chat_ctx.items[:first_question]):
         if item.type == "message" and item.role == "assistant":
             return []
-        if item.type == "function_call_output" and item.id not in known_outputs:
+        if item.type == "function_call_output" and item.id in new_results:
             return questions
     return []

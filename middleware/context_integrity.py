@@ -96,8 +96,8 @@ class ContextIntegrity(Middleware):
         # per user message, whether each reply started for it while a tool ran, or while a
         # tool's result waited for its reply, said something
         self._replies: dict[str, list[asyncio.Future[bool]]] = {}
-        # ids of the function call outputs an inference carried: the first to carry one is
-        # its tool's reply
+        # ids of the tools' results an inference carried: the first to carry one is its
+        # tool's reply
         self._outputs_carried: set[str] = set()
         self._results_awaiting_reply = False
 
@@ -111,10 +111,10 @@ class ContextIntegrity(Middleware):
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
         """Pass a well-formed context on untouched; repair and report a malformed one."""
-        after_new_results = questions_after_new_results(request.chat_ctx, self._outputs_carried)
-        outputs = [i.id for i in request.chat_ctx.items if i.type == "function_call_output"]
-        if not self._outputs_carried.issuperset(outputs):
-            self._outputs_carried.update(outputs)
+        new_results = self._new_results(ctx, request.chat_ctx)
+        after_new_results = questions_after_new_results(request.chat_ctx, new_results)
+        if new_results:
+            self._outputs_carried.update(new_results)
             self._results_awaiting_reply = False
         if self._replies:
             request = await self._without_questions_answered_elsewhere(
@@ -134,6 +134,26 @@ class ContextIntegrity(Middleware):
             return _watched(result, spoke)
         spoke.set_result(bool(result))
         return result
+
+    def _new_results(self, ctx: MiddlewareContext, chat_ctx: llm.ChatContext) -> set[str]:
+        """The ids of the tools' results in ``chat_ctx`` no earlier inference carried.
+
+        livekit commits a tool's output to the session's history before it makes the tool's
+        reply; the placeholder output it gives a call still running never is (and
+        livekit-agents 1.8.0 gives the placeholder a new id at each inference).
+        """
+        unseen = {
+            i.id
+            for i in chat_ctx.items
+            if i.type == "function_call_output" and i.id not in self._outputs_carried
+        }
+        if not unseen:
+            return unseen
+        return {
+            i.id
+            for i in ctx.session.history.items
+            if i.type == "function_call_output" and i.id in unseen
+        }
 
     async def _without_questions_answered_elsewhere(
         self, ctx: MiddlewareContext, request: InferenceRequest, after_new_results: list[str]
