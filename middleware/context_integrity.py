@@ -25,7 +25,9 @@ without it (reported as
 ``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
 The same holds for a question asked after the tool's output, while its preamble still plays,
 that has a reply of its own queued behind the preamble (a typed message): the tool reply, the
-first inference to carry the tool's output, goes without it.
+first inference to carry the tool's output, goes without it. A tool's output is one livekit
+committed to ``session.history`` (it does before the tool reply); the placeholder of a tool still
+running is not (``tests/test_fuzz_explore_found.py`` fails if either stops holding).
 """
 
 from __future__ import annotations
