@@ -26,8 +26,9 @@ without it (reported as
 The same holds for a question asked after the tool's output, while its preamble still plays,
 that has a reply of its own queued behind the preamble (a typed message): the tool reply, the
 first inference to carry the tool's output, goes without it. A tool's output is one livekit
-committed to ``session.history`` (it does before the tool reply); the placeholder of a tool still
-running is not (``tests/test_fuzz_explore_found.py`` fails if either stops holding).
+committed to ``session.history``, as it does before the tool reply
+(``tests/test_fuzz_explore_found.py`` fails if it stops); the placeholder of a tool still running
+is not.
 """
 
 from __future__ import annotations
