@@ -10,6 +10,7 @@ the scripted audio output knows which sentence a caller heard, when, and how far
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from .schedule import delivery_wait
 __all__ = [
     "FRAME_SAMPLES",
     "FRAME_SECONDS",
+    "RECORDED_SPEECH_LEVEL",
     "SAMPLE_RATE",
     "AudioMarker",
     "CallerLine",
@@ -57,7 +59,7 @@ _TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TON
 # int16 RMS), under the 300 RMS many meters call "quiet", yet plainly speech.
 _QUIET_GAIN = 1 / 15
 
-CallerLine = Literal["marked", "quiet", "zeros"]
+CallerLine = Literal["marked", "quiet", "zeros", "recorded"]
 """What the caller's line carries, as livekit sees it.
 
 ``marked``: the caller's speech as marked frames the scripted VAD and STT hear (the default).
@@ -66,7 +68,16 @@ CallerLine = Literal["marked", "quiet", "zeros"]
 the script by time instead of the samples (the way livekit's test fakes do): they hear what the
 caller is saying whenever livekit feeds them a frame, so they suit race-free calls, not races
 that depend on which frames livekit withholds.
+``recorded``: a call's recorded audio (the caller's channel of livekit's recording). It has no
+marks of its own: the lab stamps the utterances' word marks on the recording's frames that carry
+speech (louder than :data:`RECORDED_SPEECH_LEVEL`) inside the utterances, so the scripted STT
+transcribes the words whose recorded audio reached it, as on a marked line; the VAD hears the
+recording's samples.
 """
+
+RECORDED_SPEECH_LEVEL = 250.0
+"""Mean ``|int16|`` over which a recorded frame is speech: Opus rings on for a few frames after
+the lab's tone stops, at about a tenth of its level (a mean of about 2,000)."""
 
 
 @dataclass(frozen=True)
@@ -212,8 +223,11 @@ class ScriptedAudioInput(AudioInput):
         noise: Sequence[NoiseWindow] = (),
         line: CallerLine = "marked",
         frame_s: float = FRAME_SECONDS,
+        recording: np.ndarray | None = None,
     ) -> None:
         super().__init__(label="ScriptedAudioInput")
+        # a ``recorded`` line's audio: int16 at the lab's rate from the call's second 0
+        self._recording = recording
         self._parts = lab_frames_in(frame_s)
         self.line: CallerLine = line
         self._windows = sorted(windows, key=lambda w: w.start)
@@ -248,6 +262,8 @@ class ScriptedAudioInput(AudioInput):
     def _line_samples(self, frame_index: int) -> np.ndarray:
         if self.line == "zeros":
             return self._silence
+        if self.line == "recorded":
+            return self._recorded_samples(frame_index)
         samples = self._samples_for(frame_index)
         if self.line == "quiet":
             if samples is self._silence:
@@ -258,12 +274,29 @@ class ScriptedAudioInput(AudioInput):
             return (voice * _QUIET_GAIN).astype(np.int16)
         return samples
 
+    def _recorded_samples(self, frame_index: int) -> np.ndarray:
+        """A recorded line's frame: the recording, with the word marks where it has speech."""
+        if self._recording is None:
+            return self._silence
+        start = frame_index * FRAME_SAMPLES
+        chunk = self._recording[start : start + FRAME_SAMPLES]
+        if len(chunk) < FRAME_SAMPLES:
+            chunk = np.concatenate([chunk, self._silence[: FRAME_SAMPLES - len(chunk)]])
+        if np.abs(chunk.astype(np.int32)).mean() <= RECORDED_SPEECH_LEVEL:
+            return chunk
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
+        for window in self._windows:
+            if window.start <= t < window.end:
+                return self._speech_samples(dataclasses.replace(window, samples=None), t, chunk)
+        return chunk
+
     @staticmethod
-    def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
+    def _speech_samples(
+        window: SpeechWindow, t: float, base: np.ndarray | None = None
+    ) -> np.ndarray:
         total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
         frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
         word, first, last = word_frames(total_frames, len(window.words), frame)
-        base = None
         if window.samples is not None:
             chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
             if len(chunk) == FRAME_SAMPLES:

@@ -49,6 +49,10 @@ def session_report(world: CallWorld) -> dict[str, Any]:
         # when the script ended and the lab closed the session: no app or caller did
         "tags": [f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
     }
+    if world.audio_recording is not None:
+        # as a job's report has them: livekit's recorder's file and its first sample's time
+        fields["audio_recording_path"] = world.audio_recording.path
+        fields["audio_recording_started_at"] = world.audio_recording.started_at
     # livekit-agents 1.8.0's report has no agent_name or tags yet: they are written beside what
     # its own to_dict() writes, under the names later releases give them
     known = {field.name for field in dataclasses.fields(SessionReport)}

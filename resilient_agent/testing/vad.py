@@ -60,6 +60,7 @@ class ScriptedVAD(vad.VAD):
         fault: How it misbehaves.
         script: What the caller says at a loop time; when given, the VAD hears it instead of
             the frames' samples, as livekit's own test fakes do (for quiet and zeros lines).
+        energy_threshold: The mean ``|int16|`` of a frame over which it is speech.
     """
 
     def __init__(
@@ -69,9 +70,11 @@ class ScriptedVAD(vad.VAD):
         min_silence_duration: float = SILENCE_TO_END_SPEECH,
         fault: VADFault | None = None,
         script: Callable[[float], np.ndarray] | None = None,
+        energy_threshold: float = _ENERGY_THRESHOLD,
     ) -> None:
         super().__init__(capabilities=vad.VADCapabilities(update_interval=0.03))
         self.script = script
+        self.energy_threshold = energy_threshold
         self.min_speech_duration = min_speech_duration
         self.min_silence_duration = min_silence_duration
         self.fault = fault or VADFault()
@@ -131,7 +134,7 @@ class ScriptedVADStream(vad.VADStream):
             frame_count += 1
             if self.dead:
                 continue
-            voiced = _has_energy(frame)
+            voiced = _has_energy(frame, owner.energy_threshold)
             markers = [m for m in frame_markers(frame) if m.kind == KIND_USER]
             if markers and fault.mode != "healthy" and markers[0].source_id == fault.utterance:
                 if fault.mode == "stuck":
@@ -241,6 +244,6 @@ def _script_frame(
     )
 
 
-def _has_energy(frame: rtc.AudioFrame) -> bool:
+def _has_energy(frame: rtc.AudioFrame, threshold: float) -> bool:
     data = np.frombuffer(frame.data, dtype=np.int16)
-    return bool(np.abs(data.astype(np.int32)).mean() > _ENERGY_THRESHOLD)
+    return bool(np.abs(data.astype(np.int32)).mean() > threshold)
