@@ -10,7 +10,6 @@ the scripted audio output knows which sentence a caller heard, when, and how far
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -228,6 +227,7 @@ class ScriptedAudioInput(AudioInput):
         super().__init__(label="ScriptedAudioInput")
         # a ``recorded`` line's audio: int16 at the lab's rate from the call's second 0
         self._recording = recording
+        self._speech: list[tuple[SpeechWindow, dict[int, int]]] | None = None
         self._parts = lab_frames_in(frame_s)
         self.line: CallerLine = line
         self._windows = sorted(windows, key=lambda w: w.start)
@@ -278,25 +278,46 @@ class ScriptedAudioInput(AudioInput):
         """A recorded line's frame: the recording, with the word marks where it has speech."""
         if self._recording is None:
             return self._silence
+        chunk = self._recorded_frame(frame_index)
+        for window, voiced in self._recorded_speech():
+            if frame_index in voiced:
+                # the words spread over the window's speech, not its silences
+                at = voiced[frame_index]
+                word, first, last = word_frames(len(voiced), len(window.words), at)
+                marker = AudioMarker(KIND_USER, window.index, word, at - first, last - first)
+                return marker_frame_samples(marker, chunk)
+        return chunk
+
+    def _recorded_frame(self, frame_index: int) -> np.ndarray:
+        assert self._recording is not None
         start = frame_index * FRAME_SAMPLES
         chunk = self._recording[start : start + FRAME_SAMPLES]
         if len(chunk) < FRAME_SAMPLES:
             chunk = np.concatenate([chunk, self._silence[: FRAME_SAMPLES - len(chunk)]])
-        if np.abs(chunk.astype(np.int32)).mean() <= RECORDED_SPEECH_LEVEL:
-            return chunk
-        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
-        for window in self._windows:
-            if window.start <= t < window.end:
-                return self._speech_samples(dataclasses.replace(window, samples=None), t, chunk)
         return chunk
 
+    def _recorded_speech(self) -> list[tuple[SpeechWindow, dict[int, int]]]:
+        """Each window with its recorded speech frames: frame index to its rank among them."""
+        if self._speech is None:
+            self._speech = []
+            for window in self._windows:
+                first = round(window.start / FRAME_SECONDS)
+                last = round(window.end / FRAME_SECONDS)
+                voiced = [
+                    i
+                    for i in range(first, last)
+                    if np.abs(self._recorded_frame(i).astype(np.int32)).mean()
+                    > RECORDED_SPEECH_LEVEL
+                ]
+                self._speech.append((window, {i: rank for rank, i in enumerate(voiced)}))
+        return self._speech
+
     @staticmethod
-    def _speech_samples(
-        window: SpeechWindow, t: float, base: np.ndarray | None = None
-    ) -> np.ndarray:
+    def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
         total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
         frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
         word, first, last = word_frames(total_frames, len(window.words), frame)
+        base = None
         if window.samples is not None:
             chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
             if len(chunk) == FRAME_SAMPLES:

@@ -67,7 +67,7 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
     last = max((t.end for t in plan.turns), default=0.0)
     if offset + seconds < last - _FRAME_S:
         raise ReportError(
-            f"--recording: {path}: {seconds:.2f} s long from {offset:.2f} s, but the caller's "
+            f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the caller's "
             f"last turn ends at {last:.2f} s (events): not this call's recording"
         )
     lab_made = str(report.get("job_id", "")).startswith("lab-")
@@ -77,11 +77,17 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
         else "livekit's embedded Silero VAD"
     )
     assumptions.append(
-        f"the caller's audio is the recording's channel 0 ({seconds:.2f} s from {offset:.2f} s), "
+        f"the caller's audio is the recording's channel 0 ({seconds:.2f} s from "
+        f"{_seconds(offset)} s), "
         f"heard by {vad}; the STT answers with the recorded transcripts' words, spread over "
         "each turn, only from frames where the caller's audio reached it"
     )
     return ReplayRecording(CallerRecording(path, round(offset, 6)), lab_made, tuple(assumptions))
+
+
+def _seconds(value: float) -> str:
+    """``value`` to the hundredth, a rounding's -0.00 read as 0.00."""
+    return f"{round(value, 2) or 0.0:.2f}"
 
 
 def _offset(report: Mapping[str, Any], assumptions: list[str]) -> float:
