@@ -145,10 +145,8 @@ def _planar(frame: Any) -> np.ndarray:
     """A decoded frame's samples as float32, one row per channel."""
     data = frame.to_ndarray()
     layout_channels = len(frame.layout.channels)
-    if frame.format.is_planar:
-        planes = data
-    else:
-        planes = data.reshape(-1, layout_channels).T
+    planes = data if frame.format.is_planar else data.reshape(-1, layout_channels).T
     if planes.dtype.kind == "i":
         planes = planes.astype(np.float32) / float(np.iinfo(planes.dtype).max + 1)
-    return planes.astype(np.float32)
+    result: np.ndarray = planes.astype(np.float32)
+    return result

@@ -67,8 +67,8 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
     last = max((t.end for t in plan.turns), default=0.0)
     if offset + seconds < last - _FRAME_S:
         raise ReportError(
-            f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the caller's "
-            f"last turn ends at {last:.2f} s (events): not this call's recording"
+            f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the "
+            f"caller's last turn ends at {last:.2f} s (events): not this call's recording"
         )
     lab_made = str(report.get("job_id", "")).startswith("lab-")
     vad = (
@@ -93,8 +93,6 @@ def _seconds(value: float) -> str:
 def _offset(report: Mapping[str, Any], assumptions: list[str]) -> float:
     """The plan second of the recording's first sample."""
     started = report.get("audio_recording_started_at")
-    events = report.get("events") or []
-    first = events[0].get("created_at") if isinstance(events[0], Mapping) else None
     if started is None:
         assumptions.append(
             "audio_recording_started_at: missing; the recording is taken to start with the "
@@ -103,4 +101,6 @@ def _offset(report: Mapping[str, Any], assumptions: list[str]) -> float:
         return 0.0
     if isinstance(started, bool) or not isinstance(started, (int, float)):
         raise ReportError(f"audio_recording_started_at: expected a number, got {started!r:.60}")
-    return float(started) - float(first)
+    # load_plan checked the events: the first one has a numeric created_at
+    first = float(report["events"][0]["created_at"])
+    return float(started) - first
