@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from livekit.agents import Agent
 
+from resilient_agent._livekit.versions import installed_livekit_version
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.replay.round_trip import round_trip
@@ -65,10 +66,17 @@ def test_the_replay_plays_the_recording_and_transcribes_only_what_reached_the_st
     assert code == 0, out
     assert "no recording" not in out
     assert "assumed: the caller's audio is the recording's channel 0 (22.00 s from 0.00 s)" in out
+    assert "hears a word only from recorded frames that reached it" in out
     # the recording has the four words said over the protected hold message; livekit withholds
     # them from the STT on Agent as it did in the call, and ResilientAgent gets them through
     assert "Agent (as recorded): faithful: same 2 caller turn(s), same words lost (4)" in out
     assert "ResilientAgent: PASS  lost words 0" in out
+    # docs/replay.md shows what it prints, on the release it names
+    guide = (Path(__file__).parents[1] / "docs" / "replay.md").read_text()
+    shown = out.replace(str(report_path), f"reports/Agent/{STEM}.json").replace(
+        f"(livekit-agents {installed_livekit_version()})", "(livekit-agents 1.8.9)"
+    )
+    assert shown in guide, shown
 
 
 def test_a_call_whose_caller_the_transcripts_cannot_rebuild_round_trips_with_its_recording(

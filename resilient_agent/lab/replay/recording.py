@@ -9,9 +9,10 @@ plan's seconds count from the report's first event, so the recording sits at
 
 The replayed caller is the recording's caller channel at the lab's 16 kHz, heard by a VAD (the
 lab's energy VAD for the lab's own recordings, whose caller is a tone; livekit's embedded Silero
-VAD for any other). The recording has no transcript marks, so the STT answers with the recorded
-transcripts' words where the plan puts them, and only from frames that carry audio: where livekit
-withholds the caller's audio it feeds silence, and the STT hears nothing there.
+VAD for any other). The recording has no transcript, so the lab stamps the report's words of
+each turn (see :class:`~.plan.CallerTurn`) on the recording's speech frames in the turn, as it
+marks its own scripted audio: the STT transcribes a word only when its recorded frames reached
+it, and where livekit withholds the caller's audio it feeds silence, which carries no word.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
     assumptions.append(
         f"the caller's audio is the recording's channel 0 ({seconds:.2f} s from "
         f"{_seconds(offset)} s), "
-        f"heard by {vad}; the STT answers with the recorded transcripts' words, spread over "
-        "each turn, only from frames where the caller's audio reached it"
+        f"heard by {vad}; the STT answers with the report's words of each turn (placeholders "
+        "where it has none), spread over the turn's speech in the recording, and hears a word "
+        "only from recorded frames that reached it"
     )
     return ReplayRecording(CallerRecording(path, round(offset, 6)), lab_made, tuple(assumptions))
 
