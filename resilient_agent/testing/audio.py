@@ -49,6 +49,8 @@ FRAME_SAMPLES = int(SAMPLE_RATE * FRAME_SECONDS)
 _MAGIC = 23_130  # never produced by the marker tone, whose amplitude stays below it
 _TONE_AMPLITUDE = 3_000
 _HEADER = 6
+# a mark's word length no word reaches (below the magic number, which would read as a mark)
+_NEVER_HEARD_FRAMES = 30_000
 KIND_USER = 1
 KIND_AGENT = 2
 _TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TONE_AMPLITUDE).astype(
@@ -138,6 +140,11 @@ def read_markers(data: np.ndarray) -> list[AudioMarker]:
 def frame_markers(frame: rtc.AudioFrame) -> list[AudioMarker]:
     """Markers carried by a livekit audio frame."""
     return read_markers(np.frombuffer(frame.data, dtype=np.int16))
+
+
+def _pause_marker(window: SpeechWindow) -> AudioMarker:
+    """A mark with no word: a word past the utterance's last, too long to ever be recognised."""
+    return AudioMarker(KIND_USER, window.index, len(window.words), 0, _NEVER_HEARD_FRAMES)
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,7 @@ class ScriptedAudioInput(AudioInput):
         if self._recording is None:
             return self._silence
         chunk = self._recorded_frame(frame_index)
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
         for window, voiced in self._recorded_speech():
             if frame_index in voiced:
                 # the words spread over the window's speech, not its silences
@@ -286,6 +294,9 @@ class ScriptedAudioInput(AudioInput):
                 word, first, last = word_frames(len(voiced), len(window.words), at)
                 marker = AudioMarker(KIND_USER, window.index, word, at - first, last - first)
                 return marker_frame_samples(marker, chunk)
+            if window.start <= t < window.end:
+                # a pause inside the utterance is marked as the lab marks its own (no word in it)
+                return marker_frame_samples(_pause_marker(window), chunk)
         return chunk
 
     def _recorded_frame(self, frame_index: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...testing.audio_recording import CallerRecording, RecordingError, caller_channel
+from ...testing.session_report import LAB_VAD_TAG
 from .plan import ReplayPlan, ReportError
 
 __all__ = ["ReplayRecording", "read_recording"]
@@ -37,12 +38,13 @@ class ReplayRecording:
 
     Attributes:
         caller: The caller's line, aligned to the plan's seconds.
-        lab_made: The lab recorded it (its caller is a marker tone: the lab's energy VAD hears it).
+        lab_vad: The lab's energy VAD hears it: the lab recorded it with that VAD (its caller
+            is a marker tone); else livekit's embedded Silero VAD does.
         assumptions: What the replay assumed of it, one line each.
     """
 
     caller: CallerRecording
-    lab_made: bool
+    lab_vad: bool
     assumptions: tuple[str, ...] = ()
 
 
@@ -71,10 +73,10 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
             f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the "
             f"caller's last turn ends at {last:.2f} s (events): not this call's recording"
         )
-    lab_made = str(report.get("job_id", "")).startswith("lab-")
+    lab_vad = _lab_vad(report.get("tags"))
     vad = (
-        "the lab's energy VAD (a lab recording: its caller is a tone)"
-        if lab_made
+        "the lab's energy VAD, as in the recorded lab call"
+        if lab_vad == "scripted"
         else "livekit's embedded Silero VAD"
     )
     assumptions.append(
@@ -84,7 +86,17 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
         "where it has none), spread over the turn's speech in the recording, and hears a word "
         "only from recorded frames that reached it"
     )
-    return ReplayRecording(CallerRecording(path, round(offset, 6)), lab_made, tuple(assumptions))
+    return ReplayRecording(
+        CallerRecording(path, round(offset, 6)), lab_vad == "scripted", tuple(assumptions)
+    )
+
+
+def _lab_vad(tags: Any) -> str | None:
+    """The VAD of a lab call (its report's tag), None for any other call."""
+    for tag in tags if isinstance(tags, list) else ():
+        if isinstance(tag, str) and tag.startswith(LAB_VAD_TAG):
+            return tag.removeprefix(LAB_VAD_TAG)
+    return None
 
 
 def _seconds(value: float) -> str:

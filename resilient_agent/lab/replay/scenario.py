@@ -76,9 +76,9 @@ def replay_scenario(
             scenario,
             caller_line="recorded",
             caller_recording=recording.caller,
-            vad="scripted" if recording.lab_made else "silero",
+            vad="scripted" if recording.lab_vad else "silero",
             # a real VAD has no scripted faults: a turn that never ended is the recording's
-            vad_fault=scenario.vad_fault if recording.lab_made else VADFault(),
+            vad_fault=scenario.vad_fault if recording.lab_vad else VADFault(),
         )
     except ValueError as exc:  # the scenario's own checks: the report's timings disagree
         raise ReportError(f"the call cannot be replayed: {exc}") from None
