@@ -95,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         type=Path,
         help="write every call as livekit's session report (SessionReport.to_dict() JSON), "
-        "DIR/AGENT/FAMILY__VARIANT.json, which resilient-agent replay reads",
+        "DIR/AGENT/FAMILY__VARIANT.json, and its audio as livekit's recorder writes it "
+        "(record=True), DIR/AGENT/FAMILY__VARIANT.ogg, which resilient-agent replay reads "
+        "(--recording)",
     )
     lab.add_argument("--list", action="store_true", help="list the scenarios and exit")
     lab.add_argument(

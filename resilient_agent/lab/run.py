@@ -291,9 +291,18 @@ def _run_all(
             ]
         for variant, onset in variants:
             for agent in runnable:
-                world, outcome = run_scenario(variant, agent.catalog_cls or agent.cls, stack=stack)
-                if record is not None:
-                    write_session_report(world, record_path(record, agent.label, variant, onset))
+                report_path = (
+                    record_path(record, agent.label, variant, onset) if record is not None else None
+                )
+                world, outcome = run_scenario(
+                    variant,
+                    agent.catalog_cls or agent.cls,
+                    stack=stack,
+                    # livekit's own recorder writes the call's audio beside its report
+                    record_audio=report_path.with_suffix(".ogg") if report_path else None,
+                )
+                if report_path is not None:
+                    write_session_report(world, report_path)
                 timeline = extract_timeline(
                     world, outcome, agent=agent.path, agent_label=agent.label, onset=onset
                 )
@@ -318,7 +327,10 @@ def _run_all(
 
 
 def record_path(root: Path, agent: str, scenario: Scenario, onset: float | None = None) -> Path:
-    """Where ``--record`` writes a call's report: ``ROOT/AGENT/FAMILY__VARIANT[@ONSET].json``."""
+    """Where ``--record`` writes a call's report: ``ROOT/AGENT/FAMILY__VARIANT[@ONSET].json``.
+
+    livekit's recorder writes the call's audio beside it, with the suffix ``.ogg``.
+    """
     stem = scenario.name.replace("/", "__") + ("" if onset is None else f"@{onset:g}")
     return root / agent / f"{stem}.json"
 

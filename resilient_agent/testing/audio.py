@@ -26,6 +26,7 @@ from .schedule import delivery_wait
 __all__ = [
     "FRAME_SAMPLES",
     "FRAME_SECONDS",
+    "RECORDED_SPEECH_LEVEL",
     "SAMPLE_RATE",
     "AudioMarker",
     "CallerLine",
@@ -50,6 +51,8 @@ FRAME_SAMPLES = int(SAMPLE_RATE * FRAME_SECONDS)
 _MAGIC = 23_130  # never produced by the marker tone, whose amplitude stays below it
 _TONE_AMPLITUDE = 3_000
 _HEADER = 6
+# a mark's word length no word reaches (below the magic number, which would read as a mark)
+_NEVER_HEARD_FRAMES = 30_000
 KIND_USER = 1
 KIND_AGENT = 2
 # the magic sample as the bytes of a frame carry it, and the header after it
@@ -62,7 +65,7 @@ _TONE = (np.sin(np.arange(FRAME_SAMPLES) * 2 * np.pi * 220 / SAMPLE_RATE) * _TON
 # int16 RMS), under the 300 RMS many meters call "quiet", yet plainly speech.
 _QUIET_GAIN = 1 / 15
 
-CallerLine = Literal["marked", "quiet", "zeros"]
+CallerLine = Literal["marked", "quiet", "zeros", "recorded"]
 """What the caller's line carries, as livekit sees it.
 
 ``marked``: the caller's speech as marked frames the scripted VAD and STT hear (the default).
@@ -71,7 +74,16 @@ CallerLine = Literal["marked", "quiet", "zeros"]
 the script by time instead of the samples (the way livekit's test fakes do): they hear what the
 caller is saying whenever livekit feeds them a frame, so they suit race-free calls, not races
 that depend on which frames livekit withholds.
+``recorded``: a call's recorded audio (the caller's channel of livekit's recording). It has no
+marks of its own: the lab stamps the utterances' word marks on the recording's frames that carry
+speech (louder than :data:`RECORDED_SPEECH_LEVEL`) inside the utterances, so the scripted STT
+transcribes the words whose recorded audio reached it, as on a marked line; the VAD hears the
+recording's samples.
 """
+
+RECORDED_SPEECH_LEVEL = 250.0
+"""Mean ``|int16|`` over which a recorded frame is speech: Opus rings on for a few frames after
+the lab's tone stops, at about a tenth of its level (a mean of about 2,000)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,11 @@ def markers_in_bytes(raw: bytes) -> list[AudioMarker]:
                 found.append(AudioMarker(kind, source_id, part, frame_in_part, frames_in_part))
         pos = raw.find(_MAGIC_BYTES, pos + 1)
     return found
+
+
+def _pause_marker(window: SpeechWindow) -> AudioMarker:
+    """A mark with no word: a word past the utterance's last, too long to ever be recognised."""
+    return AudioMarker(KIND_USER, window.index, len(window.words), 0, _NEVER_HEARD_FRAMES)
 
 
 @dataclass(frozen=True)
@@ -228,8 +245,12 @@ class ScriptedAudioInput(AudioInput):
         noise: Sequence[NoiseWindow] = (),
         line: CallerLine = "marked",
         frame_s: float = FRAME_SECONDS,
+        recording: np.ndarray | None = None,
     ) -> None:
         super().__init__(label="ScriptedAudioInput")
+        # a ``recorded`` line's audio: int16 at the lab's rate from the call's second 0
+        self._recording = recording
+        self._speech: list[tuple[SpeechWindow, dict[int, int]]] | None = None
         self._parts = lab_frames_in(frame_s)
         self.line: CallerLine = line
         self._windows = sorted(windows, key=lambda w: w.start)
@@ -264,6 +285,8 @@ class ScriptedAudioInput(AudioInput):
     def _line_samples(self, frame_index: int) -> np.ndarray:
         if self.line == "zeros":
             return self._silence
+        if self.line == "recorded":
+            return self._recorded_samples(frame_index)
         samples = self._samples_for(frame_index)
         if self.line == "quiet":
             if samples is self._silence:
@@ -273,6 +296,48 @@ class ScriptedAudioInput(AudioInput):
                 voice[:_HEADER] = _TONE[:_HEADER]  # a low-gain line carries the voice, no marker
             return (voice * _QUIET_GAIN).astype(np.int16)
         return samples
+
+    def _recorded_samples(self, frame_index: int) -> np.ndarray:
+        """A recorded line's frame: the recording, with the word marks where it has speech."""
+        if self._recording is None:
+            return self._silence
+        chunk = self._recorded_frame(frame_index)
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
+        for window, voiced in self._recorded_speech():
+            if frame_index in voiced:
+                # the words spread over the window's speech, not its silences
+                at = voiced[frame_index]
+                word, first, last = word_frames(len(voiced), len(window.words), at)
+                marker = AudioMarker(KIND_USER, window.index, word, at - first, last - first)
+                return marker_frame_samples(marker, chunk)
+            if window.start <= t < window.end:
+                # a pause inside the utterance is marked as the lab marks its own (no word in it)
+                return marker_frame_samples(_pause_marker(window), chunk)
+        return chunk
+
+    def _recorded_frame(self, frame_index: int) -> np.ndarray:
+        assert self._recording is not None
+        start = frame_index * FRAME_SAMPLES
+        chunk = self._recording[start : start + FRAME_SAMPLES]
+        if len(chunk) < FRAME_SAMPLES:
+            chunk = np.concatenate([chunk, self._silence[: FRAME_SAMPLES - len(chunk)]])
+        return chunk
+
+    def _recorded_speech(self) -> list[tuple[SpeechWindow, dict[int, int]]]:
+        """Each window with its recorded speech frames: frame index to its rank among them."""
+        if self._speech is None:
+            self._speech = []
+            for window in self._windows:
+                first = round(window.start / FRAME_SECONDS)
+                last = round(window.end / FRAME_SECONDS)
+                voiced = [
+                    i
+                    for i in range(first, last)
+                    if np.abs(self._recorded_frame(i).astype(np.int32)).mean()
+                    > RECORDED_SPEECH_LEVEL
+                ]
+                self._speech.append((window, {i: rank for rank, i in enumerate(voiced)}))
+        return self._speech
 
     @staticmethod
     def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,7 +21,14 @@ from livekit.rtc import EventEmitter
 from typing_extensions import TypeIs
 
 from .._livekit.compat import close_as_caller_left
-from .audio import PlayedSegment, PlayoutAudioOutput, ScriptedAudioInput, SpeechWindow
+from .audio import (
+    RECORDED_SPEECH_LEVEL,
+    PlayedSegment,
+    PlayoutAudioOutput,
+    ScriptedAudioInput,
+    SpeechWindow,
+)
+from .audio_recording import AudioRecording, RecorderIO, start_audio_recording
 from .clock import run_virtual
 from .contracts import CallOutcome, evaluate
 from .emulators import (
@@ -109,6 +117,7 @@ class CallWorld:
             later in the call: those it redirected, and those it refused (could not redirect,
             or, without a stack, provider plugins), each kept from its provider, the session's
             own playing its part, and the call failed.
+        audio_recording: The call's audio as livekit's recorder wrote it, when it was recorded.
     """
 
     scenario: Scenario
@@ -150,6 +159,7 @@ class CallWorld:
     connections: dict[str, int] = field(default_factory=dict)
     redirected: tuple[str, ...] = ()
     later_agents: LaterAgents = field(default_factory=LaterAgents)
+    audio_recording: AudioRecording | None = None
 
 
 _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
@@ -187,11 +197,14 @@ async def run_scenario_async(
     *,
     stack: str | None = None,
     deepgram_faults: DeepgramFaults | None = None,
+    record_audio: Path | None = None,
 ) -> CallWorld:
     """Run ``scenario`` with its agent built on ``agent_class``; must run on virtual time.
 
     With ``stack`` (a key of :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call
-    runs on that stack's real provider plugins against local wire emulators.
+    runs on that stack's real provider plugins against local wire emulators. With
+    ``record_audio``, livekit's own recorder writes the call's audio there (as
+    ``record=True`` does in production; see :mod:`.audio_recording`).
     """
     from .stacks import STACKS, running_realtime_stack, running_stack
 
@@ -199,7 +212,7 @@ async def run_scenario_async(
     realtime = spec is not None and spec.realtime is not None
     plays = spec.realtime if spec is not None and realtime else "pipeline"
     if stack is None or scenario.model != plays:
-        return await _run_call(scenario, agent_class, None)
+        return await _run_call(scenario, agent_class, None, record_audio)
     t0 = asyncio.get_running_loop().time()
     _, words = _caller_audio(scenario)
     scripted = ScriptedLLM(scenario.llm, clock=lambda: asyncio.get_running_loop().time() - t0)
@@ -226,7 +239,7 @@ async def run_scenario_async(
             ],
             clock=lambda: asyncio.get_running_loop().time() - t0,
         ) as live:
-            world = await _run_call(scenario, agent_class, live)
+            world = await _run_call(scenario, agent_class, live, record_audio)
             own = world.agent.llm
             if isinstance(own, RealtimeModel) and own is not live.model:
                 # as a job's shutdown would: an app's own model holds its HTTP session
@@ -250,7 +263,7 @@ async def run_scenario_async(
             },
         ) as running,
     ):
-        world = await _run_call(scenario, agent_class, running)
+        world = await _run_call(scenario, agent_class, running, record_audio)
         if world.redirected:
             # as a job's shutdown would: their pooled sockets would hold the emulators open
             await close_app_plugins(world.agent)
@@ -263,6 +276,7 @@ async def _run_call(
     scenario: Scenario,
     agent_class: type[Agent],
     running: RunningStack | RunningRealtimeStack | None,
+    record_audio: Path | None = None,
 ) -> CallWorld:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_unretrieved_exception)
@@ -273,7 +287,7 @@ async def _run_call(
 
     audio_in, words = _caller_audio(scenario)
     # on quiet and zeros lines the VAD and STT follow the script, as livekit's test fakes do
-    script = audio_in.script_at if scenario.caller_line != "marked" else None
+    script = audio_in.script_at if scenario.caller_line in ("quiet", "zeros") else None
     segments: list[PlayedSegment] = []
     recorder = CallRecorder(clock=clock)
 
@@ -399,6 +413,7 @@ async def _run_call(
             events.on(kind, lambda ev: world.race_events.append(_race_record(ev, clock())))
     closed = asyncio.Event()
     session.on("close", lambda _ev: closed.set())
+    audio_recorder: RecorderIO | None = None
     try:
         # livekit looks its mocks up by the agent's exact class, in the tool's context; each
         # mock is called with the tool's arguments by name (tool_mocks.by_name)
@@ -408,6 +423,8 @@ async def _run_call(
             else contextlib.nullcontext()
         )
         with recorded_job_context(job), mocks:
+            if record_audio is not None:
+                audio_recorder = await start_audio_recording(session, record_audio)
             await session.start(agent, record=False)
             typing = loop.create_task(_type_messages(session, scenario.typed, t0))
             if scenario.caller_leaves_at is not None:
@@ -429,6 +446,12 @@ async def _run_call(
     finally:
         lk_logger.removeHandler(logs)
     world.virtual_seconds = clock()
+    if audio_recorder is not None:
+        started_at = audio_recorder.recording_started_at
+        # livekit closes its recorder in AgentSession.aclose; the lab drives its own
+        await audio_recorder.aclose()
+        assert record_audio is not None and started_at is not None
+        world.audio_recording = AudioRecording(record_audio, started_at)
     world.redirected = (*redirected, *world.later_agents.redirected)
     return world
 
@@ -462,6 +485,9 @@ def _caller_audio(
         noise=scenario.noise,
         line=scenario.caller_line,
         frame_s=scenario.caller_frame_s,
+        recording=(
+            scenario.caller_recording.samples() if scenario.caller_recording is not None else None
+        ),
     )
     return audio_in, words
 
@@ -511,6 +537,9 @@ def _vad(
     scenario: Scenario, script: Callable[[float], np.ndarray] | None
 ) -> ScriptedVAD | inference.VAD:
     """The call's VAD: scripted, or livekit's embedded Silero model."""
+    if scenario.vad == "scripted" and scenario.caller_line == "recorded":
+        # the recording's samples as the call's VAD heard them (Opus rings on after speech)
+        return ScriptedVAD(fault=scenario.vad_fault, energy_threshold=RECORDED_SPEECH_LEVEL)
     if scenario.vad == "scripted":
         return ScriptedVAD(fault=scenario.vad_fault, script=script)
     return inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
@@ -598,16 +627,24 @@ def run_scenario(
     *,
     stack: str | None = None,
     deepgram_faults: DeepgramFaults | None = None,
+    record_audio: Path | None = None,
 ) -> tuple[CallWorld, CallOutcome]:
     """Run ``scenario`` on a fresh virtual-time loop and judge it against the contracts.
 
     With ``stack`` (see :data:`~resilient_agent.testing.stacks.STACKS`), a pipeline call runs on
     the real provider plugins against local wire emulators; ``deepgram_faults`` makes the
-    Deepgram emulator misbehave at the wire (a half-open socket, a drop, a refusal).
+    Deepgram emulator misbehave at the wire (a half-open socket, a drop, a refusal);
+    ``record_audio`` writes the call's audio there with livekit's own recorder.
     """
     started = time.perf_counter()
     world = run_virtual(
-        run_scenario_async(scenario, agent_class, stack=stack, deepgram_faults=deepgram_faults)
+        run_scenario_async(
+            scenario,
+            agent_class,
+            stack=stack,
+            deepgram_faults=deepgram_faults,
+            record_audio=record_audio,
+        )
     )
     world.wall_seconds = time.perf_counter() - started
     return world, evaluate(world)

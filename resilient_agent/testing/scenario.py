@@ -18,6 +18,7 @@ import numpy as np
 from livekit.agents import Agent
 
 from .audio import FRAME_SECONDS, SAMPLE_RATE, CallerLine, NoiseWindow, lab_frames_in
+from .audio_recording import CallerRecording
 from .llm import LLMRule
 from .real_speech import RealSpeech
 from .refusals import ConnectRefusals
@@ -328,6 +329,8 @@ class Scenario:
         protected_lines: Lines the app asked to be spoken uninterrupted (``say`` or
             ``generate_reply`` with ``allow_interruptions=False``): each must be heard to the
             end, whoever talks over it.
+        caller_recording: With ``caller_line="recorded"``: the recording whose caller channel
+            is the caller's line (the utterances say which words are where, for the STT).
     """
 
     name: str
@@ -363,6 +366,7 @@ class Scenario:
     model: ModelKind = "pipeline"
     protected_lines: tuple[str, ...] = ()
     hang_up_without_farewell_within: float | None = None
+    caller_recording: CallerRecording | None = None
 
     def __post_init__(self) -> None:
         ordered = sorted(self.utterances, key=lambda u: u.start)
@@ -379,7 +383,9 @@ class Scenario:
             raise ValueError(f"{self.name}: caller_frame_s: {exc}") from None
         if self.vad == "silero" and self.vad_fault.mode != "healthy":
             raise ValueError(f"{self.name}: vad_fault needs vad='scripted' (faults are scripted)")
-        if self.vad == "silero" and self.caller_line != "marked":
+        if (self.caller_line == "recorded") != (self.caller_recording is not None):
+            raise ValueError(f"{self.name}: caller_line='recorded' goes with caller_recording")
+        if self.vad == "silero" and self.caller_line not in ("marked", "recorded"):
             raise ValueError(
                 f"{self.name}: caller_line={self.caller_line!r} needs vad='scripted' (Silero "
                 "hears the samples; only the scripted VAD can follow the script)"

@@ -21,11 +21,14 @@ from .clock import virtual_wall_time
 
 SCRIPT_END_TAG = "resilient-agent-lab:script-end="
 """The report tag saying when a lab call's script ended and the lab closed the session."""
+LAB_VAD_TAG = "resilient-agent-lab:vad="
+"""The report tag naming a lab call's VAD (``scripted`` or ``silero``): its recording's replay
+hears the caller with the same."""
 
 if TYPE_CHECKING:
     from .runner import CallWorld
 
-__all__ = ["SCRIPT_END_TAG", "session_report", "write_session_report"]
+__all__ = ["LAB_VAD_TAG", "SCRIPT_END_TAG", "session_report", "write_session_report"]
 
 
 def session_report(world: CallWorld) -> dict[str, Any]:
@@ -47,8 +50,15 @@ def session_report(world: CallWorld) -> dict[str, Any]:
         "timestamp": virtual_wall_time(world.t0 + world.virtual_seconds),
         "agent_name": type(world.agent).__name__,
         # when the script ended and the lab closed the session: no app or caller did
-        "tags": [f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else [],
+        "tags": [
+            *([f"{SCRIPT_END_TAG}{world.ended_at:g}"] if not world.closed_by_app else []),
+            f"{LAB_VAD_TAG}{world.scenario.vad}",
+        ],
     }
+    if world.audio_recording is not None:
+        # as a job's report has them: livekit's recorder's file and its first sample's time
+        fields["audio_recording_path"] = world.audio_recording.path
+        fields["audio_recording_started_at"] = world.audio_recording.started_at
     # livekit-agents 1.8.0's report has no agent_name or tags yet: they are written beside what
     # its own to_dict() writes, under the names later releases give them
     known = {field.name for field in dataclasses.fields(SessionReport)}

@@ -60,6 +60,7 @@ class ScriptedVAD(vad.VAD):
         fault: How it misbehaves.
         script: What the caller says at a loop time; when given, the VAD hears it instead of
             the frames' samples, as livekit's own test fakes do (for quiet and zeros lines).
+        energy_threshold: The mean ``|int16|`` of a frame over which it is speech.
     """
 
     def __init__(
@@ -69,9 +70,11 @@ class ScriptedVAD(vad.VAD):
         min_silence_duration: float = SILENCE_TO_END_SPEECH,
         fault: VADFault | None = None,
         script: Callable[[float], np.ndarray] | None = None,
+        energy_threshold: float = _ENERGY_THRESHOLD,
     ) -> None:
         super().__init__(capabilities=vad.VADCapabilities(update_interval=0.03))
         self.script = script
+        self.energy_threshold = energy_threshold
         self.min_speech_duration = min_speech_duration
         self.min_silence_duration = min_silence_duration
         self.fault = fault or VADFault()
@@ -132,7 +135,7 @@ class ScriptedVADStream(vad.VADStream):
             if self.dead:
                 continue
             raw = frame.data.tobytes()
-            voiced = _has_energy(raw)
+            voiced = _has_energy(raw, owner.energy_threshold)
             markers = [m for m in markers_in_bytes(raw) if m.kind == KIND_USER]
             if markers and fault.mode != "healthy" and markers[0].source_id == fault.utterance:
                 if fault.mode == "stuck":
@@ -242,10 +245,10 @@ def _script_frame(
     )
 
 
-def _has_energy(raw: bytes) -> bool:
-    """Whether the int16 samples in ``raw`` are louder, on average, than the energy threshold."""
+def _has_energy(raw: bytes, threshold: float) -> bool:
+    """Whether the int16 samples in ``raw`` are louder, on average, than ``threshold``."""
     if not raw.strip(b"\0"):
         return False  # silence, most of a call: no arithmetic needed
     data = np.frombuffer(raw, dtype=np.int16)
     # the exact mean of the magnitudes: an integer sum, divided once
-    return int(np.abs(data.astype(np.int32)).sum()) / data.size > _ENERGY_THRESHOLD
+    return int(np.abs(data.astype(np.int32)).sum()) / data.size > threshold

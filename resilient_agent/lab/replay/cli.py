@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from livekit.agents import Agent
 
     from .plan import ReplayPlan
+    from .recording import ReplayRecording
     from .run import ReplayRun
 
 __all__ = ["add_replay_parser", "replay_command"]
@@ -74,6 +75,20 @@ def add_replay_parser(commands: Any) -> None:
     replay.add_argument(
         "--only", metavar="REGEX", help="with --round-trip: the catalog calls whose name matches"
     )
+    replay.add_argument(
+        "--recording",
+        metavar="FILE",
+        type=Path,
+        help="the call's audio as livekit recorded it (session.start(record=True): audio.ogg "
+        "in the job's session directory): the caller's channel is the replayed caller's audio; "
+        "without it, the caller's audio is made from the report's turn timings",
+    )
+    replay.add_argument(
+        "--no-recording",
+        action="store_true",
+        help="with --round-trip: replay each call without its audio recording (the caller's "
+        "audio made from the transcripts)",
+    )
 
 
 class ReplayUsageError(Exception):
@@ -85,6 +100,7 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     from ..run import RESILIENT_PATH, quiet_logs
     from .plan import ReportError, load_plan, read_report
+    from .recording import read_recording
 
     try:
         _check(args)
@@ -92,12 +108,15 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             from .round_trip import run_round_trip
 
             with quiet_logs():
-                return run_round_trip(args.only, out)
+                return run_round_trip(args.only, out, audio=not args.no_recording)
         report = read_report(args.report)
         plan = load_plan(report)
+        recording = (
+            read_recording(args.recording, report, plan) if args.recording is not None else None
+        )
         agent_class, app = _agent_under_test(args.agent)
         with quiet_logs():
-            code = _replay(plan, args, agent_class, app, out)
+            code = _replay(plan, args, agent_class, app, out, recording)
         if args.emit_test is not None:
             from .emit import write_test
 
@@ -128,6 +147,12 @@ def _check(args: argparse.Namespace) -> None:
         raise ReplayUsageError("--explore N takes a REPORT and N of 1 or more")
     if args.redact and args.emit_test is None:
         raise ReplayUsageError("--redact goes with --emit-test")
+    if args.recording is not None and args.round_trip:
+        raise ReplayUsageError("--recording goes with a REPORT (--round-trip records its own)")
+    if args.no_recording and not args.round_trip:
+        raise ReplayUsageError("--no-recording goes with --round-trip")
+    if args.recording is not None and (args.explore is not None or args.emit_test is not None):
+        raise ReplayUsageError("--recording does not go with --explore or --emit-test yet")
 
 
 def _agent_under_test(path: str | None) -> tuple[type[Agent], bool]:
@@ -141,7 +166,12 @@ def _agent_under_test(path: str | None) -> tuple[type[Agent], bool]:
 
 
 def _replay(
-    plan: ReplayPlan, args: argparse.Namespace, agent_class: type[Agent], app: bool, out: TextIO
+    plan: ReplayPlan,
+    args: argparse.Namespace,
+    agent_class: type[Agent],
+    app: bool,
+    out: TextIO,
+    recording: ReplayRecording | None = None,
 ) -> int:
     from livekit.agents import Agent
 
@@ -150,12 +180,15 @@ def _replay(
     print(_summary(args.report, plan), file=out)
     for assumed in plan.assumptions:
         print(f"assumed: {assumed}", file=out)
-    print(
-        "no recording: the caller's audio is made from the report's turn timings (the "
-        "scripted VAD and STT hear it as the report says they did)",
-        file=out,
-    )
-    recorded = run_replay(plan, Agent)
+    if recording is None:
+        print(
+            "no recording: the caller's audio is made from the report's turn timings (the "
+            "scripted VAD and STT hear it as the report says they did)",
+            file=out,
+        )
+    for assumed in recording.assumptions if recording is not None else ():
+        print(f"assumed: {assumed}", file=out)
+    recorded = run_replay(plan, Agent, recording=recording)
     faithful = not recorded.divergences
     if faithful:
         print(
@@ -172,7 +205,7 @@ def _replay(
             print(f"  {divergence}", file=out)
     print(_verdict("Agent", recorded), file=out)
     mocks = _mocks(args.mock) if app else {}
-    under_test = run_replay(plan, agent_class, app=app, tool_mocks=mocks)
+    under_test = run_replay(plan, agent_class, app=app, tool_mocks=mocks, recording=recording)
     print(_verdict(agent_class.__name__, under_test), file=out)
     code = 0 if faithful and under_test.outcome.passed else 1
     if args.explore is not None:

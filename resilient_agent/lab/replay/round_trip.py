@@ -9,9 +9,11 @@ verdict is the same when the lab's contracts pass or fail on both.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import TextIO
 
@@ -23,6 +25,7 @@ from ..catalog import scenarios
 from ..run import RESILIENT_PATH, load_agent_class, select
 from .fidelity import FRAME_TOLERANCE_S, Divergence
 from .plan import ReportError, load_plan
+from .recording import read_recording
 from .run import run_replay
 
 __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
@@ -83,11 +86,25 @@ def left_out(scenario: Scenario) -> str | None:
     return None
 
 
-def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
-    """Record ``scenario`` on ``agent_class`` as livekit's report and replay it on the same."""
-    world, outcome = run_scenario(scenario, agent_class)
+def round_trip(
+    scenario: Scenario, agent_class: type[Agent], audio_dir: Path | None = None
+) -> RoundTrip:
+    """Record ``scenario`` on ``agent_class`` as livekit's report and replay it on the same.
+
+    With ``audio_dir``, livekit's recorder also records the call's audio there and the replay
+    plays its caller channel (see :mod:`.recording`); without, the caller's audio is made from
+    the report's turns.
+    """
+    audio = (
+        audio_dir / f"{agent_class.__name__}__{scenario.name.replace('/', '__')}.ogg"
+        if audio_dir is not None
+        else None
+    )
+    world, outcome = run_scenario(scenario, agent_class, record_audio=audio)
     try:
-        plan = load_plan(session_report(world))
+        report = session_report(world)
+        plan = load_plan(report)
+        recording = read_recording(audio, report, plan) if audio is not None else None
     except ReportError as exc:
         return RoundTrip(
             scenario.name,
@@ -98,7 +115,7 @@ def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
             "unreadable",
         )
     try:
-        replay = run_replay(plan, agent_class, name=scenario.name)
+        replay = run_replay(plan, agent_class, name=scenario.name, recording=recording)
     except ReportError as exc:
         return RoundTrip(
             scenario.name,
@@ -179,8 +196,11 @@ def _has_fault(scenario: Scenario) -> bool:
     )
 
 
-def run_round_trip(only: str | None, out: TextIO) -> int:
+def run_round_trip(only: str | None, out: TextIO, *, audio: bool = True) -> int:
     """``resilient-agent replay --round-trip``: print every call that diverges, then the figures.
+
+    With ``audio``, each call's audio is recorded with livekit's recorder and the replay plays
+    its caller channel; without, the caller is made from the transcripts (``--no-recording``).
 
     Returns:
         0 when every call round-trips with the same verdict, 1 otherwise.
@@ -190,21 +210,34 @@ def run_round_trip(only: str | None, out: TextIO) -> int:
     runnable = [s for s in chosen if left_out(s) is None]
     classes: list[type[Agent]] = [Agent, load_agent_class(RESILIENT_PATH)]
     trips: list[RoundTrip] = []
+    # livekit's recorder writes each call's audio here, for its replay
+    audio_dir = tempfile.TemporaryDirectory(prefix="round-trip-audio-") if audio else None
     for scenario in runnable:
         for cls in classes:
-            trip = round_trip(scenario, cls)
+            trip = round_trip(scenario, cls, Path(audio_dir.name) if audio_dir else None)
             trips.append(trip)
             if not trip.faithful or trip.verdict != trip.replayed_verdict:
                 verdicts = f"verdict {_word(trip.verdict)} -> {_word(trip.replayed_verdict)}"
                 print(f"DIVERGES  {trip.scenario:<52} {trip.agent:<15} {verdicts}", file=out)
                 for line in trip.divergences:
                     print(f"          {line}", file=out)
+    if audio_dir is not None:
+        audio_dir.cleanup()
     faithful = sum(t.faithful for t in trips)
     same = sum(t.verdict == t.replayed_verdict for t in trips)
     print(
         f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
         f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: realtime, "
         f"typed or real speech)",
+        file=out,
+    )
+    print(
+        "  the caller: "
+        + (
+            "each call's audio as livekit's recorder wrote it (channel 0)"
+            if audio
+            else "audio made from the transcripts (--no-recording)"
+        ),
         file=out,
     )
     print(

@@ -13,6 +13,7 @@ from ...testing.runner import CallWorld
 from ...testing.session_report import session_report
 from .fidelity import Divergence, divergences
 from .plan import ReplayPlan, load_plan
+from .recording import ReplayRecording
 from .scenario import replay_scenario
 
 __all__ = ["ReplayRun", "run_replay"]
@@ -42,6 +43,7 @@ def run_replay(
     *,
     app: bool = False,
     tool_mocks: Mapping[str, Callable[..., Any]] | None = None,
+    recording: ReplayRecording | None = None,
 ) -> ReplayRun:
     """Replay ``plan`` on virtual time.
 
@@ -51,8 +53,9 @@ def run_replay(
         name: The scenario's name.
         app: ``agent_class`` is the app's own (its tools run, see :func:`replay_scenario`).
         tool_mocks: With ``app``: tool name to the callable run instead of that tool.
+        recording: The call's audio recording, played as the caller's line.
     """
-    scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks)
+    scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks, recording=recording)
     world, outcome = run_scenario(scenario, agent_class)
     replayed = load_plan(session_report(world))
     return ReplayRun(world, outcome, replayed, tuple(divergences(plan, replayed)))

@@ -10,6 +10,7 @@ so the same replay runs on a plain ``Agent`` (fidelity) and on ``ResilientAgent`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
+from .recording import ReplayRecording
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
@@ -36,6 +38,7 @@ def replay_scenario(
     *,
     app: bool = False,
     tool_mocks: Mapping[str, Callable[..., Any]] | None = None,
+    recording: ReplayRecording | None = None,
 ) -> Scenario:
     """The lab scenario that replays ``plan``.
 
@@ -45,6 +48,8 @@ def replay_scenario(
         app: The agent is the app's own class, built as the app builds it: its tools run (or
             their ``tool_mocks``) instead of the recorded ones, and it greets as it does.
         tool_mocks: Tool name to the callable run instead of that tool of the app's class.
+        recording: The call's audio recording: its caller channel is the caller's line (the
+            turns' words say what the STT transcribes where); None: audio made from the turns.
     """
     utterances = tuple(
         Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
@@ -64,7 +69,17 @@ def replay_scenario(
         duration = plan.end_at + _TAIL_S
     duration = max([duration, *(u.end + 0.1 for u in utterances)])
     try:
-        return _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+        scenario = _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+        if recording is None:
+            return scenario
+        return dataclasses.replace(
+            scenario,
+            caller_line="recorded",
+            caller_recording=recording.caller,
+            vad="scripted" if recording.lab_vad else "silero",
+            # a real VAD has no scripted faults: a turn that never ended is the recording's
+            vad_fault=scenario.vad_fault if recording.lab_vad else VADFault(),
+        )
     except ValueError as exc:  # the scenario's own checks: the report's timings disagree
         raise ReportError(f"the call cannot be replayed: {exc}") from None
 
