@@ -315,7 +315,7 @@ class Watchdog(Middleware):
             if stall is not None:
                 found.set_result(_Look(stall, now, leave_untranscribed))
                 return
-            wait = self._next_wait(ctx, now, leave_untranscribed)
+            wait = self._wait_after(now, self._evidence.last_turn_stuck_due)
             if self._quiet(ctx):
                 found.set_result(_Look(None, now, leave_untranscribed, wait))
                 return
@@ -324,8 +324,12 @@ class Watchdog(Middleware):
             found.set_exception(exc)
 
     def _next_wait(self, ctx: MiddlewareContext, now: float, leave_untranscribed: bool) -> float:
-        wait = self.check_every_s
         due = self._evidence.user_turn_stuck_due(ctx.state, leave_untranscribed=leave_untranscribed)
+        return self._wait_after(now, due)
+
+    def _wait_after(self, now: float, due: tuple[float, float] | None) -> float:
+        """The wait before the next look, given when a stuck turn would be due."""
+        wait = self.check_every_s
         if due is not None and due[0] > now:
             # evidence is building up: look again exactly when it will be enough
             wait = min(wait, due[0] - now)
