@@ -55,7 +55,7 @@ from resilient_agent import (
 from .audio_level import AudioLevelMeter
 from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
-from .session_facts import stt_is_withheld
+from .session_facts import stt_withheld_for
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 from .word_recovery import WordRecovery
 
@@ -303,12 +303,13 @@ class Watchdog(Middleware):
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
-            if ctx.state.agent_state == "speaking" or stt_is_withheld(ctx.session):
+            speech = ctx.session.current_speech
+            if ctx.state.agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
                 self._evidence.stt_deaf_at = now
             stall = self._evidence.find(
                 now,
                 ctx.state,
-                ctx.session.current_speech,
+                speech,
                 self._ledger,
                 leave_untranscribed=leave_untranscribed,
             )
@@ -319,7 +320,9 @@ class Watchdog(Middleware):
             if self._quiet(ctx):
                 found.set_result(_Look(None, now, leave_untranscribed, wait))
                 return
-            self._next_look = asyncio.get_running_loop().call_later(wait, self._look, ctx, found)
+            # call_later's own arithmetic, without its frame: a look runs about every 0.25 s
+            loop = asyncio.get_running_loop()
+            self._next_look = loop.call_at(loop.time() + wait, self._look, ctx, found)
         except Exception as exc:  # the watch task raises it, as it would have in a sleep loop
             found.set_exception(exc)
 

@@ -29,7 +29,7 @@ from livekit.agents import AgentSession, stt
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from ..recognition import recognize_frames
-from ..session_facts import stt_is_withheld
+from ..session_facts import stt_withheld_for
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "transcribe"]
 
@@ -158,9 +158,11 @@ class WithheldAudioTap:
 
         ``speech`` is ``session.current_speech``, read in the same step.
         """
-        # a speech that allows interruptions never withholds (stt_is_withheld's cheapest test)
+        # a speech that allows interruptions never withholds (stt_withheld_for's cheapest test)
         withheld = (
-            speech is not None and not speech.allow_interruptions and stt_is_withheld(session)
+            speech is not None
+            and not speech.allow_interruptions
+            and stt_withheld_for(session, speech)
         )
         if not withheld and not self._warmup.over:
             withheld = self._warmup.active(_RECHECK_S)
