@@ -8,7 +8,10 @@ object allocation), so it says where the chain's Python runs, not what it costs 
 (``bench_instructions`` counts those). The same code gives the same count on every run.
 
 Run ``python -m benchmarks.bench_bytecodes`` (``--turns N``, ``--frame-ms 10``, ``--top K`` for
-the K functions that add the most).
+the K functions that add the most). ``--under NAME`` (repeatable) counts, in ResilientAgent's
+calls only, what runs inside each function named ``NAME`` (``name`` or ``name@path-part``, e.g.
+``_look@watchdog``), itself and everything it calls, per turn, and the K functions of it that run
+the most: where one of the chain's entry points (a listener, a notify task, a timer) spends.
 """
 
 from __future__ import annotations
@@ -25,16 +28,24 @@ BASE_TURNS = 2
 _Key = tuple[str, int, str]
 
 
-def _count(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
+def _count(
+    agent_class: type[Any], turns: int, frame_s: float, under: Sequence[str] = ()
+) -> Counter[_Key]:
     from benchmarks.bench_session import _scenario
     from resilient_agent.testing import run_scenario
 
     counts: Counter[_Key] = Counter()
+    roots = [_Root(name) for name in under]
 
     def trace(frame: FrameType, event: str, arg: object) -> Any:
-        frame.f_trace_opcodes = True
         code = frame.f_code
-        key = (code.co_filename, code.co_firstlineno, code.co_name)
+        key: _Key = (code.co_filename, code.co_firstlineno, code.co_name)
+        if roots:
+            root = _root_above(frame, roots)
+            if root is None:
+                return None
+            key = (root, code.co_firstlineno, f"{code.co_name}\0{code.co_filename}")
+        frame.f_trace_opcodes = True
 
         def local(frame: FrameType, event: str, arg: object) -> Any:
             if event == "opcode":
@@ -54,11 +65,56 @@ def _count(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
     return counts
 
 
-def extra_turns(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
-    """Bytecodes of each function in the ``turns``-turn call beyond the 2-turn call."""
-    counts = _count(agent_class, turns, frame_s)
-    counts.subtract(_count(agent_class, BASE_TURNS, frame_s))
+class _Root:
+    """A function whose inside ``--under`` counts: ``name``, or ``name@path-part``."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.name, _, self.path = spec.partition("@")
+
+    def holds(self, frame: FrameType) -> bool:
+        code = frame.f_code
+        return code.co_name == self.name and self.path in code.co_filename
+
+
+def _root_above(frame: FrameType | None, roots: Sequence[_Root]) -> str | None:
+    """The innermost of ``roots`` that ``frame`` runs in (itself or a caller), if any."""
+    while frame is not None:
+        for root in roots:
+            if root.holds(frame):
+                return root.spec
+        frame = frame.f_back
+    return None
+
+
+def extra_turns(
+    agent_class: type[Any], turns: int, frame_s: float, under: Sequence[str] = ()
+) -> Counter[_Key]:
+    """Bytecodes of each function in the ``turns``-turn call beyond the 2-turn call.
+
+    With ``under``, only those run inside one of these functions, keyed
+    ``(function spec, first line, "name\\0path")``.
+    """
+    counts = _count(agent_class, turns, frame_s, under)
+    counts.subtract(_count(agent_class, BASE_TURNS, frame_s, under))
     return counts
+
+
+def _where(path: str) -> str:
+    return path.split("site-packages/")[-1].removeprefix(os.getcwd() + os.sep)
+
+
+def _print_under(under: Sequence[str], turns: int, frame_s: float, top: int) -> None:
+    from resilient_agent import ResilientAgent
+
+    counts = extra_turns(ResilientAgent, turns, frame_s, under)
+    extra = turns - BASE_TURNS
+    for spec in under:
+        inside = Counter({k: v for k, v in counts.items() if k[0] == spec})
+        print(f"inside {spec}: {round(sum(inside.values()) / extra):,} per turn; the {top} most:")
+        for (_, line, name_path), count in inside.most_common(top):
+            name, _, path = name_path.partition("\0")
+            print(f"{round(count / extra):>8,}  {name}  {_where(path)}:{line}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -67,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=6, help="turns of the long call (6)")
     parser.add_argument("--frame-ms", type=int, choices=(10, 50), default=50)
     parser.add_argument("--top", type=int, default=15, help="functions listed (15)")
+    parser.add_argument(
+        "--under",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="count what runs inside this function (name or name@path-part), ResilientAgent only",
+    )
     args = parser.parse_args(argv)
     if args.turns <= BASE_TURNS:
         parser.error(f"--turns must be more than {BASE_TURNS}")
@@ -79,6 +142,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     frame_s = args.frame_ms / 1000
     for agent_class in (Agent, ResilientAgent):
         run_scenario(_scenario(BASE_TURNS, frame_s=frame_s), agent_class)
+    if args.under:
+        _print_under(args.under, args.turns, frame_s, args.top)
+        return
     agent = extra_turns(Agent, args.turns, frame_s)
     resilient = extra_turns(ResilientAgent, args.turns, frame_s)
     extra = args.turns - BASE_TURNS
@@ -94,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     added.subtract(agent)
     print(f"the {args.top} functions that add the most:")
     for (path, line, name), count in added.most_common(args.top):
-        where = path.split("site-packages/")[-1].removeprefix(os.getcwd() + os.sep)
-        print(f"{round(count / extra):>8,}  {name}  {where}:{line}")
+        print(f"{round(count / extra):>8,}  {name}  {_where(path)}:{line}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from typing import Any
 
 from livekit.agents import Agent, AgentSession, stt, utils
 from livekit.agents.beta.workflows import TaskGroup
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import MiddlewareContext
 
@@ -16,6 +17,7 @@ __all__ = [
     "livekit_turn_delay",
     "session_recognizer",
     "stt_is_withheld",
+    "stt_withheld_for",
 ]
 
 
@@ -75,7 +77,11 @@ def between_group_tasks(ctx: MiddlewareContext) -> bool:
 
 def stt_is_withheld(session: AgentSession[Any]) -> bool:
     """Whether livekit feeds the STT silence right now because of uninterruptible speech."""
-    speech = session.current_speech
+    return stt_withheld_for(session, session.current_speech)
+
+
+def stt_withheld_for(session: AgentSession[Any], speech: SpeechHandle | None) -> bool:
+    """:func:`stt_is_withheld`, given ``session.current_speech`` read in the same step."""
     if speech is None:
         return False
     return bool(

@@ -141,6 +141,9 @@ class StallEvidence:
         # the last look at which the agent spoke, or livekit fed the STT silence (a protected
         # speech): the caller's words of that time cannot reach the STT, their absence is no sign
         self.stt_deaf_at = float("-inf")
+        # what the last find() computed for user_turn_stuck_due: a look that found no stall
+        # reads it to time the next look (nothing find() changes afterwards moves it)
+        self.last_turn_stuck_due: tuple[float, float] | None = None
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
         """The caller started or stopped speaking."""
@@ -225,6 +228,7 @@ class StallEvidence:
         self, now: float, state: ConversationState, leave_untranscribed: bool
     ) -> Stall | None:
         due = self.user_turn_stuck_due(state, leave_untranscribed=leave_untranscribed)
+        self.last_turn_stuck_due = due
         if due is None or now < due[0]:
             return None
         return Stall("user_turn_stuck", now - due[1])

@@ -55,7 +55,7 @@ from resilient_agent import (
 from .audio_level import AudioLevelMeter
 from .clock import loop_now
 from .playout_ledger import PlayoutLedger, playout_ledger_supported
-from .session_facts import stt_is_withheld
+from .session_facts import stt_withheld_for
 from .stall_evidence import CAUSE_PLAYOUT, Stall, StallEvidence, StallKind, StallThresholds
 from .word_recovery import WordRecovery
 
@@ -303,29 +303,36 @@ class Watchdog(Middleware):
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
-            if ctx.state.agent_state == "speaking" or stt_is_withheld(ctx.session):
+            speech = ctx.session.current_speech
+            if ctx.state.agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
                 self._evidence.stt_deaf_at = now
             stall = self._evidence.find(
                 now,
                 ctx.state,
-                ctx.session.current_speech,
+                speech,
                 self._ledger,
                 leave_untranscribed=leave_untranscribed,
             )
             if stall is not None:
                 found.set_result(_Look(stall, now, leave_untranscribed))
                 return
-            wait = self._next_wait(ctx, now, leave_untranscribed)
+            wait = self._wait_after(now, self._evidence.last_turn_stuck_due)
             if self._quiet(ctx):
                 found.set_result(_Look(None, now, leave_untranscribed, wait))
                 return
-            self._next_look = asyncio.get_running_loop().call_later(wait, self._look, ctx, found)
+            # call_later's own arithmetic, without its frame: a look runs about every 0.25 s
+            loop = asyncio.get_running_loop()
+            self._next_look = loop.call_at(loop.time() + wait, self._look, ctx, found)
         except Exception as exc:  # the watch task raises it, as it would have in a sleep loop
             found.set_exception(exc)
 
     def _next_wait(self, ctx: MiddlewareContext, now: float, leave_untranscribed: bool) -> float:
-        wait = self.check_every_s
         due = self._evidence.user_turn_stuck_due(ctx.state, leave_untranscribed=leave_untranscribed)
+        return self._wait_after(now, due)
+
+    def _wait_after(self, now: float, due: tuple[float, float] | None) -> float:
+        """The wait before the next look, given when a stuck turn would be due."""
+        wait = self.check_every_s
         if due is not None and due[0] > now:
             # evidence is building up: look again exactly when it will be enough
             wait = min(wait, due[0] - now)

@@ -146,6 +146,27 @@ def test_withheld_within_agrees_with_the_window() -> None:
     assert tap.withheld_within(4.1, 4.2)
 
 
+def test_withheld_within_sees_the_withheld_frames_a_handed_off_tap_kept() -> None:
+    # the answer without reading the frames (nothing withheld since the window's start) must
+    # count the frames the previous agent's tap handed over too
+    before = _Session()
+    previous = WithheldAudioTap(before, keep_seconds=20.0)  # type: ignore[arg-type]
+    before.user_state = "speaking"
+    _feed(previous, 0.0, 1.0)
+    before.current_speech = _Speech()
+    _feed(previous, 1.0, 1.5)
+    after = _Session()
+    after.user_state = "speaking"
+    tap = WithheldAudioTap(after, keep_seconds=20.0)  # type: ignore[arg-type]
+    _feed(tap, 1.5, 2.0)
+    assert not tap.withheld_within(1.0, 1.4)  # none of its own frames is there
+    tap.take_over(previous)
+    for start, end in [(1.0, 1.4), (1.2, 2.0), (0.5, 0.9), (1.6, 2.0)]:
+        expected = any(f.withheld for f in tap.window(start, end))
+        assert tap.withheld_within(start, end) == expected, (start, end)
+    assert tap.withheld_within(1.0, 1.4) and not tap.withheld_within(1.6, 2.0)
+
+
 def test_the_pre_roll_covers_the_keepers_onset_pad_when_the_tap_sees_speech_late() -> None:
     # RoomIO sends 50 ms frames; with a little jitter the tap rechecks only every other frame,
     # so it sees the start of speech up to ~0.1 s after the keeper does

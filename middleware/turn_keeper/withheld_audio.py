@@ -21,9 +21,7 @@ sentence.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from livekit import rtc
@@ -31,7 +29,7 @@ from livekit.agents import AgentSession, stt
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from ..recognition import recognize_frames
-from ..session_facts import stt_is_withheld
+from ..session_facts import stt_withheld_for
 
 __all__ = ["TappedFrame", "WithheldAudioTap", "transcribe"]
 
@@ -98,14 +96,13 @@ class WithheldAudioTap:
         # the last PRE_ROLL_S is all that is kept (see on_frame)
         self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
-        # both read at every recheck (every frame at RoomIO's 50 ms frames): one C-level getter
-        # each instead of a bound-method lookup (the properties stay livekit's public API)
-        self._current_speech: Callable[[Any], SpeechHandle | None] = attrgetter("current_speech")
-        self._user_state: Callable[[Any], str] = attrgetter("user_state")
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
         self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
         self._withheld = False
         self._withheld_at = float("-inf")
+        # every withheld frame kept passed before this: a frame is withheld only at a recheck that
+        # found it so, or within _RECHECK_S after it (two of them here: no float rounding matters)
+        self._withheld_frames_before = float("-inf")
         self._checked_at = float("-inf")
         # the open caller speech window (from the first recheck that saw it) and whether
         # livekit withheld any of it from the STT
@@ -130,27 +127,25 @@ class WithheldAudioTap:
         # 50 ms frames every frame rechecks
         self._checked_at = now
         session = self._session
-        speech = self._current_speech(session)
+        speech = session.current_speech
         # most rechecks of a call are steady (see _note_steady): no speech withholds (one the
         # caller may interrupt never does), the caller's state is the last recheck's, so the
         # recheck below would only trim; the new frame goes first, so the trim's loop needs no
         # emptiness test (the new frame is never older than the horizon)
         steady = self._steady
         if steady and (speech is None or speech.allow_interruptions):
-            if self._user_state(session) == "speaking":
+            if session.user_state == "speaking":
                 if steady == _IN_WINDOW:
                     horizon = now - self._keep_seconds + _RECHECK_S
                     window_from = self._window_from
                     if window_from > horizon:
                         horizon = window_from
-                    self._withheld = False
                     frames.append((now, frame, False))
                     while frames[0][0] < horizon:
                         frames.popleft()
                     return
             elif steady == _QUIET:
                 horizon = now - PRE_ROLL_S
-                self._withheld = False
                 frames.append((now, frame, False))
                 while frames[0][0] < horizon:
                     frames.popleft()
@@ -163,17 +158,20 @@ class WithheldAudioTap:
 
         ``speech`` is ``session.current_speech``, read in the same step.
         """
-        # a speech that allows interruptions never withholds (stt_is_withheld's cheapest test)
+        # a speech that allows interruptions never withholds (stt_withheld_for's cheapest test)
         withheld = (
-            speech is not None and not speech.allow_interruptions and stt_is_withheld(session)
+            speech is not None
+            and not speech.allow_interruptions
+            and stt_withheld_for(session, speech)
         )
         if not withheld and not self._warmup.over:
             withheld = self._warmup.active(_RECHECK_S)
         self._withheld = withheld
         if withheld:
             self._withheld_at = now
+            self._withheld_frames_before = now + 2 * _RECHECK_S
         speech_from = self._speech_from
-        if self._user_state(session) == "speaking":
+        if session.user_state == "speaking":
             if speech_from is None:
                 speech_from = self._speech_from = now - PRE_ROLL_S
                 self._speech_withheld = False
@@ -193,14 +191,16 @@ class WithheldAudioTap:
         """Whether the next recheck can be a trim alone, and of what (see on_frame).
 
         Steady: the warm-up over (it need not be asked), ``keep_seconds`` never bounding the
-        pre-roll, nothing kept for after a window (no STT to catch up, nothing withheld), and
+        pre-roll, nothing withheld at this recheck (a steady one leaves ``_withheld`` as it is),
+        nothing kept for after a window (no STT to catch up, nothing withheld), and
         either no window open (``_QUIET``: the last ``PRE_ROLL_S`` is kept) or the caller's
         window open since an earlier recheck (``_IN_WINDOW``: kept from its onset, at most
         ``keep_seconds``).
         """
         steady = _NOT_STEADY
         if (
-            self._unheard_from is None
+            not self._withheld
+            and self._unheard_from is None
             and self._withheld_from is None
             and self._pre_roll_only
             and self._warmup.over
@@ -259,6 +259,9 @@ class WithheldAudioTap:
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
         self._frames.extendleft(reversed(earlier))
+        self._withheld_frames_before = max(
+            self._withheld_frames_before, previous._withheld_frames_before
+        )
         # what the previous tap still had to keep, this one keeps
         self._unheard_from = _earliest(self._unheard_from, previous._unheard_from)
         self._withheld_from = _earliest(self._withheld_from, previous._withheld_from)
@@ -280,8 +283,11 @@ class WithheldAudioTap:
     def withheld_within(self, start: float, end: float) -> bool:
         """Whether livekit withheld any frame that passed between ``start`` and ``end``.
 
-        As ``any(f.withheld for f in self.window(start, end))``, without building the frames.
+        As ``any(f.withheld for f in self.window(start, end))``, without building the frames,
+        and without reading them when nothing was withheld since ``start`` (most windows).
         """
+        if start >= self._withheld_frames_before:
+            return False
         for at, _, withheld in reversed(self._frames):
             if at < start:
                 return False

@@ -59,5 +59,5 @@ class CallerVoice:
             return
         self._looked_at = now
         samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if samples.size and float(np.dot(samples, samples)) > FLOOR_RMS * FLOOR_RMS * samples.size:
+        if samples.size and float(samples.dot(samples)) > FLOOR_RMS * FLOOR_RMS * samples.size:
             self._state.caller_voiced_at = time.time()

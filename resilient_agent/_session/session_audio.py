@@ -66,7 +66,7 @@ class _Tap:
     undone when the last session lets the input go.
     """
 
-    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "only", "owners", "swap")
+    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "owners", "show", "swap")
 
     def __init__(self, audio: AudioInput, base: type[AudioInput]) -> None:
         self.audio = audio
@@ -75,9 +75,9 @@ class _Tap:
         # read for every frame: every owner's callbacks in one tuple, replaced (never changed)
         # so that a callback leaving while the frame is shown leaves the frame's loop as it was
         self.callbacks: tuple[FrameCallback, ...] = ()
-        # the callback when there is exactly one (most of a call: the turn keeper's tap), called
-        # without a loop over the tuple
-        self.only: FrameCallback | None = None
+        # what each frame is shown to: the callback when there is exactly one (most of a call:
+        # the turn keeper's tap), or one function calling all of them (no loop in __anext__)
+        self.show: FrameCallback | None = None
         # the loop's clock, found at the first frame (no None test on every frame after it)
         self.clock: Callable[[], float] = self._first_clock
         self.swap = Interceptor()
@@ -88,8 +88,8 @@ class _Tap:
             self.owners[owner] = callbacks
         else:
             self.owners.pop(owner, None)
-        self.callbacks = tuple(c for held in self.owners.values() for c in held)
-        self.only = self.callbacks[0] if len(self.callbacks) == 1 else None
+        self.callbacks = callbacks = tuple(c for held in self.owners.values() for c in held)
+        self.show = _shown_to(callbacks)
 
     def _first_clock(self) -> float:
         self.clock = clock = _loop_clock(asyncio.get_running_loop())
@@ -98,6 +98,26 @@ class _Tap:
     def detached(self) -> None:
         for owner in list(self.owners):
             owner._detached()
+
+
+def _shown_to(callbacks: tuple[FrameCallback, ...]) -> FrameCallback | None:
+    """One callback showing a frame to each of ``callbacks`` in order (None: to nobody)."""
+    if len(callbacks) < 2:
+        return callbacks[0] if callbacks else None
+    if len(callbacks) == 2:
+        first, second = callbacks
+
+        def show_both(frame: rtc.AudioFrame, now: float) -> None:
+            first(frame, now)
+            second(frame, now)
+
+        return show_both
+
+    def show_all(frame: rtc.AudioFrame, now: float) -> None:
+        for callback in callbacks:
+            callback(frame, now)
+
+    return show_all
 
 
 def _tap_of(audio: AudioInput) -> _Tap | None:
@@ -121,13 +141,9 @@ def _observed_class(base: type[AudioInput], tap: _Tap) -> type[Any]:
         frame = await next_frame(self)
         # a copy of the observed input has its class too, and is not observed
         if self is audio:
-            only = tap.only
-            if only is not None:
-                only(frame, tap.clock())
-            elif tap.callbacks:
-                now = tap.clock()
-                for callback in tap.callbacks:
-                    callback(frame, now)
+            show = tap.show
+            if show is not None:
+                show(frame, tap.clock())
         return frame
 
     def detached(self: AudioInput) -> None:
