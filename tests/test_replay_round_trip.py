@@ -20,6 +20,9 @@ from resilient_agent.lab.replay.round_trip import round_trip
         "lost_words/during_handoff",
         # GetEmailTask(allow_interruptions=False): the caller's email over its question is lost
         "workflows/email_over_protected_task_question",
+        # the end_call tool shut the job down while the caller's turn waited for its protected
+        # farewell: livekit paused the scheduling before the turn could get a reply
+        "end_call/question_over_farewell_end_protected",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:

@@ -167,7 +167,10 @@ class _Cast:
     async def exit(self) -> None:
         """An agent hands the call over: its ``on_exit`` takes as long as recorded."""
         delay, self.exit_after = self.exit_after, 0.0
-        await asyncio.sleep(delay)
+        # an on_exit that took no time must not yield either: livekit's drain pauses the
+        # scheduling right after it, before a caller's turn waiting on the loop can get a reply
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def entered(self, agent: Agent, agent_id: str | None) -> None:
         """An agent handed the call: it answers its entry as recorded."""
