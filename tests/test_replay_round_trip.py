@@ -32,6 +32,22 @@ def test_the_call_round_trips(name: str) -> None:
     assert trip.verdict == trip.replayed_verdict
 
 
+def test_a_tool_protecting_a_paused_preamble_is_replayed_protected() -> None:
+    """The tool's disallow_interruptions() resumed its preamble over the caller, uncut."""
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.lab.replay.run import run_replay
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == "tool_gap/protected_on_resume")
+    world, _ = run_scenario(scenario, Agent)
+    plan = load_plan(session_report(world))
+    assert [r.protects_after for r in plan.tool_runs] == [1.0]  # before_s=1.0 into book_table
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the preamble not cut, then the booking
+    assert not [d for d in replay.divergences if d.kind == "lines"]
+
+
 def test_a_divergence_is_put_down_to_its_cause() -> None:
     from resilient_agent import ResilientAgent
     from resilient_agent.lab.replay.fidelity import Divergence

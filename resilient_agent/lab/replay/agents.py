@@ -278,10 +278,15 @@ class _Cast:
         async def until(offset: float) -> None:
             await asyncio.sleep(max(0.0, started + late + offset - loop.time()))
 
-        steps: list[tuple[float, ToolSay | TaskEntry]] = [(s.offset, s) for s in run.says]
+        steps: list[tuple[float, ToolSay | TaskEntry | None]] = [(s.offset, s) for s in run.says]
         steps += [(t.offset, t) for t in run.tasks]
+        if run.protects_after is not None:
+            steps.append((run.protects_after, None))  # None: its disallow_interruptions()
         for offset, step in sorted(steps, key=lambda s: s[0]):
             await until(offset)
+            if step is None:
+                ctx.disallow_interruptions()
+                continue
             if isinstance(step, ToolSay):
                 said = ctx.session.say(step.text, allow_interruptions=not step.protected)
                 if step.awaited:

@@ -151,6 +151,8 @@ class ToolRunPlan:
         completes_task: It completed the task it belongs to as it ended.
         reply_required: Its output asked the LLM for a reply (livekit's ``reply_required``;
             a tool that returned nothing asks for none).
+        protects_after: Seconds from its start when it called ``ctx.disallow_interruptions()``
+            (inferred: livekit resumed the speech the caller had paused, while they spoke).
     """
 
     name: str
@@ -166,6 +168,7 @@ class ToolRunPlan:
     exit_after: float = 0.0
     completes_task: bool = False
     reply_required: bool = True
+    protects_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -832,6 +835,26 @@ class _Reader:
             )
         return says
 
+    def _protected_at(self, started: float, end: float) -> float | None:
+        """When a running tool protected the speech the caller had paused, if it did.
+
+        livekit pauses an interruptible speech the caller speaks over, and resumes it while
+        they still speak only when it becomes uninterruptible (``disallow_interruptions()``
+        releases the pause); on its own it resumes after the caller stopped.
+        """
+        for resumed in self.started_speaking:
+            paused = [t for t in self.stopped_speaking if started <= t < resumed]
+            if not started < resumed < end or not paused:
+                continue
+            if any(paused[-1] < at <= resumed for at, _ in self.speeches):
+                continue  # another speech began: not a resume
+            if any(
+                turn[0] <= paused[-1] and (turn[1] is None or turn[1] > resumed)
+                for turn in self.turns
+            ):
+                return resumed
+        return None
+
     def _tool_runs(self, says: list[AppSay]) -> list[ToolRunPlan]:
         runs: list[ToolRunPlan] = []
         claimed: set[int] = set()
@@ -862,6 +885,12 @@ class _Reader:
                 self.assumptions.append(
                     f"at {asked:.2f} s: the tool {call.name} closed the session"
                 )
+            protected_at = self._protected_at(call.started, end)
+            if protected_at is not None:
+                self.assumptions.append(
+                    f"at {protected_at:.2f} s: the agent resumed its speech over the speaking "
+                    f"caller: the tool {call.name} called disallow_interruptions() then"
+                )
             runs.append(
                 ToolRunPlan(
                     name=call.name,
@@ -885,6 +914,9 @@ class _Reader:
                     exit_after=self.flow.exit_after.get(call.call_id, 0.0),
                     completes_task=call.call_id in self.flow.completers,
                     reply_required=call.reply_required,
+                    protects_after=(
+                        None if protected_at is None else round(protected_at - call.started, 3)
+                    ),
                 )
             )
         # the says a tool made are the tool's; the rest stay the app's
