@@ -23,6 +23,8 @@ from resilient_agent.lab.replay.round_trip import round_trip
         # the end_call tool shut the job down while the caller's turn waited for its protected
         # farewell: livekit paused the scheduling before the turn could get a reply
         "end_call/question_over_farewell_end_protected",
+        # the app said its filler from on_user_turn_completed, before the turn's reply
+        "lost_words/protected_filler",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:

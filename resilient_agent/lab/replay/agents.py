@@ -110,6 +110,10 @@ class _Cast:
         self.background: set[asyncio.Task[None]] = set()
         self.exit_after = 0.0
         self.task_ids = {t.agent for r in plan.tool_runs for t in every_task(r.tasks)}
+        self.turn_lines: dict[str, list[AppSay]] = {}
+        for say in plan.app_says:
+            if say.on_turn is not None:
+                self.turn_lines.setdefault(say.on_turn, []).append(say)
 
     def tools(self, agent_id: str | None, owner: Agent) -> list[llm.Tool | llm.Toolset]:
         """The replayed tools of ``agent_id`` (None: the first agent's)."""
@@ -131,6 +135,12 @@ class _Cast:
 
             async def on_exit(self) -> None:
                 await cast.exit()
+
+            async def on_user_turn_completed(
+                self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+            ) -> None:
+                cast.turn_completed(self, new_message)
+                await super().on_user_turn_completed(turn_ctx, new_message)
 
             async def on_enter(self) -> None:
                 if cast.started:  # handed the call back: it has it again
@@ -177,6 +187,13 @@ class _Cast:
         if agent_id in self.entry_answers and agent_id is not None:
             agent.session.generate_reply(instructions=entry_instructions(agent_id))
 
+    def turn_completed(self, agent: Agent, message: llm.ChatMessage) -> None:
+        """The caller's turn is committed: the line the app said on it, as it did."""
+        lines = self.turn_lines.get(message.text_content or "")
+        if lines and lines[0].agent in (None, agent.id):
+            say = lines.pop(0)
+            agent.session.say(say.text, allow_interruptions=not say.protected)
+
     def agent(self, agent_id: str) -> Agent:
         """A plain handoff target, on the base class."""
         if agent_id == self.first_id:
@@ -194,6 +211,12 @@ class _Cast:
 
             async def on_exit(self) -> None:
                 await cast.exit()
+
+            async def on_user_turn_completed(
+                self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+            ) -> None:
+                cast.turn_completed(self, new_message)
+                await super().on_user_turn_completed(turn_ctx, new_message)
 
         return ReplayedTarget()
 
@@ -354,5 +377,7 @@ async def _say_lines(agent: Agent, says: Sequence[AppSay], started: float) -> No
     """Say each line at its call time (``started`` is the loop time of the call's start)."""
     loop = asyncio.get_running_loop()
     for say in says:
+        if say.on_turn is not None:
+            continue  # said on the caller's turn (see _Cast.turn_completed)
         await asyncio.sleep(max(0.0, started + say.at - loop.time()))
         agent.session.say(say.text, allow_interruptions=not say.protected)

@@ -182,6 +182,8 @@ class AppSay:
         agent: The agent that had the call when it was said (None when the report has no
             handoffs): a task's line is said by the task.
         done_at: Seconds from the start of the call when it was said (or cut).
+        on_turn: The caller's message whose turn it was said on (from ``on_user_turn_completed``,
+            inferred: it began as that message was committed), if it was.
     """
 
     at: float
@@ -189,6 +191,7 @@ class AppSay:
     protected: bool
     agent: str | None = None
     done_at: float | None = None
+    on_turn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -823,10 +826,19 @@ class _Reader:
             # words lost from a turn that began while it played: livekit withheld them
             withheld = any(t.unheard and at <= t.start < said.added for t in turns)
             protected = not said.interrupted and (over >= float(min_duration) or withheld)
-            says.append(AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3)))
+            # begun as a caller's message was committed: said from on_user_turn_completed
+            turn = next((m for t, m in self.user_messages if abs(t - at) <= 1e-3), None)
+            says.append(
+                AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3), turn)
+            )
         if unsure:
             self.assumptions.append(
                 "chat items without metrics: every assistant message taken as the LLM's"
+            )
+        if any(s.on_turn is not None for s in says):
+            self.assumptions.append(
+                "a line the app began as the caller's message was committed was said from "
+                "on_user_turn_completed"
             )
         if any(s.protected for s in says):
             self.assumptions.append(
