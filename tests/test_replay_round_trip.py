@@ -23,6 +23,11 @@ from resilient_agent.lab.replay.round_trip import round_trip
         # the end_call tool shut the job down while the caller's turn waited for its protected
         # farewell: livekit paused the scheduling before the turn could get a reply
         "end_call/question_over_farewell_end_protected",
+        # answered 5.7 s after the caller stopped: the catalog's bound fails it, the replay too
+        "tool_gap/business_logic_plain",
+        # the caller spoke after the session closed: the report has no trace of it, and the
+        # catalog's judge fails the replay as it failed the call
+        "end_call/livekit_tool_caller_speaks_after_goodbye",
         # the app said its filler from on_user_turn_completed, before the turn's reply
         "lost_words/protected_filler",
     ],
