@@ -55,6 +55,32 @@ def test_a_tool_protecting_a_paused_preamble_is_replayed_protected() -> None:
     assert not [d for d in replay.divergences if d.kind == "lines"]
 
 
+@pytest.mark.parametrize(
+    ("name", "fault"),
+    [
+        # every request timed out (10 s), twice
+        ("provider/llm_always_times_out", "timed out"),
+        # the LLM provider refused the first four attempts
+        ("provider/llm_refuses_every_attempt", "refused the call's first 4 request(s)"),
+        # the first sentence came with no audio, retried three times; its answer never said
+        ("provider/tts_returns_no_audio", "the TTS gave no audio (retried) on sentence 1"),
+    ],
+)
+def test_the_providers_fail_in_the_replay_as_the_report_recorded(name: str, fault: str) -> None:
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.lab.replay.run import run_replay
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == name)
+    world, _ = run_scenario(scenario, Agent)
+    plan = load_plan(session_report(world))
+    assert any(fault in line for line in plan.assumptions), plan.assumptions
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.faults == plan.faults  # the same errors, at the same times
+    assert not replay.divergences
+
+
 def test_a_divergence_is_put_down_to_its_cause() -> None:
     from resilient_agent import ResilientAgent
     from resilient_agent.lab.replay.fidelity import Divergence

@@ -8,6 +8,7 @@ report does not say and the plan had to assume is listed in :attr:`ReplayPlan.as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
 from ...testing.session_report import SCRIPT_END_TAG
+from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 
 __all__ = [
@@ -221,6 +223,7 @@ class ReplayPlan:
         timed_handoffs: Plain handoffs no tool made (``session.update_agent``): (seconds, the
             new agent).
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
+        faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
     """
 
@@ -242,6 +245,7 @@ class ReplayPlan:
     handoffs: tuple[Handoff, ...] = ()
     timed_handoffs: tuple[tuple[float, str], ...] = ()
     protected_tasks: tuple[str, ...] = ()
+    faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
 
     @property
@@ -419,6 +423,7 @@ class _Reader:
         self.say_agents: list[str | None] = []
         self.stopped_speaking: list[float] = []
         self.started_speaking: list[float] = []
+        self.errors: list[ProviderError] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -439,10 +444,13 @@ class _Reader:
         self._read_events(events)
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
-        says = self._says(options, turns)
+        recovered = self._recovered_line()
+        says = self._says(options, turns, recovered)
         runs = self._tool_runs(says)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
+        faults = fault_plan(self.errors, None if recovered is None else recovered.text)
+        self.assumptions.extend(faults.assumptions)
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -462,6 +470,7 @@ class _Reader:
             handoffs=tuple(self.flow.handoffs),
             timed_handoffs=tuple(self.flow.timed),
             protected_tasks=protected,
+            faults=faults,
             assumptions=tuple(self.assumptions),
         )
 
@@ -557,10 +566,36 @@ class _Reader:
             self.speeches.append((at, source))
             if source == "say":
                 self.say_agents.append(self.flow.current)
+        elif kind == "error":
+            self._error(event, at)
         elif kind == "close":
             self.close_at = round(at, 3)
             reason = _field(event, "reason", str, where)
             self.close_reason = str(getattr(reason, "value", reason))
+
+    def _error(self, event: Mapping[str, Any], at: float) -> None:
+        """A provider's failure, with what the replay needs to fail it again."""
+        error = provider_error(event, at)
+        if error is None:
+            return
+        if error.provider == "llm":
+            # a retry is asked right after the error before it
+            marks = [m for m, _ in self.context_marks if m <= at + 1e-3]
+            marks += [e.at for e in self.errors if e.provider == "llm"]
+            marks.sort()
+            error = dataclasses.replace(
+                error,
+                context=self.user_messages[-1][1] if self.user_messages else None,
+                since_context=round(at - marks[-1], 3) if marks else at,
+                answered_before=any(s.from_llm is not False for s in self.said),
+            )
+        elif error.provider == "tts":
+            error = dataclasses.replace(
+                error,
+                context=self.user_messages[-1][1] if self.user_messages else None,
+                sentences_before=sentence_count([s.text for s in self.said]),
+            )
+        self.errors.append(error)
 
     def _heard(self, transcript: str, at: float) -> None:
         words = transcript.split()
@@ -692,7 +727,7 @@ class _Reader:
                 )
                 break
 
-    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> None:
+    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
         for at, text in self.user_messages:
@@ -708,7 +743,8 @@ class _Reader:
                 f"at {turn[0]:.2f} s: {len(prefix)} word(s) before the transcribed ones taken "
                 "from the chat's user message (no transcript event of them)"
             )
-            return
+            return True
+        return False
 
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
         self._committed_words()
@@ -808,7 +844,29 @@ class _Reader:
         stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
         return stops[-1] if stops else said.added
 
-    def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
+    def _recovered_line(self) -> _Said | None:
+        """The line said again after the TTS failed to say it, if one was.
+
+        A line not from the LLM, said after the first TTS error and before the caller's next
+        message, is the failed answer said again (by a middleware), not the app's.
+        """
+        failed = next((e for e in self.errors if e.provider == "tts"), None)
+        if failed is None:
+            return None
+        for said in self.said:
+            if said.from_llm is not False or said.added <= failed.at:
+                continue
+            if any(failed.at < at < said.added for at, _ in self.user_messages):
+                return None
+            return said
+        return None
+
+    def _says(
+        self,
+        options: Mapping[str, Any],
+        turns: Sequence[CallerTurn],
+        recovered: _Said | None = None,
+    ) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
         min_duration = options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S)
         say_times = [at for at, source in self.speeches if source == "say"]
@@ -821,6 +879,8 @@ class _Reader:
             if said.from_llm is not False:
                 continue
             at = say_times.pop(0) if say_times else said.created
+            if said is recovered:
+                continue  # the failed answer said again: the agent's recovery, not the app's
             agent = say_agents.pop(0) if say_agents else self.flow.current
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
             # words lost from a turn that began while it played: livekit withheld them

@@ -32,7 +32,7 @@ __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
 
 CAUSES: Mapping[str, str] = MappingProxyType(
     {
-        "provider_fault": "a provider fault (the replay's providers do not fail)",
+        "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
         "verdict_only": "faithful, another verdict",
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
