@@ -81,6 +81,16 @@ def test_the_providers_fail_in_the_replay_as_the_report_recorded(name: str, faul
     assert not replay.divergences
 
 
+def test_words_recovered_after_the_transcribed_ones_are_replayed() -> None:
+    """ResilientAgent recovered the words livekit withheld after 'my': the chat has them."""
+    from resilient_agent import ResilientAgent
+
+    scenario = next(s for s in CATALOG if s.name == "lost_words/handoff_during_protected_hold")
+    trip = round_trip(scenario, ResilientAgent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
 def test_a_divergence_is_put_down_to_its_cause() -> None:
     from resilient_agent import ResilientAgent
     from resilient_agent.lab.replay.fidelity import Divergence

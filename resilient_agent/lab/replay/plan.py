@@ -713,7 +713,8 @@ class _Reader:
         used: set[int] = set()
         for turn in self.turns:
             if turn[2]:
-                self._committed_prefix(turn, transcribed)
+                if not self._committed_prefix(turn, transcribed):
+                    self._committed_suffix(turn, transcribed)
                 continue
             for index, (at, text) in enumerate(self.user_messages):
                 words = text.split()
@@ -726,6 +727,27 @@ class _Reader:
                     "(no transcript event of them)"
                 )
                 break
+
+    def _committed_suffix(self, turn: list[Any], transcribed: set[str]) -> None:
+        """Words said after a turn's transcribed ones that reached the chat all the same.
+
+        livekit withholds the caller's audio while a protected line plays: a middleware that
+        recovers it commits the whole turn, the transcribed words first.
+        """
+        heard = turn[2]
+        for at, text in self.user_messages:
+            words = text.split()
+            if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
+                continue
+            suffix = words[len(heard) :]
+            if set(suffix) & transcribed:
+                continue  # a turn after, committed with this one
+            turn[2] = [*heard, *suffix]
+            self.assumptions.append(
+                f"at {turn[0]:.2f} s: {len(suffix)} word(s) after the transcribed ones taken "
+                "from the chat's user message (no transcript event of them)"
+            )
+            return
 
     def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
