@@ -91,6 +91,16 @@ def test_words_recovered_after_the_transcribed_ones_are_replayed() -> None:
     assert trip.verdict == trip.replayed_verdict
 
 
+def test_a_fallback_line_after_the_llm_failed_is_the_agents_recovery() -> None:
+    """ResilientAgent said its fallback line after the refusals: the replay's says it once."""
+    from resilient_agent import ResilientAgent
+
+    scenario = next(s for s in CATALOG if s.name == "provider/llm_refuses_every_attempt")
+    trip = round_trip(scenario, ResilientAgent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
 def test_a_divergence_is_put_down_to_its_cause() -> None:
     from resilient_agent import ResilientAgent
     from resilient_agent.lab.replay.fidelity import Divergence

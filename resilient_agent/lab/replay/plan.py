@@ -444,12 +444,13 @@ class _Reader:
         self._read_events(events)
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
-        recovered = self._recovered_line()
-        says = self._says(options, turns, recovered)
+        recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
+        says = self._says(options, turns, [r for r in recovered.values() if r is not None])
         runs = self._tool_runs(says)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
-        faults = fault_plan(self.errors, None if recovered is None else recovered.text)
+        unsaid = recovered["tts"]
+        faults = fault_plan(self.errors, None if unsaid is None else unsaid.text)
         self.assumptions.extend(faults.assumptions)
         return ReplayPlan(
             sdk_version=version,
@@ -866,28 +867,26 @@ class _Reader:
         stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
         return stops[-1] if stops else said.added
 
-    def _recovered_line(self) -> _Said | None:
-        """The line said again after the TTS failed to say it, if one was.
+    def _recovered_line(self, provider: str) -> _Said | None:
+        """The line the agent said to recover from a failure of ``provider``, if one.
 
-        A line not from the LLM, said after the first TTS error and before the caller's next
-        message, is the failed answer said again (by a middleware), not the app's.
+        A line not from the LLM, said after an error and before the caller's next message,
+        is the agent's recovery (a middleware's), not the app's: the failed answer
+        said again after the TTS failed, or a fallback line after the LLM did.
         """
-        failed = next((e for e in self.errors if e.provider == "tts"), None)
-        if failed is None:
-            return None
         for said in self.said:
-            if said.from_llm is not False or said.added <= failed.at:
+            if said.from_llm is not False:
                 continue
-            if any(failed.at < at < said.added for at, _ in self.user_messages):
-                return None
-            return said
+            failed = [e.at for e in self.errors if e.provider == provider and e.at < said.added]
+            if failed and not any(failed[-1] < at < said.added for at, _ in self.user_messages):
+                return said
         return None
 
     def _says(
         self,
         options: Mapping[str, Any],
         turns: Sequence[CallerTurn],
-        recovered: _Said | None = None,
+        recovered: Sequence[_Said] = (),
     ) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
         min_duration = options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S)
@@ -901,8 +900,8 @@ class _Reader:
             if said.from_llm is not False:
                 continue
             at = say_times.pop(0) if say_times else said.created
-            if said is recovered:
-                continue  # the failed answer said again: the agent's recovery, not the app's
+            if any(said is r for r in recovered):
+                continue  # the agent's recovery from a provider's failure, not the app's
             agent = say_agents.pop(0) if say_agents else self.flow.current
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
             # words lost from a turn that began while it played: livekit withheld them
