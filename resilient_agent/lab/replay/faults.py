@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from livekit.agents import tokenize
@@ -37,7 +38,9 @@ UNSAID_ANSWER = "An answer the TTS could not say."
 """The replay's answer to a message whose recorded answer the TTS failed to say (one sentence)."""
 
 # livekit's report names an error's provider by its type
-_PROVIDERS = {"stt_error": "stt", "llm_error": "llm", "tts_error": "tts"}
+_PROVIDERS: Mapping[str, str] = MappingProxyType(
+    {"stt_error": "stt", "llm_error": "llm", "tts_error": "tts"}
+)
 # an LLM error this soon after the request (or the retry) was made refused it; a later one
 # timed it out: livekit retries within 2 s, a request times out after 10 s (conn_options)
 _REFUSED_WITHIN_S = 5.0
