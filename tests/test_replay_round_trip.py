@@ -64,6 +64,8 @@ def test_a_tool_protecting_a_paused_preamble_is_replayed_protected() -> None:
         ("provider/llm_refuses_every_attempt", "refused the call's first 4 request(s)"),
         # the first sentence came with no audio, retried three times; its answer never said
         ("provider/tts_returns_no_audio", "the TTS gave no audio (retried) on sentence 1"),
+        # no error event: the caller untranscribed from 7 s to the end, the agent silent
+        ("provider/stt_goes_silent", "the STT took the audio and answered nothing"),
     ],
 )
 def test_the_providers_fail_in_the_replay_as_the_report_recorded(name: str, fault: str) -> None:

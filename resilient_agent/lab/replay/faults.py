@@ -5,7 +5,9 @@ time and whether livekit could recover (retry) from it, not the failure itself. 
 reads them back as the lab's faults (:class:`~resilient_agent.testing.ProviderFaults`, an LLM
 rule's ``times_out_before``):
 
-- an STT error livekit could not recover from: the STT stream dies then;
+- an STT error livekit could not recover from: the STT stream dies then; the caller
+  untranscribed from a turn the agent did not speak over to the end of the call, with no
+  error: the STT went silent then;
 - LLM errors right as a request (or its retry) was made: the provider refused the call's
   first requests (one refusal per error, status unknown: 503 assumed); LLM errors 5 s or more
   after it: its requests timed out until the last of them;
@@ -109,16 +111,27 @@ def sentence_count(lines: Sequence[str]) -> int:
     return sum(len(tokenizer.tokenize(line)) for line in lines if line.strip())
 
 
-def fault_plan(errors: Sequence[ProviderError], recovered: str | None = None) -> FaultPlan:
+def fault_plan(
+    errors: Sequence[ProviderError],
+    recovered: str | None = None,
+    stt_silent_at: float | None = None,
+) -> FaultPlan:
     """The faults that make the replay's providers fail as ``errors`` recorded.
 
     Args:
         errors: The report's provider errors, in order.
         recovered: The line said after the first TTS error, before the caller spoke again:
             the answer the TTS failed to say, said again.
+        stt_silent_at: When the STT stopped answering with no error (no ``error`` event).
     """
     assumptions: list[str] = []
     faults: dict[str, Any] = {}
+    if stt_silent_at is not None:
+        faults["stt_silent_at"] = stt_silent_at
+        assumptions.append(
+            f"at {stt_silent_at:.2f} s: no transcript of the caller from then on, the agent "
+            "silent: the STT took the audio and answered nothing"
+        )
     dead = next((e for e in errors if e.provider == "stt" and not e.recoverable), None)
     if dead is not None:
         faults["stt_dies_at"] = dead.at

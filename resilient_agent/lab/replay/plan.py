@@ -450,7 +450,9 @@ class _Reader:
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
         unsaid = recovered["tts"]
-        faults = fault_plan(self.errors, None if unsaid is None else unsaid.text)
+        faults = fault_plan(
+            self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
+        )
         self.assumptions.extend(faults.assumptions)
         return ReplayPlan(
             sdk_version=version,
@@ -866,6 +868,27 @@ class _Reader:
             return said.added
         stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
         return stops[-1] if stops else said.added
+
+    def _stt_silent_from(self, turns: Sequence[CallerTurn]) -> float | None:
+        """When the STT stopped answering without an error, if it did.
+
+        From a turn livekit did not withhold (the agent was not speaking during it), every
+        turn to the end of the call went untranscribed: the STT took the audio and answered
+        nothing (a half-open socket).
+        """
+        speaking = [
+            (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
+            for start in self.started_speaking
+        ]
+        silent: float | None = None
+        for turn in turns:
+            if turn.heard:
+                silent = None
+                continue
+            spoken_over = any(a < turn.end and turn.start < b for a, b in speaking)
+            if silent is None and not spoken_over:
+                silent = turn.start
+        return silent
 
     def _recovered_line(self, provider: str) -> _Said | None:
         """The line the agent said to recover from a failure of ``provider``, if one.
