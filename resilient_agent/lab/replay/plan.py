@@ -923,9 +923,9 @@ class _Reader:
             if said.from_llm is not False:
                 continue
             at = say_times.pop(0) if say_times else said.created
+            agent = say_agents.pop(0) if say_agents else self.flow.current
             if any(said is r for r in recovered):
                 continue  # the agent's recovery from a provider's failure, not the app's
-            agent = say_agents.pop(0) if say_agents else self.flow.current
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
             # words lost from a turn that began while it played: livekit withheld them
             withheld = any(t.unheard and at <= t.start < said.added for t in turns)
