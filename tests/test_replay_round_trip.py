@@ -30,6 +30,9 @@ from resilient_agent.lab.replay.round_trip import round_trip
         "end_call/livekit_tool_caller_speaks_after_goodbye",
         # the app said its filler from on_user_turn_completed, before the turn's reply
         "lost_words/protected_filler",
+        # livekit's EndCallTool also shut the job down and deleted the room: the report has
+        # only the close, so the round trip does not judge the rest of the hang-up
+        "control/livekit_tool_goodbye_heard",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:

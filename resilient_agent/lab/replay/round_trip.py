@@ -113,8 +113,10 @@ def round_trip(scenario: Scenario, agent_class: type[Agent]) -> RoundTrip:
             "unreadable",
         )
     # the replay's own verdict knows only what the report says; the recorded call's verdict
-    # also knows which words expected a reply and how soon: judge both by the same
-    judged = evaluate(dataclasses.replace(replay.world, scenario=scenario))
+    # also knows which words expected a reply and how soon: judge both by the same. Not the
+    # hang-up's completeness (job shut down, room deleted): the report records only the close
+    judge = dataclasses.replace(scenario, hang_up_within=None)
+    judged = evaluate(dataclasses.replace(replay.world, scenario=judge))
     late = (
         replay.replayed.close_at - plan.close_at
         if replay.replayed.close_at is not None and plan.close_at is not None
