@@ -258,13 +258,20 @@ class _Cast:
         since = loop.time()
         for sub in entry.subtasks:
             await asyncio.sleep(max(0.0, since + sub.offset - loop.time()))
+            child = self.task(sub)
+            # as a TaskGroup shares its conversation: each subtask starts from it, and what the
+            # subtask heard is merged back for the next
+            await child.update_chat_ctx(task.chat_ctx.copy())
             try:
-                await self.task(sub)
+                await child
             except Exception as exc:  # a subtask cancelled as the session closed
                 # as a TaskGroup does: the awaiter gets the subtask's error
                 if not task.done():
                     task.complete(exc)
                 return
+            shared = task.chat_ctx.copy()
+            shared.merge(child.chat_ctx.copy(), exclude_instructions=True)
+            await task.update_chat_ctx(shared)
             since = loop.time()
         if entry.by_tool or entry.completes_after is None:
             return  # its tool completes it, or nothing did
