@@ -20,11 +20,91 @@ from resilient_agent.lab.replay.round_trip import round_trip
         "lost_words/during_handoff",
         # GetEmailTask(allow_interruptions=False): the caller's email over its question is lost
         "workflows/email_over_protected_task_question",
+        # the end_call tool shut the job down while the caller's turn waited for its protected
+        # farewell: livekit paused the scheduling before the turn could get a reply
+        "end_call/question_over_farewell_end_protected",
+        # answered 5.7 s after the caller stopped: the catalog's bound fails it, the replay too
+        "tool_gap/business_logic_plain",
+        # the caller spoke after the session closed: the report has no trace of it, and the
+        # catalog's judge fails the replay as it failed the call
+        "end_call/livekit_tool_caller_speaks_after_goodbye",
+        # the app said its filler from on_user_turn_completed, before the turn's reply
+        "lost_words/protected_filler",
+        # livekit's EndCallTool also shut the job down and deleted the room: the report has
+        # only the close, so the round trip does not judge the rest of the hang-up
+        "control/livekit_tool_goodbye_heard",
+        # a TaskGroup shares its conversation with each task: the second task's question
+        # answers the words said to the first
+        "workflows/control_task_group",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:
     scenario = next(s for s in CATALOG if s.name == name)
     trip = round_trip(scenario, Agent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_tool_protecting_a_paused_preamble_is_replayed_protected() -> None:
+    """The tool's disallow_interruptions() resumed its preamble over the caller, uncut."""
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.lab.replay.run import run_replay
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == "tool_gap/protected_on_resume")
+    world, _ = run_scenario(scenario, Agent)
+    plan = load_plan(session_report(world))
+    assert [r.protects_after for r in plan.tool_runs] == [1.0]  # before_s=1.0 into book_table
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the preamble not cut, then the booking
+    assert not [d for d in replay.divergences if d.kind == "lines"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fault"),
+    [
+        # every request timed out (10 s), twice
+        ("provider/llm_always_times_out", "timed out"),
+        # the LLM provider refused the first four attempts
+        ("provider/llm_refuses_every_attempt", "refused the call's first 4 request(s)"),
+        # the first sentence came with no audio, retried three times; its answer never said
+        ("provider/tts_returns_no_audio", "the TTS gave no audio (retried) on sentence 1"),
+        # no error event: the caller untranscribed from 7 s to the end, the agent silent
+        ("provider/stt_goes_silent", "the STT took the audio and answered nothing"),
+    ],
+)
+def test_the_providers_fail_in_the_replay_as_the_report_recorded(name: str, fault: str) -> None:
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.lab.replay.run import run_replay
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == name)
+    world, _ = run_scenario(scenario, Agent)
+    plan = load_plan(session_report(world))
+    assert any(fault in line for line in plan.assumptions), plan.assumptions
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.faults == plan.faults  # the same errors, at the same times
+    assert not replay.divergences
+
+
+def test_words_recovered_after_the_transcribed_ones_are_replayed() -> None:
+    """ResilientAgent recovered the words livekit withheld after 'my': the chat has them."""
+    from resilient_agent import ResilientAgent
+
+    scenario = next(s for s in CATALOG if s.name == "lost_words/handoff_during_protected_hold")
+    trip = round_trip(scenario, ResilientAgent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_fallback_line_after_the_llm_failed_is_the_agents_recovery() -> None:
+    """ResilientAgent said its fallback line after the refusals: the replay's says it once."""
+    from resilient_agent import ResilientAgent
+
+    scenario = next(s for s in CATALOG if s.name == "provider/llm_refuses_every_attempt")
+    trip = round_trip(scenario, ResilientAgent)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
 

@@ -110,6 +110,10 @@ class _Cast:
         self.background: set[asyncio.Task[None]] = set()
         self.exit_after = 0.0
         self.task_ids = {t.agent for r in plan.tool_runs for t in every_task(r.tasks)}
+        self.turn_lines: dict[str, list[AppSay]] = {}
+        for say in plan.app_says:
+            if say.on_turn is not None:
+                self.turn_lines.setdefault(say.on_turn, []).append(say)
 
     def tools(self, agent_id: str | None, owner: Agent) -> list[llm.Tool | llm.Toolset]:
         """The replayed tools of ``agent_id`` (None: the first agent's)."""
@@ -131,6 +135,12 @@ class _Cast:
 
             async def on_exit(self) -> None:
                 await cast.exit()
+
+            async def on_user_turn_completed(
+                self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+            ) -> None:
+                cast.turn_completed(self, new_message)
+                await super().on_user_turn_completed(turn_ctx, new_message)
 
             async def on_enter(self) -> None:
                 if cast.started:  # handed the call back: it has it again
@@ -167,12 +177,22 @@ class _Cast:
     async def exit(self) -> None:
         """An agent hands the call over: its ``on_exit`` takes as long as recorded."""
         delay, self.exit_after = self.exit_after, 0.0
-        await asyncio.sleep(delay)
+        # an on_exit that took no time must not yield either: livekit's drain pauses the
+        # scheduling right after it, before a caller's turn waiting on the loop can get a reply
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def entered(self, agent: Agent, agent_id: str | None) -> None:
         """An agent handed the call: it answers its entry as recorded."""
         if agent_id in self.entry_answers and agent_id is not None:
             agent.session.generate_reply(instructions=entry_instructions(agent_id))
+
+    def turn_completed(self, agent: Agent, message: llm.ChatMessage) -> None:
+        """The caller's turn is committed: the line the app said on it, as it did."""
+        lines = self.turn_lines.get(message.text_content or "")
+        if lines and lines[0].agent in (None, agent.id):
+            say = lines.pop(0)
+            agent.session.say(say.text, allow_interruptions=not say.protected)
 
     def agent(self, agent_id: str) -> Agent:
         """A plain handoff target, on the base class."""
@@ -191,6 +211,12 @@ class _Cast:
 
             async def on_exit(self) -> None:
                 await cast.exit()
+
+            async def on_user_turn_completed(
+                self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+            ) -> None:
+                cast.turn_completed(self, new_message)
+                await super().on_user_turn_completed(turn_ctx, new_message)
 
         return ReplayedTarget()
 
@@ -232,13 +258,20 @@ class _Cast:
         since = loop.time()
         for sub in entry.subtasks:
             await asyncio.sleep(max(0.0, since + sub.offset - loop.time()))
+            child = self.task(sub)
+            # as a TaskGroup shares its conversation: each subtask starts from it, and what the
+            # subtask heard is merged back for the next
+            await child.update_chat_ctx(task.chat_ctx.copy())
             try:
-                await self.task(sub)
+                await child
             except Exception as exc:  # a subtask cancelled as the session closed
                 # as a TaskGroup does: the awaiter gets the subtask's error
                 if not task.done():
                     task.complete(exc)
                 return
+            shared = task.chat_ctx.copy()
+            shared.merge(child.chat_ctx.copy(), exclude_instructions=True)
+            await task.update_chat_ctx(shared)
             since = loop.time()
         if entry.by_tool or entry.completes_after is None:
             return  # its tool completes it, or nothing did
@@ -275,10 +308,15 @@ class _Cast:
         async def until(offset: float) -> None:
             await asyncio.sleep(max(0.0, started + late + offset - loop.time()))
 
-        steps: list[tuple[float, ToolSay | TaskEntry]] = [(s.offset, s) for s in run.says]
+        steps: list[tuple[float, ToolSay | TaskEntry | None]] = [(s.offset, s) for s in run.says]
         steps += [(t.offset, t) for t in run.tasks]
+        if run.protects_after is not None:
+            steps.append((run.protects_after, None))  # None: its disallow_interruptions()
         for offset, step in sorted(steps, key=lambda s: s[0]):
             await until(offset)
+            if step is None:
+                ctx.disallow_interruptions()
+                continue
             if isinstance(step, ToolSay):
                 said = ctx.session.say(step.text, allow_interruptions=not step.protected)
                 if step.awaited:
@@ -346,5 +384,7 @@ async def _say_lines(agent: Agent, says: Sequence[AppSay], started: float) -> No
     """Say each line at its call time (``started`` is the loop time of the call's start)."""
     loop = asyncio.get_running_loop()
     for say in says:
+        if say.on_turn is not None:
+            continue  # said on the caller's turn (see _Cast.turn_completed)
         await asyncio.sleep(max(0.0, started + say.at - loop.time()))
         agent.session.say(say.text, allow_interruptions=not say.protected)

@@ -8,6 +8,7 @@ report does not say and the plan had to assume is listed in :attr:`ReplayPlan.as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
 from ...testing.session_report import SCRIPT_END_TAG
+from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 
 __all__ = [
@@ -151,6 +153,8 @@ class ToolRunPlan:
         completes_task: It completed the task it belongs to as it ended.
         reply_required: Its output asked the LLM for a reply (livekit's ``reply_required``;
             a tool that returned nothing asks for none).
+        protects_after: Seconds from its start when it called ``ctx.disallow_interruptions()``
+            (inferred: livekit resumed the speech the caller had paused, while they spoke).
     """
 
     name: str
@@ -166,6 +170,7 @@ class ToolRunPlan:
     exit_after: float = 0.0
     completes_task: bool = False
     reply_required: bool = True
+    protects_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ class AppSay:
         agent: The agent that had the call when it was said (None when the report has no
             handoffs): a task's line is said by the task.
         done_at: Seconds from the start of the call when it was said (or cut).
+        on_turn: The caller's message whose turn it was said on (from ``on_user_turn_completed``,
+            inferred: it began as that message was committed), if it was.
     """
 
     at: float
@@ -186,6 +193,7 @@ class AppSay:
     protected: bool
     agent: str | None = None
     done_at: float | None = None
+    on_turn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,7 @@ class ReplayPlan:
         timed_handoffs: Plain handoffs no tool made (``session.update_agent``): (seconds, the
             new agent).
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
+        faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
     """
 
@@ -236,6 +245,7 @@ class ReplayPlan:
     handoffs: tuple[Handoff, ...] = ()
     timed_handoffs: tuple[tuple[float, str], ...] = ()
     protected_tasks: tuple[str, ...] = ()
+    faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
 
     @property
@@ -413,6 +423,7 @@ class _Reader:
         self.say_agents: list[str | None] = []
         self.stopped_speaking: list[float] = []
         self.started_speaking: list[float] = []
+        self.errors: list[ProviderError] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -433,10 +444,16 @@ class _Reader:
         self._read_events(events)
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
-        says = self._says(options, turns)
+        recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
+        says = self._says(options, turns, [r for r in recovered.values() if r is not None])
         runs = self._tool_runs(says)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
+        unsaid = recovered["tts"]
+        faults = fault_plan(
+            self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
+        )
+        self.assumptions.extend(faults.assumptions)
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -456,6 +473,7 @@ class _Reader:
             handoffs=tuple(self.flow.handoffs),
             timed_handoffs=tuple(self.flow.timed),
             protected_tasks=protected,
+            faults=faults,
             assumptions=tuple(self.assumptions),
         )
 
@@ -551,10 +569,36 @@ class _Reader:
             self.speeches.append((at, source))
             if source == "say":
                 self.say_agents.append(self.flow.current)
+        elif kind == "error":
+            self._error(event, at)
         elif kind == "close":
             self.close_at = round(at, 3)
             reason = _field(event, "reason", str, where)
             self.close_reason = str(getattr(reason, "value", reason))
+
+    def _error(self, event: Mapping[str, Any], at: float) -> None:
+        """A provider's failure, with what the replay needs to fail it again."""
+        error = provider_error(event, at)
+        if error is None:
+            return
+        if error.provider == "llm":
+            # a retry is asked right after the error before it
+            marks = [m for m, _ in self.context_marks if m <= at + 1e-3]
+            marks += [e.at for e in self.errors if e.provider == "llm"]
+            marks.sort()
+            error = dataclasses.replace(
+                error,
+                context=self.user_messages[-1][1] if self.user_messages else None,
+                since_context=round(at - marks[-1], 3) if marks else at,
+                answered_before=any(s.from_llm is not False for s in self.said),
+            )
+        elif error.provider == "tts":
+            error = dataclasses.replace(
+                error,
+                context=self.user_messages[-1][1] if self.user_messages else None,
+                sentences_before=sentence_count([s.text for s in self.said]),
+            )
+        self.errors.append(error)
 
     def _heard(self, transcript: str, at: float) -> None:
         words = transcript.split()
@@ -672,7 +716,8 @@ class _Reader:
         used: set[int] = set()
         for turn in self.turns:
             if turn[2]:
-                self._committed_prefix(turn, transcribed)
+                if not self._committed_prefix(turn, transcribed):
+                    self._committed_suffix(turn, transcribed)
                 continue
             for index, (at, text) in enumerate(self.user_messages):
                 words = text.split()
@@ -686,7 +731,28 @@ class _Reader:
                 )
                 break
 
-    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> None:
+    def _committed_suffix(self, turn: list[Any], transcribed: set[str]) -> None:
+        """Words said after a turn's transcribed ones that reached the chat all the same.
+
+        livekit withholds the caller's audio while a protected line plays: a middleware that
+        recovers it commits the whole turn, the transcribed words first.
+        """
+        heard = turn[2]
+        for at, text in self.user_messages:
+            words = text.split()
+            if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
+                continue
+            suffix = words[len(heard) :]
+            if set(suffix) & transcribed:
+                continue  # a turn after, committed with this one
+            turn[2] = [*heard, *suffix]
+            self.assumptions.append(
+                f"at {turn[0]:.2f} s: {len(suffix)} word(s) after the transcribed ones taken "
+                "from the chat's user message (no transcript event of them)"
+            )
+            return
+
+    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
         for at, text in self.user_messages:
@@ -702,7 +768,8 @@ class _Reader:
                 f"at {turn[0]:.2f} s: {len(prefix)} word(s) before the transcribed ones taken "
                 "from the chat's user message (no transcript event of them)"
             )
-            return
+            return True
+        return False
 
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
         self._committed_words()
@@ -802,7 +869,48 @@ class _Reader:
         stops = [t for t in self.stopped_speaking if t <= said.added + 1e-3]
         return stops[-1] if stops else said.added
 
-    def _says(self, options: Mapping[str, Any], turns: Sequence[CallerTurn]) -> list[AppSay]:
+    def _stt_silent_from(self, turns: Sequence[CallerTurn]) -> float | None:
+        """When the STT stopped answering without an error, if it did.
+
+        From a turn livekit did not withhold (the agent was not speaking during it), every
+        turn to the end of the call went untranscribed: the STT took the audio and answered
+        nothing (a half-open socket).
+        """
+        speaking = [
+            (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
+            for start in self.started_speaking
+        ]
+        silent: float | None = None
+        for turn in turns:
+            if turn.heard:
+                silent = None
+                continue
+            spoken_over = any(a < turn.end and turn.start < b for a, b in speaking)
+            if silent is None and not spoken_over:
+                silent = turn.start
+        return silent
+
+    def _recovered_line(self, provider: str) -> _Said | None:
+        """The line the agent said to recover from a failure of ``provider``, if one.
+
+        A line not from the LLM, said after an error and before the caller's next message,
+        is the agent's recovery (a middleware's), not the app's: the failed answer
+        said again after the TTS failed, or a fallback line after the LLM did.
+        """
+        for said in self.said:
+            if said.from_llm is not False:
+                continue
+            failed = [e.at for e in self.errors if e.provider == provider and e.at < said.added]
+            if failed and not any(failed[-1] < at < said.added for at, _ in self.user_messages):
+                return said
+        return None
+
+    def _says(
+        self,
+        options: Mapping[str, Any],
+        turns: Sequence[CallerTurn],
+        recovered: Sequence[_Said] = (),
+    ) -> list[AppSay]:
         """Lines the app said (assistant messages not from the LLM), in order."""
         min_duration = options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S)
         say_times = [at for at, source in self.speeches if source == "say"]
@@ -816,14 +924,25 @@ class _Reader:
                 continue
             at = say_times.pop(0) if say_times else said.created
             agent = say_agents.pop(0) if say_agents else self.flow.current
+            if any(said is r for r in recovered):
+                continue  # the agent's recovery from a provider's failure, not the app's
             over = sum(max(0.0, min(t.end, said.added) - max(t.start, at)) for t in turns)
             # words lost from a turn that began while it played: livekit withheld them
             withheld = any(t.unheard and at <= t.start < said.added for t in turns)
             protected = not said.interrupted and (over >= float(min_duration) or withheld)
-            says.append(AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3)))
+            # begun as a caller's message was committed: said from on_user_turn_completed
+            turn = next((m for t, m in self.user_messages if abs(t - at) <= 1e-3), None)
+            says.append(
+                AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3), turn)
+            )
         if unsure:
             self.assumptions.append(
                 "chat items without metrics: every assistant message taken as the LLM's"
+            )
+        if any(s.on_turn is not None for s in says):
+            self.assumptions.append(
+                "a line the app began as the caller's message was committed was said from "
+                "on_user_turn_completed"
             )
         if any(s.protected for s in says):
             self.assumptions.append(
@@ -831,6 +950,26 @@ class _Reader:
                 "with allow_interruptions=False (the report does not record it)"
             )
         return says
+
+    def _protected_at(self, started: float, end: float) -> float | None:
+        """When a running tool protected the speech the caller had paused, if it did.
+
+        livekit pauses an interruptible speech the caller speaks over, and resumes it while
+        they still speak only when it becomes uninterruptible (``disallow_interruptions()``
+        releases the pause); on its own it resumes after the caller stopped.
+        """
+        for resumed in self.started_speaking:
+            paused = [t for t in self.stopped_speaking if started <= t < resumed]
+            if not started < resumed < end or not paused:
+                continue
+            if any(paused[-1] < at <= resumed for at, _ in self.speeches):
+                continue  # another speech began: not a resume
+            if any(
+                turn[0] <= paused[-1] and (turn[1] is None or turn[1] > resumed)
+                for turn in self.turns
+            ):
+                return resumed
+        return None
 
     def _tool_runs(self, says: list[AppSay]) -> list[ToolRunPlan]:
         runs: list[ToolRunPlan] = []
@@ -862,6 +1001,12 @@ class _Reader:
                 self.assumptions.append(
                     f"at {asked:.2f} s: the tool {call.name} closed the session"
                 )
+            protected_at = self._protected_at(call.started, end)
+            if protected_at is not None:
+                self.assumptions.append(
+                    f"at {protected_at:.2f} s: the agent resumed its speech over the speaking "
+                    f"caller: the tool {call.name} called disallow_interruptions() then"
+                )
             runs.append(
                 ToolRunPlan(
                     name=call.name,
@@ -885,6 +1030,9 @@ class _Reader:
                     exit_after=self.flow.exit_after.get(call.call_id, 0.0),
                     completes_task=call.call_id in self.flow.completers,
                     reply_required=call.reply_required,
+                    protects_after=(
+                        None if protected_at is None else round(protected_at - call.started, 3)
+                    ),
                 )
             )
         # the says a tool made are the tool's; the rest stay the app's

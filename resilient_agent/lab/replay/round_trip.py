@@ -4,12 +4,15 @@ Each catalog call runs on the agent class under test, is written as livekit's
 ``SessionReport.to_dict()`` (:mod:`resilient_agent.testing.session_report`), read back into a
 plan and replayed on the same class. A call round-trips when the replay has the recording's
 caller turns (within one frame), words lost, lines said and close (:mod:`.fidelity`); its
-verdict is the same when the lab's contracts pass or fail on both.
+verdict is the same when the lab's contracts pass or fail on both, judged by the same
+expectations: the catalog scenario's (which of the caller's words expect a reply and within
+which bound, the farewell), which a report does not carry.
 """
 
 from __future__ import annotations
 
 import tempfile
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from typing import TextIO
 
 from livekit.agents import Agent
 
-from ...testing import ProviderFaults, Scenario, run_scenario
+from ...testing import ProviderFaults, Scenario, evaluate, run_scenario
 from ...testing.session_report import session_report
 from ..catalog import scenarios
 from ..run import RESILIENT_PATH, load_agent_class, select
@@ -32,8 +35,8 @@ __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
 
 CAUSES: Mapping[str, str] = MappingProxyType(
     {
-        "provider_fault": "a provider fault (the replay's providers do not fail)",
-        "verdict_only": "faithful, another verdict (a late answer: reply latency is not judged)",
+        "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
+        "verdict_only": "faithful, another verdict",
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
         "hang_up": "the close's time",
@@ -58,7 +61,8 @@ class RoundTrip:
         agent: The class it ran and was replayed on.
         divergences: How the replay differs from the recording, one line each.
         verdict: Whether the lab's contracts passed on the recorded call.
-        replayed_verdict: Whether they passed on the replay.
+        replayed_verdict: Whether they passed on the replay, judged by the catalog scenario's
+            expectations as the recorded call was.
         cause: Why it does not round-trip (a key of :data:`CAUSES`); None when it does.
     """
 
@@ -125,6 +129,11 @@ def round_trip(
             False,
             "unreadable",
         )
+    # the replay's own verdict knows only what the report says; the recorded call's verdict
+    # also knows which words expected a reply and how soon: judge both by the same. Not the
+    # hang-up's completeness (job shut down, room deleted): the report records only the close
+    judge = dataclasses.replace(scenario, hang_up_within=None)
+    judged = evaluate(dataclasses.replace(replay.world, scenario=judge))
     late = (
         replay.replayed.close_at - plan.close_at
         if replay.replayed.close_at is not None and plan.close_at is not None
@@ -135,12 +144,12 @@ def round_trip(
         agent_class.__name__,
         tuple(str(d) for d in replay.divergences),
         outcome.passed,
-        replay.outcome.passed,
+        judged.passed,
         cause(
             scenario,
             agent_class,
             replay.divergences,
-            outcome.passed == replay.outcome.passed,
+            outcome.passed == judged.passed,
             late,
         ),
     )

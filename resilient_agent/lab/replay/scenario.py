@@ -109,6 +109,7 @@ def _scenario(
         caller_leaves_at=caller_leaves_at,
         talk_over_tolerance=None,
         tool_mocks=dict(tool_mocks or {}),
+        provider_faults=plan.faults.faults,
     )
 
 
@@ -179,8 +180,17 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
         if message.split() and (message, None) not in seen:
             # the recorded LLM never answered it (it failed, or the call moved on): nor does
             # the replay's
-            rules.append(LLMRule("", when_user_says=message))
+            # (its answer the TTS failed to say stands in: livekit failed to synthesize it)
+            text = (plan.faults.unsaid or {}).get(message, "")
+            rules.append(LLMRule(text, when_user_says=message))
             seen.add((message, None))
+    timeouts = plan.faults.llm_timeouts or {}
+    rules = [
+        dataclasses.replace(r, times_out_before=timeouts[r.when_user_says])
+        if r.when_user_says is not None and r.when_user_says in timeouts
+        else r
+        for r in rules
+    ]
     answered = {a.after_tool for a in plan.answers}
     for run in plan.tool_runs:
         if run.name not in answered:
