@@ -11,8 +11,8 @@ which bound, the farewell), which a report does not carry.
 
 from __future__ import annotations
 
-import tempfile
 import dataclasses
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
