@@ -33,9 +33,6 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
-from livekit.agents import tts
-from livekit.agents.voice import events as lk_events
-
 from resilient_agent import (
     CloseReason,
     Middleware,
@@ -46,6 +43,8 @@ from resilient_agent import (
     Synthesis,
     get_logger,
 )
+
+from .tts_failure_count import TtsFailureCount
 
 __all__ = ["SILENT_REPLY", "SilentReply"]
 
@@ -85,27 +84,17 @@ class SilentReply(Middleware):
         self._audio: ReplyAudio | None = None
         self._repeating: dict[str, _Saying] = {}
         self._retries: set[asyncio.TimerHandle] = set()
-        # livekit's own count: unrecoverable TTS errors since the agent last spoke
-        self._tts_failures = 0
+        self._tts_failures: TtsFailureCount | None = None
 
     async def setup(self, ctx: MiddlewareContext) -> None:
         """Ask for the session's syntheses to be observed."""
         self._audio = ReplyAudio.of(ctx)
-        self._tts_failures = 0
-        ctx.listen(ctx.session, "error", self._on_error, by=self)
-        ctx.listen(ctx.session, "agent_state_changed", self._on_agent_state, by=self)
+        # livekit's count is the session's, across handoffs: so is the one read here
+        self._tts_failures = TtsFailureCount.of(ctx)
 
-    def _on_error(self, ev: lk_events.ErrorEvent) -> None:
-        if isinstance(ev.error, tts.TTSError) and not ev.error.recoverable:
-            self._tts_failures += 1
-
-    def _on_agent_state(self, ev: lk_events.AgentStateChangedEvent) -> None:
-        if ev.new_state == "speaking":
-            self._tts_failures = 0
-
-    def _may_fail_again(self, ctx: MiddlewareContext) -> bool:
+    def _may_fail_again(self) -> bool:
         """Whether one more dropped saying leaves the session open (livekit's budget)."""
-        return self._tts_failures < ctx.session.conn_options.max_unrecoverable_errors
+        return self._tts_failures is None or self._tts_failures.may_fail_again
 
     async def aclose(self, ctx: MiddlewareContext, reason: CloseReason) -> None:
         """Call off the sayings still waiting (the listeners are removed by the core)."""
@@ -136,7 +125,7 @@ class SilentReply(Middleware):
         ctx.race_detected(self, SILENT_REPLY, details=details)
         if saying is not None:
             # dropped again: the provider made no frame; silence played again is not retried
-            if dropped and saying.times <= self.max_retries and self._may_fail_again(ctx):
+            if dropped and saying.times <= self.max_retries and self._may_fail_again():
                 wait = self.retry_after_s * 2 ** (saying.times - 1)
                 retry = asyncio.get_running_loop().call_later(
                     wait, self._retry, ctx, saying, time.time()
@@ -148,7 +137,7 @@ class SilentReply(Middleware):
         if ctx.state.user_spoke_since(speech.created_at):
             self._not_said(ctx, "caller_moved_on", text, details)
             return
-        if self.repeated >= self.max_repeats or not self._may_fail_again(ctx):
+        if self.repeated >= self.max_repeats or not self._may_fail_again():
             self._not_said(ctx, "gave_up", text, details)
             return
         self.repeated += 1
@@ -167,7 +156,7 @@ class SilentReply(Middleware):
         if ctx.state.user_spoke_since(since):
             self._not_said(ctx, "caller_moved_on", saying.text, details)
             return
-        if not self._may_fail_again(ctx):  # another reply failed meanwhile
+        if not self._may_fail_again():  # another reply failed meanwhile
             self._not_said(ctx, "gave_up", saying.text, details)
             return
         again = ctx.session.say(saying.text, add_to_chat_ctx=saying.dropped)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from types import SimpleNamespace
 from collections.abc import AsyncIterable
 from typing import Any
 
 import pytest
 from livekit import rtc
-from livekit.agents import Agent
+from livekit.agents import Agent, tts
+from livekit.agents.voice.events import AgentStateChangedEvent, ErrorEvent
 from resilient_agent.middleware import SilentReply
 
-from resilient_agent import OptionError, ResilientAgent
+from resilient_agent import ConversationState, MiddlewareContext, OptionError, ResilientAgent
 from resilient_agent.lab.catalog import scenarios
 from resilient_agent.testing import (
     CallOutcome,
@@ -138,3 +141,48 @@ def test_bad_options_are_refused_at_construction() -> None:
         SilentReply(max_retries=-1)
     with pytest.raises(OptionError):
         SilentReply(retry_after_s=float("nan"))
+
+
+class _Session(rtc.EventEmitter[str]):
+    """The session's events and livekit's budget: enough for SilentReply's count."""
+
+    conn_options = SimpleNamespace(max_unrecoverable_errors=3)
+
+
+def _tts_failure(session: _Session) -> None:
+    error = tts.TTSError(timestamp=0.0, label="tts", error=RuntimeError("down"), recoverable=False)
+    session.emit("error", ErrorEvent(error=error, source=None))
+
+
+def test_the_count_of_tts_failures_survives_a_handoff_to_a_new_silent_reply() -> None:
+    # livekit counts unrecoverable TTS errors per session, across handoffs: the new agent's
+    # SilentReply must not start from 0, or it says again the reply that closes the session
+    async def call() -> list[bool]:
+        session = _Session()
+        ctx = MiddlewareContext(
+            session=session,  # type: ignore[arg-type]
+            agent=None,  # type: ignore[arg-type]
+            state=ConversationState(),
+            emit=lambda _event: None,
+        )
+        first = SilentReply()
+        await first.setup(ctx)
+        _tts_failure(session)
+        _tts_failure(session)
+        room = [first._may_fail_again()]
+        # the handoff: the old chain closes (its listeners removed), then the new one is set up
+        await first.aclose(ctx, "handoff")
+        ctx.release(first)
+        _tts_failure(session)  # livekit's third, while the chains change hands
+        second = SilentReply()
+        await second.setup(ctx)
+        room.append(second._may_fail_again())
+        session.emit("agent_state_changed", _speaking())
+        room.append(second._may_fail_again())
+        return room
+
+    assert asyncio.run(call()) == [True, False, True]
+
+
+def _speaking() -> AgentStateChangedEvent:
+    return AgentStateChangedEvent(old_state="thinking", new_state="speaking")

@@ -70,6 +70,8 @@ class SessionObjects:
                 self._objects[key] = found
         return found
 
-    def clear(self) -> None:
-        """The session is over."""
+    def clear(self) -> list[Any]:
+        """The session is over: the objects it shared, forgotten from now on."""
+        objects = list(self._objects.values())
         self._objects.clear()
+        return objects

@@ -227,7 +227,11 @@ class MiddlewareContext:
         return self.carried.take(key)
 
     def shared(self, key: str, build: Callable[[], _T | None]) -> _T | None:
-        """The session's one object under ``key`` (built by ``build`` on first use)."""
+        """The session's one object under ``key`` (built by ``build`` on first use).
+
+        An object that listens for the whole session, across handoffs, adds its listeners with
+        ``listen(..., by=<the object>)``: they are removed when the session ends.
+        """
         return self.objects.get_or_build(key, build)
 
     def race_detected(

@@ -361,7 +361,9 @@ class SessionRuntime:
                 await run.close("session_end")
         finally:
             self.ctx.carried.drop_untaken("the session ended")
-            self.ctx.objects.clear()
+            for shared in self.ctx.objects.clear():
+                # the listeners a shared object added for the whole session (by itself)
+                self.ctx.release(shared)
             self.owner.middleware_instances.release()
             summary = self.hub.report()
             self.hub.log.info("call_summary", **summary.model_dump(exclude={"type"}))
