@@ -19,7 +19,9 @@ is down) is said again ``retry_after_s`` later, the wait doubled each time, at m
 ``max_retries`` times, as long as the caller stays silent: a provider that accepts again is
 heard. Never past livekit's budget of consecutive TTS failures
 (``conn_options.max_unrecoverable_errors``, 3: one more closes the session, the caller hung up
-on): each dropped saying is one, and a saying that could be the one too many is not made.
+on): each dropped saying is one, and a saying that could be the one too many is not made. The
+count is the session's (:class:`TtsFailureCount`), as livekit's is: a handoff to another agent's
+chain does not start it again.
 Whenever the words end up not said (given up, or the caller moved on before a saying
 made a sound) that is reported with the number of words not said (``words_not_said``), as is
 every recovery (race ``silent_reply``). Pipeline sessions only: a realtime model makes its

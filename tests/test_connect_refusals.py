@@ -16,7 +16,15 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
-from resilient_agent.testing import Scenario, heard_sentences, run_scenario
+from resilient_agent.lab.catalog.agents import handoff_agent
+from resilient_agent.testing import (
+    LLMRule,
+    Scenario,
+    ToolCallScript,
+    Utterance,
+    heard_sentences,
+    run_scenario,
+)
 from resilient_agent.testing.emulators import (
     CartesiaEmulator,
     DeepgramEmulator,
@@ -205,3 +213,42 @@ def test_a_reply_cartesia_never_accepts_is_reported_as_not_said_within_a_bound()
     assert not any("hung up" in reason for reason in resilient.reasons), resilient.reasons
     # the prewarm, and livekit's four attempts for the reply and each of its two sayings
     assert world.connections["cartesia-emulator http /tts/websocket"] == 13
+
+
+def test_a_handoff_does_not_reset_the_count_of_tts_failures_livekit_closes_the_session_at() -> None:
+    # cartesia never accepts: the reply to "do you have parking" and its saying again are
+    # livekit's first two TTS failures; the caller asks for the manager (a handoff to another
+    # ResilientAgent, its own chain) and asks again; the manager's reply is the third: saying it
+    # again would be livekit's fourth in a row, which closes the session
+    scenario = _one_question(ConnectRefusals(503, first=1000))
+    scenario = dataclasses.replace(
+        scenario,
+        agent=handoff_agent(exit_work_seconds=0.0),
+        utterances=(
+            *scenario.utterances,
+            Utterance(12.0, 13.4, "let me talk to the manager", expect_reply=False),
+            Utterance(16.0, 17.4, "is the terrace open", expect_reply=False),
+        ),
+        llm=(
+            LLMRule(when_user_says="manager", tool_calls=(ToolCallScript("transfer_to_manager"),)),
+            *scenario.llm,
+        ),
+        duration=40.0,
+    )
+    world, resilient = run_scenario(scenario, ResilientAgent, stack=DEEPGRAM_OPENAI)
+    # not "call hung up although no farewell was planned": the session stays open
+    assert resilient.reasons == ["utterance 1 (1.0-2.5s): never answered audibly to the end"]
+    assert _silent_reply_actions(resilient) == [
+        None,  # the reply dropped: livekit's first failure (7.45 s)
+        "said_again",
+        None,  # its saying again dropped: the second (11.55 s)
+        "caller_moved_on",  # the caller asked for the manager before the retry (13.55 s)
+        None,  # the manager's reply dropped: the third (22.35 s)
+        "gave_up",  # a fourth would close the session
+    ]
+    gave_up = resilient.race_events[-1]
+    assert gave_up["at_s"] == pytest.approx(22.35, abs=0.01)
+    assert gave_up["words_not_said"] == 5
+    # the session's count listened until the session ended, and no longer
+    assert isinstance(world.agent, ResilientAgent) and world.agent._runtime is not None
+    assert len(world.agent._runtime.ctx.subscriptions) == 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from types import SimpleNamespace
 from collections.abc import AsyncIterable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
