@@ -16,8 +16,12 @@ from livekit.agents import Agent
 from resilient_agent._livekit.versions import installed_livekit_version
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.cli import main
+from resilient_agent.lab.replay.plan import load_plan
 from resilient_agent.lab.replay.round_trip import round_trip
+from resilient_agent.lab.run import RESILIENT_PATH, load_agent_class
+from resilient_agent.testing import run_scenario
 from resilient_agent.testing.audio_recording import caller_channel
+from resilient_agent.testing.session_report import session_report
 
 SEED = "tool_gap/gap_disallow_and_say"
 STEM = "tool_gap__gap_disallow_and_say"
@@ -98,6 +102,40 @@ def test_a_call_whose_caller_the_transcripts_cannot_rebuild_round_trips_with_its
     trip = round_trip(scenario, Agent, tmp_path)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+@pytest.mark.parametrize(
+    ("name", "turns"),
+    [
+        # the first turn's words were withheld under a protected line and committed with the
+        # second's transcript: each turn said its own words, not the whole message twice
+        (
+            "lost_words/pause_over_protected_say",
+            [["is", "the", "terrace", "open"], ["tonight", "please"]],
+        ),
+        # and a word of the second turn said over the hold message, never transcribed, is the
+        # second turn's (before its transcribed words), not the first's nor a placeholder
+        (
+            "lost_words/pause_over_hold_message",
+            [
+                ["please", "book", "a", "table", "for", "eight"],
+                ["for", "four", "people", "outside"],
+                ["near", "the", "window", "if", "possible"],
+            ],
+        ),
+    ],
+)
+def test_a_withheld_turn_committed_with_the_next_says_only_its_own_words(
+    tmp_path: Path, name: str, turns: list[list[str]]
+) -> None:
+    scenario = next(s for s in CATALOG if s.name == name)
+    resilient = load_agent_class(RESILIENT_PATH)
+    world, _ = run_scenario(scenario, resilient)
+    plan = load_plan(session_report(world))
+    assert [list(t.heard) for t in plan.turns] == turns
+    assert [t.unheard for t in plan.turns] == [0] * len(turns)
+    trip = round_trip(scenario, resilient, tmp_path)
+    assert trip.faithful, trip.divergences
 
 
 def _write_audio(path: Path, channels: int, seconds: float) -> Path:

@@ -346,6 +346,22 @@ def _untranscribed_prefix(
     return int((stopped_at - start) / pace)
 
 
+def _before_later_words(
+    words: list[str], later: Sequence[list[Any]], committed: float
+) -> list[str]:
+    """``words`` of a user message without the transcribed words of later turns it ends with.
+
+    livekit commits a turn whose words were withheld together with the turns after it: the
+    message's last words are theirs (their own transcripts), not the withheld turn's.
+    """
+    heard = [word for turn in later if turn[0] < committed for word in turn[2]]
+    while heard and len(words) > len(heard) and words[-len(heard) :] != heard:
+        heard = heard[1:]
+    if heard and len(words) > len(heard):
+        return words[: -len(heard)]
+    return words
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -714,22 +730,53 @@ class _Reader:
         """
         transcribed = {word for turn in self.turns for word in turn[2]}
         used: set[int] = set()
-        for turn in self.turns:
+        for position, turn in enumerate(self.turns):
             if turn[2]:
                 if not self._committed_prefix(turn, transcribed):
                     self._committed_suffix(turn, transcribed)
+                transcribed.update(turn[2])
                 continue
             for index, (at, text) in enumerate(self.user_messages):
                 words = text.split()
                 if index in used or at < turn[0] or not set(words) - transcribed:
                     continue
                 used.add(index)
+                # a message committed after later turns holds their transcribed words too
+                own = _before_later_words(words, self.turns[position + 1 :], at)
+                if len(own) < len(words):
+                    own = self._give_untranscribed(own, self.turns[position + 1 :], at)
+                words = own
                 turn[2].extend(words)
+                transcribed.update(words)
                 self.assumptions.append(
                     f"at {turn[0]:.2f} s: the caller's words taken from the chat's user message "
                     "(no transcript event of them)"
                 )
                 break
+
+    def _give_untranscribed(
+        self, words: list[str], later: Sequence[list[Any]], at: float
+    ) -> list[str]:
+        """``words`` less the last ones the next turn said over the agent, untranscribed.
+
+        The message of a withheld turn committed with the next one holds the next turn's words
+        the STT never got (said while the agent spoke): they are the next turn's, before its
+        transcribed words.
+        """
+        following = next((t for t in later if t[0] < at and t[2]), None)
+        if following is None or following[1] is None or not isinstance(following[4], float):
+            return words
+        start, end, heard, first_at, stopped_at = following
+        count = _untranscribed_prefix(start, end, len(heard), first_at, stopped_at)
+        if not 0 < count < len(words):
+            return words
+        following[2] = [*words[-count:], *heard]
+        following[4] = None  # its words are all known: no placeholders
+        self.assumptions.append(
+            f"at {start:.2f} s: {count} word(s) said over the agent before the transcribed ones "
+            "taken from the chat's user message (no transcript event of them)"
+        )
+        return words[:-count]
 
     def _committed_suffix(self, turn: list[Any], transcribed: set[str]) -> None:
         """Words said after a turn's transcribed ones that reached the chat all the same.
