@@ -558,6 +558,10 @@ class _Reader:
             self.agent_state = str(_field(event, "new_state", str, where))
             if self.agent_state == "speaking":
                 self.started_speaking.append(at)
+                turn = self.turns[-1] if self.turns else None
+                if turn is not None and turn[1] is None and turn[3] is None and turn[4] is None:
+                    # the agent began over a caller not yet transcribed: as if it spoke first
+                    turn[4] = True
             # the agent stopped speaking over a caller not yet transcribed: when it did
             if self.agent_state != "speaking" and self.turns and self.turns[-1][4] is True:
                 self.turns[-1][4] = at
