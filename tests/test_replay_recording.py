@@ -138,6 +138,40 @@ def test_a_withheld_turn_committed_with_the_next_says_only_its_own_words(
     assert trip.faithful, trip.divergences
 
 
+def test_words_withheld_by_a_line_begun_in_the_callers_turn_are_placeholders(
+    tmp_path: Path,
+) -> None:
+    # the caller began while the agent was thinking; its protected hold message began over
+    # them: the transcribed words came after it, not spread from the turn's start
+    scenario = next(
+        s for s in CATALOG if s.name == "talk_over/caller_keeps_talking_over_hold_message"
+    )
+    world, _ = run_scenario(scenario, Agent)
+    turn = load_plan(session_report(world)).turns[1]
+    assert " ".join(turn.heard) == "quiet corner near the window if you can"
+    assert turn.unheard >= 5
+    trip = round_trip(scenario, Agent, tmp_path)
+    # the replay's caller says them where livekit let them through: the agent repeats them
+    assert not [d for d in trip.divergences if "the agent said" in d], trip.divergences
+
+
+def test_noise_the_vad_heard_as_speech_carries_no_words_on_the_recording(
+    tmp_path: Path,
+) -> None:
+    # hold music from 1 s to 25 s, the question at 3.0-4.6 s: the question's words go where
+    # the transcripts put them (not over the music), and the turns the noise guard split off
+    # the music have none, so the replayed Watchdog ends the turn when the recorded one did
+    scenario = next(s for s in CATALOG if s.name == "stall/question_under_hold_music")
+    resilient = load_agent_class(RESILIENT_PATH)
+    world, _ = run_scenario(scenario, resilient)
+    turns = load_plan(session_report(world)).turns
+    assert turns[0].said == pytest.approx((3.0, 4.6), abs=0.02)
+    assert [t.noise for t in turns] == [False, True, True]
+    trip = round_trip(scenario, resilient, tmp_path)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
 def _write_audio(path: Path, channels: int, seconds: float) -> Path:
     """An Ogg Opus file of a quiet tone, as livekit's recorder encodes (48 kHz)."""
     rate = 48_000

@@ -44,6 +44,8 @@ _DEFAULT_TTFT_S = 0.3
 _DEFAULT_MIN_INTERRUPTION_S = 0.5
 # words a caller says per second, for a turn nobody transcribed
 _WORDS_PER_SECOND = 2.5
+# a turn whose words leave this much of it out before or after them held noise, not speech
+_WORDS_INSIDE_S = 1.0
 # the caller's close is the room's: livekit closes the session for the caller
 _CALLER_CLOSES = frozenset({"participant_disconnected"})
 # a line the session closed this soon after was the app's goodbye (the close followed it)
@@ -67,6 +69,11 @@ class CallerTurn:
         heard: The words the STT transcribed in it (finals), in order; empty when none were.
         unheard: How many words were said that the report has no transcript of (assumed).
         ended: Whether livekit saw it end (a VAD that never ends a turn leaves it speaking).
+        said: When its words were said, by the transcripts' times, where that leaves much of
+            the turn out (noise the VAD heard as speech around them); None: over the whole turn.
+        noise: It has no transcript and goes on from the turn before with no pause (a commit
+            split the VAD's speech): the noise the VAD heard as speech, no words (``unheard``
+            placeholders stand for its audio where the replay has no recording).
     """
 
     start: float
@@ -74,6 +81,8 @@ class CallerTurn:
     heard: tuple[str, ...]
     unheard: int = 0
     ended: bool = True
+    said: tuple[float, float] | None = None
+    noise: bool = False
 
 
 @dataclass(frozen=True)
@@ -346,6 +355,28 @@ def _untranscribed_prefix(
     return int((stopped_at - start) / pace)
 
 
+def _words_said(
+    start: float, end: float, heard: int, times: Sequence[tuple[float, int]]
+) -> tuple[float, float] | None:
+    """When a turn's ``heard`` words were said, by its transcripts, if well inside the turn.
+
+    An STT with interim transcripts sends one as each word is half said: the first word's and
+    the last word's (the first transcript with all of them) bound the words, half a word's
+    length further out. None when they fill the turn (within :data:`_WORDS_INSIDE_S`), or the
+    transcripts are not one growing run of the words.
+    """
+    counts = [count for _, count in times]
+    if heard < 2 or counts != sorted(counts) or heard not in counts:
+        return None
+    first = times[0][0]
+    last = times[counts.index(heard)][0]
+    half = (last - first) / (heard - 1) / 2
+    said = (max(start, first - half), min(end, last + half))
+    if half <= 0 or (said[0] - start < _WORDS_INSIDE_S and end - said[1] < _WORDS_INSIDE_S):
+        return None
+    return round(said[0], 3), round(said[1], 3)
+
+
 def _before_later_words(
     words: list[str], later: Sequence[list[Any]], committed: float
 ) -> list[str]:
@@ -417,6 +448,8 @@ class _Reader:
         # [start, end | None, heard words, first transcript at | None, when the agent it began
         # over stopped speaking (True while it speaks, None if it did not, or was heard over)]
         self.turns: list[list[Any]] = []
+        # turn index: each transcript of its words, (when, how many words)
+        self.word_times: dict[int, list[tuple[float, int]]] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         self.said: list[_Said] = []
@@ -568,6 +601,9 @@ class _Reader:
         elif kind == "user_input_transcribed":
             transcript = _field(event, "transcript", str, where)
             self.transcript_times.append(at)
+            if self.turns and transcript.split():
+                times = self.word_times.setdefault(len(self.turns) - 1, [])
+                times.append((at, len(transcript.split())))
             if self.turns and self.turns[-1][3] is None and transcript.split():
                 self.turns[-1][3] = at
                 if self.agent_state == "speaking":
@@ -826,8 +862,9 @@ class _Reader:
         self._committed_words()
         turns: list[CallerTurn] = []
         previous_end = -math.inf
-        for start, end, heard, first_at, stopped_at in self.turns:
-            if start <= previous_end:
+        for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
+            continues = start <= previous_end
+            if continues:
                 # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller's turn starts before the one before it ended "
@@ -857,7 +894,22 @@ class _Reader:
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
                     f"{unheard} placeholder words in it"
                 )
-            turns.append(CallerTurn(round(start, 3), round(end, 3), tuple(heard), unheard, ended))
+            said = (
+                _words_said(start, end, len(heard), self.word_times.get(index, []))
+                if ended and not unheard
+                else None
+            )
+            noise = continues and not heard
+            if noise:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the untranscribed turn goes on from the one before with no "
+                    "pause: noise the VAD heard as speech (a recording plays it with no words)"
+                )
+            turns.append(
+                CallerTurn(
+                    round(start, 3), round(end, 3), tuple(heard), unheard, ended, said, noise
+                )
+            )
             previous_end = end
         return tuple(turns)
 

@@ -25,6 +25,8 @@ from .recording import ReplayRecording
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
 _TAIL_S = 1.0
+# a window no frame's middle falls in
+_NO_WORDS_S = 0.001
 
 
 def turn_words(index: int, turn: CallerTurn) -> tuple[str, ...]:
@@ -74,6 +76,11 @@ def replay_scenario(
             return scenario
         return dataclasses.replace(
             scenario,
+            # the recording has the noise around a turn's words: the words go where they were
+            # said, the VAD hears the rest as the call's did
+            utterances=tuple(
+                _recorded_words(u, t) for u, t in zip(utterances, plan.turns, strict=True)
+            ),
             caller_line="recorded",
             caller_recording=recording.caller,
             vad="scripted" if recording.lab_vad else "silero",
@@ -82,6 +89,16 @@ def replay_scenario(
         )
     except ValueError as exc:  # the scenario's own checks: the report's timings disagree
         raise ReportError(f"the call cannot be replayed: {exc}") from None
+
+
+def _recorded_words(utterance: Utterance, turn: CallerTurn) -> Utterance:
+    """Where ``turn``'s words go on the recording: where said; a noise turn's nowhere."""
+    if turn.noise:
+        # a window shorter than a frame: the recording's noise goes to the VAD unmarked
+        return dataclasses.replace(utterance, end=utterance.start + _NO_WORDS_S)
+    if turn.said is not None:
+        return dataclasses.replace(utterance, start=turn.said[0], end=turn.said[1])
+    return utterance
 
 
 def _scenario(
