@@ -28,6 +28,9 @@ from resilient_agent.testing.differential import (
     tool_agent,
 )
 
+# calls whose livekit logs are compared: no earlier test's garbage logs into them
+pytestmark = pytest.mark.usefixtures("earlier_tests_garbage_collected")
+
 # The app's audio input object, checked on its own below (#15 item 3).
 _SEPARATE = ("input_audio_kept",)
 # Enough seeds to cover lengths x gaps x lines x interims x transcription_timeout (plus a third as

@@ -21,6 +21,9 @@ from resilient_agent.testing.clock import SAME_INSTANT_S
 from resilient_agent.testing.differential import CallTrace, DifferentialResult, run_differential
 from resilient_agent.testing.scenario import AgentFactory
 
+# calls whose livekit logs are compared: no earlier test's garbage logs into them
+pytestmark = pytest.mark.usefixtures("earlier_tests_garbage_collected")
+
 
 def _call(
     name: str,

@@ -21,6 +21,9 @@ from resilient_agent.testing import Scenario, Utterance, run_scenario
 from resilient_agent.testing.differential import run_differential
 from resilient_agent.testing.llm import ScriptedLLM, malformed_context
 
+# calls whose livekit logs are compared: no earlier test's garbage logs into them
+pytestmark = pytest.mark.usefixtures("earlier_tests_garbage_collected")
+
 
 def _context(*, call: bool, output: bool) -> ChatContext:
     ctx = ChatContext.empty()

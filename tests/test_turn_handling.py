@@ -26,6 +26,9 @@ from resilient_agent.lab.catalog.turn_handling import (
 from resilient_agent.testing import Scenario, run_scenario
 from resilient_agent.testing.differential import CallTrace, call_trace, run_differential
 
+# calls whose livekit logs are compared: no earlier test's garbage logs into them
+pytestmark = pytest.mark.usefixtures("earlier_tests_garbage_collected")
+
 _HELD = "protected_speech_over_speaking_caller"
 _RACES = turn_handling_scenarios()
 _CONTROL = next(s for s in scenarios() if s.name == "control/turn_limit_cut_in")
