@@ -38,18 +38,12 @@ from resilient_agent.testing.llm import ScriptedLLM
 from resilient_agent.testing.refusals import ConnectRefusals
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def _refused_tasks_collected_here() -> Iterator[None]:
     # the Cartesia plugin leaves the task of a refused connection with its exception unread;
-    # collected later, asyncio logs "Task exception was never retrieved" into whatever call runs
-    # then (a later test's livekit logs, which the differential harness compares): collect them
-    # after each test and after the module's last, whose captured logs still held one
-    yield
-    gc.collect()
-
-
-@pytest.fixture(autouse=True)
-def _refused_tasks_of_each_test_collected() -> Iterator[None]:
+    # freed by the collector, asyncio logs "Task exception was never retrieved": collect what
+    # this test left while it is over (a task can outlive the module all the same: the tests
+    # that compare livekit logs collect first, conftest's earlier_tests_garbage_collected)
     yield
     gc.collect()
 
