@@ -142,7 +142,7 @@ def test_caller_words_asks_a_non_streaming_stt_about_the_audio_since_the_last_lo
         seen.append(words.saying_words(asyncio.get_running_loop().time()))
         await words.look()  # nothing said since: no request
         await words.aclose()
-        return recognizer.recognized, seen + [words.can_look]
+        return recognizer.recognized, [*seen, words.can_look]
 
     recognized, seen = run_virtual(main())
     assert recognized == [150]  # the last 1.5 s
