@@ -55,7 +55,7 @@ from resilient_agent import (
 )
 
 from .audio_level import AudioLevelMeter
-from .caller_words import CallerWords
+from .caller_words import WORDS_RECENT_S, CallerWords
 from .clock import loop_now
 from .session_facts import stt_is_withheld
 from .wait_options import DEFAULT_MAX_WAIT_S, PastBound, WaitOptions, checked_options, checked_tools
@@ -396,6 +396,8 @@ class WaitForCaller(Middleware):
                     timeout = min(timeout, listen_in)
             elif self._still_saying_words(ctx, hold):
                 timeout = _LOOK_AGAIN_S
+            elif await self._asked_for_words(hold):
+                continue
             elif hold.past_bound == "speak":
                 self._release(hold, "spoke_at_bound")
                 return
@@ -451,6 +453,23 @@ class WaitForCaller(Middleware):
                 },
             )
         return True
+
+    async def _asked_for_words(self, hold: _Hold) -> bool:
+        """Past ``wait_s``, with no recent words: whether a non-streaming STT, asked, heard some.
+
+        Such an STT reports nothing while the caller talks on (see :mod:`.caller_words`): it
+        is asked once each time the evidence runs out, the speech held meanwhile, and an
+        answer that comes later than the evidence would last counts for nothing.
+        """
+        if (
+            not self._words.can_look
+            or hold.max_wait_s <= hold.wait_s
+            or loop_now() >= hold.started_at + hold.max_wait_s
+        ):
+            return False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._words.look(), timeout=WORDS_RECENT_S)
+        return self._words.saying_words(loop_now())
 
     def _line_quiet_for(self, hold: _Hold) -> float:
         """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
