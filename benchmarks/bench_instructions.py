@@ -31,7 +31,10 @@ Needs valgrind (``apt-get install valgrind``). Run ``python -m benchmarks.bench_
 ResilientAgent alone); one variant takes a few minutes under valgrind. ``--keep-profile DIR`` keeps
 each run's main-thread callgrind file in DIR (``<variant>-<turns>.callgrind``), for
 ``python -m benchmarks.callgrind_diff DIR`` (per-function instructions per turn, ResilientAgent
-minus Agent) or ``callgrind_annotate``.
+minus Agent) or ``callgrind_annotate``. ``--skip-exit`` ends each counted process with
+``os._exit`` once its call is over, so that the interpreter's exit (module teardown and its last
+garbage collection, whose cost follows the heap left at exit rather than the turns) is not
+counted; the figures are then not comparable with those of runs without it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ HEAP_LAYOUT_NOISE = 0.3e6
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
+# set for the counted child by --skip-exit (the child's command line is fixed by _count)
+SKIP_EXIT = "BENCH_INSTRUCTIONS_SKIP_EXIT"
 
 
 def _variants(by_middleware: bool, pair: bool = False) -> list[_Variant]:
@@ -117,6 +122,9 @@ def _child(
         _, outcome = run_scenario(scenario, agent_class)
     if not outcome.passed:
         raise SystemExit(f"{agent} without {without} failed the {turns}-turn call")
+    if os.environ.get(SKIP_EXIT):
+        sys.stdout.flush()
+        os._exit(0)
 
 
 def profile_name(label: str, turns: int) -> str:
@@ -299,6 +307,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="DIR",
         help="keep each run's main-thread callgrind file in DIR",
     )
+    parser.add_argument(
+        "--skip-exit",
+        action="store_true",
+        help="do not count the interpreter's exit (os._exit after each call)",
+    )
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -322,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--jobs must be at least 1")
     if args.pair and args.by_middleware:
         parser.error("--pair and --by-middleware exclude each other")
+    if args.skip_exit:
+        os.environ[SKIP_EXIT] = "1"
     if not run(
         args.turns,
         args.frame_ms,
