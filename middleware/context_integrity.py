@@ -23,15 +23,20 @@ context ending in that question. When a reply started for that question (while t
 says something (it is under way, not yet in the context), the tool reply's inference goes
 without it (reported as
 ``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
+A reply whose speech was interrupted answers nothing any more: what the caller heard of it is in
+the context, after the question, and one cut before a sound left the question unanswered (the
+caller spoke on and livekit interrupted it), so later inferences keep the question.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from livekit.agents import llm
+from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent import InferenceNext, InferenceRequest, Middleware, MiddlewareContext
 
@@ -79,8 +84,8 @@ class ContextIntegrity(Middleware):
     def __init__(self) -> None:
         self.repaired_contexts = 0
         self.questions_left_to_their_reply = 0
-        # per user message, whether each reply started for it while a tool ran said something
-        self._replies: dict[str, list[asyncio.Future[bool]]] = {}
+        # per user message, the replies started for it while a tool ran
+        self._replies: dict[str, list[_Reply]] = {}
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
@@ -94,7 +99,7 @@ class ContextIntegrity(Middleware):
         if question is None or result is None:
             return result
         spoke: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._replies.setdefault(question, []).append(spoke)
+        self._replies.setdefault(question, []).append(_Reply(spoke, request.speech))
         if isinstance(result, AsyncIterable) and not isinstance(result, str):
             return _watched(result, spoke)
         spoke.set_result(bool(result))
@@ -172,12 +177,35 @@ def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.Cha
     return repaired
 
 
-async def _a_reply_speaks(replies: list[asyncio.Future[bool]]) -> bool:
-    """Whether one of ``replies`` said something, waiting a little for those still silent."""
+@dataclass(frozen=True)
+class _Reply:
+    """A reply started for a question while a tool ran.
+
+    Attributes:
+        spoke: Whether its inference said something (resolved at its first text or its end).
+        speech: Its speech, when livekit told; an interrupted one no longer answers.
+    """
+
+    spoke: asyncio.Future[bool]
+    speech: SpeechHandle | None
+
+    @property
+    def live(self) -> bool:
+        """Whether it may still be heard: its speech was not interrupted."""
+        return self.speech is None or not self.speech.interrupted
+
+    @property
+    def speaks(self) -> bool:
+        """Whether it said something and may still be heard."""
+        return self.live and self.spoke.done() and self.spoke.result()
+
+
+async def _a_reply_speaks(replies: list[_Reply]) -> bool:
+    """Whether one of ``replies`` says something, waiting a little for those still silent."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + _FIRST_WORDS_WAIT_S
-    while not any(r.done() and r.result() for r in replies):
-        pending = [r for r in replies if not r.done()]
+    while not any(r.speaks for r in replies):
+        pending = [r.spoke for r in replies if r.live and not r.spoke.done()]
         if not pending or loop.time() >= deadline:
             return False
         await asyncio.wait(pending, timeout=deadline - loop.time(), return_when="FIRST_COMPLETED")

@@ -638,6 +638,72 @@ def test_tool_call_releasable_moved_trips(monkeypatch: pytest.MonkeyPatch) -> No
         check_tool_call_releasable()
 
 
+def check_inference_speech() -> None:
+    from livekit.agents import Agent as PlainAgent
+    from livekit.agents.voice import SpeechCreatedEvent
+
+    from resilient_agent._livekit.compat import inference_speech
+    from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+
+    message = _change("test_inference_speech_is_where_compat_expects_it")
+    created: list[Any] = []
+    inferred: list[Any] = []
+
+    def build(base: type[PlainAgent]) -> PlainAgent:
+        class Probe(base):  # type: ignore[valid-type,misc]
+            def __init__(self) -> None:
+                super().__init__(instructions="x")
+
+            async def on_enter(self) -> None:
+                def on_created(ev: SpeechCreatedEvent) -> None:
+                    created.append(ev.speech_handle)
+
+                self.session.on("speech_created", on_created)
+
+            def llm_node(self, chat_ctx: Any, tools: Any, model_settings: Any) -> Any:
+                inferred.append(inference_speech())
+                return super().llm_node(chat_ctx, tools, model_settings)
+
+            @function_tool
+            async def look_up(self) -> str:
+                """Look it up."""
+                return "found"
+
+        return Probe()
+
+    scenario = Scenario(
+        name="t/inference_speech",
+        family="t",
+        description="",
+        agent=build,
+        utterances=(Utterance(1.0, 2.0, "look it up", expect_reply=False),),
+        llm=(
+            LLMRule(when_user_says="look", tool_calls=(ToolCallScript("look_up"),)),
+            LLMRule(text="Found it.", after_tool="look_up"),
+        ),
+        duration=6.0,
+    )
+    run_scenario(scenario, PlainAgent)
+    assert inference_speech() is None, "a speech outside livekit's speech tasks"
+    assert len(created) == 1, "the lab's call no longer makes one speech"
+    # the tool reply's inference runs in the speech that called the tool
+    assert inferred == [created[0], created[0]], f"{message}: inferences saw {inferred}"
+
+
+def test_inference_speech_is_where_compat_expects_it() -> None:
+    check_inference_speech()
+
+
+def test_inference_speech_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_SPEECH_CONTEXT_VAR", "_SpeechContextVar")  # livekit renamed it
+    with pytest.raises(
+        AssertionError, match=re.escape("moved agent_activity._SpeechHandleContextVar")
+    ):
+        check_inference_speech()
+
+
 def check_queued_speeches() -> None:
     from livekit.agents import Agent as PlainAgent
 

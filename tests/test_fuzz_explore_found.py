@@ -1,4 +1,4 @@
-"""What ``--fuzz N --explore M`` found on ResilientAgent, as the shrunk calls it printed.
+"""What ``--fuzz N --explore M`` found on ResilientAgent, as the calls it printed (shrunk or not).
 
 * ``typed_over_held_preamble_answered_twice`` (seed 7331, call 76; open): found under all of the
   call's schedules, and shrunk to a call that fails on the lab's own timing too. A booking tool
@@ -17,11 +17,29 @@
   here the output comes before it and the tool was done. Left open: the fix belongs there
   (the tool reply's inference going without the messages the queued reply answers), and has to
   keep a retried reply from waiting on a stalled one.
+
+* ``question_left_to_a_reply_cut_before_a_sound`` (seed 4711, calls 158 and 532; fixed): found
+  by ``--fuzz 600 --explore 4 --seed 4711``, under all four schedules and on the lab's own timing.
+  A booking tool says its protected line (``protected_say``), then works. The caller asks
+  something while it works (call 532: "tomato needle", committed at 8.26 s); livekit makes that
+  question's reply and queues it behind the tool's speech. The caller speaks on ("forest"), and
+  livekit interrupts the queued reply before a sound (9.08 s); the next one ("forest") is cut
+  the same way by "coffee anchor". The tool ends (10.16 s): its reply goes without the two
+  questions, each left to the reply started for it (``ContextIntegrity``: that reply had said
+  something). So did the reply to "coffee anchor" (11.04 s), although both replies were cut
+  before a sound: it answered only "coffee anchor", and "tomato needle" and "forest" were never
+  answered. Plain ``Agent`` answers them in that last reply (its context holds them).
+
+  Fixed: a reply whose speech was interrupted answers nothing any more
+  (``InferenceRequest.speech`` says which speech an inference's reply is): what the caller heard
+  of it is in the context after the question, and one cut before a sound left the question to
+  the caller's next turn.
 """
 
 from __future__ import annotations
 
 import pytest
+from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import agents
@@ -69,4 +87,73 @@ TYPED_OVER_HELD_PREAMBLE = Scenario(
 def test_typed_over_held_preamble_is_answered_once() -> None:
     _, outcome = run_scenario(TYPED_OVER_HELD_PREAMBLE, ResilientAgent)
     assert "answer heard 2 times: 'Sure: any quiet corner seats.'" not in outcome.reasons
+    assert outcome.passed, outcome.reasons
+
+
+# as drawn by: resilient-agent lab --fuzz 600 --explore 4 --seed 4711 --agent
+# resilient_agent:ResilientAgent (calls 158 and 532, not shrunk; each failed under its four
+# schedules and on the lab's own timing)
+QUESTIONS_OVER_PROTECTED_SAY = {
+    "fuzz/4711-158": Scenario(
+        name="fuzz/4711-158",
+        family="fuzz",
+        description=(
+            "A fuzzed call: agents.booking_agent(style='protected_say', work_seconds=5.06)."
+        ),
+        agent=agents.booking_agent(style="protected_say", work_seconds=5.06),
+        utterances=(
+            Utterance(1.0, 2.44, "please book a table for eight", reply_within=24.29),
+            Utterance(6.5, 8.99, "needle walnut igloo planet meadow", reply_within=17.74),
+            Utterance(9.04, 9.64, "pencil", reply_within=17.09),
+            Utterance(10.37, 12.8, "glacier summer rocket guitar lemon", reply_within=13.93),
+        ),
+        llm=(
+            LLMRule(
+                text="",
+                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+                when_user_says="book",
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+        ),
+        reply_bound=13.93,
+        duration=35.79,
+    ),
+    "fuzz/4711-532": Scenario(
+        name="fuzz/4711-532",
+        family="fuzz",
+        description=(
+            "A fuzzed call: agents.booking_agent(style='protected_say', work_seconds=3.77)."
+        ),
+        agent=agents.booking_agent(style="protected_say", work_seconds=3.77),
+        utterances=(
+            Utterance(1.0, 2.3, "please book a table for eight", reply_within=20.83),
+            Utterance(6.9, 7.71, "tomato needle", reply_within=15.42),
+            Utterance(8.47, 8.88, "forest", reply_within=14.25),
+            Utterance(9.55, 10.49, "coffee anchor", reply_within=12.64),
+        ),
+        llm=(
+            LLMRule(
+                text="",
+                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+                when_user_says="book",
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+        ),
+        reply_bound=12.64,
+        duration=30.9,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUESTIONS_OVER_PROTECTED_SAY))
+def test_question_left_to_a_reply_cut_before_a_sound_is_answered(name: str) -> None:
+    scenario = QUESTIONS_OVER_PROTECTED_SAY[name]
+    _, outcome = run_scenario(scenario, ResilientAgent)
+    assert not [r for r in outcome.reasons if "never answered audibly" in r], outcome.reasons
+    assert outcome.passed, outcome.reasons
+
+
+def test_plain_agent_answers_a_question_whose_reply_was_cut_before_a_sound() -> None:
+    # the control: livekit alone answers these questions in the caller's next reply
+    _, outcome = run_scenario(QUESTIONS_OVER_PROTECTED_SAY["fuzz/4711-532"], Agent)
     assert outcome.passed, outcome.reasons

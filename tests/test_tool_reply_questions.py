@@ -20,6 +20,7 @@ from livekit.agents.llm import (
     FunctionCallOutput,
     FunctionToolCall,
 )
+from livekit.agents.voice.speech_handle import SpeechHandle
 from resilient_agent.middleware.answered_turns import (
     question_answered,
     questions_answered_elsewhere,
@@ -98,12 +99,16 @@ def test_the_question_a_reply_is_answering_is_found_in_a_tool_reply_that_ends_af
 
 
 def _run(
-    contexts: list[ChatContext], replies: tuple[Any, ...] = ("At ten.", "Booked.")
+    contexts: list[ChatContext],
+    replies: tuple[Any, ...] = ("At ten.", "Booked."),
+    *,
+    cut: bool = False,
 ) -> tuple[list[ChatContext], list[Any]]:
     """Each context through a chain of ContextIntegrity while ``book_table`` runs.
 
     Each inference answers the next of ``replies`` (text, or a stream of chunks) and is read to
-    its end, as livekit reads it.
+    its end, as livekit reads it. Each is made for a speech of its own; with ``cut``, the
+    speeches of the earlier ones are interrupted before it.
     """
     emitted: list[Any] = []
     state = ConversationState()
@@ -131,8 +136,14 @@ def _run(
         return stream()
 
     async def main() -> None:
+        speeches: list[SpeechHandle] = []
         for chat_ctx in contexts:
-            request = InferenceRequest(chat_ctx=chat_ctx, tools=[], model_settings=None)
+            for earlier in speeches if cut else []:
+                earlier.interrupt()
+            speeches.append(SpeechHandle.create(allow_interruptions=True))
+            request = InferenceRequest(
+                chat_ctx=chat_ctx, tools=[], model_settings=None, speech=speeches[-1]
+            )
             result = await chain.wrap_llm_request(ctx, request, llm_node)
             if not isinstance(result, str):
                 async for _ in result:
@@ -181,3 +192,11 @@ def test_a_streamed_reply_that_speaks_answers_its_question() -> None:
     words = (ChatChunk(id="r", delta=ChoiceDelta(role="assistant", content="At ten.")),)
     got, _ = _run([_question(), _booking()], replies=(words, "Booked."))
     assert got[1].items[-1].type == "function_call_output"
+
+
+def test_a_question_whose_reply_was_interrupted_stays_in_the_tool_reply() -> None:
+    # the caller spoke on, and livekit cut the reply waiting behind the tool's speech before a
+    # sound (fuzz/4711-532): nothing answers the question unless a later reply keeps it
+    tool_reply = _booking()
+    got, emitted = _run([_question(), tool_reply], cut=True)
+    assert got[1] is tool_reply and emitted == []

@@ -146,11 +146,14 @@ class InferenceRequest:
         chat_ctx: This inference's context (livekit's per-inference copy).
         tools: The tools offered (livekit reads in-place edits back).
         model_settings: livekit's model settings for the node.
+        speech: The speech whose reply this inference makes (a tool reply's is the speech
+            that called the tool), when livekit tells; None otherwise.
     """
 
     chat_ctx: ChatContext
     tools: list[Any]
     model_settings: Any
+    speech: SpeechHandle | None = None
 
     def override(self, **changes: Any) -> InferenceRequest:
         """A copy with ``changes`` applied."""

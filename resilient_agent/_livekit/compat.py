@@ -10,9 +10,11 @@ test double only) are the exception: a room double cannot half-work, so they rai
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from livekit.agents.voice import agent_activity
 from livekit.agents.voice.speech_handle import SpeechHandle
 from opentelemetry import context as otel_context
 
@@ -26,6 +28,7 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "event_listeners",
+    "inference_speech",
     "link_publication_track",
     "livekit_session_report",
     "local_track_publications",
@@ -65,6 +68,23 @@ def speech_interrupted_future(handle: SpeechHandle) -> asyncio.Future[Any] | Non
     ``SpeechHandle.interrupted`` tells whether, not when; the lab's timelines need when.
     """
     return _future(handle, "_interrupt_fut")
+
+
+_SPEECH_CONTEXT_VAR = "_SpeechHandleContextVar"
+
+
+def inference_speech() -> SpeechHandle | None:
+    """The speech whose task is running now (``agent_activity._SpeechHandleContextVar``).
+
+    livekit sets it on every task it creates for a speech, so an ``llm_node`` call reads the
+    speech its reply belongs to (a tool reply's is the speech that called the tool). livekit
+    passes the node no handle. None outside a speech's task, or if livekit moved it.
+    """
+    var = getattr(agent_activity, _SPEECH_CONTEXT_VAR, None)
+    if not isinstance(var, contextvars.ContextVar):
+        return None
+    handle = var.get(None)
+    return handle if isinstance(handle, SpeechHandle) else None
 
 
 _SPEECH_QUEUE = "_speech_q"
@@ -520,6 +540,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "middleware.tool_guard (releasing a tool whose speech the caller interrupted)",
         "livekit moved RunContext._first_update_fut",
         "test_tool_call_releasable_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "agent_activity._SpeechHandleContextVar holds, in the tasks livekit runs for a speech "
+        "(its inferences among them), that speech's handle",
+        "resilient_agent._session.chain_run (InferenceRequest.speech: ContextIntegrity leaves "
+        "a question to another reply only while that reply's speech may still be heard)",
+        "livekit moved agent_activity._SpeechHandleContextVar",
+        "test_inference_speech_is_where_compat_expects_it",
     ),
     Reliance(
         "AgentSession._activity._speech_q is livekit's playout queue, a heap of (-priority, "

@@ -29,6 +29,7 @@ from .._engine.errors import MiddlewareNotUsed
 from .._engine.hooks import HOOKS, Middleware
 from .._engine.requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
 from .._engine.state import CloseReason, MiddlewareContext, Named
+from .._livekit.compat import inference_speech
 from .._livekit.interception import Interceptor
 from .._livekit.shutdown import ShutdownGate
 from .._livekit.speech_gates import InterruptGate, ProtectionGate
@@ -140,7 +141,9 @@ class ChainRun:
             # livekit awaits a coroutine result, then streams whatever the app's node returned
             return app_node(request.chat_ctx, request.tools, request.model_settings)
 
-        request = InferenceRequest(chat_ctx=chat_ctx, tools=tools, model_settings=model_settings)
+        request = InferenceRequest(
+            chat_ctx=chat_ctx, tools=tools, model_settings=model_settings, speech=inference_speech()
+        )
         return self._chain.wrap_llm_request(self.ctx, request, run_app_node)
 
     async def tool_call(
