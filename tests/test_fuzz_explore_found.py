@@ -34,6 +34,9 @@
   (``InferenceRequest.speech`` says which speech an inference's reply is): what the caller heard
   of it is in the context after the question, and one cut before a sound left the question to
   the caller's next turn.
+* ``fuzz/4711-193`` (passing; pinned): a question said over a protected preamble, beside a
+  typed message. A fix of the answered-twice call above that kept the tool reply's inference
+  from the typed message's words also lost three of this question's four words (reverted).
 
 * ``question_left_to_a_reply_cut_before_a_sound_after_a_short_tool`` (seed 27182, call 226;
   fixed): a booking tool with no preamble works 2.3 s (4.25-6.55 s), and the caller says
@@ -46,8 +49,8 @@
   sound at the caller's final transcript (9.26 s), and the tool reply at their turn (9.61 s).
   That turn's reply went without "parrot" too, as the record that its reply spoke outlived the
   reply's interruption: "parrot" reached no context whose reply was heard. Plain ``Agent``
-  answers it in that last reply (its context holds it). Fixed with the seed 4711 calls above: a
-  reply whose speech was interrupted answers nothing.
+  answers it in that last reply (its context holds it). Fixed with fuzz/4711-158 and -532
+  above: a reply whose speech was interrupted answers nothing.
 """
 
 from __future__ import annotations
@@ -170,6 +173,37 @@ def test_question_left_to_a_reply_cut_before_a_sound_is_answered(name: str) -> N
 def test_plain_agent_answers_a_question_whose_reply_was_cut_before_a_sound() -> None:
     # the control: livekit alone answers these questions in the caller's next reply
     _, outcome = run_scenario(QUESTIONS_OVER_PROTECTED_SAY["fuzz/4711-532"], Agent)
+    assert outcome.passed, outcome.reasons
+
+
+# as drawn by: resilient-agent lab --fuzz 600 --explore 4 --seed 4711 (call 193, passing)
+QUESTION_BESIDE_TYPED_OVER_PREAMBLE = Scenario(
+    name="fuzz/4711-193",
+    family="fuzz",
+    description="A fuzzed call: agents.booking_agent(style='disallow', work_seconds=2.09).",
+    agent=agents.booking_agent(style="disallow", work_seconds=2.09),
+    utterances=(
+        Utterance(1.0, 2.76, "please book a table for eight", reply_within=14.01),
+        Utterance(3.09, 3.8, "island dragon", reply_within=12.97),
+        Utterance(4.54, 6.36, "empire dolphin blanket summer", reply_within=10.41),
+        Utterance(7.46, 8.68, "apple zebra meadow", reply_within=8.09),
+    ),
+    llm=(
+        LLMRule(
+            text="Let me check the reservation book for you right now.",
+            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+            when_user_says="book",
+        ),
+        LLMRule(text="Your table is booked.", after_tool="book_table"),
+    ),
+    typed=(Typed(at=6.52, text="any quiet corner seats", reply_within=10.25),),
+    reply_bound=8.09,
+    duration=22.86,
+)
+
+
+def test_question_beside_a_typed_message_over_a_protected_preamble_is_answered() -> None:
+    _, outcome = run_scenario(QUESTION_BESIDE_TYPED_OVER_PREAMBLE, ResilientAgent)
     assert outcome.passed, outcome.reasons
 
 
