@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from livekit.agents import Agent
 
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay.round_trip import round_trip
+from resilient_agent.lab.replay.run import run_replay
 
 
 @pytest.mark.parametrize(
@@ -124,3 +127,44 @@ def test_a_divergence_is_put_down_to_its_cause() -> None:
     assert cause(plain, Agent, words, True, 0.3) == "caller_estimate"
     assert cause(plain, ResilientAgent, close, True, 0.3) == "hang_up_pad"
     assert cause(plain, Agent, close, True, 0.3) == "hang_up"
+
+
+def _recorded_plan(name: str, agent_class: type[Agent]) -> Any:
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == name)
+    world, _ = run_scenario(scenario, agent_class)
+    return load_plan(session_report(world))
+
+
+def test_a_preamble_the_caller_spoke_over_from_the_tools_start_is_protected_by_the_tool() -> None:
+    """The tool's disallow_interruptions() at its start protected the preamble still playing."""
+    plan = _recorded_plan("lost_words/between_call_and_output", Agent)
+    assert [r.protects_after for r in plan.tool_runs] == [0.0]
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the preamble not cut, the words over it lost
+    assert not replay.divergences
+
+
+def test_words_a_middleware_put_in_the_chat_with_no_event_are_the_callers() -> None:
+    """ResilientAgent committed the words withheld over the preamble beside the tool's output:
+    the report's chat history has the message, no event added it."""
+    from resilient_agent import ResilientAgent
+
+    plan = _recorded_plan("lost_words/between_call_and_output", ResilientAgent)
+    assert plan.user_messages[-1] == "for four people outside"
+    assert plan.turns[1].heard == ("for", "four", "people", "outside")
+    assert plan.turns[1].unheard == 0
+
+
+def test_a_word_said_again_is_not_another_turn_committed_with_this_one() -> None:
+    """'a' of 'we need a high chair' was said in the booking too: the words are still this
+    turn's (recovered by ResilientAgent before the transcribed ones)."""
+    from resilient_agent import ResilientAgent
+
+    plan = _recorded_plan("vad/stuck_over_hold_message", ResilientAgent)
+    heard = " ".join(plan.turns[1].heard)
+    assert heard == "we need a high chair my mother will join us she likes a quiet corner"
+    assert plan.turns[1].unheard == 0

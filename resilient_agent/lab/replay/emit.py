@@ -63,10 +63,21 @@ def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
                 slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}
             kept["item"] = slim
         events.append(kept)
+    history = report.get("chat_history")
+    items = history.get("items") if isinstance(history, Mapping) else None
+    # the caller's messages: a middleware may have put one in the chat with no event
+    users = [
+        {k: item[k] for k in _ITEM_KEYS if k in item}
+        for item in (items if isinstance(items, list) else ())
+        if isinstance(item, Mapping)
+        and item.get("type") == "message"
+        and item.get("role") == "user"
+    ]
     return {
         "sdk_version": report.get("sdk_version"),
         "options": report.get("options"),
         "events": events,
+        "chat_history": {"items": users},
     }
 
 

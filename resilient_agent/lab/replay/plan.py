@@ -393,6 +393,11 @@ def _before_later_words(
     return words
 
 
+def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
+    """Whether ``run`` is in ``words``, its words one after the other."""
+    return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -473,6 +478,9 @@ class _Reader:
         self.stopped_speaking: list[float] = []
         self.started_speaking: list[float] = []
         self.errors: list[ProviderError] = []
+        # ids of the chat items the events added, and each event's seconds
+        self.item_ids: set[str] = set()
+        self.event_times: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -491,11 +499,12 @@ class _Reader:
         _check_options(options)
         self.script_end = _script_end(self.report.get("tags"))
         self._read_events(events)
+        self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, turns, [r for r in recovered.values() if r is not None])
-        runs = self._tool_runs(says)
+        runs = self._tool_runs(says, turns, options)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
         unsaid = recovered["tts"]
@@ -572,6 +581,7 @@ class _Reader:
                 )
             latest = max(latest, at)
             self.index = index
+            self.event_times.append(at)
             if kind != "close":
                 self.end_at = max(self.end_at, at)
             self._read_event(kind, event, at, where)
@@ -675,6 +685,7 @@ class _Reader:
             return
         if item.get("type") != "message":
             return
+        self.item_ids.add(str(item.get("id", "")))
         role = _field(item, "role", str, where)
         content = _field(item, "content", list, where)
         text = " ".join(c for c in content if isinstance(c, str))
@@ -698,6 +709,38 @@ class _Reader:
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                 )
+            )
+
+    def _chat_only_messages(self, history: Any) -> None:
+        """The caller's messages the chat has and no event added, at their ``created_at``.
+
+        A middleware that recovers withheld words (``ResilientAgent``) may commit them into the
+        chat itself (beside a tool's output) rather than through livekit's turn: the report's
+        chat history has the message, its events do not.
+        """
+        items = history.get("items") if isinstance(history, Mapping) else None
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, Mapping) or item.get("type") != "message":
+                continue
+            if item.get("role") != "user" or str(item.get("id", "")) in self.item_ids:
+                continue
+            created = item.get("created_at")
+            content = item.get("content")
+            if not isinstance(created, int | float) or not isinstance(content, list):
+                continue
+            text = " ".join(c for c in content if isinstance(c, str))
+            at = float(created) - self.t0
+            if not text.split() or at < 0:
+                continue
+            self.user_messages.append((at, text))
+            self.user_messages.sort(key=lambda message: message[0])
+            # ordered as the last event by then
+            index = sum(1 for t in self.event_times if t <= at + 1e-3) - 1
+            self.context_marks.append((at, index))
+            self.context_marks.sort()
+            self.assumptions.append(
+                f"at {at:.2f} s: a caller's message in the chat that no event added (a "
+                f"middleware committed it): {text!r}"
             )
 
     def _handoff(self, item: Mapping[str, Any], at: float, where: str) -> None:
@@ -772,8 +815,8 @@ class _Reader:
         used: set[int] = set()
         for position, turn in enumerate(self.turns):
             if turn[2]:
-                if not self._committed_prefix(turn, transcribed):
-                    self._committed_suffix(turn, transcribed)
+                if not self._committed_prefix(turn):
+                    self._committed_suffix(turn)
                 transcribed.update(turn[2])
                 continue
             for index, (at, text) in enumerate(self.user_messages):
@@ -818,7 +861,7 @@ class _Reader:
         )
         return words[:-count]
 
-    def _committed_suffix(self, turn: list[Any], transcribed: set[str]) -> None:
+    def _committed_suffix(self, turn: list[Any]) -> None:
         """Words said after a turn's transcribed ones that reached the chat all the same.
 
         livekit withholds the caller's audio while a protected line plays: a middleware that
@@ -830,7 +873,7 @@ class _Reader:
             if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
                 continue
             suffix = words[len(heard) :]
-            if set(suffix) & transcribed:
+            if self._holds_another_turn(suffix, turn):
                 continue  # a turn after, committed with this one
             turn[2] = [*heard, *suffix]
             self.assumptions.append(
@@ -839,7 +882,17 @@ class _Reader:
             )
             return
 
-    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> bool:
+    def _holds_another_turn(self, words: Sequence[str], turn: list[Any]) -> bool:
+        """Whether ``words`` hold the words of a turn other than ``turn``, in their order.
+
+        A message committed with another turn holds that turn's words one after the other; a
+        word the caller merely says again (``a``, ``please``) is not another turn's.
+        """
+        return any(
+            other is not turn and other[2] and _contains(words, other[2]) for other in self.turns
+        )
+
+    def _committed_prefix(self, turn: list[Any]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
         for at, text in self.user_messages:
@@ -847,7 +900,7 @@ class _Reader:
             if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
                 continue
             prefix = words[: -len(heard)]
-            if set(prefix) & transcribed:
+            if self._holds_another_turn(prefix, turn):
                 continue  # a turn before, committed with this one
             turn[2] = [*prefix, *heard]
             turn[4] = None  # no words to count as lost
@@ -1074,7 +1127,31 @@ class _Reader:
                 return resumed
         return None
 
-    def _tool_runs(self, says: list[AppSay]) -> list[ToolRunPlan]:
+    def _protected_from_start(
+        self, call: _Call, turns: Sequence[CallerTurn], options: Mapping[str, Any]
+    ) -> bool:
+        """Whether a tool made the answer that called it uninterruptible as it started.
+
+        The answer's text (a preamble) still played when the tool started; the caller spoke
+        over it from then without interrupting it (or lost words over it): livekit had not
+        paused it, so it was uninterruptible before they spoke (``disallow_interruptions()``
+        at the tool's start, the earliest it can be).
+        """
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        for said in self.said:
+            if said.item_id != call.group or said.from_llm is False or said.interrupted:
+                continue
+            if not said.created <= call.started < said.added:
+                continue
+            window = (call.started, said.added)
+            over = sum(max(0.0, min(t.end, window[1]) - max(t.start, window[0])) for t in turns)
+            withheld = any(t.unheard and window[0] <= t.start < window[1] for t in turns)
+            return over >= min_duration or withheld
+        return False
+
+    def _tool_runs(
+        self, says: list[AppSay], turns: Sequence[CallerTurn], options: Mapping[str, Any]
+    ) -> list[ToolRunPlan]:
         runs: list[ToolRunPlan] = []
         claimed: set[int] = set()
         for call in sorted(self.calls.values(), key=lambda c: c.started):
@@ -1109,6 +1186,13 @@ class _Reader:
                 self.assumptions.append(
                     f"at {protected_at:.2f} s: the agent resumed its speech over the speaking "
                     f"caller: the tool {call.name} called disallow_interruptions() then"
+                )
+            elif self._protected_from_start(call, turns, options):
+                protected_at = call.started
+                self.assumptions.append(
+                    f"at {call.started:.2f} s: the caller spoke over the answer that called the "
+                    f"tool {call.name} without interrupting it: the tool called "
+                    "disallow_interruptions() as it started (the report does not record it)"
                 )
             runs.append(
                 ToolRunPlan(
