@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pprint
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -38,8 +39,12 @@ _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
 _WORD_KEYS = frozenset({"transcript", "content", "output", "message"})
 
 
-def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of ``report`` (``SessionReport.to_dict()``) a replay reads."""
+def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dict[str, Any]:
+    """The part of ``report`` (``SessionReport.to_dict()``) a replay reads.
+
+    With ``recording``, also what the replay of its audio reads: when the recording started and
+    the lab's VAD tag.
+    """
     events: list[dict[str, Any]] = []
     for index, event in enumerate(report.get("events", [])):
         kind = event.get("type")
@@ -73,12 +78,16 @@ def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
         and item.get("type") == "message"
         and item.get("role") == "user"
     ]
-    return {
+    trimmed = {
         "sdk_version": report.get("sdk_version"),
         "options": report.get("options"),
         "events": events,
         "chat_history": {"items": users},
     }
+    if recording:
+        trimmed["audio_recording_started_at"] = report.get("audio_recording_started_at")
+        trimmed["tags"] = report.get("tags", [])
+    return trimmed
 
 
 def redacted(report: Any) -> Any:
@@ -116,10 +125,29 @@ def _arguments(raw: Any, text: Any) -> Any:
     return json.dumps({k: text(v) if isinstance(v, str) else v for k, v in parsed.items()})
 
 
-def emitted_test_source(report: Mapping[str, Any], *, agent_path: str, source: str) -> str:
-    """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``)."""
+def emitted_test_source(
+    report: Mapping[str, Any], *, agent_path: str, source: str, recording: str | None = None
+) -> str:
+    """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``).
+
+    With ``recording``: the file name, beside the test, of the call's audio it replays.
+    """
     module, _, cls = agent_path.partition(":")
     literal = pprint.pformat(report, width=96, sort_dicts=False)
+    audio = "" if recording is None else ", recording=_recording(plan)"
+    heard = (
+        ""
+        if recording is None
+        else f"""
+
+# the call's audio recording (livekit's record=True), copied beside this test
+RECORDING = Path(__file__).with_name({recording!r})
+
+
+def _recording(plan: ReplayPlan) -> ReplayRecording:
+    return read_recording(RECORDING, REPORT, plan)
+"""
+    )
     return f'''"""A production call replayed from livekit's session report ({source}).
 
 Written by resilient-agent replay --emit-test. The call runs on the lab's virtual clock: the
@@ -127,28 +155,36 @@ caller's turns at their recorded times, the LLM's recorded answers, the tools' r
 On a plain livekit.agents.Agent it loses the words the recorded call lost; {cls} must keep them.
 """
 
-{_imports(module, cls)}
+{_imports(module, cls, recording is not None)}
 
-REPORT = {literal}
+REPORT = {literal}{heard}
 
 
 def test_the_replay_is_faithful_on_plain_agent() -> None:
-    run = run_replay(load_plan(REPORT), Agent)
+    plan = load_plan(REPORT)
+    run = run_replay(plan, Agent{audio})
     assert not run.divergences, [str(d) for d in run.divergences]
 
 
 def test_{cls.lower()}_keeps_the_call() -> None:
-    run = run_replay(load_plan(REPORT), {cls}, app={agent_path not in _OURS})
+    plan = load_plan(REPORT)
+    run = run_replay(plan, {cls}, app={agent_path not in _OURS}{audio})
     assert run.outcome.passed, run.outcome.reasons
 '''
 
 
-def _imports(module: str, cls: str) -> str:
+def _imports(module: str, cls: str, recording: bool = False) -> str:
     lines = [
+        *(["from pathlib import Path", ""] if recording else []),
         "from livekit.agents import Agent",
         "",
         "from resilient_agent.lab.replay import load_plan, run_replay",
     ]
+    if recording:
+        lines[-1:] = [
+            "from resilient_agent.lab.replay import ReplayPlan, load_plan, run_replay",
+            "from resilient_agent.lab.replay.recording import ReplayRecording, read_recording",
+        ]
     if (module, cls) != ("livekit.agents", "Agent"):
         lines.append(f"from {module} import {cls}")
     return "\n".join(lines)
@@ -161,10 +197,30 @@ def write_test(
     agent_path: str,
     redact: bool,
     source: str,
-) -> None:
-    """Write the test of ``report`` at ``path``."""
-    kept = trimmed_report(report)
+    recording: Path | None = None,
+) -> list[Path]:
+    """Write the test of ``report`` at ``path``; with ``recording``, a copy of it beside.
+
+    Returns:
+        The files written.
+    """
+    kept = trimmed_report(report, recording=recording is not None)
     if redact:
         kept = redacted(kept)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(emitted_test_source(kept, agent_path=agent_path, source=source))
+    written = [path]
+    audio = None
+    if recording is not None:
+        audio = path.with_suffix(recording.suffix or ".ogg")
+        if audio.resolve() != recording.resolve():
+            shutil.copyfile(recording, audio)
+        written.append(audio)
+    path.write_text(
+        emitted_test_source(
+            kept,
+            agent_path=agent_path,
+            source=source,
+            recording=None if audio is None else audio.name,
+        )
+    )
+    return written
