@@ -168,3 +168,16 @@ def test_a_word_said_again_is_not_another_turn_committed_with_this_one() -> None
     heard = " ".join(plan.turns[1].heard)
     assert heard == "we need a high chair my mother will join us she likes a quiet corner"
     assert plan.turns[1].unheard == 0
+
+
+def test_words_withheld_after_the_transcribed_ones_are_counted_after_them() -> None:
+    """'my' was transcribed, then the protected hold message began and livekit withheld
+    'order number is twelve': four placeholders after 'my', so 'my' is said where it was."""
+    plan = _recorded_plan("lost_words/handoff_during_protected_hold", Agent)
+    assert (plan.turns[1].heard, plan.turns[1].unheard, plan.turns[1].unheard_after) == (
+        ("my",),
+        0,
+        4,
+    )
+    replay = run_replay(plan, Agent)
+    assert not replay.divergences

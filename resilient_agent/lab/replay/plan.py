@@ -74,6 +74,9 @@ class CallerTurn:
         noise: It has no transcript and goes on from the turn before with no pause (a commit
             split the VAD's speech): the noise the VAD heard as speech, no words (``unheard``
             placeholders stand for its audio where the replay has no recording).
+        unheard_after: How many words were said after the heard ones that the report has no
+            transcript of (assumed): the agent began an uninterruptible line over the caller
+            and livekit withheld the rest of the turn from the STT.
     """
 
     start: float
@@ -83,6 +86,7 @@ class CallerTurn:
     ended: bool = True
     said: tuple[float, float] | None = None
     noise: bool = False
+    unheard_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -952,6 +956,13 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
+            after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            if after:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the agent's line began over the caller after their "
+                    f"transcribed words and nothing more of the turn was transcribed; {after} "
+                    "placeholder word(s) after the transcribed ones"
+                )
             noise = continues and not heard
             if noise:
                 self.assumptions.append(
@@ -960,11 +971,40 @@ class _Reader:
                 )
             turns.append(
                 CallerTurn(
-                    round(start, 3), round(end, 3), tuple(heard), unheard, ended, said, noise
+                    round(start, 3),
+                    round(end, 3),
+                    tuple(heard),
+                    unheard,
+                    ended,
+                    None if after else said,
+                    noise,
+                    after,
                 )
             )
             previous_end = end
         return tuple(turns)
+
+    def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
+        """Words of a turn said after its transcribed ones, withheld from the STT, if any.
+
+        The agent began to speak inside the turn once all its transcribed words were in, and
+        spoke on to its end with nothing more transcribed: livekit withheld the caller's audio
+        under an uninterruptible line (an interruptible one would have been cut, the words
+        transcribed). They are counted at the pace of the words before the line began.
+        """
+        times = self.word_times.get(index, [])
+        if not heard or not times or max(count for _, count in times) != len(heard):
+            return 0  # words the chat has beyond the transcripts: nothing withheld is unknown
+        full = min(at for at, count in times if count == len(heard))
+        for began in self.started_speaking:
+            if not start < began < end or began < full:
+                continue
+            stops = [t for t in self.stopped_speaking if t > began]
+            if stops and stops[0] < end:
+                return 0  # the agent stopped while the caller still spoke
+            pace = (began - start) / len(heard)
+            return round((end - began) / pace) if pace > 0 else 0
+        return 0
 
     def _last_words(self, start: float, heard: Sequence[str]) -> float:
         """When the words of a turn that never ended were over: its last transcript's time.
