@@ -181,3 +181,28 @@ def test_words_withheld_after_the_transcribed_ones_are_counted_after_them() -> N
     )
     replay = run_replay(plan, Agent)
     assert not replay.divergences
+
+
+def test_the_hang_up_pad_the_user_gives_is_waited_once() -> None:
+    """ResilientAgent hung up 0.3 s after its heard goodbye: the report has only the close.
+
+    Given the pad, the replay on ResilientAgent (which pads again) and on Agent (which does not:
+    the replay waits it) both close at the recorded time; without it, ResilientAgent closes
+    0.3 s late, and the replay says what it assumed."""
+    from resilient_agent import ResilientAgent
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == "control/livekit_tool_goodbye_heard")
+    world, _ = run_scenario(scenario, ResilientAgent)
+    report = session_report(world)
+    padded = load_plan(report, hang_up_pad=0.3)
+    assert "the agent hung up 0.3 s after it asked to (--hang-up-pad;" in "".join(
+        padded.assumptions
+    )
+    for agent_class in (ResilientAgent, Agent):
+        replay = run_replay(padded, agent_class)
+        assert not replay.divergences, (agent_class, replay.divergences)
+    late = run_replay(load_plan(report), ResilientAgent)
+    assert [d.kind for d in late.divergences] == ["close"]

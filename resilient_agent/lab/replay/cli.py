@@ -85,6 +85,15 @@ def add_replay_parser(commands: Any) -> None:
         "without it, the caller's audio is made from the report's turn timings",
     )
     replay.add_argument(
+        "--hang-up-pad",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="seconds the recorded agent waited between asking to hang up and hanging up "
+        "(the report has only the close; ResilientAgent waits 0.3 after a heard farewell): "
+        "the replay asks that much earlier (default 0)",
+    )
+    replay.add_argument(
         "--no-recording",
         action="store_true",
         help="replay without the call's audio recording (the caller's audio made from the "
@@ -112,7 +121,7 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             with quiet_logs():
                 return run_round_trip(args.only, out, audio=not args.no_recording)
         report = read_report(args.report)
-        plan = load_plan(report)
+        plan = load_plan(report, hang_up_pad=args.hang_up_pad)
         notes: list[str] = []
         audio = args.recording
         if audio is None and not args.no_recording:
@@ -132,6 +141,7 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 redact=args.redact,
                 source=args.report.name,
                 recording=emitted,
+                hang_up_pad=args.hang_up_pad,
             )
             print(f"wrote {', '.join(str(p) for p in written)}", file=out)
             if audio is not None and emitted is None:
@@ -160,6 +170,12 @@ def _check(args: argparse.Namespace) -> None:
         raise ReplayUsageError("--redact goes with --emit-test")
     if args.recording is not None and args.round_trip:
         raise ReplayUsageError("--recording goes with a REPORT (--round-trip records its own)")
+    if not 0.0 <= args.hang_up_pad <= 10.0:
+        raise ReplayUsageError("--hang-up-pad SECONDS takes 0 to 10 seconds")
+    if args.round_trip and args.hang_up_pad:
+        raise ReplayUsageError(
+            "--hang-up-pad goes with a REPORT (--round-trip knows each agent's own)"
+        )
     if args.no_recording and args.recording is not None:
         raise ReplayUsageError("give --recording FILE or --no-recording, not both")
     if args.recording is not None and args.explore is not None:

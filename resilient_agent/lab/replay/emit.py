@@ -126,12 +126,19 @@ def _arguments(raw: Any, text: Any) -> Any:
 
 
 def emitted_test_source(
-    report: Mapping[str, Any], *, agent_path: str, source: str, recording: str | None = None
+    report: Mapping[str, Any],
+    *,
+    agent_path: str,
+    source: str,
+    recording: str | None = None,
+    hang_up_pad: float = 0.0,
 ) -> str:
     """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``).
 
-    With ``recording``: the file name, beside the test, of the call's audio it replays.
+    With ``recording``: the file name, beside the test, of the call's audio it replays; with
+    ``hang_up_pad``: the recorded agent's (see :func:`~.plan.load_plan`).
     """
+    load = f"load_plan(REPORT, hang_up_pad={hang_up_pad!r})" if hang_up_pad else "load_plan(REPORT)"
     module, _, cls = agent_path.partition(":")
     literal = pprint.pformat(report, width=96, sort_dicts=False)
     audio = "" if recording is None else ", recording=_recording(plan)"
@@ -161,13 +168,13 @@ REPORT = {literal}{heard}
 
 
 def test_the_replay_is_faithful_on_plain_agent() -> None:
-    plan = load_plan(REPORT)
+    plan = {load}
     run = run_replay(plan, Agent{audio})
     assert not run.divergences, [str(d) for d in run.divergences]
 
 
 def test_{cls.lower()}_keeps_the_call() -> None:
-    plan = load_plan(REPORT)
+    plan = {load}
     run = run_replay(plan, {cls}, app={agent_path not in _OURS}{audio})
     assert run.outcome.passed, run.outcome.reasons
 '''
@@ -198,6 +205,7 @@ def write_test(
     redact: bool,
     source: str,
     recording: Path | None = None,
+    hang_up_pad: float = 0.0,
 ) -> list[Path]:
     """Write the test of ``report`` at ``path``; with ``recording``, a copy of it beside.
 
@@ -221,6 +229,7 @@ def write_test(
             agent_path=agent_path,
             source=source,
             recording=None if audio is None else audio.name,
+            hang_up_pad=hang_up_pad,
         )
     )
     return written

@@ -238,6 +238,9 @@ class ReplayPlan:
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
+        hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
+            (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
+            agent it runs on does not.
     """
 
     sdk_version: str
@@ -260,6 +263,7 @@ class ReplayPlan:
     protected_tasks: tuple[str, ...] = ()
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
+    hang_up_pad: float = 0.0
 
     @property
     def first_agent(self) -> str | None:
@@ -300,13 +304,19 @@ def read_plan(path: Path) -> ReplayPlan:
     return load_plan(read_report(path))
 
 
-def load_plan(report: Any) -> ReplayPlan:
+def load_plan(report: Any, *, hang_up_pad: float = 0.0) -> ReplayPlan:
     """The plan of a ``SessionReport.to_dict()`` value.
+
+    Args:
+        report: The report.
+        hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
+            (``ResilientAgent``'s ``ConditionalHangup`` waits 0.3 s after a heard farewell); the
+            report has only the close, so it is the user's to give.
 
     Raises:
         ReportError: A field is missing, has the wrong type, or the events are out of order.
     """
-    return _Reader(report).plan()
+    return _Reader(report, hang_up_pad).plan()
 
 
 # the options a replay passes on to its session, with their types
@@ -448,7 +458,8 @@ class _Said:
 class _Reader:
     """One pass over a report's events."""
 
-    def __init__(self, report: Any) -> None:
+    def __init__(self, report: Any, hang_up_pad: float = 0.0) -> None:
+        self.hang_up_pad = hang_up_pad
         if not isinstance(report, Mapping):
             raise ReportError("the report: expected a JSON object (SessionReport.to_dict())")
         self.report = report
@@ -516,6 +527,11 @@ class _Reader:
             self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
         )
         self.assumptions.extend(faults.assumptions)
+        if _closed_by_app(self.close_reason, self.close_at, self.script_end):
+            self.assumptions.append(
+                f"the agent hung up {self.hang_up_pad:g} s after it asked to (--hang-up-pad; "
+                "the report has only the close: ResilientAgent waits 0.3 s after a heard farewell)"
+            )
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
@@ -537,6 +553,7 @@ class _Reader:
             protected_tasks=protected,
             faults=faults,
             assumptions=tuple(self.assumptions),
+            hang_up_pad=self.hang_up_pad,
         )
 
     def _protected_tasks(
@@ -1043,7 +1060,7 @@ class _Reader:
         if done is not None and self.close_at - done <= within:
             # livekit waits for the caller's last words before it closes (at most
             # session_close_transcript_timeout): how long it waited says what that option was
-            self.close_wait = round(self.close_at - done, 3)
+            self.close_wait = round(max(0.0, self.close_at - done - self.hang_up_pad), 3)
             self.assumptions.append(
                 f"at {self.close_at:.2f} s: the app closed the session after its line "
                 f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
@@ -1217,7 +1234,11 @@ class _Reader:
             ):
                 asked = min(self.close_at, end)
                 hangs_up = round(asked - call.started, 3)
-                self.close_wait = round(self.close_at - asked, 3) if asked < self.close_at else None
+                self.close_wait = (
+                    round(max(0.0, self.close_at - asked - self.hang_up_pad), 3)
+                    if asked < self.close_at
+                    else None
+                )
                 self.assumptions.append(
                     f"at {asked:.2f} s: the tool {call.name} closed the session"
                 )
