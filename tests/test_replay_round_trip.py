@@ -206,3 +206,14 @@ def test_the_hang_up_pad_the_user_gives_is_waited_once() -> None:
         assert not replay.divergences, (agent_class, replay.divergences)
     late = run_replay(load_plan(report), ResilientAgent)
     assert [d.kind for d in late.divergences] == ["close"]
+
+
+def test_a_tool_whose_reply_outlived_the_callers_question_protected_it() -> None:
+    """The caller asked while the tool worked, nothing playing; livekit did not interrupt the
+    reply awaiting the tool (its output was answered): the tool disallowed interruptions."""
+    plan = _recorded_plan("control/question_as_a_long_tool_ends", Agent)
+    assert [r.protects_after for r in plan.tool_runs] == [0.0]
+    assert any("its output was answered all the same" in line for line in plan.assumptions)
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the tool's reply said after the answer
+    assert not replay.divergences

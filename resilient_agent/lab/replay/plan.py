@@ -519,7 +519,8 @@ class _Reader:
         turns = self._caller_turns()
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, turns, [r for r in recovered.values() if r is not None])
-        runs = self._tool_runs(says, turns, options)
+        answers = self._answers()
+        runs = self._tool_runs(says, turns, options, answers)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
         unsaid = recovered["tts"]
@@ -535,7 +536,7 @@ class _Reader:
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
-            answers=self._answers(),
+            answers=answers,
             tool_runs=tuple(runs),
             app_says=tuple(says),
             said=tuple((s.text, s.interrupted) for s in self.said),
@@ -1206,8 +1207,42 @@ class _Reader:
             return over >= min_duration or withheld
         return False
 
+    def _kept_over_the_caller(
+        self,
+        call: _Call,
+        turns: Sequence[CallerTurn],
+        options: Mapping[str, Any],
+        answers: Sequence[LLMAnswer],
+    ) -> bool:
+        """Whether the reply awaiting a tool outlived the caller speaking while the tool ran.
+
+        livekit interrupts the interruptible reply that awaits a tool when the caller speaks
+        long enough while nothing plays, and an interrupted reply says nothing of the tool's
+        output. The LLM answered this tool's output all the same: the tool made its reply
+        uninterruptible (``disallow_interruptions()``), at its start at the latest.
+        """
+        if call.ended is None or not any(a.after_tool == call.name for a in answers):
+            return False
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        speaking = [
+            (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
+            for start in self.started_speaking
+        ]
+        for turn in turns:
+            a, b = max(turn.start, call.started), min(turn.end, call.ended)
+            if b - a < min_duration:
+                continue
+            heard_over = sum(max(0.0, min(b, y) - max(a, x)) for x, y in speaking)
+            if b - a - heard_over >= min_duration:
+                return True
+        return False
+
     def _tool_runs(
-        self, says: list[AppSay], turns: Sequence[CallerTurn], options: Mapping[str, Any]
+        self,
+        says: list[AppSay],
+        turns: Sequence[CallerTurn],
+        options: Mapping[str, Any],
+        answers: Sequence[LLMAnswer] = (),
     ) -> list[ToolRunPlan]:
         runs: list[ToolRunPlan] = []
         claimed: set[int] = set()
@@ -1253,6 +1288,13 @@ class _Reader:
                 self.assumptions.append(
                     f"at {call.started:.2f} s: the caller spoke over the answer that called the "
                     f"tool {call.name} without interrupting it: the tool called "
+                    "disallow_interruptions() as it started (the report does not record it)"
+                )
+            elif self._kept_over_the_caller(call, turns, options, answers):
+                protected_at = call.started
+                self.assumptions.append(
+                    f"at {call.started:.2f} s: the caller spoke while the tool {call.name} ran and "
+                    "its output was answered all the same: the tool called "
                     "disallow_interruptions() as it started (the report does not record it)"
                 )
             runs.append(
