@@ -1223,6 +1223,8 @@ class _Reader:
         """
         if call.ended is None or not any(a.after_tool == call.name for a in answers):
             return False
+        if any(call.started - 1e-3 <= h.at <= call.ended + 1e-3 for h in self.flow.handoffs):
+            return False  # another agent had the call meanwhile: the caller spoke to it
         min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
         speaking = [
             (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
