@@ -1225,6 +1225,8 @@ class _Reader:
             return False
         if any(call.started - 1e-3 <= h.at <= call.ended + 1e-3 for h in self.flow.handoffs):
             return False  # another agent had the call meanwhile: the caller spoke to it
+        if any(said.item_id == call.group and said.interrupted for said in self.said):
+            return False  # the reply was interrupted (its output came back as a background's)
         min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
         speaking = [
             (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
