@@ -241,7 +241,7 @@ def test_a_recording_that_is_not_the_calls_is_one_line_naming_what_is_wrong(
 # docs/replay.md's commands: the recording the report names, and none
 REPLAY = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json"
 REPLAY_WITHOUT_RECORDING = (
-    "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json --no-recording"  # noqa: E501
+    "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json --no-recording"
 )
 
 
