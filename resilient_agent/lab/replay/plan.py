@@ -1216,10 +1216,11 @@ class _Reader:
     ) -> bool:
         """Whether the reply awaiting a tool outlived the caller speaking while the tool ran.
 
-        livekit interrupts the interruptible reply that awaits a tool when the caller speaks
-        long enough while nothing plays, and an interrupted reply says nothing of the tool's
-        output. The LLM answered this tool's output all the same: the tool made its reply
-        uninterruptible (``disallow_interruptions()``), at its start at the latest.
+        livekit interrupts the interruptible reply that awaits a tool when the caller says words
+        long enough while nothing plays (noise with no words only pauses it), and an
+        interrupted reply says nothing of the tool's output. The LLM answered this tool's
+        output all the same: the tool made its reply uninterruptible
+        (``disallow_interruptions()``), at its start at the latest.
         """
         if call.ended is None or not any(a.after_tool == call.name for a in answers):
             return False
@@ -1234,8 +1235,8 @@ class _Reader:
         ]
         for turn in turns:
             a, b = max(turn.start, call.started), min(turn.end, call.ended)
-            if b - a < min_duration:
-                continue
+            if b - a < min_duration or not turn.heard:
+                continue  # livekit only pauses the reply for speech with no words in it
             heard_over = sum(max(0.0, min(b, y) - max(a, x)) for x, y in speaking)
             if b - a - heard_over >= min_duration:
                 return True
