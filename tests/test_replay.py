@@ -132,6 +132,17 @@ def test_an_unreadable_report_is_one_line_and_exit_2(
     assert "sdk_version: '1.9.0'" in capsys.readouterr().err
 
 
+def test_a_hang_up_pad_out_of_range_or_with_the_round_trip_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "call.json"
+    path.write_text("{}")
+    assert main(["replay", str(path), "--hang-up-pad", "-0.3"]) == 2
+    assert "--hang-up-pad SECONDS takes 0 to 10 seconds" in capsys.readouterr().err
+    assert main(["replay", "--round-trip", "--hang-up-pad", "0.3"]) == 2
+    assert "--round-trip knows each agent's own" in capsys.readouterr().err
+
+
 def test_redaction_keeps_words_apart_and_the_replay_working(seed_report: dict[str, Any]) -> None:
     kept = redacted(trimmed_report(seed_report))
     assert "please" not in json.dumps(kept)
@@ -255,3 +266,11 @@ def test_the_emitted_test_passes_on_resilient_agent_and_fails_on_plain_agent(
     exec(emitted_test_source(report, agent_path=BASELINE, source="call.json"), lost)
     with pytest.raises(AssertionError, match="never reached the LLM"):
         lost["test_agent_keeps_the_call"]()
+
+
+def test_the_emitted_test_replays_with_the_hang_up_pad_given(seed_report: dict[str, Any]) -> None:
+    source = emitted_test_source(
+        trimmed_report(seed_report), agent_path=RESILIENT, source="call.json", hang_up_pad=0.3
+    )
+    assert source.count("plan = load_plan(REPORT, hang_up_pad=0.3)") == 2
+    compile(source, "test_call.py", "exec")

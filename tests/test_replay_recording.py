@@ -67,15 +67,25 @@ def test_the_lab_records_livekits_audio_file_beside_the_report(recorded: tuple[P
 REPLAY_WITH_RECORDING = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json --recording reports/Agent/tool_gap__gap_disallow_and_say.ogg"  # noqa: E501
 
 
+def _copy_reports(recorded: tuple[Path, Path], root: Path) -> Path:
+    """The recorded call under ``root/reports/Agent``, as if the lab had recorded it there."""
+    folder = root / "reports" / "Agent"
+    folder.mkdir(parents=True)
+    report_path, audio_path = recorded
+    shutil.copy(audio_path, folder / audio_path.name)
+    report = json.loads(report_path.read_text())
+    report["audio_recording_path"] = str((folder / audio_path.name).absolute())
+    (folder / report_path.name).write_text(json.dumps(report))
+    return folder / report_path.name
+
+
 def test_the_replay_plays_the_recording_and_transcribes_only_what_reached_the_stt(
     recorded: tuple[Path, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "reports" / "Agent").mkdir(parents=True)
-    for path in recorded:
-        shutil.copy(path, tmp_path / "reports" / "Agent" / path.name)
+    _copy_reports(recorded, tmp_path)
     monkeypatch.chdir(tmp_path)
     code = main(shlex.split(REPLAY_WITH_RECORDING)[1:])
     out = capsys.readouterr().out
@@ -226,3 +236,79 @@ def test_a_recording_that_is_not_the_calls_is_one_line_naming_what_is_wrong(
     assert "--recording goes with a REPORT" in _error(
         capsys, "--round-trip", "--recording", str(mono)
     )
+
+
+# docs/replay.md's commands: the recording the report names, and none
+REPLAY = "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json"
+REPLAY_WITHOUT_RECORDING = (
+    "resilient-agent replay reports/Agent/tool_gap__gap_disallow_and_say.json --no-recording"
+)
+
+
+def test_the_replay_finds_the_recording_the_report_names_and_says_so(
+    recorded: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _copy_reports(recorded, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(REPLAY)[1:]) == 0
+    out = capsys.readouterr().out
+    audio = "reports/Agent/tool_gap__gap_disallow_and_say.ogg"
+    assert f"recording: {audio} (the report's audio_recording_path);" in out
+    assert "assumed: the caller's audio is the recording's channel 0" in out
+    assert main(shlex.split(REPLAY_WITHOUT_RECORDING)[1:]) == 0
+    without = capsys.readouterr().out
+    assert "\nrecording:" not in without and "no recording: the caller's audio is made" in without
+    guide = (Path(__file__).parents[1] / "docs" / "replay.md").read_text()
+    installed = f"(livekit-agents {installed_livekit_version()})"
+    for printed in (out, without):
+        assert printed.replace(installed, "(livekit-agents 1.8.9)") in guide, printed
+
+
+def test_a_relative_recording_path_is_the_reports_and_a_missing_one_is_named(
+    recorded: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_path, audio_path = recorded
+    report = json.loads(report_path.read_text())
+    (tmp_path / "calls").mkdir()
+    shutil.copy(audio_path, tmp_path / "calls" / "audio.ogg")
+    report["audio_recording_path"] = "audio.ogg"  # from the report's folder, not the cwd
+    (tmp_path / "calls" / "call.json").write_text(json.dumps(report))
+    assert main(["replay", str(tmp_path / "calls" / "call.json")]) == 0
+    assert "(the report's audio_recording_path);" in capsys.readouterr().out
+    report["audio_recording_path"] = "/gone/audio.ogg"  # the job's removed session directory
+    (tmp_path / "calls" / "call.json").write_text(json.dumps(report))
+    assert main(["replay", str(tmp_path / "calls" / "call.json")]) == 0
+    out = capsys.readouterr().out
+    assert "audio_recording_path /gone/audio.ogg is not there: give the call's audio" in out
+    assert "no recording: the caller's audio is made" in out
+
+
+def test_an_emitted_test_replays_the_recording_copied_beside_it(
+    recorded: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import runpy
+
+    report_path, audio_path = recorded
+    emitted = tmp_path / "tests" / "test_incident.py"
+    args = ["replay", str(report_path), "--recording", str(audio_path)]
+    assert main([*args, "--emit-test", str(emitted)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {emitted}, {emitted.with_suffix('.ogg')}" in out
+    source = emitted.read_text()
+    assert "RECORDING = Path(__file__).with_name('test_incident.ogg')" in source
+    module = runpy.run_path(str(emitted))
+    module["test_the_replay_is_faithful_on_plain_agent"]()
+    module["test_resilientagent_keeps_the_call"]()
+    # the replay of the emitted test is the recording's: a silent recording loses the words
+    silent = _write_audio(emitted.with_suffix(".ogg"), 2, 22.0)
+    assert silent == emitted.with_suffix(".ogg")
+    with pytest.raises(AssertionError):
+        runpy.run_path(str(emitted))["test_the_replay_is_faithful_on_plain_agent"]()
+    # --redact cannot redact audio: the test replays without it
+    redacted_test = tmp_path / "tests" / "test_redacted.py"
+    assert main([*args, "--emit-test", str(redacted_test), "--redact"]) == 0
+    assert "the test replays without the recording: --redact" in capsys.readouterr().out
+    assert "RECORDING" not in redacted_test.read_text()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from livekit.agents import Agent
 
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay.round_trip import round_trip
+from resilient_agent.lab.replay.run import run_replay
 
 
 @pytest.mark.parametrize(
@@ -36,6 +39,12 @@ from resilient_agent.lab.replay.round_trip import round_trip
         # a TaskGroup shares its conversation with each task: the second task's question
         # answers the words said to the first
         "workflows/control_task_group",
+        # the caller interrupted the reply that called the tool, which went on in the
+        # background: its output answered later is no sign the tool protected the reply
+        "tool_gap/preamble_interrupted_before_hold_message",
+        # noise with no words while the tool worked: livekit only paused the reply awaiting
+        # it, so its answered output is no sign the tool protected the reply
+        "stall/reply_waits_for_noise",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:
@@ -124,3 +133,93 @@ def test_a_divergence_is_put_down_to_its_cause() -> None:
     assert cause(plain, Agent, words, True, 0.3) == "caller_estimate"
     assert cause(plain, ResilientAgent, close, True, 0.3) == "hang_up_pad"
     assert cause(plain, Agent, close, True, 0.3) == "hang_up"
+
+
+def _recorded_plan(name: str, agent_class: type[Agent]) -> Any:
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == name)
+    world, _ = run_scenario(scenario, agent_class)
+    return load_plan(session_report(world))
+
+
+def test_a_preamble_the_caller_spoke_over_from_the_tools_start_is_protected_by_the_tool() -> None:
+    """The tool's disallow_interruptions() at its start protected the preamble still playing."""
+    plan = _recorded_plan("lost_words/between_call_and_output", Agent)
+    assert [r.protects_after for r in plan.tool_runs] == [0.0]
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the preamble not cut, the words over it lost
+    assert not replay.divergences
+
+
+def test_words_a_middleware_put_in_the_chat_with_no_event_are_the_callers() -> None:
+    """ResilientAgent committed the words withheld over the preamble beside the tool's output:
+    the report's chat history has the message, no event added it."""
+    from resilient_agent import ResilientAgent
+
+    plan = _recorded_plan("lost_words/between_call_and_output", ResilientAgent)
+    assert plan.user_messages[-1] == "for four people outside"
+    assert plan.turns[1].heard == ("for", "four", "people", "outside")
+    assert plan.turns[1].unheard == 0
+
+
+def test_a_word_said_again_is_not_another_turn_committed_with_this_one() -> None:
+    """'a' of 'we need a high chair' was said in the booking too: the words are still this
+    turn's (recovered by ResilientAgent before the transcribed ones)."""
+    from resilient_agent import ResilientAgent
+
+    plan = _recorded_plan("vad/stuck_over_hold_message", ResilientAgent)
+    heard = " ".join(plan.turns[1].heard)
+    assert heard == "we need a high chair my mother will join us she likes a quiet corner"
+    assert plan.turns[1].unheard == 0
+
+
+def test_words_withheld_after_the_transcribed_ones_are_counted_after_them() -> None:
+    """'my' was transcribed, then the protected hold message began and livekit withheld
+    'order number is twelve': four placeholders after 'my', so 'my' is said where it was."""
+    plan = _recorded_plan("lost_words/handoff_during_protected_hold", Agent)
+    assert (plan.turns[1].heard, plan.turns[1].unheard, plan.turns[1].unheard_after) == (
+        ("my",),
+        0,
+        4,
+    )
+    replay = run_replay(plan, Agent)
+    assert not replay.divergences
+
+
+def test_the_hang_up_pad_the_user_gives_is_waited_once() -> None:
+    """ResilientAgent hung up 0.3 s after its heard goodbye: the report has only the close.
+
+    Given the pad, the replay on ResilientAgent (which pads again) and on Agent (which does not:
+    the replay waits it) both close at the recorded time; without it, ResilientAgent closes
+    0.3 s late, and the replay says what it assumed."""
+    from resilient_agent import ResilientAgent
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == "control/livekit_tool_goodbye_heard")
+    world, _ = run_scenario(scenario, ResilientAgent)
+    report = session_report(world)
+    padded = load_plan(report, hang_up_pad=0.3)
+    assert "the agent hung up 0.3 s after it asked to (--hang-up-pad;" in "".join(
+        padded.assumptions
+    )
+    for agent_class in (ResilientAgent, Agent):
+        replay = run_replay(padded, agent_class)
+        assert not replay.divergences, (agent_class, replay.divergences)
+    late = run_replay(load_plan(report), ResilientAgent)
+    assert [d.kind for d in late.divergences] == ["close"]
+
+
+def test_a_tool_whose_reply_outlived_the_callers_question_protected_it() -> None:
+    """The caller asked while the tool worked, nothing playing; livekit did not interrupt the
+    reply awaiting the tool (its output was answered): the tool disallowed interruptions."""
+    plan = _recorded_plan("control/question_as_a_long_tool_ends", Agent)
+    assert [r.protects_after for r in plan.tool_runs] == [0.0]
+    assert any("its output was answered all the same" in line for line in plan.assumptions)
+    replay = run_replay(plan, Agent)
+    assert replay.replayed.said == plan.said  # the tool's reply said after the answer
+    assert not replay.divergences

@@ -154,7 +154,7 @@ class _Cast:
     def start(self, agent: Agent) -> None:
         """What the first agent does as the call starts: the app's lines, hang-up, greeting."""
         loop = asyncio.get_running_loop()
-        _hang_up_as_recorded(agent.session, self.plan)
+        _hang_up_as_recorded(agent, self.plan)
         if self.plan.app_says:
             # a task's lines are the task's to say
             lines = [s for s in self.plan.app_says if s.agent not in self.task_ids]
@@ -327,6 +327,7 @@ class _Cast:
                 late = loop.time() - (started + step.offset + step.lasted)
         if run.hangs_up_after is not None:
             await until(run.hangs_up_after)
+            await asyncio.sleep(_pad_left(owner, self.plan))
             get_job_context().shutdown(reason="replayed hang-up")
             if run.duration is not None and run.hangs_up_after >= run.duration:
                 return _output(run)  # it hung up as it ended
@@ -349,22 +350,47 @@ def _output(run: ToolRunPlan) -> str | None:
     return None if not run.reply_required and not run.output else run.output
 
 
-def _hang_up_as_recorded(session: Any, plan: ReplayPlan) -> None:
-    """Close the session when the recorded app did: after its goodbye line, or at that time."""
+def _own_pad(agent: Agent) -> float:
+    """Seconds ``agent`` waits on its own after a hang-up is asked (its middleware's pad)."""
+    middleware = getattr(agent, "middleware", ())
+    pads = [getattr(m, "tail_pad_s", 0.0) for m in middleware]
+    return max([p for p in pads if isinstance(p, int | float)], default=0.0)
+
+
+def _pad_left(agent: Agent, plan: ReplayPlan) -> float:
+    """What of the recorded agent's hang-up pad the replay waits: what ``agent`` does not."""
+    return max(0.0, plan.hang_up_pad - _own_pad(agent))
+
+
+def _hang_up_as_recorded(agent: Agent, plan: ReplayPlan) -> None:
+    """Close the session when the recorded app did: after its goodbye line, or at that time.
+
+    The recorded agent asked ``plan.hang_up_pad`` before the close implies: the replay asks
+    then and waits the part of that pad the agent it runs on does not wait itself.
+    """
     if not plan.app_hung_up or any(r.hangs_up_after is not None for r in plan.tool_runs):
         return
     loop = asyncio.get_running_loop()
+    session = agent.session
+    pad = _pad_left(agent, plan)
 
-    def hang_up() -> None:
+    def ask() -> None:
         if plan.close_reason == "job_shutdown":
             get_job_context().shutdown(reason="replayed hang-up")
         else:
             session.shutdown()
 
+    def hang_up() -> None:
+        if pad > 0:
+            loop.call_later(pad, ask)
+        else:
+            ask()
+
     line = plan.hang_up_after_line
     if line is None:
         assert plan.close_at is not None  # app_hung_up
-        loop.call_later(max(0.0, plan.close_at - SESSION_CLOSE_LAG_S), hang_up)
+        asked = plan.close_at - SESSION_CLOSE_LAG_S - plan.hang_up_pad
+        loop.call_later(max(0.0, asked), hang_up)
         return
 
     def after_line(ev: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -84,10 +85,20 @@ def add_replay_parser(commands: Any) -> None:
         "without it, the caller's audio is made from the report's turn timings",
     )
     replay.add_argument(
+        "--hang-up-pad",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="seconds the recorded agent waited between asking to hang up and hanging up "
+        "(the report has only the close; ResilientAgent waits 0.3 after a heard farewell): "
+        "the replay asks that much earlier (default 0)",
+    )
+    replay.add_argument(
         "--no-recording",
         action="store_true",
-        help="with --round-trip: replay each call without its audio recording (the caller's "
-        "audio made from the transcripts)",
+        help="replay without the call's audio recording (the caller's audio made from the "
+        "transcripts): with a REPORT, not the one its audio_recording_path names; with "
+        "--round-trip, each call's",
     )
 
 
@@ -110,24 +121,34 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             with quiet_logs():
                 return run_round_trip(args.only, out, audio=not args.no_recording)
         report = read_report(args.report)
-        plan = load_plan(report)
-        recording = (
-            read_recording(args.recording, report, plan) if args.recording is not None else None
-        )
+        plan = load_plan(report, hang_up_pad=args.hang_up_pad)
+        notes: list[str] = []
+        audio = args.recording
+        if audio is None and not args.no_recording:
+            audio = _reports_recording(args.report, report, notes, args.explore is not None)
+        recording = read_recording(audio, report, plan) if audio is not None else None
         agent_class, app = _agent_under_test(args.agent)
         with quiet_logs():
-            code = _replay(plan, args, agent_class, app, out, recording)
+            code = _replay(plan, args, agent_class, app, out, recording, notes)
         if args.emit_test is not None:
             from .emit import write_test
 
-            write_test(
+            emitted = audio if audio is not None and not args.redact else None
+            written = write_test(
                 report,
                 args.emit_test,
                 agent_path=args.agent or RESILIENT_PATH,
                 redact=args.redact,
                 source=args.report.name,
+                recording=emitted,
+                hang_up_pad=args.hang_up_pad,
             )
-            print(f"wrote {args.emit_test}", file=out)
+            print(f"wrote {', '.join(str(p) for p in written)}", file=out)
+            if audio is not None and emitted is None:
+                print(
+                    "the test replays without the recording: --redact cannot redact its audio",
+                    file=out,
+                )
         return code
     except (ReportError, ReplayUsageError) as exc:
         print(f"resilient-agent replay: error: {exc}", file=sys.stderr)
@@ -149,10 +170,57 @@ def _check(args: argparse.Namespace) -> None:
         raise ReplayUsageError("--redact goes with --emit-test")
     if args.recording is not None and args.round_trip:
         raise ReplayUsageError("--recording goes with a REPORT (--round-trip records its own)")
-    if args.no_recording and not args.round_trip:
-        raise ReplayUsageError("--no-recording goes with --round-trip")
-    if args.recording is not None and (args.explore is not None or args.emit_test is not None):
-        raise ReplayUsageError("--recording does not go with --explore or --emit-test yet")
+    if not 0.0 <= args.hang_up_pad <= 10.0:
+        raise ReplayUsageError("--hang-up-pad SECONDS takes 0 to 10 seconds")
+    if args.round_trip and args.hang_up_pad:
+        raise ReplayUsageError(
+            "--hang-up-pad goes with a REPORT (--round-trip knows each agent's own)"
+        )
+    if args.no_recording and args.recording is not None:
+        raise ReplayUsageError("give --recording FILE or --no-recording, not both")
+    if args.recording is not None and args.explore is not None:
+        raise ReplayUsageError("--recording does not go with --explore yet")
+
+
+def _reports_recording(
+    report_path: Path, report: Any, notes: list[str], exploring: bool
+) -> Path | None:
+    """The call's recording the report names, if it is there (``audio_recording_path``).
+
+    livekit writes the path absolute, in the job's session directory, which is removed when the
+    job ends: a recording copied beside the report (its name with ``.ogg``) is taken then. A
+    relative path is taken from the report's directory.
+    """
+    named = report.get("audio_recording_path") if isinstance(report, dict) else None
+    candidates: list[tuple[Path, str]] = []
+    if isinstance(named, str) and named:
+        path = Path(named)
+        path = path if path.is_absolute() else report_path.parent / path
+        candidates.append((path, "the report's audio_recording_path"))
+    candidates.append((report_path.with_suffix(".ogg"), "beside the report"))
+    for path, where in candidates:
+        if path.is_file():
+            if exploring:
+                notes.append(
+                    f"recording: {_shown(path)} ({where}) not played: not with --explore yet"
+                )
+                return None
+            notes.append(f"recording: {_shown(path)} ({where}); --no-recording replays without it")
+            return path
+    if isinstance(named, str) and named:
+        notes.append(
+            f"the report's audio_recording_path {named} is not there: give the call's audio "
+            "with --recording FILE"
+        )
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` from the working directory when it is under it, else as it is."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _agent_under_test(path: str | None) -> tuple[type[Agent], bool]:
@@ -172,12 +240,15 @@ def _replay(
     app: bool,
     out: TextIO,
     recording: ReplayRecording | None = None,
+    notes: Sequence[str] = (),
 ) -> int:
     from livekit.agents import Agent
 
     from .run import run_replay
 
     print(_summary(args.report, plan), file=out)
+    for note in notes:
+        print(note, file=out)
     for assumed in plan.assumptions:
         print(f"assumed: {assumed}", file=out)
     if recording is None:

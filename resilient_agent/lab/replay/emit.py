@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pprint
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -38,8 +39,12 @@ _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
 _WORD_KEYS = frozenset({"transcript", "content", "output", "message"})
 
 
-def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of ``report`` (``SessionReport.to_dict()``) a replay reads."""
+def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dict[str, Any]:
+    """The part of ``report`` (``SessionReport.to_dict()``) a replay reads.
+
+    With ``recording``, also what the replay of its audio reads: when the recording started and
+    the lab's VAD tag.
+    """
     events: list[dict[str, Any]] = []
     for index, event in enumerate(report.get("events", [])):
         kind = event.get("type")
@@ -63,11 +68,26 @@ def trimmed_report(report: Mapping[str, Any]) -> dict[str, Any]:
                 slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}
             kept["item"] = slim
         events.append(kept)
-    return {
+    history = report.get("chat_history")
+    items = history.get("items") if isinstance(history, Mapping) else None
+    # the caller's messages: a middleware may have put one in the chat with no event
+    users = [
+        {k: item[k] for k in _ITEM_KEYS if k in item}
+        for item in (items if isinstance(items, list) else ())
+        if isinstance(item, Mapping)
+        and item.get("type") == "message"
+        and item.get("role") == "user"
+    ]
+    trimmed = {
         "sdk_version": report.get("sdk_version"),
         "options": report.get("options"),
         "events": events,
+        "chat_history": {"items": users},
     }
+    if recording:
+        trimmed["audio_recording_started_at"] = report.get("audio_recording_started_at")
+        trimmed["tags"] = report.get("tags", [])
+    return trimmed
 
 
 def redacted(report: Any) -> Any:
@@ -105,10 +125,36 @@ def _arguments(raw: Any, text: Any) -> Any:
     return json.dumps({k: text(v) if isinstance(v, str) else v for k, v in parsed.items()})
 
 
-def emitted_test_source(report: Mapping[str, Any], *, agent_path: str, source: str) -> str:
-    """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``)."""
+def emitted_test_source(
+    report: Mapping[str, Any],
+    *,
+    agent_path: str,
+    source: str,
+    recording: str | None = None,
+    hang_up_pad: float = 0.0,
+) -> str:
+    """A pytest module replaying ``report`` on the class at ``agent_path`` (``module:Class``).
+
+    With ``recording``: the file name, beside the test, of the call's audio it replays; with
+    ``hang_up_pad``: the recorded agent's (see :func:`~.plan.load_plan`).
+    """
+    load = f"load_plan(REPORT, hang_up_pad={hang_up_pad!r})" if hang_up_pad else "load_plan(REPORT)"
     module, _, cls = agent_path.partition(":")
     literal = pprint.pformat(report, width=96, sort_dicts=False)
+    audio = "" if recording is None else ", recording=_recording(plan)"
+    heard = (
+        ""
+        if recording is None
+        else f"""
+
+# the call's audio recording (livekit's record=True), copied beside this test
+RECORDING = Path(__file__).with_name({recording!r})
+
+
+def _recording(plan: ReplayPlan) -> ReplayRecording:
+    return read_recording(RECORDING, REPORT, plan)
+"""
+    )
     return f'''"""A production call replayed from livekit's session report ({source}).
 
 Written by resilient-agent replay --emit-test. The call runs on the lab's virtual clock: the
@@ -116,28 +162,36 @@ caller's turns at their recorded times, the LLM's recorded answers, the tools' r
 On a plain livekit.agents.Agent it loses the words the recorded call lost; {cls} must keep them.
 """
 
-{_imports(module, cls)}
+{_imports(module, cls, recording is not None)}
 
-REPORT = {literal}
+REPORT = {literal}{heard}
 
 
 def test_the_replay_is_faithful_on_plain_agent() -> None:
-    run = run_replay(load_plan(REPORT), Agent)
+    plan = {load}
+    run = run_replay(plan, Agent{audio})
     assert not run.divergences, [str(d) for d in run.divergences]
 
 
 def test_{cls.lower()}_keeps_the_call() -> None:
-    run = run_replay(load_plan(REPORT), {cls}, app={agent_path not in _OURS})
+    plan = {load}
+    run = run_replay(plan, {cls}, app={agent_path not in _OURS}{audio})
     assert run.outcome.passed, run.outcome.reasons
 '''
 
 
-def _imports(module: str, cls: str) -> str:
+def _imports(module: str, cls: str, recording: bool = False) -> str:
     lines = [
+        *(["from pathlib import Path", ""] if recording else []),
         "from livekit.agents import Agent",
         "",
         "from resilient_agent.lab.replay import load_plan, run_replay",
     ]
+    if recording:
+        lines[-1:] = [
+            "from resilient_agent.lab.replay import ReplayPlan, load_plan, run_replay",
+            "from resilient_agent.lab.replay.recording import ReplayRecording, read_recording",
+        ]
     if (module, cls) != ("livekit.agents", "Agent"):
         lines.append(f"from {module} import {cls}")
     return "\n".join(lines)
@@ -150,10 +204,32 @@ def write_test(
     agent_path: str,
     redact: bool,
     source: str,
-) -> None:
-    """Write the test of ``report`` at ``path``."""
-    kept = trimmed_report(report)
+    recording: Path | None = None,
+    hang_up_pad: float = 0.0,
+) -> list[Path]:
+    """Write the test of ``report`` at ``path``; with ``recording``, a copy of it beside.
+
+    Returns:
+        The files written.
+    """
+    kept = trimmed_report(report, recording=recording is not None)
     if redact:
         kept = redacted(kept)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(emitted_test_source(kept, agent_path=agent_path, source=source))
+    written = [path]
+    audio = None
+    if recording is not None:
+        audio = path.with_suffix(recording.suffix or ".ogg")
+        if audio.resolve() != recording.resolve():
+            shutil.copyfile(recording, audio)
+        written.append(audio)
+    path.write_text(
+        emitted_test_source(
+            kept,
+            agent_path=agent_path,
+            source=source,
+            recording=None if audio is None else audio.name,
+            hang_up_pad=hang_up_pad,
+        )
+    )
+    return written

@@ -74,6 +74,9 @@ class CallerTurn:
         noise: It has no transcript and goes on from the turn before with no pause (a commit
             split the VAD's speech): the noise the VAD heard as speech, no words (``unheard``
             placeholders stand for its audio where the replay has no recording).
+        unheard_after: How many words were said after the heard ones that the report has no
+            transcript of (assumed): the agent began an uninterruptible line over the caller
+            and livekit withheld the rest of the turn from the STT.
     """
 
     start: float
@@ -83,6 +86,7 @@ class CallerTurn:
     ended: bool = True
     said: tuple[float, float] | None = None
     noise: bool = False
+    unheard_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,9 @@ class ReplayPlan:
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
+        hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
+            (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
+            agent it runs on does not.
     """
 
     sdk_version: str
@@ -256,6 +263,7 @@ class ReplayPlan:
     protected_tasks: tuple[str, ...] = ()
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
+    hang_up_pad: float = 0.0
 
     @property
     def first_agent(self) -> str | None:
@@ -296,13 +304,19 @@ def read_plan(path: Path) -> ReplayPlan:
     return load_plan(read_report(path))
 
 
-def load_plan(report: Any) -> ReplayPlan:
+def load_plan(report: Any, *, hang_up_pad: float = 0.0) -> ReplayPlan:
     """The plan of a ``SessionReport.to_dict()`` value.
+
+    Args:
+        report: The report.
+        hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
+            (``ResilientAgent``'s ``ConditionalHangup`` waits 0.3 s after a heard farewell); the
+            report has only the close, so it is the user's to give.
 
     Raises:
         ReportError: A field is missing, has the wrong type, or the events are out of order.
     """
-    return _Reader(report).plan()
+    return _Reader(report, hang_up_pad).plan()
 
 
 # the options a replay passes on to its session, with their types
@@ -393,6 +407,11 @@ def _before_later_words(
     return words
 
 
+def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
+    """Whether ``run`` is in ``words``, its words one after the other."""
+    return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -439,7 +458,8 @@ class _Said:
 class _Reader:
     """One pass over a report's events."""
 
-    def __init__(self, report: Any) -> None:
+    def __init__(self, report: Any, hang_up_pad: float = 0.0) -> None:
+        self.hang_up_pad = hang_up_pad
         if not isinstance(report, Mapping):
             raise ReportError("the report: expected a JSON object (SessionReport.to_dict())")
         self.report = report
@@ -473,6 +493,9 @@ class _Reader:
         self.stopped_speaking: list[float] = []
         self.started_speaking: list[float] = []
         self.errors: list[ProviderError] = []
+        # ids of the chat items the events added, and each event's seconds
+        self.item_ids: set[str] = set()
+        self.event_times: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -491,11 +514,13 @@ class _Reader:
         _check_options(options)
         self.script_end = _script_end(self.report.get("tags"))
         self._read_events(events)
+        self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, turns, [r for r in recovered.values() if r is not None])
-        runs = self._tool_runs(says)
+        answers = self._answers()
+        runs = self._tool_runs(says, turns, options, answers)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
         unsaid = recovered["tts"]
@@ -503,10 +528,15 @@ class _Reader:
             self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
         )
         self.assumptions.extend(faults.assumptions)
+        if _closed_by_app(self.close_reason, self.close_at, self.script_end):
+            self.assumptions.append(
+                f"the agent hung up {self.hang_up_pad:g} s after it asked to (--hang-up-pad; "
+                "the report has only the close: ResilientAgent waits 0.3 s after a heard farewell)"
+            )
         return ReplayPlan(
             sdk_version=version,
             turns=turns,
-            answers=self._answers(),
+            answers=answers,
             tool_runs=tuple(runs),
             app_says=tuple(says),
             said=tuple((s.text, s.interrupted) for s in self.said),
@@ -524,6 +554,7 @@ class _Reader:
             protected_tasks=protected,
             faults=faults,
             assumptions=tuple(self.assumptions),
+            hang_up_pad=self.hang_up_pad,
         )
 
     def _protected_tasks(
@@ -572,6 +603,7 @@ class _Reader:
                 )
             latest = max(latest, at)
             self.index = index
+            self.event_times.append(at)
             if kind != "close":
                 self.end_at = max(self.end_at, at)
             self._read_event(kind, event, at, where)
@@ -675,6 +707,7 @@ class _Reader:
             return
         if item.get("type") != "message":
             return
+        self.item_ids.add(str(item.get("id", "")))
         role = _field(item, "role", str, where)
         content = _field(item, "content", list, where)
         text = " ".join(c for c in content if isinstance(c, str))
@@ -698,6 +731,38 @@ class _Reader:
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                 )
+            )
+
+    def _chat_only_messages(self, history: Any) -> None:
+        """The caller's messages the chat has and no event added, at their ``created_at``.
+
+        A middleware that recovers withheld words (``ResilientAgent``) may commit them into the
+        chat itself (beside a tool's output) rather than through livekit's turn: the report's
+        chat history has the message, its events do not.
+        """
+        items = history.get("items") if isinstance(history, Mapping) else None
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, Mapping) or item.get("type") != "message":
+                continue
+            if item.get("role") != "user" or str(item.get("id", "")) in self.item_ids:
+                continue
+            created = item.get("created_at")
+            content = item.get("content")
+            if not isinstance(created, int | float) or not isinstance(content, list):
+                continue
+            text = " ".join(c for c in content if isinstance(c, str))
+            at = float(created) - self.t0
+            if not text.split() or at < 0:
+                continue
+            self.user_messages.append((at, text))
+            self.user_messages.sort(key=lambda message: message[0])
+            # ordered as the last event by then
+            index = sum(1 for t in self.event_times if t <= at + 1e-3) - 1
+            self.context_marks.append((at, index))
+            self.context_marks.sort()
+            self.assumptions.append(
+                f"at {at:.2f} s: a caller's message in the chat that no event added (a "
+                f"middleware committed it): {text!r}"
             )
 
     def _handoff(self, item: Mapping[str, Any], at: float, where: str) -> None:
@@ -772,8 +837,8 @@ class _Reader:
         used: set[int] = set()
         for position, turn in enumerate(self.turns):
             if turn[2]:
-                if not self._committed_prefix(turn, transcribed):
-                    self._committed_suffix(turn, transcribed)
+                if not self._committed_prefix(turn):
+                    self._committed_suffix(turn)
                 transcribed.update(turn[2])
                 continue
             for index, (at, text) in enumerate(self.user_messages):
@@ -818,7 +883,7 @@ class _Reader:
         )
         return words[:-count]
 
-    def _committed_suffix(self, turn: list[Any], transcribed: set[str]) -> None:
+    def _committed_suffix(self, turn: list[Any]) -> None:
         """Words said after a turn's transcribed ones that reached the chat all the same.
 
         livekit withholds the caller's audio while a protected line plays: a middleware that
@@ -830,7 +895,7 @@ class _Reader:
             if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
                 continue
             suffix = words[len(heard) :]
-            if set(suffix) & transcribed:
+            if self._holds_another_turn(suffix, turn):
                 continue  # a turn after, committed with this one
             turn[2] = [*heard, *suffix]
             self.assumptions.append(
@@ -839,7 +904,17 @@ class _Reader:
             )
             return
 
-    def _committed_prefix(self, turn: list[Any], transcribed: set[str]) -> bool:
+    def _holds_another_turn(self, words: Sequence[str], turn: list[Any]) -> bool:
+        """Whether ``words`` hold the words of a turn other than ``turn``, in their order.
+
+        A message committed with another turn holds that turn's words one after the other; a
+        word the caller merely says again (``a``, ``please``) is not another turn's.
+        """
+        return any(
+            other is not turn and other[2] and _contains(words, other[2]) for other in self.turns
+        )
+
+    def _committed_prefix(self, turn: list[Any]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
         for at, text in self.user_messages:
@@ -847,7 +922,7 @@ class _Reader:
             if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
                 continue
             prefix = words[: -len(heard)]
-            if set(prefix) & transcribed:
+            if self._holds_another_turn(prefix, turn):
                 continue  # a turn before, committed with this one
             turn[2] = [*prefix, *heard]
             turn[4] = None  # no words to count as lost
@@ -899,6 +974,13 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
+            after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            if after:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the agent's line began over the caller after their "
+                    f"transcribed words and nothing more of the turn was transcribed; {after} "
+                    "placeholder word(s) after the transcribed ones"
+                )
             noise = continues and not heard
             if noise:
                 self.assumptions.append(
@@ -907,11 +989,40 @@ class _Reader:
                 )
             turns.append(
                 CallerTurn(
-                    round(start, 3), round(end, 3), tuple(heard), unheard, ended, said, noise
+                    round(start, 3),
+                    round(end, 3),
+                    tuple(heard),
+                    unheard,
+                    ended,
+                    None if after else said,
+                    noise,
+                    after,
                 )
             )
             previous_end = end
         return tuple(turns)
+
+    def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
+        """Words of a turn said after its transcribed ones, withheld from the STT, if any.
+
+        The agent began to speak inside the turn once all its transcribed words were in, and
+        spoke on to its end with nothing more transcribed: livekit withheld the caller's audio
+        under an uninterruptible line (an interruptible one would have been cut, the words
+        transcribed). They are counted at the pace of the words before the line began.
+        """
+        times = self.word_times.get(index, [])
+        if not heard or not times or max(count for _, count in times) != len(heard):
+            return 0  # words the chat has beyond the transcripts: nothing withheld is unknown
+        full = min(at for at, count in times if count == len(heard))
+        for began in self.started_speaking:
+            if not start < began < end or began < full:
+                continue
+            stops = [t for t in self.stopped_speaking if t > began]
+            if stops and stops[0] < end:
+                return 0  # the agent stopped while the caller still spoke
+            pace = (began - start) / len(heard)
+            return round((end - began) / pace) if pace > 0 else 0
+        return 0
 
     def _last_words(self, start: float, heard: Sequence[str]) -> float:
         """When the words of a turn that never ended were over: its last transcript's time.
@@ -950,7 +1061,7 @@ class _Reader:
         if done is not None and self.close_at - done <= within:
             # livekit waits for the caller's last words before it closes (at most
             # session_close_transcript_timeout): how long it waited says what that option was
-            self.close_wait = round(self.close_at - done, 3)
+            self.close_wait = round(max(0.0, self.close_at - done - self.hang_up_pad), 3)
             self.assumptions.append(
                 f"at {self.close_at:.2f} s: the app closed the session after its line "
                 f"{before[-1].text!r}; livekit waited {self.close_wait:.2f} s for the caller's "
@@ -1074,7 +1185,70 @@ class _Reader:
                 return resumed
         return None
 
-    def _tool_runs(self, says: list[AppSay]) -> list[ToolRunPlan]:
+    def _protected_from_start(
+        self, call: _Call, turns: Sequence[CallerTurn], options: Mapping[str, Any]
+    ) -> bool:
+        """Whether a tool made the answer that called it uninterruptible as it started.
+
+        The answer's text (a preamble) still played when the tool started; the caller spoke
+        over it from then without interrupting it (or lost words over it): livekit had not
+        paused it, so it was uninterruptible before they spoke (``disallow_interruptions()``
+        at the tool's start, the earliest it can be).
+        """
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        for said in self.said:
+            if said.item_id != call.group or said.from_llm is False or said.interrupted:
+                continue
+            if not said.created <= call.started < said.added:
+                continue
+            window = (call.started, said.added)
+            over = sum(max(0.0, min(t.end, window[1]) - max(t.start, window[0])) for t in turns)
+            withheld = any(t.unheard and window[0] <= t.start < window[1] for t in turns)
+            return over >= min_duration or withheld
+        return False
+
+    def _kept_over_the_caller(
+        self,
+        call: _Call,
+        turns: Sequence[CallerTurn],
+        options: Mapping[str, Any],
+        answers: Sequence[LLMAnswer],
+    ) -> bool:
+        """Whether the reply awaiting a tool outlived the caller speaking while the tool ran.
+
+        livekit interrupts the interruptible reply that awaits a tool when the caller says words
+        long enough while nothing plays (noise with no words only pauses it), and an
+        interrupted reply says nothing of the tool's output. The LLM answered this tool's
+        output all the same: the tool made its reply uninterruptible
+        (``disallow_interruptions()``), at its start at the latest.
+        """
+        if call.ended is None or not any(a.after_tool == call.name for a in answers):
+            return False
+        if any(call.started - 1e-3 <= h.at <= call.ended + 1e-3 for h in self.flow.handoffs):
+            return False  # another agent had the call meanwhile: the caller spoke to it
+        if any(said.item_id == call.group and said.interrupted for said in self.said):
+            return False  # the reply was interrupted (its output came back as a background's)
+        min_duration = float(options.get("min_interruption_duration", _DEFAULT_MIN_INTERRUPTION_S))
+        speaking = [
+            (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
+            for start in self.started_speaking
+        ]
+        for turn in turns:
+            a, b = max(turn.start, call.started), min(turn.end, call.ended)
+            if b - a < min_duration or not turn.heard:
+                continue  # livekit only pauses the reply for speech with no words in it
+            heard_over = sum(max(0.0, min(b, y) - max(a, x)) for x, y in speaking)
+            if b - a - heard_over >= min_duration:
+                return True
+        return False
+
+    def _tool_runs(
+        self,
+        says: list[AppSay],
+        turns: Sequence[CallerTurn],
+        options: Mapping[str, Any],
+        answers: Sequence[LLMAnswer] = (),
+    ) -> list[ToolRunPlan]:
         runs: list[ToolRunPlan] = []
         claimed: set[int] = set()
         for call in sorted(self.calls.values(), key=lambda c: c.started):
@@ -1100,7 +1274,11 @@ class _Reader:
             ):
                 asked = min(self.close_at, end)
                 hangs_up = round(asked - call.started, 3)
-                self.close_wait = round(self.close_at - asked, 3) if asked < self.close_at else None
+                self.close_wait = (
+                    round(max(0.0, self.close_at - asked - self.hang_up_pad), 3)
+                    if asked < self.close_at
+                    else None
+                )
                 self.assumptions.append(
                     f"at {asked:.2f} s: the tool {call.name} closed the session"
                 )
@@ -1109,6 +1287,20 @@ class _Reader:
                 self.assumptions.append(
                     f"at {protected_at:.2f} s: the agent resumed its speech over the speaking "
                     f"caller: the tool {call.name} called disallow_interruptions() then"
+                )
+            elif self._protected_from_start(call, turns, options):
+                protected_at = call.started
+                self.assumptions.append(
+                    f"at {call.started:.2f} s: the caller spoke over the answer that called the "
+                    f"tool {call.name} without interrupting it: the tool called "
+                    "disallow_interruptions() as it started (the report does not record it)"
+                )
+            elif self._kept_over_the_caller(call, turns, options, answers):
+                protected_at = call.started
+                self.assumptions.append(
+                    f"at {call.started:.2f} s: the caller spoke while the tool {call.name} ran and "
+                    "its output was answered all the same: the tool called "
+                    "disallow_interruptions() as it started (the report does not record it)"
                 )
             runs.append(
                 ToolRunPlan(

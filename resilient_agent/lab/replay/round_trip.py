@@ -107,7 +107,10 @@ def round_trip(
     world, outcome = run_scenario(scenario, agent_class, record_audio=audio)
     try:
         report = session_report(world)
-        plan = load_plan(report)
+        # the report has only the close: the round trip knows the recording agent's pad
+        plan = load_plan(
+            report, hang_up_pad=_RESILIENT_TAIL_PAD_S if agent_class is not Agent else 0.0
+        )
         recording = read_recording(audio, report, plan) if audio is not None else None
     except ReportError as exc:
         return RoundTrip(

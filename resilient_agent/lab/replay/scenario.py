@@ -30,8 +30,10 @@ _NO_WORDS_S = 0.001
 
 
 def turn_words(index: int, turn: CallerTurn) -> tuple[str, ...]:
-    """The words the replayed caller says in ``turn``: the heard ones after placeholders."""
-    return tuple(f"unheard{index}w{j}" for j in range(turn.unheard)) + turn.heard
+    """The words the replayed caller says in ``turn``: the heard ones amid placeholders."""
+    before = tuple(f"unheard{index}w{j}" for j in range(turn.unheard))
+    after = tuple(f"unheard{index}w{turn.unheard + j}" for j in range(turn.unheard_after))
+    return before + turn.heard + after
 
 
 def replay_scenario(
