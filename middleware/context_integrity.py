@@ -31,7 +31,8 @@ committed to ``session.history``, as it does before the tool reply
 is not.
 A reply whose speech was interrupted answers nothing any more: what the caller heard of it is in
 the context, after the question, and one cut before a sound left the question unanswered (the
-caller spoke on and livekit interrupted it), so later inferences keep the question.
+caller spoke on and livekit interrupted it), so later inferences keep the question. A reply
+made while the caller still speaks answers only the message its context ends in.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from resilient_agent import (
 )
 
 from .answered_turns import (
+    question_answered,
     questions_after_new_results,
     questions_answered,
     questions_answered_elsewhere,
@@ -131,7 +133,7 @@ class ContextIntegrity(Middleware):
         # only a tool running now, or one whose reply is still to come, can be followed by a
         # reply that voices its result and answers these questions again
         watched = ctx.state.tools_in_flight or self._results_awaiting_reply
-        questions = questions_answered(request.chat_ctx) if watched else []
+        questions = _questions_of(ctx, request.chat_ctx) if watched else []
         result = await self._checked(ctx, request, call_next)
         if not questions or result is None:
             return result
@@ -235,6 +237,19 @@ def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.Cha
             )
         )
     return repaired
+
+
+def _questions_of(ctx: MiddlewareContext, chat_ctx: llm.ChatContext) -> list[str]:
+    """The user messages an inference of ``chat_ctx`` answers: all it ends in.
+
+    While the caller is still speaking, only the last: the words before it may be the start of
+    what they are saying (a typed message's reply carries the spoken words heard so far), whose
+    rest a later reply gets, and that reply must see them whole.
+    """
+    if not ctx.state.caller_speaking:
+        return questions_answered(chat_ctx)
+    last = question_answered(chat_ctx)
+    return [last] if last is not None else []
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,26 @@
   (``InferenceRequest.speech`` says which speech an inference's reply is): what the caller heard
   of it is in the context after the question, and one cut before a sound left the question to
   the caller's next turn.
-* ``fuzz/4711-193`` (passing; pinned): a question said over a protected preamble, beside a
-  typed message. A fix of the answered-twice call above that kept the tool reply's inference
-  from the typed message's words also lost three of this question's four words (reverted).
+
+* ``typed_reply_cut_before_heard`` (``--fuzz`` with ``--seed 4711``, call 316; fixed). A booking
+  tool says a protected line while it works. A message typed as the line ends (6.11 s) gets a
+  reply of its own, made while the tool runs; the caller, talking from 6.05 s, keeps it from playing
+  and their turn (8.08 s) interrupts it before a word was heard. The tool reply (7.53 s) and the
+  caller's turn's reply (8.43 s) both went without the typed message, since its reply had said
+  something: it was never answered. A reply interrupted is no answer any more: the turn's reply
+  keeps the message (the rule of calls 158 and 532 above).
+
+* ``typed_and_spoken_replies_cut`` (same fuzz, call 358; fixed): the same on a tool without a
+  preamble, where the caller's second question's reply was cut by the typed message's, itself
+  cut by the caller's third question: the tool reply and that question's reply went without both.
+
+* ``fuzz/4711-193`` (same fuzz, call 193; what the fix of call 76 first broke; pinned). The
+  caller says four words over a held preamble; the first reaches the STT, the rest are withheld.
+  A message typed meanwhile gets a reply whose context ends in that first word and the typed
+  message; the rest of the words come later, in the tool reply's context. Taking both of the
+  typed reply's messages for answered, the tool reply went without the first word, and no reply
+  carried the question whole. A reply made while the caller still speaks answers only its own
+  message.
 """
 
 from __future__ import annotations
@@ -197,7 +214,8 @@ def test_plain_agent_answers_a_question_whose_reply_was_cut_before_a_sound() -> 
     assert outcome.passed, outcome.reasons
 
 
-# as drawn by: resilient-agent lab --fuzz 600 --explore 4 --seed 4711 (call 193, passing)
+# as drawn by: resilient-agent lab --fuzz 600 --explore 4 --seed 4711 (call 193; failed with the
+# fix of call 76 alone)
 QUESTION_BESIDE_TYPED_OVER_PREAMBLE = Scenario(
     name="fuzz/4711-193",
     family="fuzz",
@@ -225,4 +243,79 @@ QUESTION_BESIDE_TYPED_OVER_PREAMBLE = Scenario(
 
 def test_question_beside_a_typed_message_over_a_protected_preamble_is_answered() -> None:
     _, outcome = run_scenario(QUESTION_BESIDE_TYPED_OVER_PREAMBLE, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+
+
+def _booking_with_typed(
+    name: str,
+    style: str,
+    work_seconds: float,
+    utterances: tuple[Utterance, ...],
+    typed: Typed,
+    *,
+    preamble: str = "",
+    reply_bound: float,
+    duration: float,
+) -> Scenario:
+    """A fuzzed booking call with a typed message, as ``--fuzz`` printed it."""
+    return Scenario(
+        name=name,
+        family="fuzz",
+        description=(
+            f"A fuzzed call: agents.booking_agent(style={style!r}, work_seconds={work_seconds})."
+        ),
+        agent=agents.booking_agent(style=style, work_seconds=work_seconds),
+        utterances=utterances,
+        llm=(
+            LLMRule(
+                text=preamble,
+                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+                when_user_says="book",
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+        ),
+        typed=(typed,),
+        reply_bound=reply_bound,
+        duration=duration,
+    )
+
+
+# as drawn by resilient-agent lab --fuzz N --seed 4711 (N > 358) --agent
+# resilient_agent:ResilientAgent: calls 316 and 358, not shrunk
+TYPED_REPLY_CUT_BEFORE_HEARD = _booking_with_typed(
+    "fuzz/4711-316",
+    "protected_say",
+    1.36,
+    (
+        Utterance(1.0, 2.08, "please book a table for eight", reply_within=16.03),
+        Utterance(6.05, 7.02, "island morning", reply_within=11.09),
+        Utterance(7.07, 7.88, "parrot orange", reply_within=10.23),
+    ),
+    Typed(at=6.11, text="any quiet corner seats", reply_within=12.0),
+    reply_bound=10.23,
+    duration=23.47,
+)
+
+TYPED_AND_SPOKEN_REPLIES_CUT = _booking_with_typed(
+    "fuzz/4711-358",
+    "plain",
+    5.39,
+    (
+        Utterance(1.0, 2.78, "please book a table for eight", reply_within=17.41),
+        Utterance(3.62, 5.97, "morning lantern harbor summer silver", reply_within=14.22),
+        Utterance(6.74, 8.8, "empire zebra pencil forest guitar", reply_within=11.39),
+    ),
+    Typed(at=6.58, text="any quiet corner seats", reply_within=13.61),
+    reply_bound=11.39,
+    duration=29.58,
+)
+
+
+def test_a_typed_message_whose_reply_was_cut_before_it_was_heard_is_answered() -> None:
+    _, outcome = run_scenario(TYPED_REPLY_CUT_BEFORE_HEARD, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+
+
+def test_a_typed_message_and_a_question_whose_replies_were_cut_are_answered() -> None:
+    _, outcome = run_scenario(TYPED_AND_SPOKEN_REPLIES_CUT, ResilientAgent)
     assert outcome.passed, outcome.reasons

@@ -165,6 +165,7 @@ def _run(
     *,
     tool_running: bool = True,
     cut: bool = False,
+    caller_speaking_at_first: bool = False,
 ) -> tuple[list[ChatContext], list[Any]]:
     """Each context through a chain of ContextIntegrity while ``book_table`` runs.
 
@@ -173,7 +174,7 @@ def _run(
     session's history holds every tool output of ``contexts`` but the placeholders: livekit
     commits a tool's output there before its tool reply, never a placeholder. Each inference is
     made for a speech of its own; with ``cut``, the speeches of the earlier ones are interrupted
-    before it.
+    before it. With ``caller_speaking_at_first``, the caller speaks during the first.
     """
     history = ChatContext(
         [
@@ -213,9 +214,12 @@ def _run(
         if not tool_running:
             await chain.notify("on_tool_exit", ctx, ToolCall(name="book_table"), None)
         speeches: list[SpeechHandle] = []
-        for chat_ctx in contexts:
+        for index, chat_ctx in enumerate(contexts):
             for earlier in speeches if cut else []:
                 earlier.interrupt()
+            state.user_state = (
+                "speaking" if caller_speaking_at_first and index == 0 else "listening"
+            )
             speeches.append(SpeechHandle.create(allow_interruptions=True))
             request = InferenceRequest(
                 chat_ctx=chat_ctx, tools=[], model_settings=None, speech=speeches[-1]
@@ -308,3 +312,20 @@ def test_a_question_whose_reply_was_interrupted_stays_in_the_tool_reply() -> Non
     tool_reply = _booking()
     got, emitted = _run([_question(), tool_reply], cut=True)
     assert got[1] is tool_reply and emitted == []
+
+
+def test_a_typed_messages_reply_made_while_the_caller_speaks_answers_only_that_message() -> None:
+    # fuzz/4711-193: the spoken words before the typed message are the start of what the caller
+    # is still saying, and the tool reply, which gets the rest, keeps them
+    got, emitted = _run(
+        [_typed(with_result=False), _typed(with_result=True)],
+        tool_running=False,
+        caller_speaking_at_first=True,
+    )
+    assert [i.id for i in got[1].items if i.type == "message" and i.role == "user"] == [
+        "item_book",
+        "item_spoken",
+    ]
+    assert [e.details for e in emitted if isinstance(e, RaceHandledEvent)] == [
+        {"questions": ["item_typed"]}
+    ]
