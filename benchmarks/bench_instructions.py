@@ -27,14 +27,21 @@ counted here, so the ratio is the main thread's).
 
 Needs valgrind (``apt-get install valgrind``). Run ``python -m benchmarks.bench_instructions``
 (``--frame-ms 50`` for RoomIO's default caller frames, ``--turns N``, ``--by-middleware``,
-``--production``, ``--jobs N`` for N valgrind runs at a time); one variant takes a few minutes
-under valgrind.
+``--production``, ``--jobs N`` for N valgrind runs at a time, ``--pair`` for Agent and
+ResilientAgent alone); one variant takes a few minutes under valgrind. ``--keep-profile DIR`` keeps
+each run's main-thread callgrind file in DIR (``<variant>-<turns>.callgrind``), for
+``python -m benchmarks.callgrind_diff DIR`` (per-function instructions per turn, ResilientAgent
+minus Agent) or ``callgrind_annotate``. ``--skip-exit`` ends each counted process with
+``os._exit`` once its call is over, so that the interpreter's exit (module teardown and its last
+garbage collection, whose cost follows the heap left at exit rather than the turns) is not
+counted; the figures are then not comparable with those of runs without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,12 +63,18 @@ HEAP_LAYOUT_NOISE = 0.3e6
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
+# set for the counted child by --skip-exit (the child's command line is fixed by _count)
+SKIP_EXIT = "BENCH_INSTRUCTIONS_SKIP_EXIT"
 
 
-def _variants(by_middleware: bool) -> list[_Variant]:
+def _variants(by_middleware: bool, pair: bool = False) -> list[_Variant]:
     variants: list[_Variant] = [
         ("Agent", "Agent", None),
         ("ResilientAgent", "ResilientAgent", None),
+    ]
+    if pair:
+        return variants
+    variants += [
         ("  interception layer alone (middleware=[])", "ResilientAgent", "*"),
         ("  without the OpenTelemetry hook", "ResilientAgent", NO_TELEMETRY),
     ]
@@ -109,11 +122,30 @@ def _child(
         _, outcome = run_scenario(scenario, agent_class)
     if not outcome.passed:
         raise SystemExit(f"{agent} without {without} failed the {turns}-turn call")
+    if os.environ.get(SKIP_EXIT):
+        sys.stdout.flush()
+        os._exit(0)
 
 
-def _count(variant: _Variant, turns: int, frame_s: float, traced: bool, production: bool) -> int:
-    """The main thread's instructions for one bench call of ``variant`` under callgrind."""
-    _, agent, without = variant
+def profile_name(label: str, turns: int) -> str:
+    """The file name ``--keep-profile`` gives a variant's main-thread callgrind output."""
+    words = re.findall(r"[A-Za-z0-9]+", label)
+    return f"{'-'.join(words)}-{turns}.callgrind"
+
+
+def _count(
+    variant: _Variant,
+    turns: int,
+    frame_s: float,
+    traced: bool,
+    production: bool,
+    keep: Path | None = None,
+) -> int:
+    """The main thread's instructions for one bench call of ``variant`` under callgrind.
+
+    With ``keep``, the main thread's callgrind file is copied there (see :func:`profile_name`).
+    """
+    label, agent, without = variant
     with tempfile.TemporaryDirectory() as out:
         command = [
             "valgrind",
@@ -138,23 +170,37 @@ def _count(variant: _Variant, turns: int, frame_s: float, traced: bool, producti
         subprocess.run(command, check=True, capture_output=True, env=env)
         # one file per thread: the main thread's ends in -01
         (main_thread,) = Path(out).glob("callgrind.*-01")
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(main_thread, keep / profile_name(label, turns))
         for line in main_thread.read_text().splitlines():
             if line.startswith("summary:"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no instruction summary for {variant[0]}")
+    raise RuntimeError(f"no instruction summary for {label}")
 
 
 def per_turn(
-    variant: _Variant, turns: int, frame_s: float, traced: bool = False, production: bool = False
+    variant: _Variant,
+    turns: int,
+    frame_s: float,
+    traced: bool = False,
+    production: bool = False,
+    keep: Path | None = None,
 ) -> float:
     """Instructions per turn: the ``turns``-turn call minus the 2-turn call, per extra turn."""
-    long_call = _count(variant, turns, frame_s, traced, production)
-    base_call = _count(variant, BASE_TURNS, frame_s, traced, production)
+    long_call = _count(variant, turns, frame_s, traced, production, keep)
+    base_call = _count(variant, BASE_TURNS, frame_s, traced, production, keep)
     return (long_call - base_call) / (turns - BASE_TURNS)
 
 
 def _counted_ahead(
-    variants: list[_Variant], turns: int, frame_s: float, traced: bool, production: bool, jobs: int
+    variants: list[_Variant],
+    turns: int,
+    frame_s: float,
+    traced: bool,
+    production: bool,
+    jobs: int,
+    keep: Path | None = None,
 ) -> dict[str, float]:
     """Every variant's instructions per turn, ``jobs`` valgrind runs at a time.
 
@@ -165,7 +211,9 @@ def _counted_ahead(
     calls = [(variant, n) for variant in variants for n in (turns, BASE_TURNS)]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         counts = list(
-            pool.map(lambda call: _count(call[0], call[1], frame_s, traced, production), calls)
+            pool.map(
+                lambda call: _count(call[0], call[1], frame_s, traced, production, keep), calls
+            )
         )
     by_call = dict(zip([(variant[0], n) for variant, n in calls], counts, strict=True))
     return {
@@ -181,6 +229,8 @@ def run(
     traced: bool = False,
     production: bool = False,
     jobs: int = 1,
+    pair: bool = False,
+    keep: Path | None = None,
 ) -> bool:
     """Print the instructions per turn of each variant, and each one's difference.
 
@@ -195,11 +245,15 @@ def run(
         "callgrind)"
     )
     figures: dict[str, float] = {}
-    variants = _variants(by_middleware)
-    ahead = _counted_ahead(variants, turns, frame_s, traced, production, jobs) if jobs > 1 else {}
+    variants = _variants(by_middleware, pair)
+    ahead = (
+        _counted_ahead(variants, turns, frame_s, traced, production, jobs, keep) if jobs > 1 else {}
+    )
     for variant in variants:
         label = variant[0]
-        count = ahead[label] if ahead else per_turn(variant, turns, frame_s, traced, production)
+        count = (
+            ahead[label] if ahead else per_turn(variant, turns, frame_s, traced, production, keep)
+        )
         figures[label] = count
         if label == "Agent":
             print(f"{label:<46} {count / 1e6:9.2f} M", flush=True)
@@ -244,6 +298,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--jobs", type=int, default=1, help="valgrind runs at a time (1); the counts do not change"
     )
+    parser.add_argument(
+        "--pair", action="store_true", help="Agent and ResilientAgent alone, no other variant"
+    )
+    parser.add_argument(
+        "--keep-profile",
+        type=Path,
+        metavar="DIR",
+        help="keep each run's main-thread callgrind file in DIR",
+    )
+    parser.add_argument(
+        "--skip-exit",
+        action="store_true",
+        help="do not count the interpreter's exit (os._exit after each call)",
+    )
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -265,8 +333,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.pair and args.by_middleware:
+        parser.error("--pair and --by-middleware exclude each other")
+    if args.skip_exit:
+        os.environ[SKIP_EXIT] = "1"
     if not run(
-        args.turns, args.frame_ms, args.by_middleware, args.traced, args.production, args.jobs
+        args.turns,
+        args.frame_ms,
+        args.by_middleware,
+        args.traced,
+        args.production,
+        args.jobs,
+        args.pair,
+        args.keep_profile,
     ):
         sys.exit(1)
 

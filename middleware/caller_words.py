@@ -7,12 +7,18 @@ the STT silence because a protected speech is current, from a *listening stream*
 STT fed with the caller's audio (:meth:`CallerWords.listen`), opened only for as long as a
 reader needs the evidence. A stream that fails costs the evidence, never the call: the reader
 then behaves as without it.
+
+A non-streaming STT hears an utterance only at the VAD's end of speech, so while the caller
+talks on it reports nothing. For it a reader asks instead (:meth:`CallerWords.look`): one
+``recognize()`` request over the caller's audio since the last look (at most
+:data:`WORDS_RECENT_S` of it), whose words are new words said then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +27,7 @@ from livekit.agents import Agent, AgentSession, stt, utils, vad
 
 from resilient_agent import MiddlewareContext, get_logger
 
-from .recognition import recognition_stream
+from .recognition import recognition_stream, recognize_frames
 from .session_facts import session_recognizer, stt_is_withheld
 
 __all__ = ["WORDS_RECENT_S", "CallerWords"]
@@ -53,6 +59,9 @@ class CallerWords:
         self._told_failure = False
         # the agent's context whose observer shows us frames, while a stream may need them
         self._observed: MiddlewareContext | None = None
+        # a non-streaming STT, asked by look(): the caller's audio since the last look
+        self._asked: stt.STT[Any] | None = None
+        self._unheard: deque[tuple[float, rtc.AudioFrame]] = deque()
 
     def observe(self, ctx: MiddlewareContext) -> bool:
         """Get the caller's audio from the agent's observer; False without audio input.
@@ -107,14 +116,46 @@ class CallerWords:
         """Whether a listening stream is open."""
         return self._task is not None and not self._task.done()
 
+    @property
+    def can_look(self) -> bool:
+        """Whether the listening STT does not stream, and so is asked by :meth:`look`."""
+        return self._asked is not None
+
+    async def look(self) -> None:
+        """Ask a non-streaming STT for the words in the caller's audio since the last look.
+
+        One ``recognize()`` request over that audio (the last :data:`WORDS_RECENT_S` of it at
+        most): its words are new words, heard when the answer comes, as a streaming STT's
+        interim is. A failed request costs the evidence only.
+        """
+        recognizer, frames = self._asked, self._unheard
+        if recognizer is None or not frames:
+            return
+        newest = frames[-1][0]
+        audio = [frame for at, frame in frames if at > newest - WORDS_RECENT_S]
+        frames.clear()
+        try:
+            text = await recognize_frames(recognizer, audio)
+        except Exception as exc:
+            self._failed("look_failed", exc)
+            self._asked = None
+            return
+        if text:
+            self._last_text = text
+            self.last_words_at = asyncio.get_running_loop().time()
+
     def listen(self, recognizer: stt.STT[Any]) -> None:
         """Open a listening stream of ``recognizer`` (the session's STT) until :meth:`stop`.
 
         A non-streaming STT listens through a ``StreamAdapter`` over :attr:`detector` (the
-        session's VAD), as livekit's own ``stt_node`` does (:mod:`.recognition`).
+        session's VAD), as livekit's own ``stt_node`` does (:mod:`.recognition`), and keeps
+        the caller's audio for :meth:`look` when it offers ``recognize()``.
         """
         if self.listening:
             return
+        capabilities = recognizer.capabilities
+        if not capabilities.streaming and capabilities.offline_recognize:
+            self._asked = recognizer
         try:
             stream = recognition_stream(recognizer, self.detector)
         except Exception as exc:
@@ -127,6 +168,11 @@ class CallerWords:
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Pass one frame of the caller's audio to the listening stream, if one is open."""
+        if self._asked is not None:
+            unheard = self._unheard
+            unheard.append((now, frame))
+            while now - unheard[0][0] > WORDS_RECENT_S:
+                unheard.popleft()
         stream = self._stream
         if stream is None:
             return
@@ -139,6 +185,8 @@ class CallerWords:
     def stop(self) -> None:
         """Close the listening stream (in the background); the words heard are kept."""
         self._stream = None
+        self._asked = None
+        self._unheard.clear()
         observed, self._observed = self._observed, None
         if observed is not None:
             observed.stop_observing_audio(self.on_frame)

@@ -55,7 +55,7 @@ from resilient_agent import (
 )
 
 from .audio_level import AudioLevelMeter
-from .caller_words import CallerWords
+from .caller_words import WORDS_RECENT_S, CallerWords
 from .clock import loop_now
 from .session_facts import stt_is_withheld
 from .wait_options import DEFAULT_MAX_WAIT_S, PastBound, WaitOptions, checked_options, checked_tools
@@ -73,6 +73,7 @@ SIMULTANEOUS_START_S = 0.1
 QUIET_LINE_S = 1.0
 """A caller still reported speaking whose line has been quiet this long has stopped: the VAD is
 stuck (a healthy one ends speech after about 0.55 s of silence)."""
+_LINE_LOOK_S = 0.05  # the meter measures at most this often
 _FLOOR_RMS = 300.0  # the Watchdog's floor: below it, the line counts as quiet
 
 logger = get_logger("middleware.wait_for_caller")
@@ -145,6 +146,9 @@ class WaitForCaller(Middleware):
         self._protected_start: tuple[SpeechHandle, float] | None = None
         # the speech whose audio began and has not finished playing
         self._playing: SpeechHandle | None = None
+        # after a quiet line released a hold, the line is watched for the caller starting with
+        # the speech: a stuck VAD reports no new start
+        self._line_watch: asyncio.Task[None] | None = None
         # a hold kept through a handoff, until the caller stops
 
     def option_tool_names(self) -> Mapping[str, Collection[str]]:
@@ -188,6 +192,11 @@ class WaitForCaller(Middleware):
                 with contextlib.suppress(asyncio.CancelledError):
                     await hold.task
             self._release(hold, "session_ended" if reason == "session_end" else "handed_over")
+        watch = self._line_watch
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
         await self._words.aclose()
         self._stop_following()
 
@@ -396,6 +405,8 @@ class WaitForCaller(Middleware):
                     timeout = min(timeout, listen_in)
             elif self._still_saying_words(ctx, hold):
                 timeout = _LOOK_AGAIN_S
+            elif await self._asked_for_words(hold):
+                continue
             elif hold.past_bound == "speak":
                 self._release(hold, "spoke_at_bound")
                 return
@@ -452,6 +463,59 @@ class WaitForCaller(Middleware):
             )
         return True
 
+    async def _asked_for_words(self, hold: _Hold) -> bool:
+        """Past ``wait_s``, with no recent words: whether a non-streaming STT, asked, heard some.
+
+        Such an STT reports nothing while the caller talks on (see :mod:`.caller_words`): it
+        is asked once each time the evidence runs out, the speech held meanwhile, and an
+        answer that comes later than the evidence would last counts for nothing.
+        """
+        if (
+            not self._words.can_look
+            or hold.max_wait_s <= hold.wait_s
+            or loop_now() >= hold.started_at + hold.max_wait_s
+        ):
+            return False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._words.look(), timeout=WORDS_RECENT_S)
+        return self._words.saying_words(loop_now())
+
+    def _watch_line_after_release(self, hold: _Hold) -> None:
+        """Hold the speech again if the line wakes within ``SIMULTANEOUS_START_S`` of its resume.
+
+        The VAD that kept the caller "speaking" over a quiet line is stuck, so it reports no new
+        start: a caller who starts with the resumed speech is heard only on the line, as a
+        healthy VAD's report within the window holds the speech again (:meth:`on_user_state`).
+        """
+        meter, ctx = self._meter, self._ctx
+        if meter is None or ctx is None:
+            return
+        if self._line_watch is not None:
+            self._line_watch.cancel()
+        meter.want("WaitForCaller.line_watch", True)
+        self._line_watch = asyncio.get_running_loop().create_task(
+            self._hold_again_if_line_wakes(ctx, meter, hold, loop_now()),
+            name="resilient_agent.wait_for_caller.line_watch",
+        )
+
+    async def _hold_again_if_line_wakes(
+        self, ctx: MiddlewareContext, meter: AudioLevelMeter, hold: _Hold, released_at: float
+    ) -> None:
+        handle = hold.handle
+        try:
+            # the window plus one measure: a start at its end is measured up to a look later
+            while loop_now() - released_at < SIMULTANEOUS_START_S + _LINE_LOOK_S:
+                await asyncio.sleep(_LINE_LOOK_S)
+                if handle.done() or self._hold is not None or not ctx.state.caller_speaking:
+                    return
+                if meter.loud_at(_FLOOR_RMS) > released_at:
+                    self._hold_if_protected(ctx, hold.output, handle, on="start", tool=hold.tool)
+                    return
+        finally:
+            meter.want("WaitForCaller.line_watch", False)
+            if self._line_watch is asyncio.current_task():
+                self._line_watch = None
+
     def _line_quiet_for(self, hold: _Hold) -> float:
         """Seconds the caller's line has been quiet during the hold (0 without a meter)."""
         if self._meter is None:
@@ -483,6 +547,8 @@ class WaitForCaller(Middleware):
                 # a caller who pauses just past the VAD's silence and goes on speaking is
                 # reported speaking again a moment after the speech resumed: held again then
                 self._protected_start = (handle, loop_now())
+            elif action == "line_quiet" and not handle.done() and self._meter is not None:
+                self._watch_line_after_release(hold)
         if self._ctx is not None:
             self._ctx.race_handled(
                 self,

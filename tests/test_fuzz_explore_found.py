@@ -64,6 +64,20 @@
   typed reply's messages for answered, the tool reply went without the first word, and no reply
   carried the question whole. A reply made while the caller still speaks answers only its own
   message.
+
+* ``question_left_to_a_reply_cut_before_a_sound_after_a_short_tool`` (seed 27182, call 226;
+  fixed): a booking tool with no preamble works 2.3 s (4.25-6.55 s), and the caller says
+  "parrot" while it works. ``ToolGuard`` protects the tool's speech while the body runs, so
+  livekit commits the turn at 6.49 s without waiting for the tool (plain ``Agent`` interrupts
+  that speech, waits for the tool and commits at 6.55 s; its tool reply is never made). The
+  reply to "parrot" is made at once, and waits for the caller's silence: they speak again from
+  6.65 s. The tool ends, and its reply (6.79 s) goes without "parrot", left to that reply
+  (``ContextIntegrity``: it had said something). livekit cuts the reply to "parrot" before a
+  sound at the caller's final transcript (9.26 s), and the tool reply at their turn (9.61 s).
+  That turn's reply went without "parrot" too, as the record that its reply spoke outlived the
+  reply's interruption: "parrot" reached no context whose reply was heard. Plain ``Agent``
+  answers it in that last reply (its context holds it). Fixed with fuzz/4711-158 and -532
+  above: a reply whose speech was interrupted answers nothing.
 """
 
 from __future__ import annotations
@@ -319,3 +333,38 @@ def test_a_typed_message_whose_reply_was_cut_before_it_was_heard_is_answered() -
 def test_a_typed_message_and_a_question_whose_replies_were_cut_are_answered() -> None:
     _, outcome = run_scenario(TYPED_AND_SPOKEN_REPLIES_CUT, ResilientAgent)
     assert outcome.passed, outcome.reasons
+
+
+# as printed by: resilient-agent lab --fuzz N --seed 27182 --agent resilient_agent:ResilientAgent
+# (shrunk from fuzz/27182-226)
+QUESTION_WHILE_A_SHORT_TOOL_ENDS = Scenario(
+    name="fuzz/27182-226-shrunk",
+    family="fuzz",
+    description="A fuzzed call: agents.booking_agent(style='plain', work_seconds=2.3).",
+    agent=agents.booking_agent(style="plain", work_seconds=2.3),
+    utterances=(
+        Utterance(1.0, 3.2, "please book a table for eight", reply_within=16.71),
+        Utterance(5.5, 5.94, "parrot", reply_within=13.97),
+        Utterance(6.65, 9.06, "blanket apple jacket pepper glacier", reply_within=10.85),
+    ),
+    llm=(
+        LLMRule(
+            text="",
+            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+            when_user_says="book",
+        ),
+        LLMRule(text="Your table is booked.", after_tool="book_table"),
+    ),
+    reply_bound=10.85,
+    duration=26.21,
+)
+
+
+@pytest.mark.parametrize("agent", [Agent, ResilientAgent], ids=["Agent", "ResilientAgent"])
+def test_question_whose_reply_was_cut_after_a_short_tool_is_answered(agent: type[Agent]) -> None:
+    # plain Agent is the control: livekit alone answers "parrot" with the caller's next words
+    world, outcome = run_scenario(QUESTION_WHILE_A_SHORT_TOOL_ENDS, agent)
+    assert outcome.passed, outcome.reasons
+    # the reply that played carried "parrot": the LLM saw it in a context that was answered
+    last = world.llm.requests[-1]
+    assert "parrot" in last.user_texts, last.user_texts

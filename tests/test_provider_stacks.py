@@ -315,3 +315,39 @@ def test_words_transcribed_after_livekit_answered_their_turn_replace_that_reply(
     # after a reply to the first sentence alone (4.90 s before)
     assert resilient.reply_latencies_s[-1] == pytest.approx(3.17, abs=0.01)
     assert "answered_instead_of_stale_reply" in [e.get("action") for e in world.race_events]
+
+
+def test_a_non_streaming_stt_s_request_time_counts_before_the_reply_bound() -> None:
+    # livekit hands the STT an utterance at the VAD's end of speech, and its transcript comes
+    # one request later (0.15 s on the emulator), where the scripted STT's final is already in:
+    # the filler, asked for 0.15 s later, first sounds as the caller begins "and any vegan
+    # options" again, waits for them, and the answer follows it at once (3.02 s, bound 3.0 s)
+    scenario = _scenario("lost_words/protected_filler")
+    world, outcome = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    transcriptions = world.connections["openai-emulator http /v1/audio/transcriptions"]
+    assert transcriptions >= 2
+    assert world.transcript_lag_s == pytest.approx(0.15, abs=0.005)
+    # the latencies are the caller's: only the bound counts from when a transcript could exist
+    assert outcome.reply_latencies_s[1] == pytest.approx(3.02, abs=0.005)
+    assert outcome.passed, outcome.reasons
+    # a streaming STT's finals come before the VAD's end of speech; the scripted STT's too
+    world, _ = run_scenario(scenario, ResilientAgent, stack="deepgram+openai+cartesia")
+    assert world.transcript_lag_s == 0.0
+    world, _ = run_scenario(scenario, ResilientAgent)
+    assert world.transcript_lag_s == 0.0
+
+
+def test_a_hold_past_its_bound_asks_a_non_streaming_stt_whether_the_caller_says_words() -> None:
+    # the caller talks 3.4 s to 8.8 s with pauses the VAD never ends speech in, over a
+    # transfer's protected message held from 3.5 s: the StreamAdapter hands the STT nothing
+    # until the VAD's end of speech (9.35 s), and the message played at its 3 s bound (6.5 s),
+    # 0.70 s over "and nobody answered the phone"; one request over the audio since the last
+    # look says the caller is still saying words, as a streaming STT's interims do
+    scenario = _scenario("talk_over/caller_keeps_talking_through_handoff_hold")
+    world, outcome = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0
+    actions = [e.get("action") for e in world.race_events]
+    assert "extended_wait" in actions and "spoke_at_bound" not in actions
+    # a look each time the evidence ran out, while the caller talked: a few requests at most
+    assert world.connections["openai-emulator http /v1/audio/transcriptions"] <= 8

@@ -125,3 +125,36 @@ def test_the_scripted_vad_hands_over_the_speech_it_heard_at_end_of_speech() -> N
     assert {(m.source_id, m.part) for m in heard} == {(0, 0), (0, 1)}
     assert len(heard) == 20
     assert start.frames and end.frames[0].duration > 0.2
+
+
+def test_caller_words_asks_a_non_streaming_stt_about_the_audio_since_the_last_look() -> None:
+    # a non-streaming STT reports nothing while the caller talks on: a look is one recognize()
+    # over the audio since the last one (1.5 s at most), whose words are new words
+    async def main() -> tuple[list[int], list[bool]]:
+        recognizer = _BatchSTT()
+        words = CallerWords()
+        words.detector = ScriptedVAD()
+        words.listen(recognizer)
+        seen = [words.can_look]
+        for at, frame in enumerate(_frames(words=20)):  # 4 s of audio, 10 ms a frame
+            words.on_frame(frame, at * 0.01)
+        await words.look()
+        seen.append(words.saying_words(asyncio.get_running_loop().time()))
+        await words.look()  # nothing said since: no request
+        await words.aclose()
+        return recognizer.recognized, [*seen, words.can_look]
+
+    recognized, seen = run_virtual(main())
+    assert recognized == [150]  # the last 1.5 s
+    assert seen == [True, True, False]
+
+
+def test_caller_words_never_asks_a_streaming_stt() -> None:
+    async def main() -> bool:
+        words = CallerWords()
+        words.listen(_BatchSTT(streaming=True))
+        can_look = words.can_look
+        await words.aclose()
+        return can_look
+
+    assert not run_virtual(main())

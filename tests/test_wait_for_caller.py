@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 from livekit.agents import Agent, RunContext, function_tool
 from resilient_agent.middleware import default_middleware
-from resilient_agent.middleware.wait_for_caller import QUIET_LINE_S, RACE, WaitForCaller
+from resilient_agent.middleware.wait_for_caller import (
+    QUIET_LINE_S,
+    RACE,
+    SIMULTANEOUS_START_S,
+    WaitForCaller,
+)
 from structlog.testing import capture_logs
 
 from resilient_agent import Middleware, MiddlewareError, MiddlewareSpec, ResilientAgent
@@ -18,9 +23,12 @@ from resilient_agent.lab.catalog import agents, scenarios
 from resilient_agent.testing import (
     CallOutcome,
     CallWorld,
+    LLMRule,
     PlayoutAudioOutput,
     Scenario,
+    ToolCallScript,
     Utterance,
+    VADFault,
     run_scenario,
 )
 from resilient_agent.testing.contracts import protected_talk_over
@@ -239,6 +247,47 @@ def test_a_stuck_vad_does_not_hold_the_speech_to_the_bound() -> None:
     assert handled["action"] == "line_quiet"
     assert handled["at_s"] == pytest.approx(5.4 + QUIET_LINE_S, abs=0.11)
     assert hold_message(world).runs[0].started_at == pytest.approx(handled["at_s"], abs=0.01)
+
+
+# shrunk from fuzz/27182-563 (seed 27182, call 563): the VAD dies 0.3 s into the caller's second
+# utterance, stuck in "speaking"; the hold message is held until the line has been quiet for
+# QUIET_LINE_S and resumes at 7.35 s, the instant the caller starts a third utterance.
+DEAD_VAD_CALLER_STARTS_AT_RESUME = Scenario(
+    name="fuzz/27182-563-shrunk",
+    family="fuzz",
+    description="A fuzzed call: agents.protected_handoff_agent(delay_s=0.4).",
+    agent=agents.protected_handoff_agent(delay_s=0.4),
+    utterances=(
+        Utterance(1.0, 3.3, "let me talk to the manager", expect_reply=False),
+        Utterance(4.5, 6.31, "summer blanket violin oyster", reply_within=15.27),
+        Utterance(7.35, 9.58, "pepper needle lemon river silver", reply_within=12.0),
+    ),
+    llm=(
+        LLMRule(
+            text="",
+            tool_calls=(ToolCallScript(name="transfer_to_manager", arguments={}),),
+            when_user_says="manager",
+        ),
+    ),
+    vad_fault=VADFault(mode="dead", utterance=1, after=0.3),
+    reply_bound=12.0,
+    duration=25.58,
+)
+
+
+def test_a_caller_who_starts_as_a_quiet_line_releases_the_hold_is_held_again() -> None:
+    # no VAD reports the caller's new start (it is stuck), so only the line's level can tell
+    _, plain = run_scenario(DEAD_VAD_CALLER_STARTS_AT_RESUME, Agent)
+    assert not plain.passed  # plain Agent plays the hold message over the caller from 4.5 s
+    _, outcome = run_scenario(DEAD_VAD_CALLER_STARTS_AT_RESUME, ResilientAgent)
+    assert outcome.passed, outcome.reasons
+    actions = [(e.get("action"), e["at_s"]) for e in events(outcome) if e.get("action")]
+    assert actions[0] == ("line_quiet", pytest.approx(7.35, abs=0.01))
+    detected = [e for e in events(outcome) if e.get("held") and e["at_s"] > 7.35]
+    assert detected and detected[0]["at_s"] <= 7.35 + SIMULTANEOUS_START_S + 0.05
+    # held again until the line has been quiet for QUIET_LINE_S after the caller's last word
+    assert actions[-1] == ("line_quiet", pytest.approx(9.58 + QUIET_LINE_S, abs=0.11))
+    assert outcome.talked_over_s <= 0.1
 
 
 # The caller talks over the interruptible preamble (4.0 s) from 4.1 s to 7.0 s: livekit pauses it

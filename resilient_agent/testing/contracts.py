@@ -2,7 +2,9 @@
 
 * every utterance or typed message that expects a reply is answered audibly and completely,
   starting within the scenario's ``reply_bound`` after the caller stopped (or the message
-  arrived);
+  arrived); on a stack whose STT transcribes an utterance only after the VAD's end of speech,
+  an utterance's bound counts from when its transcript could exist
+  (``CallWorld.transcript_lag_s`` later);
 * every word the caller said or typed reaches the LLM; with real speech (a recognizer that
   mishears), what reached the LLM for each utterance is within a word error rate of what the
   same recognizer transcribes from the same audio when nothing is withheld (its reference);
@@ -415,8 +417,13 @@ def every_input_answered_in_time(evidence: CallEvidence) -> list[str]:
         bound = said.reply_within
         if bound is None:
             bound = evidence.world.scenario.reply_bound
-        if latency > bound:
-            reasons.append(f"{verdict.label}: answered after {latency:.2f}s (bound {bound:.1f}s)")
+        # a spoken input's bound counts from when its transcript could exist (typed text is in)
+        lag = evidence.world.transcript_lag_s if verdict.kind == "utterance" else 0.0
+        if latency > bound + lag:
+            why = f"bound {bound:.1f}s"
+            if lag:
+                why += f" + {lag:.2f}s for the STT's transcription after the end of speech"
+            reasons.append(f"{verdict.label}: answered after {latency:.2f}s ({why})")
     return reasons
 
 

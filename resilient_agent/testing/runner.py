@@ -118,6 +118,11 @@ class CallWorld:
             or, without a stack, provider plugins), each kept from its provider, the session's
             own playing its part, and the call failed.
         audio_recording: The call's audio as livekit's recorder wrote it, when it was recorded.
+        transcript_lag_s: On a stack whose STT transcribes an utterance only once the VAD
+            ended it (a non-streaming one), the longest transcription request of the call: no
+            transcript of the caller's words, and so no answer, can exist sooner after the
+            VAD's end of speech than that, where the scripted STT's final is already in. The
+            reply bounds of spoken inputs count from then (0.0 elsewhere).
     """
 
     scenario: Scenario
@@ -160,6 +165,7 @@ class CallWorld:
     redirected: tuple[str, ...] = ()
     later_agents: LaterAgents = field(default_factory=LaterAgents)
     audio_recording: AudioRecording | None = None
+    transcript_lag_s: float = 0.0
 
 
 _TURN_HANDLING_KEYS = frozenset(TurnHandlingOptions.__annotations__) - {"interruption"}
@@ -269,6 +275,7 @@ async def run_scenario_async(
             await close_app_plugins(world.agent)
             await close_plugins(world.later_agents.instances)
         world.connections = running.connections()
+        world.transcript_lag_s = running.transcript_lag_s()
         return world
 
 

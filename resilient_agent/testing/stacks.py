@@ -170,6 +170,18 @@ class RunningStack:
         """Websocket connections and HTTP requests the call opened, by provider and path."""
         return _connections(self.servers)
 
+    def transcript_lag_s(self) -> float:
+        """How long after the VAD's end of speech the caller's transcript comes, at most.
+
+        A non-streaming STT is handed each utterance at the VAD's end of speech and answers
+        one request later: the call's longest transcription request, as its emulator timed it.
+        A streaming STT's final transcript comes before the VAD's end of speech, as the
+        scripted STT's does: 0.0.
+        """
+        if STACKS[self.name].streaming_stt or not isinstance(self.heard, OpenAIEmulator):
+            return 0.0
+        return self.heard.longest_transcription_s
+
 
 def _connections(servers: list[EmulatorServer]) -> dict[str, int]:
     """Websocket connections and HTTP requests ``servers`` answered, by provider and path."""

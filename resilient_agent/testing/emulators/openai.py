@@ -44,7 +44,7 @@ class OpenAIEmulator(EmulatorServer):
         finals: ``(loop time, text, words)`` of every transcription, as the scripted STT keeps
             its finals.
         completions: Chat completion requests received.
-        transcriptions: Transcription requests received.
+        transcribing: Each transcription request's loop times: received, answered.
     """
 
     provider = "openai-emulator"
@@ -59,6 +59,7 @@ class OpenAIEmulator(EmulatorServer):
         self.llm = llm
         self.word_lookup = word_lookup
         self.finals: list[tuple[float, str, tuple[HeardWord, ...]]] = []
+        self.transcribing: list[tuple[float, float]] = []
         self.model = "gpt-4o-mini-transcribe"
 
     def routes(self) -> list[web.RouteDef]:
@@ -81,6 +82,11 @@ class OpenAIEmulator(EmulatorServer):
             message = "The server is overloaded. Please try again later."
             kind, code = "service_unavailable_error", "server_is_overloaded"
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+    @property
+    def longest_transcription_s(self) -> float:
+        """The longest a transcription request of this call took to answer (0.0: none)."""
+        return max((answered - received for received, answered in self.transcribing), default=0.0)
 
     @property
     def base_url(self) -> str:
@@ -212,6 +218,7 @@ class OpenAIEmulator(EmulatorServer):
     async def _transcriptions(self, request: web.Request) -> web.StreamResponse:
         if self.word_lookup is None:
             return web.json_response({"error": {"message": "no transcription here"}}, status=404)
+        received = asyncio.get_running_loop().time()
         form = await request.post()
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
@@ -224,8 +231,10 @@ class OpenAIEmulator(EmulatorServer):
         words = [w.word for frame in listener.hear(pcm) for w in frame.recognised]
         await asyncio.sleep(delivery_wait("stt", TRANSCRIBE_SECONDS))
         text = " ".join(w.text for w in words)
+        answered = asyncio.get_running_loop().time()
+        self.transcribing.append((received, answered))
         if words:
-            self.finals.append((asyncio.get_running_loop().time(), text, tuple(words)))
+            self.finals.append((answered, text, tuple(words)))
         payload: dict[str, Any] = {
             "text": text,
             "usage": {"type": "duration", "seconds": round(listener.seconds)},
