@@ -23,9 +23,16 @@ context ending in that question. When a reply started for that question (while t
 says something (it is under way, not yet in the context), the tool reply's inference goes
 without it (reported as
 ``tool_reply_reanswers``, action ``question_left_to_its_reply``) and voices the tool's result.
+The same holds for a question asked after the tool's output, while its preamble still plays,
+that has a reply of its own queued behind the preamble (a typed message): the tool reply, the
+first inference to carry the tool's output, goes without it. A tool's output is one livekit
+committed to ``session.history``, as it does before the tool reply
+(``tests/test_fuzz_explore_found.py`` fails if it stops); the placeholder of a tool still running
+is not.
 A reply whose speech was interrupted answers nothing any more: what the caller heard of it is in
 the context, after the question, and one cut before a sound left the question unanswered (the
-caller spoke on and livekit interrupted it), so later inferences keep the question.
+caller spoke on and livekit interrupted it), so later inferences keep the question. A reply
+made while the caller still speaks answers only the message its context ends in.
 """
 
 from __future__ import annotations
@@ -38,9 +45,21 @@ from typing import Any
 from livekit.agents import llm
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from resilient_agent import InferenceNext, InferenceRequest, Middleware, MiddlewareContext
+from resilient_agent import (
+    InferenceNext,
+    InferenceRequest,
+    Middleware,
+    MiddlewareContext,
+    ToolCall,
+    ToolOutcome,
+)
 
-from .answered_turns import question_answered, questions_answered_elsewhere
+from .answered_turns import (
+    question_answered,
+    questions_after_new_results,
+    questions_answered,
+    questions_answered_elsewhere,
+)
 from .tool_pairs import UnpairedToolItems, unpaired_tool_items
 
 __all__ = ["UNAVAILABLE_RESULT", "ContextIntegrity"]
@@ -84,31 +103,74 @@ class ContextIntegrity(Middleware):
     def __init__(self) -> None:
         self.repaired_contexts = 0
         self.questions_left_to_their_reply = 0
-        # per user message, the replies started for it while a tool ran
+        # per user message, each reply started for it while a tool ran, or while a tool's
+        # result waited for its reply
         self._replies: dict[str, list[_Reply]] = {}
+        # ids of the tools' results an inference carried: the first to carry one is its
+        # tool's reply
+        self._outputs_carried: set[str] = set()
+        self._results_awaiting_reply = False
+
+    async def on_tool_exit(
+        self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
+    ) -> None:
+        """Note that a tool's result waits for its reply (livekit makes it after the preamble)."""
+        self._results_awaiting_reply = True
 
     async def wrap_llm_request(
         self, ctx: MiddlewareContext, request: InferenceRequest, call_next: InferenceNext
     ) -> Any:
         """Pass a well-formed context on untouched; repair and report a malformed one."""
+        new_results = self._new_results(ctx, request.chat_ctx)
+        after_new_results = questions_after_new_results(request.chat_ctx, new_results)
+        if new_results:
+            self._outputs_carried.update(new_results)
+            self._results_awaiting_reply = False
         if self._replies:
-            request = await self._without_questions_answered_elsewhere(ctx, request)
-        # only a tool running now can end after the question this inference answers
-        question = question_answered(request.chat_ctx) if ctx.state.tools_in_flight else None
+            request = await self._without_questions_answered_elsewhere(
+                ctx, request, after_new_results
+            )
+        # only a tool running now, or one whose reply is still to come, can be followed by a
+        # reply that voices its result and answers these questions again
+        watched = ctx.state.tools_in_flight or self._results_awaiting_reply
+        questions = _questions_of(ctx, request.chat_ctx) if watched else []
         result = await self._checked(ctx, request, call_next)
-        if question is None or result is None:
+        if not questions or result is None:
             return result
         spoke: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._replies.setdefault(question, []).append(_Reply(spoke, request.speech))
+        reply = _Reply(spoke, request.speech)
+        for question in questions:
+            self._replies.setdefault(question, []).append(reply)
         if isinstance(result, AsyncIterable) and not isinstance(result, str):
             return _watched(result, spoke)
         spoke.set_result(bool(result))
         return result
 
+    def _new_results(self, ctx: MiddlewareContext, chat_ctx: llm.ChatContext) -> set[str]:
+        """The ids of the tools' results in ``chat_ctx`` no earlier inference carried.
+
+        livekit commits a tool's output to the session's history before it makes the tool's
+        reply; the placeholder output it gives a call still running never is (and
+        livekit-agents 1.8.0 gives the placeholder a new id at each inference).
+        """
+        unseen = {
+            i.id
+            for i in chat_ctx.items
+            if i.type == "function_call_output" and i.id not in self._outputs_carried
+        }
+        if not unseen:
+            return unseen
+        return {
+            i.id
+            for i in ctx.session.history.items
+            if i.type == "function_call_output" and i.id in unseen
+        }
+
     async def _without_questions_answered_elsewhere(
-        self, ctx: MiddlewareContext, request: InferenceRequest
+        self, ctx: MiddlewareContext, request: InferenceRequest, after_new_results: list[str]
     ) -> InferenceRequest:
         candidates = questions_answered_elsewhere(request.chat_ctx, self._replies)
+        candidates += [q for q in after_new_results if q in self._replies and q not in candidates]
         questions = [q for q in candidates if await _a_reply_speaks(self._replies[q])]
         if not questions:
             return request
@@ -177,9 +239,22 @@ def _repaired(chat_ctx: llm.ChatContext, unpaired: UnpairedToolItems) -> llm.Cha
     return repaired
 
 
+def _questions_of(ctx: MiddlewareContext, chat_ctx: llm.ChatContext) -> list[str]:
+    """The user messages an inference of ``chat_ctx`` answers: all it ends in.
+
+    While the caller is still speaking, only the last: the words before it may be the start of
+    what they are saying (a typed message's reply carries the spoken words heard so far), whose
+    rest a later reply gets, and that reply must see them whole.
+    """
+    if not ctx.state.caller_speaking:
+        return questions_answered(chat_ctx)
+    last = question_answered(chat_ctx)
+    return [last] if last is not None else []
+
+
 @dataclass(frozen=True)
 class _Reply:
-    """A reply started for a question while a tool ran.
+    """A reply started for a question while a tool ran, or while a tool's result waited.
 
     Attributes:
         spoke: Whether its inference said something (resolved at its first text or its end).

@@ -7,6 +7,7 @@ built by hand. The strict fake's rule (``malformed_context``) judges what ``call
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from livekit.agents.llm import ChatContext, FunctionCall, FunctionCallOutput
@@ -82,7 +83,7 @@ def _infer(chat_ctx: ChatContext) -> tuple[InferenceRequest, InferenceRequest, l
     """
     emitted: list[Any] = []
     ctx = MiddlewareContext(
-        session=None,  # type: ignore[arg-type]
+        session=SimpleNamespace(history=ChatContext.empty()),  # type: ignore[arg-type]
         agent=None,  # type: ignore[arg-type]
         state=ConversationState(),
         emit=emitted.append,
