@@ -96,28 +96,55 @@ from resilient_agent.testing import (
     run_scenario,
 )
 
+
+def _booking_call(
+    name: str,
+    style: str,
+    work_seconds: float,
+    utterances: tuple[Utterance, ...],
+    typed: Typed | None = None,
+    *,
+    preamble: str = "",
+    reply_bound: float,
+    duration: float,
+) -> Scenario:
+    """A fuzzed call to the catalog's booking agent, as ``--fuzz`` printed it."""
+    return Scenario(
+        name=name,
+        family="fuzz",
+        description=(
+            f"A fuzzed call: agents.booking_agent(style={style!r}, work_seconds={work_seconds})."
+        ),
+        agent=agents.booking_agent(style=style, work_seconds=work_seconds),
+        utterances=utterances,
+        llm=(
+            LLMRule(
+                text=preamble,
+                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
+                when_user_says="book",
+            ),
+            LLMRule(text="Your table is booked.", after_tool="book_table"),
+        ),
+        typed=() if typed is None else (typed,),
+        reply_bound=reply_bound,
+        duration=duration,
+    )
+
+
 # as printed by: resilient-agent lab --fuzz 150 --explore 4 --seed 7331 --agent
 # resilient_agent:ResilientAgent (shrunk from fuzz/7331-76: a fourth utterance dropped, the
 # tool's work 6.14 s -> 2.0 s); fuzz/7331-76 failed under each of its four schedules
-TYPED_OVER_HELD_PREAMBLE = Scenario(
-    name="fuzz/7331-76-shrunk",
-    family="fuzz",
-    description="A fuzzed call: agents.booking_agent(style='disallow', work_seconds=2.0).",
-    agent=agents.booking_agent(style="disallow", work_seconds=2.0),
-    utterances=(
+TYPED_OVER_HELD_PREAMBLE = _booking_call(
+    "fuzz/7331-76-shrunk",
+    "disallow",
+    2.0,
+    (
         Utterance(1.0, 2.45, "please book a table for eight", reply_within=19.76),
         Utterance(3.68, 4.92, "bridge harbor jasmine", reply_within=17.29),
         Utterance(5.33, 6.43, "yellow hammock", reply_within=15.78),
     ),
-    llm=(
-        LLMRule(
-            text="Let me check the reservation book for you right now.",
-            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-            when_user_says="book",
-        ),
-        LLMRule(text="Your table is booked.", after_tool="book_table"),
-    ),
-    typed=(Typed(at=10.07, text="any quiet corner seats", reply_within=12.14),),
+    Typed(at=10.07, text="any quiet corner seats", reply_within=12.14),
+    preamble="Let me check the reservation book for you right now.",
     reply_bound=12.14,
     duration=28.21,
 )
@@ -130,24 +157,15 @@ def test_typed_over_held_preamble_is_answered_once() -> None:
 
 
 # as printed by the CI fuzz (tests/test_fuzz.py, seed 18, call 67)
-QUESTION_CUT_WHILE_THE_TOOL_RUNS = Scenario(
-    name="fuzz/18-67",
-    family="fuzz",
-    description="A fuzzed call: agents.booking_agent(style='plain', work_seconds=7.95).",
-    agent=agents.booking_agent(style="plain", work_seconds=7.95),
-    utterances=(
+QUESTION_CUT_WHILE_THE_TOOL_RUNS = _booking_call(
+    "fuzz/18-67",
+    "plain",
+    7.95,
+    (
         Utterance(1.0, 2.91, "please book a table for eight", reply_within=21.47),
         Utterance(4.7, 5.34, "dragon", reply_within=19.04),
         Utterance(5.4, 7.83, "koala candle anchor jasmine button", reply_within=16.55),
         Utterance(8.47, 10.43, "lantern apple castle walnut", reply_within=13.95),
-    ),
-    llm=(
-        LLMRule(
-            text="",
-            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-            when_user_says="book",
-        ),
-        LLMRule(text="Your table is booked.", after_tool="book_table"),
     ),
     reply_bound=13.95,
     duration=36.33,
@@ -163,50 +181,28 @@ def test_a_question_whose_reply_was_cut_while_the_tool_ran_is_answered() -> None
 # resilient_agent:ResilientAgent (calls 158 and 532, not shrunk; each failed under its four
 # schedules and on the lab's own timing)
 QUESTIONS_OVER_PROTECTED_SAY = {
-    "fuzz/4711-158": Scenario(
-        name="fuzz/4711-158",
-        family="fuzz",
-        description=(
-            "A fuzzed call: agents.booking_agent(style='protected_say', work_seconds=5.06)."
-        ),
-        agent=agents.booking_agent(style="protected_say", work_seconds=5.06),
-        utterances=(
+    "fuzz/4711-158": _booking_call(
+        "fuzz/4711-158",
+        "protected_say",
+        5.06,
+        (
             Utterance(1.0, 2.44, "please book a table for eight", reply_within=24.29),
             Utterance(6.5, 8.99, "needle walnut igloo planet meadow", reply_within=17.74),
             Utterance(9.04, 9.64, "pencil", reply_within=17.09),
             Utterance(10.37, 12.8, "glacier summer rocket guitar lemon", reply_within=13.93),
         ),
-        llm=(
-            LLMRule(
-                text="",
-                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-                when_user_says="book",
-            ),
-            LLMRule(text="Your table is booked.", after_tool="book_table"),
-        ),
         reply_bound=13.93,
         duration=35.79,
     ),
-    "fuzz/4711-532": Scenario(
-        name="fuzz/4711-532",
-        family="fuzz",
-        description=(
-            "A fuzzed call: agents.booking_agent(style='protected_say', work_seconds=3.77)."
-        ),
-        agent=agents.booking_agent(style="protected_say", work_seconds=3.77),
-        utterances=(
+    "fuzz/4711-532": _booking_call(
+        "fuzz/4711-532",
+        "protected_say",
+        3.77,
+        (
             Utterance(1.0, 2.3, "please book a table for eight", reply_within=20.83),
             Utterance(6.9, 7.71, "tomato needle", reply_within=15.42),
             Utterance(8.47, 8.88, "forest", reply_within=14.25),
             Utterance(9.55, 10.49, "coffee anchor", reply_within=12.64),
-        ),
-        llm=(
-            LLMRule(
-                text="",
-                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-                when_user_says="book",
-            ),
-            LLMRule(text="Your table is booked.", after_tool="book_table"),
         ),
         reply_bound=12.64,
         duration=30.9,
@@ -230,26 +226,18 @@ def test_plain_agent_answers_a_question_whose_reply_was_cut_before_a_sound() -> 
 
 # as drawn by: resilient-agent lab --fuzz 600 --explore 4 --seed 4711 (call 193; failed with the
 # fix of call 76 alone)
-QUESTION_BESIDE_TYPED_OVER_PREAMBLE = Scenario(
-    name="fuzz/4711-193",
-    family="fuzz",
-    description="A fuzzed call: agents.booking_agent(style='disallow', work_seconds=2.09).",
-    agent=agents.booking_agent(style="disallow", work_seconds=2.09),
-    utterances=(
+QUESTION_BESIDE_TYPED_OVER_PREAMBLE = _booking_call(
+    "fuzz/4711-193",
+    "disallow",
+    2.09,
+    (
         Utterance(1.0, 2.76, "please book a table for eight", reply_within=14.01),
         Utterance(3.09, 3.8, "island dragon", reply_within=12.97),
         Utterance(4.54, 6.36, "empire dolphin blanket summer", reply_within=10.41),
         Utterance(7.46, 8.68, "apple zebra meadow", reply_within=8.09),
     ),
-    llm=(
-        LLMRule(
-            text="Let me check the reservation book for you right now.",
-            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-            when_user_says="book",
-        ),
-        LLMRule(text="Your table is booked.", after_tool="book_table"),
-    ),
-    typed=(Typed(at=6.52, text="any quiet corner seats", reply_within=10.25),),
+    Typed(at=6.52, text="any quiet corner seats", reply_within=10.25),
+    preamble="Let me check the reservation book for you right now.",
     reply_bound=8.09,
     duration=22.86,
 )
@@ -260,43 +248,9 @@ def test_question_beside_a_typed_message_over_a_protected_preamble_is_answered()
     assert outcome.passed, outcome.reasons
 
 
-def _booking_with_typed(
-    name: str,
-    style: str,
-    work_seconds: float,
-    utterances: tuple[Utterance, ...],
-    typed: Typed,
-    *,
-    preamble: str = "",
-    reply_bound: float,
-    duration: float,
-) -> Scenario:
-    """A fuzzed booking call with a typed message, as ``--fuzz`` printed it."""
-    return Scenario(
-        name=name,
-        family="fuzz",
-        description=(
-            f"A fuzzed call: agents.booking_agent(style={style!r}, work_seconds={work_seconds})."
-        ),
-        agent=agents.booking_agent(style=style, work_seconds=work_seconds),
-        utterances=utterances,
-        llm=(
-            LLMRule(
-                text=preamble,
-                tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-                when_user_says="book",
-            ),
-            LLMRule(text="Your table is booked.", after_tool="book_table"),
-        ),
-        typed=(typed,),
-        reply_bound=reply_bound,
-        duration=duration,
-    )
-
-
 # as drawn by resilient-agent lab --fuzz N --seed 4711 (N > 358) --agent
 # resilient_agent:ResilientAgent: calls 316 and 358, not shrunk
-TYPED_REPLY_CUT_BEFORE_HEARD = _booking_with_typed(
+TYPED_REPLY_CUT_BEFORE_HEARD = _booking_call(
     "fuzz/4711-316",
     "protected_say",
     1.36,
@@ -310,7 +264,7 @@ TYPED_REPLY_CUT_BEFORE_HEARD = _booking_with_typed(
     duration=23.47,
 )
 
-TYPED_AND_SPOKEN_REPLIES_CUT = _booking_with_typed(
+TYPED_AND_SPOKEN_REPLIES_CUT = _booking_call(
     "fuzz/4711-358",
     "plain",
     5.39,
@@ -337,23 +291,14 @@ def test_a_typed_message_and_a_question_whose_replies_were_cut_are_answered() ->
 
 # as printed by: resilient-agent lab --fuzz N --seed 27182 --agent resilient_agent:ResilientAgent
 # (shrunk from fuzz/27182-226)
-QUESTION_WHILE_A_SHORT_TOOL_ENDS = Scenario(
-    name="fuzz/27182-226-shrunk",
-    family="fuzz",
-    description="A fuzzed call: agents.booking_agent(style='plain', work_seconds=2.3).",
-    agent=agents.booking_agent(style="plain", work_seconds=2.3),
-    utterances=(
+QUESTION_WHILE_A_SHORT_TOOL_ENDS = _booking_call(
+    "fuzz/27182-226-shrunk",
+    "plain",
+    2.3,
+    (
         Utterance(1.0, 3.2, "please book a table for eight", reply_within=16.71),
         Utterance(5.5, 5.94, "parrot", reply_within=13.97),
         Utterance(6.65, 9.06, "blanket apple jacket pepper glacier", reply_within=10.85),
-    ),
-    llm=(
-        LLMRule(
-            text="",
-            tool_calls=(ToolCallScript(name="book_table", arguments={"time": "eight"}),),
-            when_user_says="book",
-        ),
-        LLMRule(text="Your table is booked.", after_tool="book_table"),
     ),
     reply_bound=10.85,
     duration=26.21,
