@@ -131,8 +131,8 @@ class CallerWords:
         recognizer, frames = self._asked, self._unheard
         if recognizer is None or not frames:
             return
-        newest = frames[-1][0]
-        audio = [frame for at, frame in frames if at > newest - WORDS_RECENT_S]
+        # on_frame keeps only the last WORDS_RECENT_S of it
+        audio = [frame for _, frame in frames]
         frames.clear()
         try:
             text = await recognize_frames(recognizer, audio)
@@ -171,7 +171,7 @@ class CallerWords:
         if self._asked is not None:
             unheard = self._unheard
             unheard.append((now, frame))
-            while now - unheard[0][0] > WORDS_RECENT_S:
+            while now - unheard[0][0] >= WORDS_RECENT_S:
                 unheard.popleft()
         stream = self._stream
         if stream is None:
