@@ -21,6 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .typed import TypedMessage, TypedReading, read_typed
 
 __all__ = [
     "AppSay",
@@ -238,6 +239,7 @@ class ReplayPlan:
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
+        typed: The caller's typed chat messages (see :mod:`.typed`), not among ``turns``.
         hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
             (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
             agent it runs on does not.
@@ -264,6 +266,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
+    typed: tuple[TypedMessage, ...] = ()
 
     @property
     def first_agent(self) -> str | None:
@@ -472,6 +475,9 @@ class _Reader:
         self.word_times: dict[int, list[tuple[float, int]]] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
+        # indices of the user messages an STT wrote (they carry speech metrics)
+        self.spoken_messages: set[int] = set()
+        self.typed = TypedReading((), frozenset(), frozenset())
         self.said: list[_Said] = []
         self.calls: dict[str, _Call] = {}
         self.speeches: list[tuple[float, str]] = []
@@ -516,13 +522,17 @@ class _Reader:
         self._read_events(events)
         self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
+        self._take_typed()
         turns = self._caller_turns()
+        # RoomIO's text input interrupts first: a line a message was typed over and that
+        # played on refused it, as a line a caller's withheld words were said over
+        over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
-        says = self._says(options, turns, [r for r in recovered.values() if r is not None])
+        says = self._says(options, over, [r for r in recovered.values() if r is not None])
         answers = self._answers()
-        runs = self._tool_runs(says, turns, options, answers)
+        runs = self._tool_runs(says, over, options, answers)
         goodbye = self._goodbye(runs)
-        protected = self._protected_tasks(options, turns, runs)
+        protected = self._protected_tasks(options, over, runs)
         unsaid = recovered["tts"]
         faults = fault_plan(
             self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
@@ -555,7 +565,26 @@ class _Reader:
             faults=faults,
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
+            typed=self.typed.messages,
         )
+
+    def _take_typed(self) -> None:
+        """The typed messages out of the caller's turns (see :mod:`.typed`)."""
+        replies = [at for at, source in self.speeches if source == "generate_reply"]
+        self.typed = read_typed(
+            self.turns, replies, self.user_messages, frozenset(self.spoken_messages)
+        )
+        kept = [i for i in range(len(self.turns)) if i not in self.typed.claims]
+        self.word_times = {
+            kept.index(i): times for i, times in self.word_times.items() if i in kept
+        }
+        self.turns = [self.turns[i] for i in kept]
+        if self.typed.messages:
+            self.assumptions.append(
+                f"{len(self.typed.messages)} typed chat message(s), through RoomIO's default text "
+                "input (it interrupts the agent, then asks for a reply); a message that never "
+                "reached the chat is typed again as one placeholder word"
+            )
 
     def _protected_tasks(
         self, options: Mapping[str, Any], turns: Sequence[CallerTurn], runs: Sequence[ToolRunPlan]
@@ -714,6 +743,11 @@ class _Reader:
         created = item.get("created_at")
         created_at = float(created) - self.t0 if isinstance(created, int | float) else at
         if role == "user":
+            metrics = item.get("metrics")
+            if isinstance(metrics, Mapping) and (
+                "stt_metadata" in metrics or "started_speaking_at" in metrics
+            ):
+                self.spoken_messages.add(len(self.user_messages))
             self.user_messages.append((created_at, text))
             self.context_marks.append((at, self.index))
         elif role == "assistant":
@@ -834,7 +868,7 @@ class _Reader:
         message without livekit's ``user_input_transcribed``: the message has the words.
         """
         transcribed = {word for turn in self.turns for word in turn[2]}
-        used: set[int] = set()
+        used: set[int] = set(self.typed.user_messages)
         for position, turn in enumerate(self.turns):
             if turn[2]:
                 if not self._committed_prefix(turn):
@@ -890,7 +924,7 @@ class _Reader:
         recovers it commits the whole turn, the transcribed words first.
         """
         heard = turn[2]
-        for at, text in self.user_messages:
+        for at, text in self._spoken_user_messages():
             words = text.split()
             if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
                 continue
@@ -910,14 +944,19 @@ class _Reader:
         A message committed with another turn holds that turn's words one after the other; a
         word the caller merely says again (``a``, ``please``) is not another turn's.
         """
+        typed = [m.text.split() for m in self.typed.messages if m.text is not None]
         return any(
             other is not turn and other[2] and _contains(words, other[2]) for other in self.turns
-        )
+        ) or any(_contains(words, t) for t in typed if t)
+
+    def _spoken_user_messages(self) -> list[tuple[float, str]]:
+        """The user messages that were not typed."""
+        return [m for i, m in enumerate(self.user_messages) if i not in self.typed.user_messages]
 
     def _committed_prefix(self, turn: list[Any]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
-        for at, text in self.user_messages:
+        for at, text in self._spoken_user_messages():
             words = text.split()
             if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
                 continue

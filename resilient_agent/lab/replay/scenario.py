@@ -16,11 +16,12 @@ from typing import Any
 
 from livekit.agents import Agent
 
-from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
 from .recording import ReplayRecording
+from .typed import placeholder
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
@@ -71,9 +72,15 @@ def replay_scenario(
         duration = plan.script_end
     else:
         duration = plan.end_at + _TAIL_S
-    duration = max([duration, *(u.end + 0.1 for u in utterances)])
+    typed = tuple(
+        Typed(m.at, m.text if m.text is not None and m.text.split() else placeholder(n), expect_reply=False)
+        for n, m in enumerate(plan.typed, start=1)
+    )
+    duration = max([duration, *(u.end + 0.1 for u in utterances), *(t.at + 0.1 for t in typed)])
     try:
         scenario = _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+        # typed again through RoomIO's text input at their recorded times
+        scenario = dataclasses.replace(scenario, typed=typed)
         if recording is None:
             return scenario
         return dataclasses.replace(
