@@ -21,7 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
-from .typed import TypedMessage, TypedReading, read_typed
+from .typed import TypedMessage, TypedReading, read_typed, typed_replies
 
 __all__ = [
     "AppSay",
@@ -1390,6 +1390,11 @@ class _Reader:
             at = asked[-1] if asked else first
             answers.append(self._answer(at, "", None, calls, self._entered(at)))
         answers.sort(key=lambda a: a.at)
+        replies = typed_replies(
+            [(a.at, a.on_enter is not None) for a in answers], self.typed.messages
+        )
+        for index, text in replies.items():
+            answers[index] = dataclasses.replace(answers[index], after_user=text, after_tool=None)
         return tuple(answers)
 
     def _entered(self, at: float) -> str | None:

@@ -73,7 +73,11 @@ def replay_scenario(
     else:
         duration = plan.end_at + _TAIL_S
     typed = tuple(
-        Typed(m.at, m.text if m.text is not None and m.text.split() else placeholder(n), expect_reply=False)
+        Typed(
+            m.at,
+            m.text if m.text is not None and m.text.split() else placeholder(n),
+            expect_reply=False,
+        )
         for n, m in enumerate(plan.typed, start=1)
     )
     duration = max([duration, *(u.end + 0.1 for u in utterances), *(t.at + 0.1 for t in typed)])

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TypedMessage", "TypedReading", "placeholder", "read_typed"]
+__all__ = ["TypedMessage", "TypedReading", "placeholder", "read_typed", "typed_replies"]
 
 # RoomIO's text input claims and releases the turn in one instant; a report rounds its times
 _SAME_INSTANT_S = 1e-3
@@ -43,10 +43,13 @@ class TypedMessage:
         at: Call seconds when it arrived.
         text: Its text as the chat has it; None when it never reached the chat (livekit
             refused to interrupt a protected line, and the message was lost).
+        answered_at_once: The reply to it was asked for as it was typed, with it in the
+            chat: the LLM was asked then, whenever the reply played.
     """
 
     at: float
     text: str | None
+    answered_at_once: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,11 @@ def read_typed(
     messages: list[TypedMessage] = []
     for at, claim in found:
         text = _message(at, claim is not None, replies_asked, user_messages, spoken, used)
-        messages.append(TypedMessage(round(at, 3), text))
+        at_once = text is not None and any(
+            abs(user_messages[i][0] - at) <= _SAME_INSTANT_S and user_messages[i][1] == text
+            for i in used
+        )
+        messages.append(TypedMessage(round(at, 3), text, at_once))
     return TypedReading(
         tuple(messages),
         frozenset(i for _, i in found if i is not None),
@@ -147,3 +154,35 @@ def _message(
     *_, index = min(free)
     used.add(index)
     return user_messages[index][1]
+
+
+def typed_replies(
+    answers: Sequence[tuple[float, bool]], messages: Sequence[TypedMessage]
+) -> dict[int, str]:
+    """Which recorded LLM answers replied to a typed message: answer index to its text.
+
+    livekit asks the LLM as soon as a reply is asked for, with the message last in its
+    context, and plays the answer when the speeches before it are over (a protected line):
+    the answer that played first after a message answered at once was its reply, however
+    much the chat gained in between (a tool's output).
+
+    Args:
+        answers: Each LLM answer in order: (seconds it began, whether it answered an
+            agent's entry).
+        messages: The typed messages.
+    """
+    replies: dict[int, str] = {}
+    for message in messages:
+        if not message.answered_at_once or message.text is None:
+            continue
+        index = next(
+            (
+                i
+                for i, (at, entry) in enumerate(answers)
+                if at >= message.at - _SAME_INSTANT_S and not entry and i not in replies
+            ),
+            None,
+        )
+        if index is not None:
+            replies[index] = message.text
+    return replies
