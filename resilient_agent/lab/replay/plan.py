@@ -21,7 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
-from .typed import TypedMessage, TypedReading, read_typed, typed_replies
+from .typed import TypedMessage, TypedReading, read_typed, typed_replies, without_typed
 
 __all__ = [
     "AppSay",
@@ -960,8 +960,9 @@ class _Reader:
             words = text.split()
             if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
                 continue
-            prefix = words[: -len(heard)]
-            if self._holds_another_turn(prefix, turn):
+            # a message typed before the turn and held by the agent, committed with it
+            prefix = without_typed(words[: -len(heard)], self.typed.messages)
+            if not prefix or self._holds_another_turn(prefix, turn):
                 continue  # a turn before, committed with this one
             turn[2] = [*prefix, *heard]
             turn[4] = None  # no words to count as lost
@@ -1391,7 +1392,7 @@ class _Reader:
             answers.append(self._answer(at, "", None, calls, self._entered(at)))
         answers.sort(key=lambda a: a.at)
         replies = typed_replies(
-            [(a.at, a.on_enter is not None) for a in answers], self.typed.messages
+            [(a.at, a.on_enter is not None, a.after_user) for a in answers], self.typed.messages
         )
         for index, text in replies.items():
             answers[index] = dataclasses.replace(answers[index], after_user=text, after_tool=None)

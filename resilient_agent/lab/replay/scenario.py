@@ -21,7 +21,7 @@ from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
 from .recording import ReplayRecording
-from .typed import placeholder
+from .typed import UNPLAYED_REPLY, placeholder
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
@@ -206,12 +206,15 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 duration=max(answer.duration, answer.ttft),
             )
         )
+    cut_replies = {m.text for m in plan.typed if m.answered_at_once}
     for message in plan.user_messages:
         if message.split() and (message, None) not in seen:
             # the recorded LLM never answered it (it failed, or the call moved on): nor does
             # the replay's
             # (its answer the TTS failed to say stands in: livekit failed to synthesize it)
             text = (plan.faults.unsaid or {}).get(message, "")
+            # a message typed and answered at once had its answer made: it was cut unplayed
+            text = text or (UNPLAYED_REPLY if message in cut_replies else "")
             rules.append(LLMRule(text, when_user_says=message))
             seen.add((message, None))
     timeouts = plan.faults.llm_timeouts or {}

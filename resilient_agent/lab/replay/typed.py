@@ -26,7 +26,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TypedMessage", "TypedReading", "placeholder", "read_typed", "typed_replies"]
+__all__ = [
+    "UNPLAYED_REPLY",
+    "TypedMessage",
+    "TypedReading",
+    "placeholder",
+    "read_typed",
+    "typed_replies",
+    "without_typed",
+]
+
+UNPLAYED_REPLY = "An answer the agent cut before it played."
+"""The replay's answer to a message typed and answered at once whose answer never played.
+
+livekit asked the LLM as the message was typed; the answer waited behind a protected line
+and was cut (the caller spoke): the report has no trace of its text.
+"""
 
 # RoomIO's text input claims and releases the turn in one instant; a report rounds its times
 _SAME_INSTANT_S = 1e-3
@@ -157,18 +172,19 @@ def _message(
 
 
 def typed_replies(
-    answers: Sequence[tuple[float, bool]], messages: Sequence[TypedMessage]
+    answers: Sequence[tuple[float, bool, str | None]], messages: Sequence[TypedMessage]
 ) -> dict[int, str]:
     """Which recorded LLM answers replied to a typed message: answer index to its text.
 
     livekit asks the LLM as soon as a reply is asked for, with the message last in its
     context, and plays the answer when the speeches before it are over (a protected line):
     the answer that played first after a message answered at once was its reply, however
-    much the chat gained in between (a tool's output).
+    much the chat gained in between (a tool's output), unless a later user message was
+    committed before it began (the reply was cut, and that message answered).
 
     Args:
         answers: Each LLM answer in order: (seconds it began, whether it answered an
-            agent's entry).
+            agent's entry, the user message that ends its context by the times, if one does).
         messages: The typed messages.
     """
     replies: dict[int, str] = {}
@@ -178,11 +194,24 @@ def typed_replies(
         index = next(
             (
                 i
-                for i, (at, entry) in enumerate(answers)
+                for i, (at, entry, _) in enumerate(answers)
                 if at >= message.at - _SAME_INSTANT_S and not entry and i not in replies
             ),
             None,
         )
-        if index is not None:
+        if index is not None and answers[index][2] in (None, message.text):
             replies[index] = message.text
     return replies
+
+
+def without_typed(words: Sequence[str], messages: Sequence[TypedMessage]) -> list[str]:
+    """``words`` of a user message without a typed message's words it begins with.
+
+    An agent that held a typed message (``ResilientAgent``, over protected speech) commits it
+    with the caller's next turn, the typed words first.
+    """
+    for message in messages:
+        typed = message.text.split() if message.text is not None else []
+        if typed and list(words[: len(typed)]) == typed:
+            return list(words[len(typed) :])
+    return list(words)
