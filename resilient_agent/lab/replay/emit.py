@@ -33,6 +33,7 @@ _KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
+_METRIC_KEYS = ("llm_node_ttft", "started_speaking_at")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
@@ -65,7 +66,8 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
             slim = {k: item[k] for k in _ITEM_KEYS if k in item}
             metrics = item.get("metrics")
             if isinstance(metrics, Mapping):
-                slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}
+                # a user message's speech metrics say an STT wrote it, not the caller's typing
+                slim["metrics"] = {k: v for k, v in metrics.items() if k in _METRIC_KEYS}
             kept["item"] = slim
         events.append(kept)
     history = report.get("chat_history")

@@ -103,7 +103,7 @@ def _typed(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     pairs = itertools.zip_longest(recorded.typed, replayed.typed)
     for number, (was, now) in enumerate(pairs, start=1):
         if was is None or now is None:
-            at = (was or now).at  # type: ignore[union-attr]
+            at = was.at if was is not None else now.at if now is not None else 0.0
             what = "not in the recording" if was is None else "not typed in the replay"
             found.append(Divergence(at, f"typed message {number}: {what}", "typed"))
             continue

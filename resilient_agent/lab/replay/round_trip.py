@@ -240,8 +240,8 @@ def run_round_trip(only: str | None, out: TextIO, *, audio: bool = True) -> int:
     same = sum(t.verdict == t.replayed_verdict for t in trips)
     print(
         f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
-        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: realtime, "
-        f"typed or real speech)",
+        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: realtime "
+        f"or real speech)",
         file=out,
     )
     print(
