@@ -33,7 +33,7 @@ _KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
-_METRIC_KEYS = ("llm_node_ttft", "started_speaking_at")
+_METRIC_KEYS = ("llm_node_ttft", "started_speaking_at", "transcription_delay")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -477,6 +478,8 @@ class _Reader:
         self.user_messages: list[tuple[float, str]] = []
         # indices of the user messages an STT wrote (they carry speech metrics)
         self.spoken_messages: set[int] = set()
+        # the STT's delay from the end of each spoken turn to its final transcript
+        self.transcription_delays: list[float] = []
         self.typed = TypedReading((), frozenset(), frozenset())
         self.said: list[_Said] = []
         self.calls: dict[str, _Call] = {}
@@ -748,6 +751,9 @@ class _Reader:
                 "stt_metadata" in metrics or "started_speaking_at" in metrics
             ):
                 self.spoken_messages.add(len(self.user_messages))
+            delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
+            if isinstance(delay, int | float):
+                self.transcription_delays.append(float(delay))
             self.user_messages.append((created_at, text))
             self.context_marks.append((at, self.index))
         elif role == "assistant":
@@ -1011,6 +1017,7 @@ class _Reader:
                 )
             said = (
                 _words_said(start, end, len(heard), self.word_times.get(index, []))
+                or self._said_before_handoff(index, start, end)
                 if ended and not unheard
                 else None
             )
@@ -1041,6 +1048,22 @@ class _Reader:
             )
             previous_end = end
         return tuple(turns)
+
+    def _said_before_handoff(
+        self, index: int, start: float, end: float
+    ) -> tuple[float, float] | None:
+        """When a turn's words were said, if another agent took the call as its final came.
+
+        livekit's new agent ends the caller's turn as it takes the call, here in the instant of
+        the turn's final transcript: the words ended the STT's delay before (the report's
+        ``transcription_delay`` of the other turns), not where the turn ends.
+        """
+        times = self.word_times.get(index, [])
+        if not times or not self.transcription_delays or abs(times[-1][0] - end) > 1e-3:
+            return None
+        if not any(h.old is not None and abs(h.at - end) <= 1e-3 for h in self.flow.handoffs):
+            return None
+        return round(start, 3), round(end - statistics.median(self.transcription_delays), 3)
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
