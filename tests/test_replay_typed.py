@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,5 +108,14 @@ def test_typed_calls_are_in_the_round_trip() -> None:
 )
 def test_the_typed_call_round_trips(name: str, agent_class: type[Agent]) -> None:
     trip = round_trip(_catalog(name), agent_class)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_turn_a_handoff_ended_as_its_final_came_is_said_before_it(tmp_path: Path) -> None:
+    # the caller talks over the reply to the typed message as livekit drains the front desk:
+    # the manager takes the call with their final transcript, 0.2 s after their last word
+    scenario = _catalog("lost_words/reply_talked_over_during_handoff")
+    trip = round_trip(scenario, ResilientAgent, tmp_path)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
