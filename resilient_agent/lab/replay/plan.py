@@ -19,6 +19,7 @@ from typing import Any
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
 from ...testing.session_report import SCRIPT_END_TAG
+from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 
@@ -77,6 +78,8 @@ class CallerTurn:
         unheard_after: How many words were said after the heard ones that the report has no
             transcript of (assumed): the agent began an uninterruptible line over the caller
             and livekit withheld the rest of the turn from the STT.
+        windows: Where its words were said, (start, end, how many) in order, when livekit's
+            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`); empty: as ``said`` says.
     """
 
     start: float
@@ -87,6 +90,7 @@ class CallerTurn:
     said: tuple[float, float] | None = None
     noise: bool = False
     unheard_after: int = 0
+    windows: tuple[tuple[float, float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,8 @@ class ReplayPlan:
         hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
             (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
             agent it runs on does not.
+        turn_limit: livekit's ``user_turn_limit`` ``max_words`` that cut into a caller's turn
+            (inferred: the words counted at the cut), None when none was cut into.
     """
 
     sdk_version: str
@@ -264,6 +270,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
+    turn_limit: int | None = None
 
     @property
     def first_agent(self) -> str | None:
@@ -470,6 +477,9 @@ class _Reader:
         self.turns: list[list[Any]] = []
         # turn index: each transcript of its words, (when, how many words)
         self.word_times: dict[int, list[tuple[float, int]]] = {}
+        # turn index: each transcript, (when, how many words, final)
+        self.transcripts: dict[int, list[tuple[float, int, bool]]] = {}
+        self.turn_limit: int | None = None
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         self.said: list[_Said] = []
@@ -555,6 +565,7 @@ class _Reader:
             faults=faults,
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
+            turn_limit=self.turn_limit,
         )
 
     def _protected_tasks(
@@ -636,6 +647,9 @@ class _Reader:
             if self.turns and transcript.split():
                 times = self.word_times.setdefault(len(self.turns) - 1, [])
                 times.append((at, len(transcript.split())))
+                self.transcripts.setdefault(len(self.turns) - 1, []).append(
+                    (at, len(transcript.split()), event.get("is_final") is True)
+                )
             if self.turns and self.turns[-1][3] is None and transcript.split():
                 self.turns[-1][3] = at
                 if self.agent_state == "speaking":
@@ -934,7 +948,9 @@ class _Reader:
         return False
 
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
+        cuts = self._turn_cuts()
         self._committed_words()
+        over = self._words_over_cuts(cuts)
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
@@ -975,6 +991,24 @@ class _Reader:
                 else None
             )
             after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            windows: tuple[tuple[float, float, int], ...] = ()
+            cut = cuts.get(index) if ended and not unheard else None
+            if cut is not None:
+                said, after, windows = None, 0, cut.windows
+                words_over = cut.words_over(end, over.get(index, 0))
+                if words_over is not None:
+                    windows = (*windows, words_over)
+                    after = 0 if over.get(index) else words_over[2]
+                self.assumptions.append(
+                    f"at {cut.at:.2f} s: the caller's words so far were committed mid-turn and "
+                    f"answered by an uninterrupted reply: livekit's user_turn_limit cut in "
+                    f"(max_words={self.turn_limit}, the words counted then); "
+                    + (
+                        f"{after} placeholder word(s) said over it"
+                        if after
+                        else "the words said over it are the chat's"
+                    )
+                )
             if after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
@@ -997,10 +1031,73 @@ class _Reader:
                     None if after else said,
                     noise,
                     after,
+                    windows,
                 )
             )
             previous_end = end
         return tuple(turns)
+
+    def _turn_cuts(self) -> dict[int, TurnCut]:
+        """The turns livekit's ``user_turn_limit`` cut into, by index (sets ``turn_limit``).
+
+        The limit is the fewest words counted at a cut; a final that reached it without a cut
+        says the count is not livekit's: then none is taken as a cut.
+        """
+        replies = [at for at, source in self.speeches if source == "generate_reply"]
+        answered = [s.created for s in self.said if not s.interrupted and s.from_llm is not False]
+        cuts: dict[int, TurnCut] = {}
+        for index, (start, end, heard, _, _) in enumerate(self.turns):
+            cut = (
+                cut_into(
+                    start,
+                    end,
+                    heard,
+                    self.transcripts.get(index, []),
+                    self.user_messages,
+                    replies,
+                    answered,
+                )
+                if end is not None
+                else None
+            )
+            if cut is not None:
+                cuts[index] = cut
+        if not cuts:
+            return {}
+        finals = [(at, n) for times in self.transcripts.values() for at, n, final in times if final]
+        resets = [*self.started_speaking, *(at for at, _ in self.user_messages)]
+        limit = min(word_count_by(cut.at, finals, resets) for cut in cuts.values())
+        at_cuts = {cut.at for cut in cuts.values()}
+        if any(
+            word_count_by(at, finals, resets) >= limit
+            for at, _ in finals
+            if all(abs(at - c) > 1e-3 for c in at_cuts)
+        ):
+            return {}
+        self.turn_limit = limit
+        return cuts
+
+    def _words_over_cuts(self, cuts: Mapping[int, TurnCut]) -> dict[int, int]:
+        """The words said over each cut-in that the chat has, put after the turn's (by index).
+
+        livekit withheld them from the STT; a middleware recovered them and committed a message
+        of their own once the turn was over, before the caller's next turn: words no transcript
+        has.
+        """
+        found: dict[int, int] = {}
+        for index, cut in cuts.items():
+            turn = self.turns[index]
+            following = self.turns[index + 1][0] if index + 1 < len(self.turns) else math.inf
+            for at, text in self.user_messages:
+                words = text.split()
+                if not turn[1] <= at < following or not words:
+                    continue
+                if any(other[2] and _contains(words, other[2]) for other in self.turns):
+                    continue  # a transcribed turn's words: livekit's own commit
+                turn[2] = [*turn[2][: cut.transcribed], *words]
+                found[index] = len(words)
+                break
+        return found
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
