@@ -26,3 +26,30 @@ def test_words_over_a_cut_in_are_replayed_where_they_were_said(tmp_path: Path, n
     trip = round_trip(scenario, load_agent_class(RESILIENT_PATH), tmp_path)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_cut_in_line_is_marked_in_the_report_on_resilient_agent_only() -> None:
+    """The report says which line the app played over the caller inside cut_in(): nothing
+    else in it tells a cut-in from a protected line ResilientAgent would have held."""
+    from livekit.agents import Agent
+
+    from resilient_agent._session.cut_in import CUT_IN_EXTRA
+    from resilient_agent.lab.catalog.turn_handling import ANNOUNCEMENT
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    scenario = next(s for s in CATALOG if s.name == "turn_limit/words_over_app_cut_in")
+    marks = {}
+    for cls in (Agent, load_agent_class(RESILIENT_PATH)):
+        world, _ = run_scenario(scenario, cls)
+        items = session_report(world)["chat_history"]["items"]
+        marks[cls.__name__] = {
+            " ".join(i["content"]): i["extra"].get(CUT_IN_EXTRA, False)
+            for i in items
+            if i.get("role") == "assistant"
+        }
+    assert marks["ResilientAgent"] == {
+        ANNOUNCEMENT: True,
+        "Sure: do you have a table for two tonight.": False,
+    }
+    assert marks["Agent"] == {ANNOUNCEMENT: False, "Sure: do you.": False}

@@ -18,6 +18,7 @@ from typing import Any
 
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
+from ..._session.cut_in import CUT_IN_EXTRA
 from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
@@ -142,12 +143,15 @@ class ToolSay:
         protected: Said with ``allow_interruptions=False`` (inferred, see the assumptions).
         awaited: The tool waited for it to be said (it ended after the line did); a line still
             playing when the tool ended was not awaited.
+        cut_in: The app meant it to play over the caller (``resilient_agent.cut_in()``: its
+            message's ``extra`` says so).
     """
 
     offset: float
     text: str
     protected: bool
     awaited: bool = True
+    cut_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,8 @@ class AppSay:
         done_at: Seconds from the start of the call when it was said (or cut).
         on_turn: The caller's message whose turn it was said on (from ``on_user_turn_completed``,
             inferred: it began as that message was committed), if it was.
+        cut_in: The app meant it to play over the caller (``resilient_agent.cut_in()``: its
+            message's ``extra`` says so).
     """
 
     at: float
@@ -211,6 +217,7 @@ class AppSay:
     agent: str | None = None
     done_at: float | None = None
     on_turn: str | None = None
+    cut_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -414,6 +421,11 @@ def _before_later_words(
     return words
 
 
+def _marked_cut_in(extra: Any) -> bool:
+    """Whether a line's chat ``extra`` says it was a cut-in (``ResilientAgent`` marks them)."""
+    return isinstance(extra, Mapping) and extra.get(CUT_IN_EXTRA) is True
+
+
 def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
     """Whether ``run`` is in ``words``, its words one after the other."""
     return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
@@ -460,6 +472,7 @@ class _Said:
     item_id: str
     from_llm: bool | None
     ttft: float | None
+    cut_in: bool = False
 
 
 class _Reader:
@@ -744,6 +757,7 @@ class _Reader:
                     item_id=str(item.get("id", "")),
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
+                    cut_in=_marked_cut_in(item.get("extra")),
                 )
             )
 
@@ -1244,7 +1258,15 @@ class _Reader:
             # begun as a caller's message was committed: said from on_user_turn_completed
             turn = next((m for t, m in self.user_messages if abs(t - at) <= 1e-3), None)
             says.append(
-                AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3), turn)
+                AppSay(
+                    round(at, 3),
+                    said.text,
+                    protected,
+                    agent,
+                    round(said.added, 3),
+                    turn,
+                    cut_in=said.cut_in,
+                )
             )
         if unsure:
             self.assumptions.append(
@@ -1412,6 +1434,7 @@ class _Reader:
                             s.text,
                             s.protected,
                             awaited=s.done_at is None or s.done_at <= end + 1e-3,
+                            cut_in=s.cut_in,
                         )
                         for s in mine
                     ),
