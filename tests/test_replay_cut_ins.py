@@ -53,3 +53,25 @@ def test_a_cut_in_line_is_marked_in_the_report_on_resilient_agent_only() -> None
         "Sure: do you have a table for two tonight.": False,
     }
     assert marks["Agent"] == {ANNOUNCEMENT: False, "Sure: do you.": False}
+
+
+def test_the_cut_is_read_from_the_report_of_a_plain_agent_too() -> None:
+    """On Agent the words over the cut-in are lost: placeholders from the cut to the turn's
+    end, at the transcribed words' pace; a caller who stopped before the commit was not cut."""
+    from livekit.agents import Agent
+
+    from resilient_agent.lab.replay.plan import load_plan
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.session_report import session_report
+
+    plans = {}
+    for name in ("turn_limit/words_over_cut_in", "control/turn_limit_cut_in"):
+        world, _ = run_scenario(next(s for s in CATALOG if s.name == name), Agent)
+        plans[name] = load_plan(session_report(world))
+    cut = plans["turn_limit/words_over_cut_in"]
+    assert cut.turn_limit == 22  # 13 + 9 words: the second final reached livekit's 15
+    turn = cut.turns[0]
+    assert [n for _, _, n in turn.windows] == [13, 9, turn.unheard_after]
+    assert turn.windows[2][:2] == (5.5, 7.6)
+    assert turn.unheard_after > 0
+    assert plans["control/turn_limit_cut_in"].turn_limit is None

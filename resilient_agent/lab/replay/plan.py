@@ -1008,22 +1008,8 @@ class _Reader:
             windows: tuple[tuple[float, float, int], ...] = ()
             cut = cuts.get(index) if ended and not unheard else None
             if cut is not None:
-                said, after, windows = None, 0, cut.windows
-                words_over = cut.words_over(end, over.get(index, 0))
-                if words_over is not None:
-                    windows = (*windows, words_over)
-                    after = 0 if over.get(index) else words_over[2]
-                self.assumptions.append(
-                    f"at {cut.at:.2f} s: the caller's words so far were committed mid-turn and "
-                    f"answered by an uninterrupted reply: livekit's user_turn_limit cut in "
-                    f"(max_words={self.turn_limit}, the words counted then); "
-                    + (
-                        f"{after} placeholder word(s) said over it"
-                        if after
-                        else "the words said over it are the chat's"
-                    )
-                )
-            if after:
+                said, after, windows = None, *self._cut_turn(cut, end, over.get(index, 0))
+            elif after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
                     f"transcribed words and nothing more of the turn was transcribed; {after} "
@@ -1112,6 +1098,26 @@ class _Reader:
                 found[index] = len(words)
                 break
         return found
+
+    def _cut_turn(
+        self, cut: TurnCut, end: float, known: int
+    ) -> tuple[int, tuple[tuple[float, float, int], ...]]:
+        """A cut turn's placeholders after its words, and the windows its words were said in."""
+        over = cut.words_over(end, known)
+        after = over[2] if over is not None and not known else 0
+        said_over = (
+            "nothing said over it"
+            if over is None
+            else f"{after} placeholder word(s) said over it"
+            if after
+            else "the words said over it are the chat's message's"
+        )
+        self.assumptions.append(
+            f"at {cut.at:.2f} s: the caller's words so far were committed mid-turn and answered "
+            f"by an uninterrupted reply: livekit's user_turn_limit cut in (max_words="
+            f"{self.turn_limit}, the words counted then); {said_over}"
+        )
+        return after, cut.windows if over is None else (*cut.windows, over)
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
