@@ -35,6 +35,8 @@ def test_a_cut_in_line_is_marked_in_the_report_on_resilient_agent_only() -> None
 
     from resilient_agent._session.cut_in import CUT_IN_EXTRA
     from resilient_agent.lab.catalog.turn_handling import ANNOUNCEMENT
+    from resilient_agent.lab.replay.emit import trimmed_report
+    from resilient_agent.lab.replay.plan import load_plan
     from resilient_agent.testing import run_scenario
     from resilient_agent.testing.session_report import session_report
 
@@ -42,7 +44,12 @@ def test_a_cut_in_line_is_marked_in_the_report_on_resilient_agent_only() -> None
     marks = {}
     for cls in (Agent, load_agent_class(RESILIENT_PATH)):
         world, _ = run_scenario(scenario, cls)
-        items = session_report(world)["chat_history"]["items"]
+        report = session_report(world)
+        items = report["chat_history"]["items"]
+        # an emitted test's report keeps the mark: its replay plays the line as a cut-in too
+        slim = [e["item"] for e in trimmed_report(report)["events"] if "item" in e]
+        assert load_plan(report).app_says == load_plan(trimmed_report(report)).app_says
+        assert any(CUT_IN_EXTRA in i.get("extra", {}) for i in slim) == (cls is not Agent)
         marks[cls.__name__] = {
             " ".join(i["content"]): i["extra"].get(CUT_IN_EXTRA, False)
             for i in items
