@@ -102,6 +102,12 @@ def read_typed(
         spoken: Indices of the user messages an STT wrote (with speech metrics).
     """
     found: list[tuple[float, int | None]] = []  # (when, the claim's turn index)
+    # messages of words the STT transcribed: livekit's own commits (its user_turn_limit cuts
+    # a turn with a message of its words so far and a reply asked for in that instant)
+    every_heard = {word for turn in turns for word in turn[2]}
+    transcribed = {
+        i for i, (_, text) in enumerate(user_messages) if set(text.split()) <= every_heard
+    }
     for index, turn in enumerate(turns):
         start, end, heard = turn[0], turn[1], turn[2]
         asked = [a for a in replies_asked if start - _SAME_INSTANT_S <= a]
@@ -120,7 +126,7 @@ def read_typed(
                 for a in asked
                 if a > start + _SAME_INSTANT_S
                 and any(
-                    abs(t - a) <= _SAME_INSTANT_S and i not in spoken
+                    abs(t - a) <= _SAME_INSTANT_S and i not in spoken and i not in transcribed
                     for i, (t, _) in enumerate(user_messages)
                 )
             )
