@@ -21,6 +21,14 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .realtime import (
+    SERVER_SILENCE_S,
+    is_model_message,
+    realtime_flavour,
+    request_before,
+    silence_assumption,
+    speech_window,
+)
 
 __all__ = [
     "AppSay",
@@ -241,6 +249,9 @@ class ReplayPlan:
         hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
             (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
             agent it runs on does not.
+        realtime: The realtime model's provider (``openai``, ``gemini``) when a realtime model
+            heard the caller and spoke (see :mod:`.realtime`); None for a pipeline call. Its
+            turns' ``said`` are where the model heard their words.
     """
 
     sdk_version: str
@@ -264,6 +275,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
+    realtime: str | None = None
 
     @property
     def first_agent(self) -> str | None:
@@ -496,6 +508,9 @@ class _Reader:
         # ids of the chat items the events added, and each event's seconds
         self.item_ids: set[str] = set()
         self.event_times: list[float] = []
+        # a realtime model's call: its provider, and when its answers could have been asked for
+        self.realtime = realtime_flavour(report) if isinstance(report, Mapping) else None
+        self.requests: list[float] = [0.0]
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -517,9 +532,11 @@ class _Reader:
         self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
+        if self.realtime is not None:
+            self.assumptions.append(silence_assumption(self.realtime))
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, turns, [r for r in recovered.values() if r is not None])
-        answers = self._answers()
+        answers = self._answers() if self.realtime is None else self._realtime_answers(turns)
         runs = self._tool_runs(says, turns, options, answers)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
@@ -555,6 +572,7 @@ class _Reader:
             faults=faults,
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
+            realtime=self.realtime,
         )
 
     def _protected_tasks(
@@ -617,6 +635,8 @@ class _Reader:
                 )
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
+                if self.realtime == "openai":
+                    self.requests.append(at)  # the server committed the turn and answers it
         elif kind == "agent_state_changed":
             if self.agent_state == "speaking":
                 self.stopped_speaking.append(at)
@@ -648,6 +668,7 @@ class _Reader:
             self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
+            self.requests.append(at)  # the outputs go to the model, which answers them
             for i, output in enumerate(outputs):
                 self.context_marks.append((at, self.index))
                 if isinstance(output, Mapping):
@@ -655,6 +676,8 @@ class _Reader:
         elif kind == "speech_created":
             source = _field(event, "source", str, where)
             self.speeches.append((at, source))
+            if self.realtime == "openai" or event.get("user_initiated") is True:
+                self.requests.append(at)
             if source == "say":
                 self.say_agents.append(self.flow.current)
         elif kind == "error":
@@ -719,7 +742,10 @@ class _Reader:
         elif role == "assistant":
             metrics = item.get("metrics")
             ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
-            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None
+            spoken = self.realtime is not None and is_model_message(metrics)
+            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None or spoken
+            if spoken:
+                created_at = self._model_began(metrics, at)
             self.said.append(
                 _Said(
                     text=text,
@@ -732,6 +758,18 @@ class _Reader:
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                 )
             )
+
+    def _model_began(self, metrics: Mapping[str, Any], added: float) -> float:
+        """When the realtime model began to say a message added at ``added``.
+
+        Its ``started_speaking_at`` when that is a time of the call, else the agent's last
+        start of speech by then (a message is added once it played out or was cut).
+        """
+        began = metrics.get("started_speaking_at")
+        if isinstance(began, int | float) and 0.0 <= float(began) - self.t0 <= added + 1e-3:
+            return float(began) - self.t0
+        starts = [t for t in self.started_speaking if t <= added + 1e-3]
+        return starts[-1] if starts else added
 
     def _chat_only_messages(self, history: Any) -> None:
         """The caller's messages the chat has and no event added, at their ``created_at``.
@@ -794,6 +832,7 @@ class _Reader:
         self.flow.handoff(at, old, new, running, self.last_ended, last_bare)
         if old is not None:
             self.entry_marks.append((at, self.index, new))
+        self.requests.append(at)
 
     def _tool_update(self, update: Mapping[str, Any], at: float, where: str) -> None:
         kind = _field(update, "type", str, where)
@@ -963,7 +1002,15 @@ class _Reader:
                     f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
                     f"came late; {unheard} placeholder word(s) before the transcribed ones"
                 )
-            if not heard:
+            if not heard and self.realtime is not None:
+                # the model heard no word of it: nothing of the caller's to replay
+                self.assumptions.append(
+                    f"at {start:.2f} s: the model transcribed nothing of the caller's "
+                    f"{end - start:.2f} s turn: its server's own speech event (Gemini reports one "
+                    "as its reply begins) or sound with no word; the replayed model makes it "
+                    "itself"
+                )
+            elif not heard:
                 unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
                 self.assumptions.append(
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
@@ -974,7 +1021,21 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
-            after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            if self.realtime is not None and heard:
+                # the model's server heard them: where is its VAD's to say (see .realtime)
+                said = speech_window(
+                    self.realtime,  # type: ignore[arg-type]
+                    start,
+                    end,
+                    len(heard),
+                    self.word_times.get(index, []),
+                    ended,
+                )
+            after = (
+                self._withheld_suffix(index, start, end, heard)
+                if ended and not unheard and self.realtime is None
+                else 0
+            )
             if after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
@@ -1350,6 +1411,45 @@ class _Reader:
             asked = [at for at, source in self.speeches if at <= first and source != "say"]
             at = asked[-1] if asked else first
             answers.append(self._answer(at, "", None, calls, self._entered(at)))
+        answers.sort(key=lambda a: a.at)
+        return tuple(answers)
+
+    def _realtime_answers(self, turns: Sequence[CallerTurn]) -> tuple[LLMAnswer, ...]:
+        """A realtime model's answers: each message it spoke with the tool calls of its response.
+
+        No LLM node times them: each was asked for by the last request before it began to play
+        (the server's end of a turn, tool outputs, an entry, ``generate_reply``); a response's
+        tool calls come while its audio plays, before the next message begins.
+        """
+        requests = list(self.requests)
+        if self.realtime == "gemini":
+            # Gemini's server answers a turn after the silence that ends its words
+            requests += [t.said[1] + SERVER_SILENCE_S for t in turns if t.said and t.ended]
+        spoken = [s for s in self.said if s.from_llm is not False]
+        calls = sorted(self.calls.values(), key=lambda c: c.started)
+        taken: set[str] = set()
+        answers: list[LLMAnswer] = []
+        for position, said in enumerate(spoken):
+            following = spoken[position + 1].created if position + 1 < len(spoken) else math.inf
+            own = [
+                c
+                for c in calls
+                if c.call_id not in taken
+                and said.created - 1e-3 <= c.started < min(said.added + 1e-3, following)
+            ]
+            taken.update(c.call_id for c in own)
+            at = request_before(said.created, requests)
+            answer = self._answer(at, said.text, said.created - at, own, self._entered(at))
+            answers.append(answer)
+        for call in calls:
+            if call.call_id in taken:
+                continue
+            # a response with tool calls and nothing said
+            group = [c for c in calls if c.call_id not in taken and c.started - call.started < 1e-3]
+            taken.update(c.call_id for c in group)
+            # asked before the call was made (its own output comes as it is made)
+            at = request_before(call.started - 2e-3, requests)
+            answers.append(self._answer(at, "", None, group, self._entered(at)))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
 

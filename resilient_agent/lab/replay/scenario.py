@@ -20,6 +20,7 @@ from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
+from .realtime_call import realtime_scenario
 from .recording import ReplayRecording
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
@@ -58,6 +59,7 @@ def replay_scenario(
     utterances = tuple(
         Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
         for i, t in enumerate(plan.turns)
+        if t.heard or plan.realtime is None  # a realtime model's wordless turn is its own
     )
     # livekit closes the session that long after the caller leaves the room
     caller_leaves_at = (
@@ -74,6 +76,8 @@ def replay_scenario(
     duration = max([duration, *(u.end + 0.1 for u in utterances)])
     try:
         scenario = _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+        if plan.realtime is not None:
+            return realtime_scenario(scenario, plan, recording)
         if recording is None:
             return scenario
         return dataclasses.replace(
