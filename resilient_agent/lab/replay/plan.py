@@ -252,6 +252,8 @@ class ReplayPlan:
         realtime: The realtime model's provider (``openai``, ``gemini``) when a realtime model
             heard the caller and spoke (see :mod:`.realtime`); None for a pipeline call. Its
             turns' ``said`` are where the model heard their words.
+        greeting_protected: The greeting was made uninterruptible (a realtime call's, inferred
+            from its recording by :mod:`.realtime_call`).
     """
 
     sdk_version: str
@@ -276,6 +278,7 @@ class ReplayPlan:
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
     realtime: str | None = None
+    greeting_protected: bool = False
 
     @property
     def first_agent(self) -> str | None:

@@ -130,9 +130,22 @@ def speech_window(
         word_times: Each transcript of its words: (seconds, how many words so far).
         ended: The server ended it.
     """
+    said_from, said_to = _window(flavour, start, end, words, word_times, ended)
+    # audio sent to the model at once (held, then let go) leaves no time between its words
+    return said_from, max(said_to, round(said_from + FRAME_S, 3))
+
+
+def _window(
+    flavour: RealtimeFlavour,
+    start: float,
+    end: float,
+    words: int,
+    word_times: Sequence[tuple[float, int]],
+    ended: bool,
+) -> tuple[float, float]:
     if flavour == "openai":
         said_from = start - FRAME_S
-        return round(said_from, 3), round(max(end - SERVER_SILENCE_S if ended else end, start), 3)
+        return round(said_from, 3), round(end - SERVER_SILENCE_S if ended else end, 3)
     interims = sorted({(at, count) for at, count in word_times if 0 < count <= words})
     firsts: dict[int, float] = {}
     for at, count in interims:

@@ -6,15 +6,28 @@ recorded messages and tool calls, after the recorded delays from the request tha
 them). The caller says each turn the model transcribed where the model heard it (the turn's
 ``said``, see :func:`.realtime.speech_window`); a turn it transcribed nothing of is not the
 caller's to say (Gemini's server reports the caller speaking as its own reply begins).
+
+With the recording, a turn whose words the recording has no speech for was said earlier and
+heard late: the agent held the caller's audio from the model while a protected line played
+(``ResilientAgent``'s ``RealtimeInputHold``) and sent it after. Its words go on the recording's
+last speech before it that no other turn has, where the caller said them; the replayed agent
+holds them as the recorded one did, so the line they were said over was protected: by the
+tool its answer called (``ctx.disallow_interruptions()`` as it started), or the greeting itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
 
 from ...testing import ProviderFaults, Scenario, Utterance
+from ...testing.audio import FRAME_SAMPLES, FRAME_SECONDS, RECORDED_SPEECH_LEVEL
 from ...testing.vad import VADFault
+from .agents import agent_factory
 from .plan import ReplayPlan
+from .realtime import SERVER_SILENCE_S
 from .recording import ReplayRecording
 
 __all__ = ["realtime_scenario"]
@@ -34,6 +47,12 @@ def realtime_scenario(
         for t in plan.turns
         if t.heard and t.said is not None
     )
+    if recording is not None:
+        heard_at = utterances
+        utterances = held_where_said(utterances, speech_spans(recording.caller.samples()))
+        held = [u.start for u, was in zip(utterances, heard_at, strict=True) if u != was]
+        if held:
+            scenario = dataclasses.replace(scenario, agent=agent_factory(_protected(plan, held)))
     return dataclasses.replace(
         scenario,
         utterances=utterances,
@@ -46,6 +65,73 @@ def realtime_scenario(
         caller_recording=recording.caller if recording is not None else None,
         duration=max([scenario.duration, *(u.end + 0.1 for u in utterances)]),
     )
+
+
+def speech_spans(samples: np.ndarray) -> list[tuple[float, float]]:
+    """The stretches of a recorded caller line with speech, pauses shorter than a turn's joined.
+
+    A frame carries speech when it is louder than :data:`RECORDED_SPEECH_LEVEL`, as the lab
+    marks a recording's words.
+    """
+    frames = len(samples) // FRAME_SAMPLES
+    levels = np.abs(samples[: frames * FRAME_SAMPLES].astype(np.int32)).reshape(
+        frames, FRAME_SAMPLES
+    )
+    voiced = np.flatnonzero(levels.mean(axis=1) > RECORDED_SPEECH_LEVEL)
+    spans: list[tuple[float, float]] = []
+    for index in voiced:
+        start, end = index * FRAME_SECONDS, (index + 1) * FRAME_SECONDS
+        if spans and start - spans[-1][1] < SERVER_SILENCE_S:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return [(round(a, 3), round(b, 3)) for a, b in spans]
+
+
+def held_where_said(
+    utterances: Sequence[Utterance], spans: Sequence[tuple[float, float]]
+) -> tuple[Utterance, ...]:
+    """Each utterance the recording has no speech in moved to where the caller said it.
+
+    That is the last span of recorded speech before it that no utterance overlaps: the audio
+    was held from the model and sent to it later.
+    """
+    placed = list(utterances)
+    for index, utterance in enumerate(utterances):
+        if any(a < utterance.end and utterance.start < b for a, b in spans):
+            continue
+        free = [
+            (a, b)
+            for a, b in spans
+            if b <= utterance.start + 1e-6
+            and not any(a < u.end and u.start < b for u in placed)
+        ]
+        if free:
+            placed[index] = dataclasses.replace(utterance, start=free[-1][0], end=free[-1][1])
+    return tuple(placed)
+
+
+def _protected(plan: ReplayPlan, held: Sequence[float]) -> ReplayPlan:
+    """``plan`` with the lines playing where held words were said made uninterruptible."""
+    runs = list(plan.tool_runs)
+    greeting = plan.greeting_protected
+    for said_at in held:
+        began = [a for a in plan.answers if a.at + a.ttft <= said_at and a.text]
+        if not began:
+            continue
+        line = began[-1]
+        start = line.at + line.ttft
+        names = {c.name for c in line.tool_calls}
+        calls = [
+            i
+            for i, r in enumerate(runs)
+            if r.name in names and start - 1e-3 <= r.started <= said_at and r.protects_after is None
+        ]
+        for i in calls:
+            runs[i] = dataclasses.replace(runs[i], protects_after=0.0)
+        if not calls and line.after_user is None and line.after_tool is None:
+            greeting = greeting or line.on_enter is None
+    return dataclasses.replace(plan, tool_runs=tuple(runs), greeting_protected=greeting)
 
 
 def _model_faults(faults: ProviderFaults) -> ProviderFaults:
