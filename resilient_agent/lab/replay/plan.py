@@ -24,6 +24,7 @@ from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 from .realtime import (
     SERVER_SILENCE_S,
     is_model_message,
+    last_word_heard,
     realtime_flavour,
     request_before,
     silence_assumption,
@@ -1426,8 +1427,10 @@ class _Reader:
         """
         requests = list(self.requests)
         if self.realtime == "gemini":
-            # Gemini's server answers a turn after the silence that ends its words
+            # Gemini's server answers a turn after the silence that ends its words; audio held
+            # and sent at once carries that silence: answered as its last word is heard
             requests += [t.said[1] + SERVER_SILENCE_S for t in turns if t.said and t.ended]
+            requests += [last_word_heard(times) for times in self.word_times.values() if times]
         spoken = [s for s in self.said if s.from_llm is not False]
         calls = sorted(self.calls.values(), key=lambda c: c.started)
         taken: set[str] = set()

@@ -25,6 +25,7 @@ __all__ = [
     "SERVER_SILENCE_S",
     "RealtimeFlavour",
     "is_model_message",
+    "last_word_heard",
     "realtime_flavour",
     "request_before",
     "silence_assumption",
@@ -94,6 +95,12 @@ def _usage_provider(usage: Any) -> str | None:
         if "realtime" in kind.lower() and isinstance(provider, str):
             return provider.lower()
     return None
+
+
+def last_word_heard(word_times: Sequence[tuple[float, int]]) -> float:
+    """When a turn's transcript first had all its words: (seconds, words so far) of each."""
+    most = max(count for _, count in word_times)
+    return min(at for at, count in word_times if count == most)
 
 
 def request_before(started: float, requests: Sequence[float]) -> float:
