@@ -515,6 +515,8 @@ class _Reader:
         # a realtime model's call: its provider, and when its answers could have been asked for
         self.realtime = realtime_flavour(report) if isinstance(report, Mapping) else None
         self.requests: list[float] = [0.0]
+        # turn index: the model's last interim transcript of it (Gemini's, word by word)
+        self.interims: dict[int, str] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -666,6 +668,8 @@ class _Reader:
                     self.turns[-1][4] = None  # the agent still speaks: the caller is heard
             if _field(event, "is_final", bool, where):
                 self._heard(transcript, at)
+            elif self.realtime is not None and self.turns and transcript.split():
+                self.interims[len(self.turns) - 1] = transcript
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
@@ -981,6 +985,17 @@ class _Reader:
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
+            if not heard and index in self.interims:
+                # the model's turn never had a final transcript (Gemini's, answered by a reply
+                # to a tool's output): its interim words are what it heard
+                heard = self.interims[index].split()
+                # the model had them in its conversation all the same: what it answered
+                self.user_messages.append((start, self.interims[index]))
+                self.user_messages.sort(key=lambda message: message[0])
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's words taken from the model's last interim "
+                    "transcript (no final one)"
+                )
             continues = start <= previous_end
             if continues:
                 # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
