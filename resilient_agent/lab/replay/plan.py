@@ -1460,7 +1460,7 @@ class _Reader:
             ]
             taken.update(c.call_id for c in own)
             at = request_before(said.created, requests)
-            answer = self._answer(at, said.text, said.created - at, own, self._entered(at))
+            answer = self._answer(at, said.text, said.created - at, own, self._heard_entry(at))
             answers.append(answer)
         for call in calls:
             if call.call_id in taken:
@@ -1470,9 +1470,23 @@ class _Reader:
             taken.update(c.call_id for c in group)
             # asked before the call was made (its own output comes as it is made)
             at = request_before(call.started - 2e-3, requests)
-            answers.append(self._answer(at, "", None, group, self._entered(at)))
+            answers.append(self._answer(at, "", None, group, self._heard_entry(at)))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
+
+    def _heard_entry(self, at: float) -> str | None:
+        """The agent whose entry a realtime answer asked at ``at`` answered, if it did.
+
+        Not when the caller's words since the entry asked for it: the model heard them (audio
+        held from the agent before and sent to the one entering) and the user message is added
+        only when the server ends the turn.
+        """
+        entered = self._entered(at)
+        entries = [e[0] for e in self.entry_marks if e[0] <= at + 1e-3]
+        if entered is None or not entries:
+            return entered
+        heard = any(entries[-1] - 1e-3 <= t <= at + 1e-3 for t, _ in self.user_messages)
+        return None if heard else entered
 
     def _entered(self, at: float) -> str | None:
         """The agent whose entry an answer asked at ``at`` answered, if it answered one.
