@@ -42,9 +42,9 @@ SERVER_SILENCE_S = 0.5
 FRAME_S = 0.01
 """An audio frame: the server hears a frame once it has arrived whole."""
 
-# a Gemini Live response id (livekit-plugins-google's ``utils.shortuuid("GR_")``); OpenAI's are
-# the server's ``resp_...``
-_GEMINI_RESPONSE = "GR_"
+# Gemini Live's response and input ids (livekit-plugins-google's ``utils.shortuuid("GR_")``,
+# ``"GI_"``); OpenAI's are the server's ``resp_...`` and ``item_...``
+_GEMINI_IDS = ("GR_", "GI_")
 _GEMINI_PROVIDERS = ("google", "gemini", "vertex")
 # metrics only a pipeline's LLM and TTS nodes add to an assistant message
 _PIPELINE_METRICS = ("llm_metadata", "llm_node_ttft", "tts_metadata", "tts_node_ttfb")
@@ -64,10 +64,12 @@ def is_model_message(metrics: Any) -> bool:
 def realtime_flavour(report: Mapping[str, Any]) -> RealtimeFlavour | None:
     """The realtime provider that ran the call, None for a pipeline call.
 
-    A report whose assistant messages the model spoke is a realtime call; the usage summary
-    names the provider when the report has it, else the response ids do (Gemini's ``GR_``).
+    A report whose assistant messages the model spoke, or whose caller's transcripts name the
+    model's conversation item (a pipeline's STT names none), is a realtime call; the usage
+    summary names the provider when the report has it, else the ids do (Gemini's ``GR_`` and
+    ``GI_``).
     """
-    ids: list[str] = []
+    ids = _transcript_items(report.get("events"))
     history = report.get("chat_history")
     items = history.get("items") if isinstance(history, Mapping) else None
     for item in items if isinstance(items, list) else ():
@@ -81,7 +83,18 @@ def realtime_flavour(report: Mapping[str, Any]) -> RealtimeFlavour | None:
     provider = _usage_provider(report.get("usage"))
     if provider is not None:
         return "gemini" if any(p in provider for p in _GEMINI_PROVIDERS) else "openai"
-    return "gemini" if any(i.startswith(_GEMINI_RESPONSE) for i in ids) else "openai"
+    return "gemini" if any(i.startswith(_GEMINI_IDS) for i in ids) else "openai"
+
+
+def _transcript_items(events: Any) -> list[str]:
+    """The conversation item ids the caller's transcripts name (a realtime model's)."""
+    found: list[str] = []
+    for event in events if isinstance(events, list) else ():
+        if isinstance(event, Mapping) and event.get("type") == "user_input_transcribed":
+            item = event.get("item_id")
+            if isinstance(item, str) and item:
+                found.append(item)
+    return found
 
 
 def _usage_provider(usage: Any) -> str | None:

@@ -5,7 +5,8 @@ provider hears the caller and answers by the same rules a pipeline replay gives 
 recorded messages and tool calls, after the recorded delays from the request that asked for
 them). The caller says each turn the model transcribed where the model heard it (the turn's
 ``said``, see :func:`.realtime.speech_window`); a turn it transcribed nothing of is not the
-caller's to say (Gemini's server reports the caller speaking as its own reply begins).
+caller's to say (Gemini's server reports the caller speaking as its own reply begins), but
+for one OpenAI's server heard begin as the call closed (a word no transcript has).
 
 With the recording, a turn whose words the recording has no speech for was said earlier and
 heard late: the agent held the caller's audio from the model while a protected line played
@@ -27,7 +28,7 @@ from ...testing.audio import FRAME_SAMPLES, FRAME_SECONDS, RECORDED_SPEECH_LEVEL
 from ...testing.vad import VADFault
 from .agents import agent_factory
 from .plan import ReplayPlan
-from .realtime import SERVER_SILENCE_S
+from .realtime import FRAME_S, SERVER_SILENCE_S
 from .recording import ReplayRecording
 
 __all__ = ["realtime_scenario"]
@@ -44,8 +45,11 @@ def realtime_scenario(
     assert plan.realtime is not None
     utterances = tuple(
         Utterance(t.said[0], t.said[1], " ".join(t.heard), expect_reply=False)
-        for t in plan.turns
         if t.heard and t.said is not None
+        # OpenAI's server heard speech the call closed in before it transcribed a word
+        else Utterance(t.start - FRAME_S, t.end, f"unheard{index}w0", expect_reply=False)
+        for index, t in enumerate(plan.turns)
+        if (t.heard and t.said is not None) or (plan.realtime == "openai" and not t.ended)
     )
     if recording is not None:
         heard_at = utterances
