@@ -1350,7 +1350,7 @@ class _Reader:
                 and call.started <= self.close_at <= end + _SESSION_CLOSE_WAIT_S
                 and _closed_by_app(self.close_reason, self.close_at, self.script_end)
                 # a line said after it ended: the close followed that line, not the tool
-                and not any(end < s.added <= self.close_at for s in self.said)
+                and not any(end < s.added <= self.close_at + 1e-3 for s in self.said)
             ):
                 asked = min(self.close_at, end)
                 hangs_up = round(asked - call.started, 3)
