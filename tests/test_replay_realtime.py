@@ -61,7 +61,11 @@ def test_the_models_messages_are_its_answers_timed_from_their_requests(
     assert (ask.after_user, ask.at, ask.ttft) == ("please book a table for eight", 3.3, 0.3)
     assert [c.name for c in ask.tool_calls] == ["book_table"]
     assert ask.text == "Let me book that table for you, one moment please."
-    assert (reply.after_tool, reply.text, reply.ttft) == ("book_table", "Your table is booked.", 0.3)
+    assert (reply.after_tool, reply.text, reply.ttft) == (
+        "book_table",
+        "Your table is booked.",
+        0.3,
+    )
     assert plan.turns[0].said == (1.0, 2.8)
     assert any(a.startswith("a realtime model") for a in plan.assumptions)
 

@@ -23,6 +23,7 @@ from .faults import FaultPlan, ProviderError, fault_plan, provider_error, senten
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 from .realtime import (
     SERVER_SILENCE_S,
+    RealtimeFlavour,
     is_model_message,
     last_word_heard,
     realtime_flavour,
@@ -278,7 +279,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
-    realtime: str | None = None
+    realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
 
     @property
@@ -752,7 +753,7 @@ class _Reader:
             ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
             spoken = self.realtime is not None and is_model_message(metrics)
             from_llm = None if not isinstance(metrics, Mapping) else ttft is not None or spoken
-            if spoken:
+            if spoken and isinstance(metrics, Mapping):
                 created_at = self._model_began(metrics, at)
             self.said.append(
                 _Said(
@@ -1043,7 +1044,7 @@ class _Reader:
             if self.realtime is not None and heard:
                 # the model's server heard them: where is its VAD's to say (see .realtime)
                 said = speech_window(
-                    self.realtime,  # type: ignore[arg-type]
+                    self.realtime,
                     start,
                     end,
                     len(heard),

@@ -46,6 +46,8 @@ FRAME_S = 0.01
 # ``"GI_"``); OpenAI's are the server's ``resp_...`` and ``item_...``
 _GEMINI_IDS = ("GR_", "GI_")
 _GEMINI_PROVIDERS = ("google", "gemini", "vertex")
+# a word's length where the report has no pace of the caller's words (2.5 a second)
+_WORD_S = 0.4
 # metrics only a pipeline's LLM and TTS nodes add to an assistant message
 _PIPELINE_METRICS = ("llm_metadata", "llm_node_ttft", "tts_metadata", "tts_node_ttfb")
 
@@ -175,9 +177,9 @@ def _window(
         word = (last_at - first_at) / (last_count - first_count)
         begin = first_at - word * (first_count - 0.5)
         return round(max(begin, 0.0), 3), round(last_at + word / 2, 3)
-    # one word, or no interim: the turn's start is its first word heard
-    word = 0.4
-    return round(max(start - word / 2, 0.0), 3), round(max(start + word / 2, end - SERVER_SILENCE_S), 3)
+    # one word, or no interim: the turn's start is its first word heard, the words at a pace
+    begin = max(start - _WORD_S / 2, 0.0)
+    return round(begin, 3), round(begin + max(words, 1) * _WORD_S, 3)
 
 
 def silence_assumption(flavour: RealtimeFlavour) -> str:

@@ -60,7 +60,7 @@ def realtime_scenario(
     return dataclasses.replace(
         scenario,
         utterances=utterances,
-        model=f"realtime_{plan.realtime}",
+        model="realtime_openai" if plan.realtime == "openai" else "realtime_gemini",
         # the model's server detects turns: no VAD of livekit's, no STT or TTS to fail
         vad="scripted",
         vad_fault=VADFault(),
@@ -107,8 +107,7 @@ def held_where_said(
         free = [
             (a, b)
             for a, b in spans
-            if b <= utterance.start + 1e-6
-            and not any(a < u.end and u.start < b for u in placed)
+            if b <= utterance.start + 1e-6 and not any(a < u.end and u.start < b for u in placed)
         ]
         if free:
             placed[index] = dataclasses.replace(utterance, start=free[-1][0], end=free[-1][1])
