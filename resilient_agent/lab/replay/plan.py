@@ -126,6 +126,8 @@ class LLMAnswer:
         duration: Seconds until its tool calls were out.
         on_enter: The agent whose entry it answered (a task's ``on_enter`` asking its
             question), when it answered no user message or tool output after that entry.
+        silent_before: How many times a realtime model answered the same context with no
+            audio before (Gemini's silent turn, asked again), inferred.
     """
 
     at: float
@@ -136,6 +138,7 @@ class LLMAnswer:
     ttft: float
     duration: float
     on_enter: str | None = None
+    silent_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -1462,7 +1465,10 @@ class _Reader:
             taken.update(c.call_id for c in own)
             at = request_before(said.created, requests)
             answer = self._answer(at, said.text, said.created - at, own, self._heard_entry(at))
-            answers.append(answer)
+            silent = self._silent_turns(
+                answer, requests, spoken[position - 1] if position else None
+            )
+            answers.append(dataclasses.replace(answer, silent_before=silent))
         for call in calls:
             if call.call_id in taken:
                 continue
@@ -1474,6 +1480,33 @@ class _Reader:
             answers.append(self._answer(at, "", None, group, self._heard_entry(at)))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
+
+    def _silent_turns(
+        self, answer: LLMAnswer, requests: Sequence[float], before: _Said | None
+    ) -> int:
+        """How many Gemini turns answered ``answer``'s context with no audio before it.
+
+        Its context was asked for before (a request after the line before, and after the
+        caller's message it answers) and the server ended that turn with nothing said (the
+        caller's turn ended, which Gemini reports as its reply is done): the agent asked again.
+        """
+        if self.realtime != "gemini" or answer.after_user is None:
+            return 0
+        since = max(
+            [before.added if before is not None else 0.0]
+            + [t for t, m in self.user_messages if m == answer.after_user and t <= answer.at]
+        )
+        earlier = [r for r in set(requests) if since - 1e-3 <= r < answer.at - 1e-3]
+        ends = [t[1] for t in self.turns if t[1] is not None]
+        silent = [
+            r for r in sorted(earlier) if any(r - 1e-3 <= end <= answer.at + 1e-3 for end in ends)
+        ]
+        if silent:
+            self.assumptions.append(
+                f"at {silent[0]:.2f} s: the model's turn ended with nothing said and the agent "
+                "asked again: a reply with no audio (Gemini's silent turn)"
+            )
+        return min(len(silent), 1)
 
     def _heard_entry(self, at: float) -> str | None:
         """The agent whose entry a realtime answer asked at ``at`` answered, if it did.

@@ -197,6 +197,7 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 when_instructed=GREETING_INSTRUCTIONS if greeting and not app else None,
                 ttft=answer.ttft,
                 duration=max(answer.duration, answer.ttft),
+                silent_answers=answer.silent_before,
             )
         )
     for message in plan.user_messages:
