@@ -14,6 +14,8 @@ heard late: the agent held the caller's audio from the model while a protected l
 last speech before it that no other turn has, where the caller said them; the replayed agent
 holds them as the recorded one did, so the line they were said over was protected: by the
 tool its answer called (``ctx.disallow_interruptions()`` as it started), or the greeting itself.
+Without the recording, words the model heard all at once (faster than they can be said) were
+held the same way: they are said before, in the line that ended as they were heard.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ from .plan import ReplayPlan
 from .realtime import FRAME_S, SERVER_SILENCE_S
 from .recording import ReplayRecording
 
-__all__ = ["realtime_scenario"]
+__all__ = ["held_before", "held_where_said", "realtime_scenario", "speech_spans"]
+
+# words heard faster than this each were held and sent at once; said at the second's pace
+_HELD_WORD_S = 0.05
+_WORD_S = 0.4
 
 
 def realtime_scenario(
@@ -51,12 +57,14 @@ def realtime_scenario(
         for index, t in enumerate(plan.turns)
         if (t.heard and t.said is not None) or (plan.realtime == "openai" and not t.ended)
     )
+    heard_at = utterances
     if recording is not None:
-        heard_at = utterances
         utterances = held_where_said(utterances, speech_spans(recording.caller.samples()))
-        held = [u.start for u, was in zip(utterances, heard_at, strict=True) if u != was]
-        if held:
-            scenario = dataclasses.replace(scenario, agent=agent_factory(_protected(plan, held)))
+    else:
+        utterances = held_before(utterances)
+    held = [u.start for u, was in zip(utterances, heard_at, strict=True) if u != was]
+    if held:
+        scenario = dataclasses.replace(scenario, agent=agent_factory(_protected(plan, held)))
     return dataclasses.replace(
         scenario,
         utterances=utterances,
@@ -111,6 +119,27 @@ def held_where_said(
         ]
         if free:
             placed[index] = dataclasses.replace(utterance, start=free[-1][0], end=free[-1][1])
+    return tuple(placed)
+
+
+def held_before(utterances: Sequence[Utterance]) -> tuple[Utterance, ...]:
+    """Without a recording: each utterance heard all at once said before, where it was held.
+
+    Audio held from the model reaches it in one go: its words are heard in less time than
+    they take to say. They were said before, while the line that ended as they were heard
+    played; the replay says them at the report's pace of words, ending a server's silence and a
+    frame before they were heard, so the held audio carries that silence as it did.
+    """
+    placed = list(utterances)
+    for index, utterance in enumerate(utterances):
+        words = len(utterance.text.split())
+        if utterance.end - utterance.start >= words * _HELD_WORD_S:
+            continue
+        end = utterance.start - SERVER_SILENCE_S - FRAME_S
+        start = end - words * _WORD_S
+        before = placed[index - 1].end if index else 0.0
+        if start > before:
+            placed[index] = dataclasses.replace(utterance, start=round(start, 3), end=round(end, 3))
     return tuple(placed)
 
 
