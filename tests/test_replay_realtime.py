@@ -74,3 +74,11 @@ def test_a_realtime_call_round_trips_from_its_transcripts_alone() -> None:
     trip = round_trip(_scenario("control/realtime_openai_booking"), Agent)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+def test_words_held_from_the_model_are_said_in_the_line_before_without_a_recording() -> None:
+    # ResilientAgent held the words said over the protected greeting and sent them after it:
+    # the model heard them all at 5.5 s; the replay says them before and protects the greeting
+    trip = round_trip(_scenario("realtime/gemini/words_over_protected_greeting"), ResilientAgent)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
