@@ -413,7 +413,8 @@ class Watchdog(Middleware):
         """Restart the VAD, then force the end of speech, until the stall is gone."""
         for action in ("restarted_vad", "forced_end_of_speech"):
             acted_at = loop_now()
-            if action == "restarted_vad" and not _restart_vad(ctx):
+            # without a commit, no turn of livekit's carries words recovered at the restart
+            if action == "restarted_vad" and not _restart_vad(ctx, words_are_turn=not commit):
                 continue
             if action == "forced_end_of_speech":
                 ctx.session.input.set_audio_enabled(False)
@@ -488,12 +489,15 @@ def _vad_silence_window(ctx: MiddlewareContext) -> float | None:
     return float(window) if isinstance(window, (int, float)) and window > 0 else None
 
 
-def _restart_vad(ctx: MiddlewareContext) -> bool:
+def _restart_vad(ctx: MiddlewareContext, *, words_are_turn: bool) -> bool:
     """Give the agent's VAD a fresh stream; livekit ends the speech the old one left open.
 
     A non-streaming STT hears through a ``StreamAdapter`` that cuts the caller's audio with a
     VAD stream of its own: that one is as stuck as the agent's, so the STT gets a fresh stream
     too, and the words its stuck VAD never handed over are re-transcribed from the kept audio.
+    With ``words_are_turn`` (no turn is committed after the restart) they are the turn livekit
+    ends with no transcript, and are answered as it (as the committed turn of a streaming STT
+    is: the app's ``on_user_turn_completed`` runs); else the committed turn takes them in.
     """
     current = _session_vad(ctx)
     if current is None:
@@ -504,7 +508,7 @@ def _restart_vad(ctx: MiddlewareContext) -> bool:
         ctx.agent.update_options(stt=recognizer)
         recovery = ctx.service(WordRecovery)
         if recovery is not None:
-            recovery.recover_unheard_audio(ctx, kind=VAD_CUT_STT_WORDS)
+            recovery.recover_unheard_audio(ctx, kind=VAD_CUT_STT_WORDS, as_turn=words_are_turn)
     return True
 
 

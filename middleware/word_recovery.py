@@ -25,6 +25,7 @@ class WordRecovery:
         *,
         kind: str,
         on_words: Callable[[int], None] | None = None,
+        as_turn: bool = False,
     ) -> bool:
         """Start the recovery; its words reach the LLM like any words livekit dropped.
 
@@ -34,6 +35,10 @@ class WordRecovery:
             on_words: Called with the number of words recovered, just before they are
                 reported, when the audio held words the STT never delivered (not called
                 otherwise): the evidence that the STT lost them.
+            as_turn: The words are the caller's turn livekit just ended without them (no
+                turn of livekit's will carry them): they are answered as that turn, at once
+                and through the agent's ``on_user_turn_completed``, as livekit answers a
+                committed turn.
 
         Returns:
             False when no audio is kept to recover from.

@@ -15,6 +15,7 @@ from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import scenarios
+from resilient_agent.lab.catalog.agents import FILLER
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.stacks import stack_variants
 from resilient_agent.lab.timeline import extract_timeline
@@ -144,6 +145,29 @@ def test_words_recovered_over_a_protected_speech_are_answered_as_on_the_scripted
     _, outcome = run_scenario(scenario, ResilientAgent, stack="deepgram+openai+cartesia")
     assert outcome.passed, outcome.reasons
     assert outcome.lost_words == 0
+    _, scripted = run_scenario(scenario, ResilientAgent)
+    assert outcome.reply_latencies_s == scripted.reply_latencies_s
+
+
+def test_words_a_stuck_vad_kept_from_a_non_streaming_stt_are_answered_as_the_callers_turn() -> None:
+    # the VAD dies in the first question: livekit's StreamAdapter never transcribes it, and the
+    # Watchdog's restart ends livekit's turn with no transcript. The recovered words are that
+    # turn: answered at once through the app's on_user_turn_completed (its protected filler),
+    # so "thanks", said over the filler, is answered as it ends, as on the scripted STT; they
+    # waited for livekit's turn delay before and joined "thanks" after its filler, 7.82 s
+    scenario = _scenario("vad/dead_caller_speaks_during_recovery")
+    _, plain = run_scenario(scenario, Agent, stack=NON_STREAMING)
+    assert not plain.passed
+    world, outcome = run_scenario(scenario, ResilientAgent, stack=NON_STREAMING)
+    assert outcome.passed, outcome.reasons
+    assert outcome.lost_words == 0
+    assert ("stuck_vad_withheld_words", "answered_as_user_turn") in {
+        (race["kind"], race["action"]) for race in outcome.race_events
+    }
+    filler = heard_sentences(world)[0]
+    assert filler.text == FILLER
+    # begun before "thanks" (6.36 s), which falls over it
+    assert filler.started_at is not None and filler.started_at < 6.36
     _, scripted = run_scenario(scenario, ResilientAgent)
     assert outcome.reply_latencies_s == scripted.reply_latencies_s
 

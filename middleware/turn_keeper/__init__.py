@@ -5,6 +5,7 @@
 parts work on the session's one model of pending words (``ctx.state.pending_words``):
 
 * :mod:`.dropped_turns`: answering words no livekit turn will carry;
+* :mod:`.turn_answer`: recovered words answered as the turn livekit ended without them;
 * :mod:`.inference_merge`: words given to inferences that are not user turns;
 * :mod:`.merging`: words merged in front of a turn;
 * :mod:`.withheld_audio`: the caller's audio livekit withheld from the STT, re-transcribed;

@@ -34,6 +34,7 @@ from ..session_facts import (
 )
 from .merging import merge_into
 from .options import TurnKeeperOptions
+from .turn_answer import answer_as_user_turn
 
 __all__ = [
     "APP_STEP_S",
@@ -108,6 +109,10 @@ class DroppedTurnAnswerer:
         # set while the loop waits for livekit's turn delay to pass
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        # recovered words that are a turn livekit ended without them, and their race's kind
+        self._turn: tuple[Fragment, str] | None = None
+        # answers as a turn under way: the app's hook runs in them, never cancelled
+        self._turn_answers: set[asyncio.Task[None]] = set()
 
     # -- what the keeper tells it --------------------------------------------------------------
     def note_activity(self, at: float) -> None:
@@ -146,6 +151,24 @@ class DroppedTurnAnswerer:
             for speech_id, speech in ctx.state.speeches.items()
             if speech.created_at >= speech_ended_at
         }
+
+    def note_turn_without_words(self, fragment: Fragment, kind: str) -> None:
+        """``fragment`` holds the words of a turn livekit ended without them: answer it as one.
+
+        Recovered words of a turn a stuck VAD kept from a non-streaming STT: livekit's turn
+        ended with no transcript, and none of its turns will carry them. livekit answers a
+        committed turn at once and through the agent's ``on_user_turn_completed``; so are
+        these, as soon as nothing blocks a reply (:mod:`.turn_answer`). ``kind`` is the race
+        they were recovered under.
+        """
+        self._turn = (fragment, kind)
+
+    def _turn_due(self) -> tuple[Fragment, str] | None:
+        """The turn livekit ended without its words, while they are still to be answered."""
+        turn = self._turn
+        if turn is not None and (turn[0].delivered or turn[0].superseded):
+            self._turn = turn = None
+        return turn
 
     def wake(self) -> None:
         """Something changed that may unblock (or block) an answer: look again."""
@@ -208,6 +231,10 @@ class DroppedTurnAnswerer:
                 # (a task became the current agent): the line's end is no sign of the caller
                 if self.when_to_answer(ctx).wait_s is None:
                     continue
+            turn = self._turn_due()
+            if turn is not None and not when.replacing_stale_replies:
+                self.answer_as_turn(ctx, kind=turn[1])
+                continue
             self.answer(ctx, replaced_queued=self._replaced_stale)
             self._replaced_stale = False
 
@@ -237,6 +264,9 @@ class DroppedTurnAnswerer:
         if any(s.handle.interrupted and not s.handle.done() for s in ctx.state.speeches.values()):
             # livekit's own turn waits for the interrupted speech to end, then delivers the words
             return _BLOCKED
+        if self._turn_due() is not None:
+            # livekit's turn is over and holds none of these words: as a committed turn, now
+            return WhenToAnswer(0.0)
         delay = livekit_turn_delay(ctx.session) + GRACE_MARGIN_S
         return WhenToAnswer(max(0.0, self._last_activity + delay - loop_now()))
 
@@ -266,6 +296,40 @@ class DroppedTurnAnswerer:
             only=lambda speech: speech.id in made_before,
         )
         return bool(interrupted)
+
+    def answer_as_turn(self, ctx: MiddlewareContext, *, kind: str) -> None:
+        """Answer the pending words now as the caller's turn: the app's hook runs first.
+
+        Args:
+            ctx: The session's context.
+            kind: The race the words were recovered under, reported as handled by this answer.
+        """
+        pending = self._words.undelivered()
+        text = merge_into(self._words, "", self._options)
+        self._turn = None
+        if not text:
+            return
+        spoken = any(f.modality == "audio" for f in pending)
+        task = asyncio.get_running_loop().create_task(
+            self._answer_turn(ctx, text, spoken, kind), name="resilient_agent.turn_answer"
+        )
+        self._turn_answers.add(task)
+        task.add_done_callback(self._turn_answers.discard)
+
+    async def _answer_turn(
+        self, ctx: MiddlewareContext, text: str, spoken: bool, kind: str
+    ) -> None:
+        try:
+            await answer_as_user_turn(ctx, text, spoken=spoken)
+        except RuntimeError as exc:  # the session closed meanwhile: nothing can answer now
+            logger.warning("recovered_turn_not_answered", exc_info=exc)
+            return
+        ctx.race_handled(
+            self._reporter,
+            kind,
+            "answered_as_user_turn",
+            counts={"dropped_turns_answered": 1},
+        )
 
     def answer(self, ctx: MiddlewareContext, *, replaced_queued: bool = False) -> None:
         """Answer the pending words now, in place of a current reply made without them.

@@ -430,17 +430,22 @@ class TurnKeeper(Middleware, WordRecovery):
         *,
         kind: str,
         on_words: Callable[[int], None] | None = None,
+        as_turn: bool = False,
     ) -> bool:
         """Re-transcribe the caller's audio since the last final transcript (an STT lost it).
 
         The words join the caller's next turn, or are answered on their own, like any words
-        livekit dropped (``SttRecovery`` calls this after restarting a dead STT stream).
+        livekit dropped (``SttRecovery`` calls this after restarting a dead STT stream); with
+        ``as_turn``, as the turn livekit just ended without them (the Watchdog's restart of a
+        stuck VAD over a non-streaming STT).
 
         Args:
             ctx: The session's context.
             kind: The race kind the recovered words are reported under.
             on_words: Called with the number of words recovered, just before they are reported
                 (only when the audio held words the STT never delivered).
+            as_turn: Answer the words at once as the caller's turn, through the agent's
+                ``on_user_turn_completed`` (:mod:`.turn_answer`).
 
         Returns:
             False when no audio is kept (``recover_withheld_audio`` off, or no audio input).
@@ -457,7 +462,14 @@ class TurnKeeper(Middleware, WordRecovery):
         # the earlier fragments are not in the re-transcribed audio: keep them out of its window
         frames = [f.frame for f in window]
         self._start_recovery(
-            ctx, heard + _ONSET_PAD_S + 1e-3, now, frames, True, kind, on_words=on_words
+            ctx,
+            heard + _ONSET_PAD_S + 1e-3,
+            now,
+            frames,
+            True,
+            kind,
+            on_words=on_words,
+            as_turn=as_turn,
         )
         return True
 
@@ -471,13 +483,22 @@ class TurnKeeper(Middleware, WordRecovery):
         kind: str = _WITHHELD,
         *,
         on_words: Callable[[int], None] | None = None,
+        as_turn: bool = False,
     ) -> None:
         recognizer = session_recognizer(ctx.agent, ctx.session)
         if recognizer is None:
             return
         task = asyncio.get_running_loop().create_task(
             self._recover(
-                ctx, recognizer, started, ended, frames, livekit_may_answer, kind, on_words
+                ctx,
+                recognizer,
+                started,
+                ended,
+                frames,
+                livekit_may_answer,
+                kind,
+                on_words,
+                as_turn=as_turn,
             )
         )
         self._recoveries.add(task)
@@ -502,6 +523,8 @@ class TurnKeeper(Middleware, WordRecovery):
         livekit_may_answer: bool,
         kind: str,
         on_words: Callable[[int], None] | None = None,
+        *,
+        as_turn: bool = False,
     ) -> None:
         try:
             text = await transcribe(recognizer, frames)
@@ -522,7 +545,9 @@ class TurnKeeper(Middleware, WordRecovery):
         # when the STT heard every word after all (little of the window was withheld), the
         # caller's words go on as livekit has them: there was nothing to recover
         if not recovered <= heard:
-            self._keep_recovered(ctx, text, in_window, (started, ended), kind, on_words)
+            kept = self._keep_recovered(ctx, text, in_window, (started, ended), kind, on_words)
+            if kept is not None and as_turn:
+                self._answerer.note_turn_without_words(kept, kind)
             if livekit_may_answer:
                 # words livekit's STT never had, which its turn cannot carry: the caller was
                 # last seen at the window's end, not when the recognition came back (a
@@ -540,7 +565,8 @@ class TurnKeeper(Middleware, WordRecovery):
         window: tuple[float, float],
         kind: str,
         on_words: Callable[[int], None] | None = None,
-    ) -> None:
+    ) -> Fragment | None:
+        """Keep the recovered words as a fragment of their own; the fragment, if any word is new."""
         started, ended = window
         delivered = " ".join(f.text for f in in_window if f.delivered)
         for fragment in in_window:
@@ -549,13 +575,14 @@ class TurnKeeper(Middleware, WordRecovery):
         if delivered:
             text = remove_heard(text, delivered)
         if not text.strip():
-            return
+            return None
         if kind == _WITHHELD:
             # reported on evidence: audio withheld while the VAD's speech window closed (a
             # protected speech starting in its trailing silence) may hold no words. A
             # middleware that asks for a recovery (SttRecovery) reports its own race.
             ctx.race_detected(self, kind, details={"seconds": round(ended - started, 2)})
-        self._words.add(Fragment(text.strip(), ended, recovered=True, delivered_within=delivered))
+        fragment = Fragment(text.strip(), ended, recovered=True, delivered_within=delivered)
+        self._words.add(fragment)
         words = len(text.split())
         if on_words is not None:
             on_words(words)
@@ -566,6 +593,7 @@ class TurnKeeper(Middleware, WordRecovery):
             details={"words": words},
             counts={"words_recovered": words},
         )
+        return fragment
 
     # -- what is pending ------------------------------------------------------------------------
     @property

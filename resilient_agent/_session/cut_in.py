@@ -14,6 +14,10 @@ that waits for the caller leaves them to play as livekit plays them::
 
 The words the caller says over a cut-in are still kept (livekit drops them while the speech is
 protected): only the speech's timing is livekit's.
+
+A cut-in's assistant message carries ``extra[CUT_IN_EXTRA] = True`` in the chat (and so in
+livekit's session report): the report says which lines the app meant to play over the caller,
+which nothing else in it does, and a replay plays them so.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from livekit.agents.voice import UserTurnExceededEvent
+from livekit.agents.voice import SpeechHandle, UserTurnExceededEvent
 
-__all__ = ["cut_in", "cutting_in", "run_as_cut_in"]
+__all__ = ["CUT_IN_EXTRA", "cut_in", "cutting_in", "mark_cut_in_lines", "run_as_cut_in"]
+
+CUT_IN_EXTRA = "resilient_agent_cut_in"
+"""The key of a cut-in's assistant message's ``extra`` (set to True)."""
 
 _CUTTING_IN: ContextVar[bool] = ContextVar("resilient_agent_cutting_in", default=False)
 
@@ -55,3 +62,11 @@ def run_as_cut_in(
             await hook(ev)
 
     return on_user_turn_exceeded
+
+
+def mark_cut_in_lines(handle: SpeechHandle) -> None:
+    """Mark the assistant messages a finished cut-in said (see :data:`CUT_IN_EXTRA`)."""
+    for item in handle.chat_items:
+        extra = getattr(item, "extra", None)
+        if item.type == "message" and item.role == "assistant" and isinstance(extra, dict):
+            extra[CUT_IN_EXTRA] = True

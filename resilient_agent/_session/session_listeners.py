@@ -24,7 +24,7 @@ from .._engine.pending_words import Fragment
 from .._engine.requests import SpeechDecision, SpeechInfo
 from .._engine.state import ConversationState
 from .active_chain import ActiveChain
-from .cut_in import cutting_in
+from .cut_in import cutting_in, mark_cut_in_lines
 from .speech_record import SpeechRecord
 from .tools import current_tool
 
@@ -139,6 +139,8 @@ class SessionListeners:
         host.state.speeches[info.id] = info
 
         def _done(_: SpeechHandle) -> None:
+            if info.cut_in:
+                mark_cut_in_lines(info.handle)
             host.state.speeches.pop(info.id, None)
             host.speeches.finished(info)
             host.active.submit("on_speech_done", info)

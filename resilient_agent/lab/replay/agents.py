@@ -21,6 +21,7 @@ caller's words recovered) delays the rest of the run as it would have.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from livekit.agents import (
     llm,
 )
 
+from ..._session.cut_in import cut_in
 from .handoffs import TaskEntry, every_task
 from .plan import AppSay, ReplayPlan, ToolRunPlan, ToolSay
 
@@ -194,8 +196,7 @@ class _Cast:
         """The caller's turn is committed: the line the app said on it, as it did."""
         lines = self.turn_lines.get(message.text_content or "")
         if lines and lines[0].agent in (None, agent.id):
-            say = lines.pop(0)
-            agent.session.say(say.text, allow_interruptions=not say.protected)
+            _say(agent, lines.pop(0))
 
     def agent(self, agent_id: str) -> Agent:
         """A plain handoff target, on the base class."""
@@ -321,7 +322,8 @@ class _Cast:
                 ctx.disallow_interruptions()
                 continue
             if isinstance(step, ToolSay):
-                said = ctx.session.say(step.text, allow_interruptions=not step.protected)
+                with cut_in() if step.cut_in else contextlib.nullcontext():
+                    said = ctx.session.say(step.text, allow_interruptions=not step.protected)
                 if step.awaited:
                     await said
                 continue
@@ -416,4 +418,10 @@ async def _say_lines(agent: Agent, says: Sequence[AppSay], started: float) -> No
         if say.on_turn is not None:
             continue  # said on the caller's turn (see _Cast.turn_completed)
         await asyncio.sleep(max(0.0, started + say.at - loop.time()))
+        _say(agent, say)
+
+
+def _say(agent: Agent, say: AppSay) -> None:
+    """Say the app's line as it did: a cut-in inside ``cut_in()``."""
+    with cut_in() if say.cut_in else contextlib.nullcontext():
         agent.session.say(say.text, allow_interruptions=not say.protected)

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..._session.cut_in import CUT_IN_EXTRA
+
 __all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
 
 # what the replay plan reads of each event (see .plan); the first event is kept whatever it is,
@@ -63,6 +65,9 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
                     events.append({**kept, "item": {"type": item.get("type")}})
                 continue
             slim = {k: item[k] for k in _ITEM_KEYS if k in item}
+            extra = item.get("extra")
+            if isinstance(extra, Mapping) and extra.get(CUT_IN_EXTRA) is True:
+                slim["extra"] = {CUT_IN_EXTRA: True}  # a line the app meant as a cut-in
             metrics = item.get("metrics")
             if isinstance(metrics, Mapping):
                 slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}

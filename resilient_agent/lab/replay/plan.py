@@ -18,7 +18,9 @@ from typing import Any
 
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
+from ..._session.cut_in import CUT_IN_EXTRA
 from ...testing.session_report import SCRIPT_END_TAG
+from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 from .realtime import (
@@ -87,6 +89,8 @@ class CallerTurn:
         unheard_after: How many words were said after the heard ones that the report has no
             transcript of (assumed): the agent began an uninterruptible line over the caller
             and livekit withheld the rest of the turn from the STT.
+        windows: Where its words were said, (start, end, how many) in order, when livekit's
+            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`); empty: as ``said`` says.
     """
 
     start: float
@@ -97,6 +101,7 @@ class CallerTurn:
     said: tuple[float, float] | None = None
     noise: bool = False
     unheard_after: int = 0
+    windows: tuple[tuple[float, float, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,12 +156,15 @@ class ToolSay:
         protected: Said with ``allow_interruptions=False`` (inferred, see the assumptions).
         awaited: The tool waited for it to be said (it ended after the line did); a line still
             playing when the tool ended was not awaited.
+        cut_in: The app meant it to play over the caller (``resilient_agent.cut_in()``: its
+            message's ``extra`` says so).
     """
 
     offset: float
     text: str
     protected: bool
     awaited: bool = True
+    cut_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,8 @@ class AppSay:
         done_at: Seconds from the start of the call when it was said (or cut).
         on_turn: The caller's message whose turn it was said on (from ``on_user_turn_completed``,
             inferred: it began as that message was committed), if it was.
+        cut_in: The app meant it to play over the caller (``resilient_agent.cut_in()``: its
+            message's ``extra`` says so).
     """
 
     at: float
@@ -220,6 +230,7 @@ class AppSay:
     agent: str | None = None
     done_at: float | None = None
     on_turn: str | None = None
+    cut_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -254,6 +265,8 @@ class ReplayPlan:
         hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
             (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
             agent it runs on does not.
+        turn_limit: livekit's ``user_turn_limit`` ``max_words`` that cut into a caller's turn
+            (inferred: the words counted at the cut), None when none was cut into.
         realtime: The realtime model's provider (``openai``, ``gemini``) when a realtime model
             heard the caller and spoke (see :mod:`.realtime`); None for a pipeline call. Its
             turns' ``said`` are where the model heard their words.
@@ -282,6 +295,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
+    turn_limit: int | None = None
     realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
 
@@ -427,6 +441,11 @@ def _before_later_words(
     return words
 
 
+def _marked_cut_in(extra: Any) -> bool:
+    """Whether a line's chat ``extra`` says it was a cut-in (``ResilientAgent`` marks them)."""
+    return isinstance(extra, Mapping) and extra.get(CUT_IN_EXTRA) is True
+
+
 def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
     """Whether ``run`` is in ``words``, its words one after the other."""
     return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
@@ -473,6 +492,7 @@ class _Said:
     item_id: str
     from_llm: bool | None
     ttft: float | None
+    cut_in: bool = False
 
 
 class _Reader:
@@ -490,6 +510,9 @@ class _Reader:
         self.turns: list[list[Any]] = []
         # turn index: each transcript of its words, (when, how many words)
         self.word_times: dict[int, list[tuple[float, int]]] = {}
+        # turn index: each transcript, (when, how many words, final)
+        self.transcripts: dict[int, list[tuple[float, int, bool]]] = {}
+        self.turn_limit: int | None = None
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         self.said: list[_Said] = []
@@ -582,6 +605,7 @@ class _Reader:
             faults=faults,
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
+            turn_limit=self.turn_limit,
             realtime=self.realtime,
         )
 
@@ -666,6 +690,9 @@ class _Reader:
             if self.turns and transcript.split():
                 times = self.word_times.setdefault(len(self.turns) - 1, [])
                 times.append((at, len(transcript.split())))
+                self.transcripts.setdefault(len(self.turns) - 1, []).append(
+                    (at, len(transcript.split()), event.get("is_final") is True)
+                )
             if self.turns and self.turns[-1][3] is None and transcript.split():
                 self.turns[-1][3] = at
                 if self.agent_state == "speaking":
@@ -768,6 +795,7 @@ class _Reader:
                     item_id=str(item.get("id", "")),
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
+                    cut_in=_marked_cut_in(item.get("extra")),
                 )
             )
 
@@ -985,7 +1013,9 @@ class _Reader:
         return False
 
     def _caller_turns(self) -> tuple[CallerTurn, ...]:
+        cuts = self._turn_cuts()
         self._committed_words()
+        over = self._words_over_cuts(cuts)
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
@@ -1059,7 +1089,11 @@ class _Reader:
                 if ended and not unheard and self.realtime is None
                 else 0
             )
-            if after:
+            windows: tuple[tuple[float, float, int], ...] = ()
+            cut = cuts.get(index) if ended and not unheard else None
+            if cut is not None:
+                said, after, windows = None, *self._cut_turn(cut, end, over.get(index, 0))
+            elif after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
                     f"transcribed words and nothing more of the turn was transcribed; {after} "
@@ -1081,10 +1115,93 @@ class _Reader:
                     None if after else said,
                     noise,
                     after,
+                    windows,
                 )
             )
             previous_end = end
         return tuple(turns)
+
+    def _turn_cuts(self) -> dict[int, TurnCut]:
+        """The turns livekit's ``user_turn_limit`` cut into, by index (sets ``turn_limit``).
+
+        The limit is the fewest words counted at a cut; a final that reached it without a cut
+        says the count is not livekit's: then none is taken as a cut.
+        """
+        replies = [at for at, source in self.speeches if source == "generate_reply"]
+        answered = [s.created for s in self.said if not s.interrupted and s.from_llm is not False]
+        cuts: dict[int, TurnCut] = {}
+        for index, (start, end, heard, _, _) in enumerate(self.turns):
+            cut = (
+                cut_into(
+                    start,
+                    end,
+                    heard,
+                    self.transcripts.get(index, []),
+                    self.user_messages,
+                    replies,
+                    answered,
+                )
+                if end is not None
+                else None
+            )
+            if cut is not None:
+                cuts[index] = cut
+        if not cuts:
+            return {}
+        finals = [(at, n) for times in self.transcripts.values() for at, n, final in times if final]
+        resets = [*self.started_speaking, *(at for at, _ in self.user_messages)]
+        limit = min(word_count_by(cut.at, finals, resets) for cut in cuts.values())
+        at_cuts = {cut.at for cut in cuts.values()}
+        if any(
+            word_count_by(at, finals, resets) >= limit
+            for at, _ in finals
+            if all(abs(at - c) > 1e-3 for c in at_cuts)
+        ):
+            return {}
+        self.turn_limit = limit
+        return cuts
+
+    def _words_over_cuts(self, cuts: Mapping[int, TurnCut]) -> dict[int, int]:
+        """The words said over each cut-in that the chat has, put after the turn's (by index).
+
+        livekit withheld them from the STT; a middleware recovered them and committed a message
+        of their own once the turn was over, before the caller's next turn: words no transcript
+        has.
+        """
+        found: dict[int, int] = {}
+        for index, cut in cuts.items():
+            turn = self.turns[index]
+            following = self.turns[index + 1][0] if index + 1 < len(self.turns) else math.inf
+            for at, text in self.user_messages:
+                words = text.split()
+                if not turn[1] <= at < following or not words:
+                    continue
+                if any(other[2] and _contains(words, other[2]) for other in self.turns):
+                    continue  # a transcribed turn's words: livekit's own commit
+                turn[2] = [*turn[2][: cut.transcribed], *words]
+                found[index] = len(words)
+                break
+        return found
+
+    def _cut_turn(
+        self, cut: TurnCut, end: float, known: int
+    ) -> tuple[int, tuple[tuple[float, float, int], ...]]:
+        """A cut turn's placeholders after its words, and the windows its words were said in."""
+        over = cut.words_over(end, known)
+        after = over[2] if over is not None and not known else 0
+        said_over = (
+            "nothing said over it"
+            if over is None
+            else f"{after} placeholder word(s) said over it"
+            if after
+            else "the words said over it are the chat's message's"
+        )
+        self.assumptions.append(
+            f"at {cut.at:.2f} s: the caller's words so far were committed mid-turn and answered "
+            f"by an uninterrupted reply: livekit's user_turn_limit cut in (max_words="
+            f"{self.turn_limit}, the words counted then); {said_over}"
+        )
+        return after, cut.windows if over is None else (*cut.windows, over)
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
@@ -1231,7 +1348,15 @@ class _Reader:
             # begun as a caller's message was committed: said from on_user_turn_completed
             turn = next((m for t, m in self.user_messages if abs(t - at) <= 1e-3), None)
             says.append(
-                AppSay(round(at, 3), said.text, protected, agent, round(said.added, 3), turn)
+                AppSay(
+                    round(at, 3),
+                    said.text,
+                    protected,
+                    agent,
+                    round(said.added, 3),
+                    turn,
+                    cut_in=said.cut_in,
+                )
             )
         if unsure:
             self.assumptions.append(
@@ -1399,6 +1524,7 @@ class _Reader:
                             s.text,
                             s.protected,
                             awaited=s.done_at is None or s.done_at <= end + 1e-3,
+                            cut_in=s.cut_in,
                         )
                         for s in mine
                     ),

@@ -11,6 +11,7 @@ so the same replay runs on a plain ``Agent`` (fidelity) and on ``ResilientAgent`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -56,11 +57,14 @@ def replay_scenario(
         recording: The call's audio recording: its caller channel is the caller's line (the
             turns' words say what the STT transcribes where); None: audio made from the turns.
     """
-    utterances = tuple(
-        Utterance(t.start, t.end, " ".join(turn_words(i, t)), expect_reply=False)
-        for i, t in enumerate(plan.turns)
-        if t.heard or plan.realtime is None  # a realtime model's wordless turn is its own
-    )
+    spoken = [
+        _turn_utterances(i, t) if t.heard or plan.realtime is None else ()
+        for i, t in enumerate(plan.turns)  # a realtime model's wordless turn is its own
+    ]
+    utterances = tuple(u for said in spoken for u in said)
+    # each utterance's turn, and where a turn's last one is
+    owners = tuple(t for t, said in zip(plan.turns, spoken, strict=True) for _ in said)
+    last_of_turn = list(itertools.accumulate(len(said) for said in spoken))
     # livekit closes the session that long after the caller leaves the room
     caller_leaves_at = (
         max(plan.close_at - SESSION_CLOSE_LAG_S, 0.0)
@@ -75,7 +79,9 @@ def replay_scenario(
         duration = plan.end_at + _TAIL_S
     duration = max([duration, *(u.end + 0.1 for u in utterances)])
     try:
-        scenario = _scenario(plan, name, app, tool_mocks, utterances, duration, caller_leaves_at)
+        scenario = _scenario(
+            plan, name, app, tool_mocks, utterances, duration, caller_leaves_at, last_of_turn
+        )
         if plan.realtime is not None:
             return realtime_scenario(scenario, plan, recording)
         if recording is None:
@@ -85,7 +91,7 @@ def replay_scenario(
             # the recording has the noise around a turn's words: the words go where they were
             # said, the VAD hears the rest as the call's did
             utterances=tuple(
-                _recorded_words(u, t) for u, t in zip(utterances, plan.turns, strict=True)
+                _recorded_words(u, t) for u, t in zip(utterances, owners, strict=True)
             ),
             caller_line="recorded",
             caller_recording=recording.caller,
@@ -97,8 +103,27 @@ def replay_scenario(
         raise ReportError(f"the call cannot be replayed: {exc}") from None
 
 
+def _turn_utterances(index: int, turn: CallerTurn) -> tuple[Utterance, ...]:
+    """What the caller says in ``turn``: one utterance, or one per window its words were said in.
+
+    A turn livekit's ``user_turn_limit`` cut into is said window by window (each final's words
+    where its interims put them, then the words said over the cut-in), so the replay's STT
+    sends its finals when the recorded one did, and the cut comes at the same word.
+    """
+    words = turn_words(index, turn)
+    if not turn.windows:
+        return (Utterance(turn.start, turn.end, " ".join(words), expect_reply=False),)
+    said: list[Utterance] = []
+    for start, end, count in turn.windows:
+        said.append(Utterance(start, end, " ".join(words[:count]), expect_reply=False))
+        words = words[count:]
+    return tuple(said)
+
+
 def _recorded_words(utterance: Utterance, turn: CallerTurn) -> Utterance:
     """Where ``turn``'s words go on the recording: where said; a noise turn's nowhere."""
+    if turn.windows:
+        return utterance  # said in its windows
     if turn.noise:
         # a window shorter than a frame: the recording's noise goes to the VAD unmarked
         return dataclasses.replace(utterance, end=utterance.start + _NO_WORDS_S)
@@ -115,8 +140,10 @@ def _scenario(
     utterances: tuple[Utterance, ...],
     duration: float,
     caller_leaves_at: float | None,
+    last_of_turn: list[int],
 ) -> Scenario:
-    unended = [i for i, t in enumerate(plan.turns) if not t.ended]
+    # the VAD fault's index is the utterance's: a turn's last
+    unended = [last_of_turn[i] - 1 for i, t in enumerate(plan.turns) if not t.ended]
     return Scenario(
         name=name,
         vad_fault=VADFault("no_end_of_speech", unended[0]) if unended else VADFault(),
@@ -159,6 +186,8 @@ def _session_options(plan: ReplayPlan) -> dict[str, Any]:
         result["max_tool_steps"] = options["max_tool_steps"]
     if plan.close_transcript_timeout is not None:
         result["session_close_transcript_timeout"] = plan.close_transcript_timeout
+    if plan.turn_limit is not None:
+        result["user_turn_limit"] = {"max_words": plan.turn_limit}
     return result
 
 
