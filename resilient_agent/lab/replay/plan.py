@@ -23,6 +23,16 @@ from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .realtime import (
+    SERVER_SILENCE_S,
+    RealtimeFlavour,
+    is_model_message,
+    last_word_heard,
+    realtime_flavour,
+    request_before,
+    silence_assumption,
+    speech_window,
+)
 
 __all__ = [
     "AppSay",
@@ -121,6 +131,8 @@ class LLMAnswer:
         duration: Seconds until its tool calls were out.
         on_enter: The agent whose entry it answered (a task's ``on_enter`` asking its
             question), when it answered no user message or tool output after that entry.
+        silent_before: How many times a realtime model answered the same context with no
+            audio before (Gemini's silent turn, asked again), inferred.
     """
 
     at: float
@@ -131,6 +143,7 @@ class LLMAnswer:
     ttft: float
     duration: float
     on_enter: str | None = None
+    silent_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -254,6 +267,11 @@ class ReplayPlan:
             agent it runs on does not.
         turn_limit: livekit's ``user_turn_limit`` ``max_words`` that cut into a caller's turn
             (inferred: the words counted at the cut), None when none was cut into.
+        realtime: The realtime model's provider (``openai``, ``gemini``) when a realtime model
+            heard the caller and spoke (see :mod:`.realtime`); None for a pipeline call. Its
+            turns' ``said`` are where the model heard their words.
+        greeting_protected: The greeting was made uninterruptible (a realtime call's, inferred
+            from its recording by :mod:`.realtime_call`).
     """
 
     sdk_version: str
@@ -278,6 +296,8 @@ class ReplayPlan:
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
     turn_limit: int | None = None
+    realtime: RealtimeFlavour | None = None
+    greeting_protected: bool = False
 
     @property
     def first_agent(self) -> str | None:
@@ -519,6 +539,11 @@ class _Reader:
         # ids of the chat items the events added, and each event's seconds
         self.item_ids: set[str] = set()
         self.event_times: list[float] = []
+        # a realtime model's call: its provider, and when its answers could have been asked for
+        self.realtime = realtime_flavour(report) if isinstance(report, Mapping) else None
+        self.requests: list[float] = [0.0]
+        # turn index: the model's last interim transcript of it (Gemini's, word by word)
+        self.interims: dict[int, str] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -540,9 +565,11 @@ class _Reader:
         self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
         turns = self._caller_turns()
+        if self.realtime is not None:
+            self.assumptions.append(silence_assumption(self.realtime))
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, turns, [r for r in recovered.values() if r is not None])
-        answers = self._answers()
+        answers = self._answers() if self.realtime is None else self._realtime_answers(turns)
         runs = self._tool_runs(says, turns, options, answers)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, turns, runs)
@@ -579,6 +606,7 @@ class _Reader:
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
             turn_limit=self.turn_limit,
+            realtime=self.realtime,
         )
 
     def _protected_tasks(
@@ -641,6 +669,8 @@ class _Reader:
                 )
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
+                if self.realtime == "openai":
+                    self.requests.append(at)  # the server committed the turn and answers it
         elif kind == "agent_state_changed":
             if self.agent_state == "speaking":
                 self.stopped_speaking.append(at)
@@ -669,12 +699,15 @@ class _Reader:
                     self.turns[-1][4] = None  # the agent still speaks: the caller is heard
             if _field(event, "is_final", bool, where):
                 self._heard(transcript, at)
+            elif self.realtime is not None and self.turns and transcript.split():
+                self.interims[len(self.turns) - 1] = transcript
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
             self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
+            self.requests.append(at)  # the outputs go to the model, which answers them
             for i, output in enumerate(outputs):
                 self.context_marks.append((at, self.index))
                 if isinstance(output, Mapping):
@@ -682,6 +715,8 @@ class _Reader:
         elif kind == "speech_created":
             source = _field(event, "source", str, where)
             self.speeches.append((at, source))
+            if self.realtime == "openai" or event.get("user_initiated") is True:
+                self.requests.append(at)
             if source == "say":
                 self.say_agents.append(self.flow.current)
         elif kind == "error":
@@ -746,7 +781,10 @@ class _Reader:
         elif role == "assistant":
             metrics = item.get("metrics")
             ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
-            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None
+            spoken = self.realtime is not None and is_model_message(metrics)
+            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None or spoken
+            if spoken and isinstance(metrics, Mapping):
+                created_at = self._model_began(metrics, at)
             self.said.append(
                 _Said(
                     text=text,
@@ -760,6 +798,18 @@ class _Reader:
                     cut_in=_marked_cut_in(item.get("extra")),
                 )
             )
+
+    def _model_began(self, metrics: Mapping[str, Any], added: float) -> float:
+        """When the realtime model began to say a message added at ``added``.
+
+        Its ``started_speaking_at`` when that is a time of the call, else the agent's last
+        start of speech by then (a message is added once it played out or was cut).
+        """
+        began = metrics.get("started_speaking_at")
+        if isinstance(began, int | float) and 0.0 <= float(began) - self.t0 <= added + 1e-3:
+            return float(began) - self.t0
+        starts = [t for t in self.started_speaking if t <= added + 1e-3]
+        return starts[-1] if starts else added
 
     def _chat_only_messages(self, history: Any) -> None:
         """The caller's messages the chat has and no event added, at their ``created_at``.
@@ -822,6 +872,7 @@ class _Reader:
         self.flow.handoff(at, old, new, running, self.last_ended, last_bare)
         if old is not None:
             self.entry_marks.append((at, self.index, new))
+        self.requests.append(at)
 
     def _tool_update(self, update: Mapping[str, Any], at: float, where: str) -> None:
         kind = _field(update, "type", str, where)
@@ -968,6 +1019,17 @@ class _Reader:
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
+            if not heard and index in self.interims:
+                # the model's turn never had a final transcript (Gemini's, answered by a reply
+                # to a tool's output): its interim words are what it heard
+                heard = self.interims[index].split()
+                # the model had them in its conversation all the same: what it answered
+                self.user_messages.append((start, self.interims[index]))
+                self.user_messages.sort(key=lambda message: message[0])
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's words taken from the model's last interim "
+                    "transcript (no final one)"
+                )
             continues = start <= previous_end
             if continues:
                 # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
@@ -993,7 +1055,15 @@ class _Reader:
                     f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
                     f"came late; {unheard} placeholder word(s) before the transcribed ones"
                 )
-            if not heard:
+            if not heard and self.realtime is not None:
+                # the model heard no word of it: nothing of the caller's to replay
+                self.assumptions.append(
+                    f"at {start:.2f} s: the model transcribed nothing of the caller's "
+                    f"{end - start:.2f} s turn: its server's own speech event (Gemini reports one "
+                    "as its reply begins) or sound with no word; the replayed model makes it "
+                    "itself"
+                )
+            elif not heard:
                 unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
                 self.assumptions.append(
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
@@ -1004,7 +1074,21 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
-            after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            if self.realtime is not None and heard:
+                # the model's server heard them: where is its VAD's to say (see .realtime)
+                said = speech_window(
+                    self.realtime,
+                    start,
+                    end,
+                    len(heard),
+                    self.word_times.get(index, []),
+                    ended,
+                )
+            after = (
+                self._withheld_suffix(index, start, end, heard)
+                if ended and not unheard and self.realtime is None
+                else 0
+            )
             windows: tuple[tuple[float, float, int], ...] = ()
             cut = cuts.get(index) if ended and not unheard else None
             if cut is not None:
@@ -1395,7 +1479,7 @@ class _Reader:
                 and call.started <= self.close_at <= end + _SESSION_CLOSE_WAIT_S
                 and _closed_by_app(self.close_reason, self.close_at, self.script_end)
                 # a line said after it ended: the close followed that line, not the tool
-                and not any(end < s.added <= self.close_at for s in self.said)
+                and not any(end < s.added <= self.close_at + 1e-3 for s in self.said)
             ):
                 asked = min(self.close_at, end)
                 hangs_up = round(asked - call.started, 3)
@@ -1478,6 +1562,91 @@ class _Reader:
             answers.append(self._answer(at, "", None, calls, self._entered(at)))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
+
+    def _realtime_answers(self, turns: Sequence[CallerTurn]) -> tuple[LLMAnswer, ...]:
+        """A realtime model's answers: each message it spoke with the tool calls of its response.
+
+        No LLM node times them: each was asked for by the last request before it began to play
+        (the server's end of a turn, tool outputs, an entry, ``generate_reply``); a response's
+        tool calls come while its audio plays, before the next message begins.
+        """
+        requests = list(self.requests)
+        if self.realtime == "gemini":
+            # Gemini's server answers a turn after the silence that ends its words; audio held
+            # and sent at once carries that silence: answered as its last word is heard
+            requests += [t.said[1] + SERVER_SILENCE_S for t in turns if t.said and t.ended]
+            requests += [last_word_heard(times) for times in self.word_times.values() if times]
+        spoken = [s for s in self.said if s.from_llm is not False]
+        calls = sorted(self.calls.values(), key=lambda c: c.started)
+        taken: set[str] = set()
+        answers: list[LLMAnswer] = []
+        for position, said in enumerate(spoken):
+            following = spoken[position + 1].created if position + 1 < len(spoken) else math.inf
+            own = [
+                c
+                for c in calls
+                if c.call_id not in taken
+                and said.created - 1e-3 <= c.started < min(said.added + 1e-3, following)
+            ]
+            taken.update(c.call_id for c in own)
+            at = request_before(said.created, requests)
+            answer = self._answer(at, said.text, said.created - at, own, self._heard_entry(at))
+            silent = self._silent_turns(
+                answer, requests, spoken[position - 1] if position else None
+            )
+            answers.append(dataclasses.replace(answer, silent_before=silent))
+        for call in calls:
+            if call.call_id in taken:
+                continue
+            # a response with tool calls and nothing said
+            group = [c for c in calls if c.call_id not in taken and c.started - call.started < 1e-3]
+            taken.update(c.call_id for c in group)
+            # asked before the call was made (its own output comes as it is made)
+            at = request_before(call.started - 2e-3, requests)
+            answers.append(self._answer(at, "", None, group, self._heard_entry(at)))
+        answers.sort(key=lambda a: a.at)
+        return tuple(answers)
+
+    def _silent_turns(
+        self, answer: LLMAnswer, requests: Sequence[float], before: _Said | None
+    ) -> int:
+        """How many Gemini turns answered ``answer``'s context with no audio before it.
+
+        Its context was asked for before (a request after the line before, and after the
+        caller's message it answers) and the server ended that turn with nothing said (the
+        caller's turn ended, which Gemini reports as its reply is done): the agent asked again.
+        """
+        if self.realtime != "gemini" or answer.after_user is None:
+            return 0
+        since = max(
+            [before.added if before is not None else 0.0]
+            + [t for t, m in self.user_messages if m == answer.after_user and t <= answer.at]
+        )
+        earlier = [r for r in set(requests) if since - 1e-3 <= r < answer.at - 1e-3]
+        ends = [t[1] for t in self.turns if t[1] is not None]
+        silent = [
+            r for r in sorted(earlier) if any(r - 1e-3 <= end <= answer.at + 1e-3 for end in ends)
+        ]
+        if silent:
+            self.assumptions.append(
+                f"at {silent[0]:.2f} s: the model's turn ended with nothing said and the agent "
+                "asked again: a reply with no audio (Gemini's silent turn)"
+            )
+        return min(len(silent), 1)
+
+    def _heard_entry(self, at: float) -> str | None:
+        """The agent whose entry a realtime answer asked at ``at`` answered, if it did.
+
+        Not when the caller's words since the entry asked for it: the model heard them (audio
+        held from the agent before and sent to the one entering) and the user message is added
+        only when the server ends the turn.
+        """
+        entered = self._entered(at)
+        entries = [e[0] for e in self.entry_marks if e[0] <= at + 1e-3]
+        if entered is None or not entries:
+            return entered
+        heard = any(entries[-1] - 1e-3 <= t <= at + 1e-3 for t, _ in self.user_messages)
+        return None if heard else entered
 
     def _entered(self, at: float) -> str | None:
         """The agent whose entry an answer asked at ``at`` answered, if it answered one.

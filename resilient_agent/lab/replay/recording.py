@@ -67,7 +67,8 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
             f"audio_recording_started_at: the recording starts at {offset:.2f} s, after the "
             f"caller's first turn at {first:.2f} s"
         )
-    last = max((t.end for t in plan.turns), default=0.0)
+    # a turn that never ended has only its start for sure (the call closed in it)
+    last = max((t.end if t.ended else t.start for t in plan.turns), default=0.0)
     if offset + seconds < last - _FRAME_S:
         raise ReportError(
             f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the "

@@ -21,6 +21,7 @@ from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
+from .realtime_call import realtime_scenario
 from .recording import ReplayRecording
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
@@ -56,7 +57,10 @@ def replay_scenario(
         recording: The call's audio recording: its caller channel is the caller's line (the
             turns' words say what the STT transcribes where); None: audio made from the turns.
     """
-    spoken = [_turn_utterances(i, t) for i, t in enumerate(plan.turns)]
+    spoken = [
+        _turn_utterances(i, t) if t.heard or plan.realtime is None else ()
+        for i, t in enumerate(plan.turns)  # a realtime model's wordless turn is its own
+    ]
     utterances = tuple(u for said in spoken for u in said)
     # each utterance's turn, and where a turn's last one is
     owners = tuple(t for t, said in zip(plan.turns, spoken, strict=True) for _ in said)
@@ -78,6 +82,8 @@ def replay_scenario(
         scenario = _scenario(
             plan, name, app, tool_mocks, utterances, duration, caller_leaves_at, last_of_turn
         )
+        if plan.realtime is not None:
+            return realtime_scenario(scenario, plan, recording)
         if recording is None:
             return scenario
         return dataclasses.replace(
@@ -220,6 +226,7 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 when_instructed=GREETING_INSTRUCTIONS if greeting and not app else None,
                 ttft=answer.ttft,
                 duration=max(answer.duration, answer.ttft),
+                silent_answers=answer.silent_before,
             )
         )
     for message in plan.user_messages:
