@@ -21,6 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .untranscribed import late_final_turn, withheld_from, words_after
 
 __all__ = [
     "AppSay",
@@ -479,6 +480,10 @@ class _Reader:
         self.close_reason: str | None = None
         self.script_end: float | None = None
         self.transcript_times: list[float] = []
+        # interim transcripts: (seconds, text)
+        self.interims: list[tuple[float, str]] = []
+        # turn index: when the STT died in it, for a turn whose words it flushed after that
+        self.flushed: dict[int, float] = {}
         self.close_wait: float | None = None
         self.farewell: str | None = None
         self.end_at = 0.0
@@ -632,16 +637,20 @@ class _Reader:
                 self.turns[-1][4] = at
         elif kind == "user_input_transcribed":
             transcript = _field(event, "transcript", str, where)
+            final = _field(event, "is_final", bool, where)
+            owner = self._transcript_turn(transcript, at, final)
             self.transcript_times.append(at)
+            if not final:
+                self.interims.append((at, transcript))
             if self.turns and transcript.split():
-                times = self.word_times.setdefault(len(self.turns) - 1, [])
+                times = self.word_times.setdefault(owner, [])
                 times.append((at, len(transcript.split())))
-            if self.turns and self.turns[-1][3] is None and transcript.split():
-                self.turns[-1][3] = at
+            if self.turns and self.turns[owner][3] is None and transcript.split():
+                self.turns[owner][3] = at
                 if self.agent_state == "speaking":
-                    self.turns[-1][4] = None  # the agent still speaks: the caller is heard
-            if _field(event, "is_final", bool, where):
-                self._heard(transcript, at)
+                    self.turns[owner][4] = None  # the agent still speaks: the caller is heard
+            if final:
+                self._heard(transcript, at, owner)
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
@@ -688,7 +697,33 @@ class _Reader:
             )
         self.errors.append(error)
 
-    def _heard(self, transcript: str, at: float) -> None:
+    def _transcript_turn(self, transcript: str, at: float, final: bool) -> int:
+        """The index of the caller turn a transcript belongs to: the latest, unless it came late."""
+        latest = len(self.turns) - 1
+        if not final or latest < 1 or not transcript.split():
+            return latest
+        died = next((e.at for e in self.errors if e.provider == "stt" and not e.recoverable), None)
+        if died is not None and any(died < t for t in self.transcript_times):
+            died = None  # the STT answered again after it died: a new stream's words
+        owner = late_final_turn(
+            at, transcript.split(), [(t[0], t[1]) for t in self.turns], self.interims, died
+        )
+        if owner is None:
+            return latest
+        if died is not None:
+            self.flushed[owner] = died
+            self.assumptions.append(
+                f"at {at:.2f} s: the transcript {transcript!r} came after the STT died at "
+                f"{died:.2f} s: the words it had heard of the turn at {self.turns[owner][0]:.2f} s"
+            )
+        else:
+            self.assumptions.append(
+                f"at {at:.2f} s: the final {transcript!r} came after the caller's speech was "
+                f"split at {self.turns[latest][0]:.2f} s: the words of the turn before"
+            )
+        return owner
+
+    def _heard(self, transcript: str, at: float, owner: int = -1) -> None:
         words = transcript.split()
         if not words:
             return
@@ -699,7 +734,8 @@ class _Reader:
                 "words ending then assumed"
             )
             self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, [], at, None])
-        self.turns[-1][2].extend(words)
+            owner = -1
+        self.turns[owner][2].extend(words)
 
     def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
         if item.get("type") == "agent_handoff":
@@ -897,12 +933,35 @@ class _Reader:
             suffix = words[len(heard) :]
             if self._holds_another_turn(suffix, turn):
                 continue  # a turn after, committed with this one
+            following = self._continued_by(turn)
+            if following is not None and not following[2] and following[0] < at:
+                # a commit split the caller's speech after the transcribed words: the rest
+                # was said in the turn that goes on from it
+                following[2] = suffix
+                self.assumptions.append(
+                    f"at {following[0]:.2f} s: {len(suffix)} word(s) of the turn that goes on "
+                    "from the one before taken from the chat's user message (no transcript "
+                    "event of them)"
+                )
+                return
             turn[2] = [*heard, *suffix]
             self.assumptions.append(
                 f"at {turn[0]:.2f} s: {len(suffix)} word(s) after the transcribed ones taken "
                 "from the chat's user message (no transcript event of them)"
             )
             return
+
+    def _continued_by(self, turn: list[Any]) -> list[Any] | None:
+        """The turn that begins as ``turn`` ends (a commit split the caller's speech), if one.
+
+        A turn whose start livekit backdated into the one before is speech the VAD heard
+        again, not a split.
+        """
+        index = next(i for i, other in enumerate(self.turns) if other is turn)
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        if after is None or turn[1] is None or abs(after[0] - turn[1]) > 1e-3:
+            return None
+        return after
 
     def _holds_another_turn(self, words: Sequence[str], turn: list[Any]) -> bool:
         """Whether ``words`` hold the words of a turn other than ``turn``, in their order.
@@ -957,11 +1016,22 @@ class _Reader:
                 )
             end = max(end, start + 0.05)
             stopped = stopped_at if isinstance(stopped_at, float) else None
-            unheard = _untranscribed_prefix(start, end, len(heard), first_at, stopped)
+            # the STT had the audio until livekit withheld it, and transcribed none of it
+            withheld = (
+                withheld_from(start, stopped, self.started_speaking, self._created())
+                if stopped is not None
+                else start
+            )
+            unheard = _untranscribed_prefix(withheld, end, len(heard), first_at, stopped)
             if unheard:
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
                     f"came late; {unheard} placeholder word(s) before the transcribed ones"
+                    + (
+                        f", said from {withheld:.2f} s (when livekit withheld the audio)"
+                        if withheld > start
+                        else ""
+                    )
                 )
             if not heard:
                 unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
@@ -974,15 +1044,30 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
+            if heard and unheard and withheld > start:
+                said = (round(withheld, 3), round(end, 3))  # no word before livekit withheld
             after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
-            if after:
+            if index in self.flushed and heard:
+                after = words_after(start, end, len(heard), self.flushed[index])
+                if after:
+                    self.assumptions.append(
+                        f"at {self.flushed[index]:.2f} s: the STT died inside the caller's turn; "
+                        f"{after} placeholder word(s) after the ones it heard"
+                    )
+            elif after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
                     f"transcribed words and nothing more of the turn was transcribed; {after} "
                     "placeholder word(s) after the transcribed ones"
                 )
-            noise = continues and not heard
-            if noise:
+            noise = not heard and (continues or self._noise_split(index))
+            if noise and not continues:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the untranscribed turn goes on into the next with no pause "
+                    "and the agent silent: noise the VAD heard as speech, split by a commit (a "
+                    "recording plays it with no words)"
+                )
+            elif noise:
                 self.assumptions.append(
                     f"at {start:.2f} s: the untranscribed turn goes on from the one before with no "
                     "pause: noise the VAD heard as speech (a recording plays it with no words)"
@@ -1001,6 +1086,27 @@ class _Reader:
             )
             previous_end = end
         return tuple(turns)
+
+    def _created(self) -> list[float]:
+        """When each speech was created (``speech_created``)."""
+        return [at for at, _ in self.speeches]
+
+    def _noise_split(self, index: int) -> bool:
+        """Whether the untranscribed turn ``index`` is the start of a split stretch of noise.
+
+        The turn after it goes on from it with no pause (a commit split the VAD's speech) and
+        has no transcript either, and the agent did not speak over it, so livekit withheld
+        none of its audio: the STT had all of one long sound and heard no word in it.
+        """
+        start, end = self.turns[index][0], self.turns[index][1]
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        if end is None or after is None or after[2] or after[0] > end + 1e-3:
+            return False
+        speaking = [
+            (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
+            for began in self.started_speaking
+        ]
+        return not any(a < end and start < b for a, b in speaking)
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
