@@ -14,8 +14,6 @@ is the call's, so the file's timeline is the call's.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from livekit.agents.voice.recorder_io import RecorderIO
 
 from .._livekit.compat import place_played_audio
 from .audio import SAMPLE_RATE
+from .clock import virtual_wall_time
 
 __all__ = [
     "AGENT_CHANNEL",
@@ -85,16 +84,21 @@ class CallerRecording:
         return samples[-shift:]
 
 
-async def start_audio_recording(session: Any, path: Path) -> RecorderIO:
+async def start_audio_recording(session: Any, path: Path, call_start: float = 0.0) -> RecorderIO:
     """Wrap ``session``'s audio in livekit's recorder and start it, writing to ``path``.
 
     Call before ``session.start``, as livekit does inside it; close the returned recorder with
     ``aclose()`` once the session closed (livekit closes it in ``AgentSession.aclose``).
+
+    Args:
+        session: The lab's session, its audio input and output set.
+        path: Where the recording goes.
+        call_start: The loop time of the call's second 0, from which the lab's speaker stamps
+            the agent's audio (where livekit's recorder reads a wall-clock time).
     """
     recorder = RecorderIO(agent_session=session)
-    loop = asyncio.get_running_loop()
-    # the lab's speaker stamps loop time where livekit's recorder reads a wall-clock time
-    place_played_audio(recorder, lambda started_at: started_at + time.time() - loop.time())
+    # a conversion, not a clock read: a read would nudge the call's later stamps
+    place_played_audio(recorder, lambda played_at: virtual_wall_time(call_start + played_at))
     session.input.audio = recorder.record_input(session.input.audio)
     session.output.audio = recorder.record_output(session.output.audio)
     await recorder.start(output_path=path)
