@@ -21,7 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
-from .untranscribed import late_final_turn, withheld_from, words_after
+from .untranscribed import late_final_turn, split_noise, withheld_from, words_after
 
 __all__ = [
     "AppSay",
@@ -1018,7 +1018,7 @@ class _Reader:
             stopped = stopped_at if isinstance(stopped_at, float) else None
             # the STT had the audio until livekit withheld it, and transcribed none of it
             withheld = (
-                withheld_from(start, stopped, self.started_speaking, self._created())
+                withheld_from(start, stopped, self.started_speaking, [t for t, _ in self.speeches])
                 if stopped is not None
                 else start
             )
@@ -1087,26 +1087,18 @@ class _Reader:
             previous_end = end
         return tuple(turns)
 
-    def _created(self) -> list[float]:
-        """When each speech was created (``speech_created``)."""
-        return [at for at, _ in self.speeches]
-
     def _noise_split(self, index: int) -> bool:
-        """Whether the untranscribed turn ``index`` is the start of a split stretch of noise.
-
-        The turn after it goes on from it with no pause (a commit split the VAD's speech) and
-        has no transcript either, and the agent did not speak over it, so livekit withheld
-        none of its audio: the STT had all of one long sound and heard no word in it.
-        """
-        start, end = self.turns[index][0], self.turns[index][1]
+        """Whether the untranscribed turn ``index`` starts one long sound a commit split."""
         after = self.turns[index + 1] if index + 1 < len(self.turns) else None
-        if end is None or after is None or after[2] or after[0] > end + 1e-3:
-            return False
         speaking = [
             (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
             for began in self.started_speaking
         ]
-        return not any(a < end and start < b for a, b in speaking)
+        return split_noise(
+            (self.turns[index][0], self.turns[index][1]),
+            None if after is None else (after[0], bool(after[2])),
+            speaking,
+        )
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["late_final_turn", "withheld_from", "words_after"]
+__all__ = ["late_final_turn", "split_noise", "withheld_from", "words_after"]
 
 
 def withheld_from(
@@ -92,3 +92,25 @@ def words_after(start: float, end: float, heard: int, died_at: float) -> int:
         return 0
     pace = (died_at - start) / heard
     return round((end - died_at) / pace)
+
+
+def split_noise(
+    turn: tuple[float, float | None],
+    after: tuple[float, bool] | None,
+    speaking: Sequence[tuple[float, float]],
+) -> bool:
+    """Whether an untranscribed turn starts one long sound a commit split (noise, no words).
+
+    The turn after it goes on from it with no pause and has no transcript either, and the agent
+    did not speak over it, so livekit withheld none of its audio: the STT had all of one long
+    sound and heard no word in it.
+
+    Args:
+        turn: The turn's start and end (None while open).
+        after: The next turn's start and whether it has words, if there is one.
+        speaking: When the agent spoke: (began, stopped) each time.
+    """
+    start, end = turn
+    if end is None or after is None or after[1] or after[0] > end + 1e-3:
+        return False
+    return not any(a < end and start < b for a, b in speaking)
