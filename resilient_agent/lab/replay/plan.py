@@ -21,7 +21,7 @@ from typing import Any
 from ...testing.session_report import SCRIPT_END_TAG
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
-from .untranscribed import late_final_turn, split_noise, withheld_from, words_after
+from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 
 __all__ = [
     "AppSay",
@@ -952,14 +952,10 @@ class _Reader:
             return
 
     def _continued_by(self, turn: list[Any]) -> list[Any] | None:
-        """The turn that begins as ``turn`` ends (a commit split the caller's speech), if one.
-
-        A turn whose start livekit backdated into the one before is speech the VAD heard
-        again, not a split.
-        """
+        """The turn that begins as ``turn`` ends (a commit split the caller's speech), if one."""
         index = next(i for i, other in enumerate(self.turns) if other is turn)
         after = self.turns[index + 1] if index + 1 < len(self.turns) else None
-        if after is None or turn[1] is None or abs(after[0] - turn[1]) > 1e-3:
+        if after is None or turn[1] is None or not split(turn[1], after[0]):
             return None
         return after
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["late_final_turn", "split_noise", "withheld_from", "words_after"]
+__all__ = ["late_final_turn", "split", "split_noise", "withheld_from", "words_after"]
 
 
 def withheld_from(
@@ -34,6 +34,19 @@ def withheld_from(
         return start  # the agent spoke already as the turn began
     before = [t for t in created if start <= t <= began]
     return before[-1] if before else began
+
+
+# a turn that begins this soon after the one before ended goes on from it (a commit split the
+# caller's speech): within a frame, as a replay starts a turn just after the one before
+_SPLIT_S = 0.011
+
+
+def split(end: float, start: float) -> bool:
+    """Whether a turn starting at ``start`` goes on from one that ended at ``end`` (a split).
+
+    A start livekit backdated further into the turn before is speech the VAD heard again.
+    """
+    return -1e-3 <= start - end <= _SPLIT_S
 
 
 def late_final_turn(
@@ -71,7 +84,7 @@ def late_final_turn(
             return open_then[-1]
         return None
     (before_start, before_end), (start, _) = turns[-2], turns[-1]
-    if before_end is None or abs(start - before_end) > 1e-3:
+    if before_end is None or not split(before_end, start):
         return None
     own = [text for t, text in interims if t >= start]
     if own:
