@@ -72,3 +72,11 @@ def test_one_untranscribed_sound_split_by_a_commit_is_noise(tmp_path: Path) -> N
     assert [t.noise for t in plan.turns] == [False, True, True]
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_split_replayed_from_the_transcripts_is_read_as_a_split_again() -> None:
+    # without the recording the replay starts the second part a frame after the first ends:
+    # the replayed report's split is read as the recorded one was
+    scenario = next(s for s in CATALOG if s.name == "workflows/task_prompt_over_speaking_caller")
+    trip = round_trip(scenario, load_agent_class(RESILIENT_PATH))
+    assert trip.faithful, trip.divergences
