@@ -1073,3 +1073,37 @@ def test_the_provider_plugins_keep_the_endpoints_the_lab_redirects() -> None:
         assert client is not None, f"livekit-plugins-openai moved {type(plugin).__name__}._client"
         client.base_url = "http://127.0.0.1:1/v1"
         assert str(client.base_url) == "http://127.0.0.1:1/v1/"
+
+
+from pathlib import Path  # noqa: E402
+
+
+def check_place_played_audio(folder: Path) -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent.lab.catalog import CATALOG
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.audio_recording import AGENT_CHANNEL, recorded_channel
+    from resilient_agent.testing.session_report import session_report
+
+    message = _change("test_place_played_audio_is_where_compat_expects_it")
+    # the answer to the second question plays from 17.6 s to 19.35 s of the call
+    scenario = next(s for s in CATALOG if s.name == "provider/tts_returns_silence")
+    world, _ = run_scenario(scenario, PlainAgent, record_audio=folder / "call.ogg")
+    report = session_report(world)
+    agent, _ = recorded_channel(folder / "call.ogg", AGENT_CHANNEL)
+    offset = report["audio_recording_started_at"] - report["events"][0]["created_at"]
+    first, last = (round((t - offset) * 16_000) for t in (17.8, 19.2))
+    assert abs(agent[first:last].astype(int)).max() > 1_000, message
+
+
+def test_place_played_audio_is_where_compat_expects_it(tmp_path: Path) -> None:
+    check_place_played_audio(tmp_path)
+
+
+def test_place_played_audio_moved_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_RECORDER_PUT", "_put_item")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved RecorderIO._put")):
+        check_place_played_audio(tmp_path)

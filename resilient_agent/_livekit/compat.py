@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +207,33 @@ def livekit_session_report(
         _tagger=SimpleNamespace(tags=set()),
     )
     return make(stand_in, session)
+
+
+_RECORDER_PUT = "_put"
+_AGENT_CHANNEL = 1
+
+
+def place_played_audio(recorder: Any, to_wall: Callable[[float], float]) -> bool:
+    """Have livekit's recorder place the agent's played audio at ``to_wall`` of its stamp.
+
+    ``RecorderIO`` writes the agent's channel where the audio output says it played
+    (``on_playback_started``'s ``created_at``, a wall-clock time); the lab's speaker stamps
+    loop time there (livekit's session reads it), so the recorder's queue (``RecorderIO._put``,
+    items with ``channel`` and ``started_at``) gets the agent's audio moved to wall time.
+    False if livekit moved it.
+    """
+    put = getattr(recorder, _RECORDER_PUT, None)
+    if not callable(put):
+        return False
+
+    def placed(item: Any) -> None:
+        started_at = getattr(item, "started_at", None)
+        if getattr(item, "channel", None) == _AGENT_CHANNEL and isinstance(started_at, float):
+            item = dataclasses.replace(item, started_at=to_wall(started_at))
+        put(item)
+
+    setattr(recorder, _RECORDER_PUT, placed)
+    return True
 
 
 # -- the offline room: an rtc.Room that never connects (resilient_agent.testing.room) ----------
@@ -630,6 +659,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "livekit moved LocalParticipant._track_publications",
         "test_offline_room_internals_are_where_compat_expects_them"
         "[LocalParticipant._track_publications]",
+    ),
+    Reliance(
+        "RecorderIO._put(item) queues each captured frame with its channel and started_at: the "
+        "lab moves the agent's played audio from its loop-time stamp to wall time",
+        "resilient_agent.testing.audio_recording (the recording's agent channel, which the "
+        "replay reads for a line the TTS returned as silence)",
+        "livekit moved RecorderIO._put or its items' channel and started_at",
+        "test_place_played_audio_is_where_compat_expects_it",
     ),
 )
 """Every livekit method the library intercepts and every livekit behaviour it relies on."""

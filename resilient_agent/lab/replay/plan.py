@@ -33,6 +33,7 @@ from .realtime import (
     silence_assumption,
     speech_window,
 )
+from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 
 __all__ = [
     "AppSay",
@@ -522,6 +523,10 @@ class _Reader:
         self.close_reason: str | None = None
         self.script_end: float | None = None
         self.transcript_times: list[float] = []
+        # interim transcripts: (seconds, text)
+        self.interims: list[tuple[float, str]] = []
+        # turn index: when the STT died in it, for a turn whose words it flushed after that
+        self.flushed: dict[int, float] = {}
         self.close_wait: float | None = None
         self.farewell: str | None = None
         self.end_at = 0.0
@@ -543,7 +548,7 @@ class _Reader:
         self.realtime = realtime_flavour(report) if isinstance(report, Mapping) else None
         self.requests: list[float] = [0.0]
         # turn index: the model's last interim transcript of it (Gemini's, word by word)
-        self.interims: dict[int, str] = {}
+        self.realtime_interims: dict[int, str] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -686,21 +691,23 @@ class _Reader:
                 self.turns[-1][4] = at
         elif kind == "user_input_transcribed":
             transcript = _field(event, "transcript", str, where)
+            final = _field(event, "is_final", bool, where)
+            owner = self._transcript_turn(transcript, at, final)
             self.transcript_times.append(at)
+            if not final:
+                self.interims.append((at, transcript))
             if self.turns and transcript.split():
-                times = self.word_times.setdefault(len(self.turns) - 1, [])
+                times = self.word_times.setdefault(owner, [])
                 times.append((at, len(transcript.split())))
-                self.transcripts.setdefault(len(self.turns) - 1, []).append(
-                    (at, len(transcript.split()), event.get("is_final") is True)
-                )
-            if self.turns and self.turns[-1][3] is None and transcript.split():
-                self.turns[-1][3] = at
+                self.transcripts.setdefault(owner, []).append((at, len(transcript.split()), final))
+            if self.turns and self.turns[owner][3] is None and transcript.split():
+                self.turns[owner][3] = at
                 if self.agent_state == "speaking":
-                    self.turns[-1][4] = None  # the agent still speaks: the caller is heard
-            if _field(event, "is_final", bool, where):
-                self._heard(transcript, at)
+                    self.turns[owner][4] = None  # the agent still speaks: the caller is heard
+            if final:
+                self._heard(transcript, at, owner)
             elif self.realtime is not None and self.turns and transcript.split():
-                self.interims[len(self.turns) - 1] = transcript
+                self.realtime_interims[len(self.turns) - 1] = transcript
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
@@ -750,7 +757,33 @@ class _Reader:
             )
         self.errors.append(error)
 
-    def _heard(self, transcript: str, at: float) -> None:
+    def _transcript_turn(self, transcript: str, at: float, final: bool) -> int:
+        """The index of the caller turn a transcript belongs to: the latest, unless it came late."""
+        latest = len(self.turns) - 1
+        if not final or latest < 1 or not transcript.split():
+            return latest
+        died = next((e.at for e in self.errors if e.provider == "stt" and not e.recoverable), None)
+        if died is not None and any(died < t for t in self.transcript_times):
+            died = None  # the STT answered again after it died: a new stream's words
+        owner = late_final_turn(
+            at, transcript.split(), [(t[0], t[1]) for t in self.turns], self.interims, died
+        )
+        if owner is None:
+            return latest
+        if died is not None:
+            self.flushed[owner] = died
+            self.assumptions.append(
+                f"at {at:.2f} s: the transcript {transcript!r} came after the STT died at "
+                f"{died:.2f} s: the words it had heard of the turn at {self.turns[owner][0]:.2f} s"
+            )
+        else:
+            self.assumptions.append(
+                f"at {at:.2f} s: the final {transcript!r} came after the caller's speech was "
+                f"split at {self.turns[latest][0]:.2f} s: the words of the turn before"
+            )
+        return owner
+
+    def _heard(self, transcript: str, at: float, owner: int = -1) -> None:
         words = transcript.split()
         if not words:
             return
@@ -761,7 +794,8 @@ class _Reader:
                 "words ending then assumed"
             )
             self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, [], at, None])
-        self.turns[-1][2].extend(words)
+            owner = -1
+        self.turns[owner][2].extend(words)
 
     def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
         if item.get("type") == "agent_handoff":
@@ -976,12 +1010,31 @@ class _Reader:
             suffix = words[len(heard) :]
             if self._holds_another_turn(suffix, turn):
                 continue  # a turn after, committed with this one
+            following = self._continued_by(turn)
+            if following is not None and not following[2] and following[0] < at:
+                # a commit split the caller's speech after the transcribed words: the rest
+                # was said in the turn that goes on from it
+                following[2] = suffix
+                self.assumptions.append(
+                    f"at {following[0]:.2f} s: {len(suffix)} word(s) of the turn that goes on "
+                    "from the one before taken from the chat's user message (no transcript "
+                    "event of them)"
+                )
+                return
             turn[2] = [*heard, *suffix]
             self.assumptions.append(
                 f"at {turn[0]:.2f} s: {len(suffix)} word(s) after the transcribed ones taken "
                 "from the chat's user message (no transcript event of them)"
             )
             return
+
+    def _continued_by(self, turn: list[Any]) -> list[Any] | None:
+        """The turn that begins as ``turn`` ends (a commit split the caller's speech), if one."""
+        index = next(i for i, other in enumerate(self.turns) if other is turn)
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        if after is None or turn[1] is None or not split(turn[1], after[0]):
+            return None
+        return after
 
     def _holds_another_turn(self, words: Sequence[str], turn: list[Any]) -> bool:
         """Whether ``words`` hold the words of a turn other than ``turn``, in their order.
@@ -1019,12 +1072,12 @@ class _Reader:
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
-            if not heard and index in self.interims:
+            if not heard and index in self.realtime_interims:
                 # the model's turn never had a final transcript (Gemini's, answered by a reply
                 # to a tool's output): its interim words are what it heard
-                heard = self.interims[index].split()
+                heard = self.realtime_interims[index].split()
                 # the model had them in its conversation all the same: what it answered
-                self.user_messages.append((start, self.interims[index]))
+                self.user_messages.append((start, self.realtime_interims[index]))
                 self.user_messages.sort(key=lambda message: message[0])
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller's words taken from the model's last interim "
@@ -1049,11 +1102,22 @@ class _Reader:
                 )
             end = max(end, start + 0.05)
             stopped = stopped_at if isinstance(stopped_at, float) else None
-            unheard = _untranscribed_prefix(start, end, len(heard), first_at, stopped)
+            # the STT had the audio until livekit withheld it, and transcribed none of it
+            withheld = (
+                withheld_from(start, stopped, self.started_speaking, [t for t, _ in self.speeches])
+                if stopped is not None and self.realtime is None
+                else start
+            )
+            unheard = _untranscribed_prefix(withheld, end, len(heard), first_at, stopped)
             if unheard:
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
                     f"came late; {unheard} placeholder word(s) before the transcribed ones"
+                    + (
+                        f", said from {withheld:.2f} s (when livekit withheld the audio)"
+                        if withheld > start
+                        else ""
+                    )
                 )
             if not heard and self.realtime is not None:
                 # the model heard no word of it: nothing of the caller's to replay
@@ -1084,6 +1148,8 @@ class _Reader:
                     self.word_times.get(index, []),
                     ended,
                 )
+            elif heard and unheard and withheld > start:
+                said = (round(withheld, 3), round(end, 3))  # no word before livekit withheld
             after = (
                 self._withheld_suffix(index, start, end, heard)
                 if ended and not unheard and self.realtime is None
@@ -1093,14 +1159,27 @@ class _Reader:
             cut = cuts.get(index) if ended and not unheard else None
             if cut is not None:
                 said, after, windows = None, *self._cut_turn(cut, end, over.get(index, 0))
+            elif index in self.flushed and heard:
+                after = words_after(start, end, len(heard), self.flushed[index])
+                if after:
+                    self.assumptions.append(
+                        f"at {self.flushed[index]:.2f} s: the STT died inside the caller's turn; "
+                        f"{after} placeholder word(s) after the ones it heard"
+                    )
             elif after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
                     f"transcribed words and nothing more of the turn was transcribed; {after} "
                     "placeholder word(s) after the transcribed ones"
                 )
-            noise = continues and not heard
-            if noise:
+            noise = not heard and (continues or self._noise_split(index))
+            if noise and not continues:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the untranscribed turn goes on into the next with no pause "
+                    "and the agent silent: noise the VAD heard as speech, split by a commit (a "
+                    "recording plays it with no words)"
+                )
+            elif noise:
                 self.assumptions.append(
                     f"at {start:.2f} s: the untranscribed turn goes on from the one before with no "
                     "pause: noise the VAD heard as speech (a recording plays it with no words)"
@@ -1202,6 +1281,19 @@ class _Reader:
             f"{self.turn_limit}, the words counted then); {said_over}"
         )
         return after, cut.windows if over is None else (*cut.windows, over)
+
+    def _noise_split(self, index: int) -> bool:
+        """Whether the untranscribed turn ``index`` starts one long sound a commit split."""
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        speaking = [
+            (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
+            for began in self.started_speaking
+        ]
+        return split_noise(
+            (self.turns[index][0], self.turns[index][1]),
+            None if after is None else (after[0], bool(after[2])),
+            speaking,
+        )
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.

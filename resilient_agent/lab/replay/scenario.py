@@ -98,6 +98,14 @@ def replay_scenario(
             vad="scripted" if recording.lab_vad else "silero",
             # a real VAD has no scripted faults: a turn that never ended is the recording's
             vad_fault=scenario.vad_fault if recording.lab_vad else VADFault(),
+            # a line the agent channel has no audio of: its TTS returned silence
+            provider_faults=(
+                dataclasses.replace(
+                    scenario.provider_faults, tts_silent_sentence=recording.silent.sentence
+                )
+                if recording.silent is not None
+                else scenario.provider_faults
+            ),
         )
     except ValueError as exc:  # the scenario's own checks: the report's timings disagree
         raise ReportError(f"the call cannot be replayed: {exc}") from None
