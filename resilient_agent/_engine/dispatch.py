@@ -10,7 +10,7 @@ hook is suspended: most hooks return without ever waiting, and an idle middlewar
 task, no waiter and no timer (a session is mostly idle between events).
 
 A middleware whose notify hooks are all marked :func:`~.hooks.never_waits` needs no task at all.
-The queues an event starts are started together (:func:`start`): those of such middleware in one
+The queues an event starts are started together (:func:`deliver`): those of such middleware in one
 callback of the loop, scheduled exactly where their tasks' first steps would have been (those
 steps were adjacent in the loop's ready queue: nothing runs between them), each running what it
 holds in a copy of the same context, in the same order. So an event costs one loop callback
@@ -29,7 +29,7 @@ from .boundary import Budget, Resumed, StrayCancellationError, budget_of
 from .hooks import HOOKS, Middleware, runs_without_a_task
 from .state import MiddlewareContext, Named
 
-__all__ = ["NotifyQueue", "start"]
+__all__ = ["NotifyQueue", "deliver", "start"]
 
 Reporter = Callable[[Named | str, str, BaseException, str], None]
 
@@ -66,7 +66,7 @@ class NotifyQueue:
             for hook, spec in HOOKS.items()
             if spec.kind == "notify" and _overrides(mw, hook)
         )
-        # the callback to come that runs this queue (its token, so a cancelled one does not)
+        # the batch whose callback runs this queue next (checked, so a cancelled one does not)
         self._scheduled: object | None = None
         self._settled: asyncio.Future[None] | None = None
 
@@ -140,15 +140,17 @@ class NotifyQueue:
             self._urgent -= 1
         return call
 
-    def _run_plain(self, token: object) -> None:
-        """Run what the queue holds, in the callback :func:`start` scheduled."""
-        if self._scheduled is not token:
+    def _run_plain(self, batch: object) -> None:
+        """Run what the queue holds, in the callback of ``batch`` (:func:`start`)."""
+        if self._scheduled is not batch:
             return  # cancelled meanwhile
         self._scheduled = None
         pending, mw, ctx = self._pending, self.mw, self._ctx
+        # no ``running`` to keep: nothing else runs until each of these hooks has returned
         while pending:
-            hook, args = self._take()
-            self.running = hook
+            hook, args = pending.pop(0)
+            if self._urgent:
+                self._urgent -= 1
             try:
                 hook_call = getattr(mw, hook)(ctx, *args)
                 waits_on = hook_call.send(None)
@@ -161,13 +163,12 @@ class NotifyQueue:
             except Exception as exc:
                 self._report(mw, hook, exc, "continued_without_it")
                 continue
-            finally:
-                self.running = None
             # it waits after all: a task awaits the rest, under the budget from now on
             self._start_task((hook, Resumed(hook_call, waits_on)), from_callback=True)
             self._budget.count_from_now()
             return
-        self._now_settled()
+        if self._settled is not None:
+            self._now_settled()
 
     def _now_settled(self) -> None:
         settled, self._settled = self._settled, None
@@ -193,34 +194,51 @@ class NotifyQueue:
 
 
 def start(queues: Sequence[NotifyQueue]) -> None:
-    """Start the idle queues an event just gave hooks to, in the order given.
+    """Start idle queues that were just given hooks, in the order given (see :func:`deliver`)."""
+    batch: list[NotifyQueue] | None = None
+    for queue in queues:
+        batch = _start(queue, batch)
+    if batch is not None:
+        _schedule(batch)
+
+
+def deliver(queues: Sequence[NotifyQueue], hook: str, args: tuple[Any, ...], urgent: bool) -> None:
+    """Queue one hook call on each of ``queues``, and start those that were idle, in order.
 
     A queue with a task starts it (its first step goes to the end of the loop's ready queue); a
     run of plain queues next to each other shares one loop callback, at the place their tasks'
     first steps would have taken there, side by side.
     """
-    batch: list[tuple[NotifyQueue, object]] = []
+    batch: list[NotifyQueue] | None = None
     for queue in queues:
-        if queue.plain:
-            token = queue._scheduled = object()
-            batch.append((queue, token))
-            continue
-        if batch:
-            _schedule(batch)
-            batch = []
-        queue._start_task()
-    if batch:
+        if queue.add(hook, args, urgent=urgent):
+            batch = _start(queue, batch)
+    if batch is not None:
         _schedule(batch)
 
 
-def _schedule(batch: list[tuple[NotifyQueue, object]]) -> None:
-    batch[0][0]._loop.call_soon(_run_batch, batch)
+def _start(queue: NotifyQueue, batch: list[NotifyQueue] | None) -> list[NotifyQueue] | None:
+    """Start ``queue``: in ``batch`` (returned, made if None) if plain, else in its task."""
+    if queue.plain:
+        if batch is None:
+            batch = []
+        batch.append(queue)
+        queue._scheduled = batch  # the batch is the token its callback checks
+        return batch
+    if batch is not None:
+        _schedule(batch)
+    queue._start_task()
+    return None
 
 
-def _run_batch(batch: list[tuple[NotifyQueue, object]]) -> None:
-    for queue, token in batch:
+def _schedule(batch: list[NotifyQueue]) -> None:
+    batch[0]._loop.call_soon(_run_batch, batch)
+
+
+def _run_batch(batch: list[NotifyQueue]) -> None:
+    for queue in batch:
         # in a copy of the queue's context, as each of its tasks ran in a copy of it
-        queue._context.copy().run(queue._run_plain, token)
+        queue._context.copy().run(queue._run_plain, batch)
 
 
 def _overrides(mw: Middleware, hook: str) -> bool:

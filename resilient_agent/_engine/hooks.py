@@ -5,7 +5,7 @@ Three kinds of hooks:
 * **notify** (``on_*``, ``async``): told what happened; a failure is logged and reported, and the
   chain goes on. Each middleware sees the events in livekit's order ("the caller started
   speaking" overtakes bookkeeping), in a task of its own: one that is slow holds up only itself,
-  and there is no order across middleware.
+  and there is no order across middleware. Hooks marked :func:`never_waits` need no task.
 * **decide** (``decide_*``, plain functions): asked synchronously, inside livekit's own call, what
   to do; the first answer that is not None wins. They must not block.
 * **wrap** (``wrap_*``, ``async``): an onion around an action; the first middleware is outermost

@@ -24,8 +24,7 @@ from livekit.agents.llm import ChatContext, ChatMessage
 
 from .._engine.boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
 from .._engine.chain import NOBODY_SETTING_UP, MiddlewareChain
-from .._engine.dispatch import NotifyQueue
-from .._engine.dispatch import start as start_queues
+from .._engine.dispatch import NotifyQueue, deliver
 from .._engine.errors import MiddlewareNotUsed
 from .._engine.hooks import HOOKS, Middleware
 from .._engine.requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
@@ -87,11 +86,9 @@ class ChainRun:
         """Queue ``hook`` for every middleware that listens to it."""
         if self._closed:
             return
-        starting = [
-            queue for queue in self._listening.get(hook, ()) if queue.add(hook, args, urgent=urgent)
-        ]
-        if starting:
-            start_queues(starting)
+        queues = self._listening.get(hook)
+        if queues:
+            deliver(queues, hook, args, urgent)
 
     def runs_in_queue(self, task: asyncio.Task[Any] | None) -> bool:
         """Whether ``task`` runs one of this chain's notify hooks."""
