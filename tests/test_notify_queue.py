@@ -293,3 +293,38 @@ def test_a_plain_hook_that_waits_after_all_is_taken_over_by_a_task_under_its_bud
     ]
     assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
     assert reports[0][3] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
+
+
+def test_every_first_party_notify_hook_is_marked_never_waits() -> None:
+    # each is plain bookkeeping; an unmarked one would put its middleware back on a task per event
+    from resilient_agent.middleware import (
+        ContextIntegrity,
+        RealtimeInputHold,
+        RealtimeReplyWatch,
+        SilentReply,
+        SilentTurnGuard,
+        TurnKeeper,
+        WaitForCaller,
+        Watchdog,
+    )
+
+    from resilient_agent._engine.hooks import HOOKS, runs_without_a_task
+
+    for cls in (
+        ContextIntegrity,
+        RealtimeInputHold,
+        RealtimeReplyWatch,
+        SilentReply,
+        SilentTurnGuard,
+        TurnKeeper,
+        WaitForCaller,
+        Watchdog,
+    ):
+        overridden = [
+            hook
+            for hook, spec in HOOKS.items()
+            if spec.kind == "notify" and getattr(cls, hook) is not getattr(Middleware, hook)
+        ]
+        assert overridden, cls.__name__
+        unmarked = [hook for hook in overridden if not runs_without_a_task(cls(), hook)]
+        assert unmarked == [], cls.__name__
