@@ -1008,6 +1008,48 @@ def test_event_listeners_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
         check_event_listeners()
 
 
+def check_last_event_listener() -> None:
+    from resilient_agent._livekit.compat import last_event_listener
+
+    message = _change("test_last_event_listener_is_where_compat_expects_it")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        heard: list[str] = []
+
+        def first(_ev: object) -> None:
+            heard.append("first")
+
+        def second(_ev: object) -> None:
+            heard.append("second")
+
+        assert last_event_listener(session, "tick") is None, message
+        session.on("tick", first)
+        session.on("tick", second)
+        assert last_event_listener(session, "tick") is second, message
+        session.emit("tick", None)  # type: ignore[arg-type]
+        assert heard == ["first", "second"], message  # the last registered is called last
+        session.off("tick", second)
+        assert last_event_listener(session, "tick") is first, message
+
+    asyncio.run(check())
+
+
+def test_last_event_listener_is_where_compat_expects_it() -> None:
+    check_last_event_listener()
+
+
+def test_last_event_listener_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_LISTENERS", "_listeners")  # livekit renamed it
+    from livekit import rtc
+
+    assert compat.last_event_listener(rtc.EventEmitter(), "close") is compat.NOT_KNOWN
+    with pytest.raises(AssertionError, match=re.escape("changed the order or place")):
+        check_last_event_listener()
+
+
 def check_awaiting_a_speech_never_cancels_it() -> None:
     message = _change("test_awaiting_a_speech_never_cancels_it")
 

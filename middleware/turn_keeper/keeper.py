@@ -53,6 +53,7 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
     get_logger,
+    never_waits,
 )
 from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
 
@@ -269,6 +270,7 @@ class TurnKeeper(Middleware, WordRecovery):
         self._answerer.wake()
 
     # -- what the caller said ------------------------------------------------------------------
+    @never_waits
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
@@ -309,6 +311,7 @@ class TurnKeeper(Middleware, WordRecovery):
             frames = [f.frame for f in tap.window(onset, now)]
             self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
+    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
@@ -324,6 +327,7 @@ class TurnKeeper(Middleware, WordRecovery):
                 self._answerer.note_final_after_speech(ctx, self._speech_ended_at)
             self._answerer.wake()
 
+    @never_waits
     async def on_conversation_item(
         self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
     ) -> None:
@@ -346,11 +350,13 @@ class TurnKeeper(Middleware, WordRecovery):
                 self._words.add_earlier(carried)
             self._answerer.wake()  # the handoff is over: pending words may be answered now
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
         self._answerer.note_speech_done(loop_now())
         self._answerer.wake()
 
+    @never_waits
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:

@@ -20,6 +20,8 @@ from livekit.agents.voice import agent_activity
 from livekit.agents.voice.speech_handle import SpeechHandle
 from opentelemetry import context as otel_context
 
+from .._engine.fanout import NOT_KNOWN
+
 if TYPE_CHECKING:
     from livekit import rtc
     from livekit.rtc._proto import participant_pb2, track_pb2
@@ -30,6 +32,7 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "event_listeners",
+    "last_event_listener",
     "inference_speech",
     "link_publication_track",
     "livekit_session_report",
@@ -166,6 +169,21 @@ def event_listeners(emitter: Any, event: str) -> list[Any] | None:
     if not isinstance(events, dict):
         return None
     return list(events.get(event, ()))
+
+
+def last_event_listener(emitter: Any, event: str) -> Any:
+    """The callback registered last on ``emitter`` for ``event`` (None if none).
+
+    Read from livekit's ``EventEmitter._events`` (an insertion-ordered dict per event, the
+    order ``emit`` calls them in); ``fanout.NOT_KNOWN`` if livekit moved it.
+    """
+    events = getattr(emitter, _LISTENERS, None)
+    if not isinstance(events, dict):
+        return NOT_KNOWN
+    callbacks = events.get(event)
+    if not callbacks:
+        return None
+    return next(reversed(callbacks))
 
 
 def close_as_caller_left(session: Any) -> bool:
@@ -555,6 +573,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent._session.tools (toolsets)",
         "livekit moved EventEmitter._events",
         "test_event_listeners_is_where_compat_expects_it",
+    ),
+    Reliance(
+        "EventEmitter._events keeps each event's callbacks in registration order, the order "
+        "emit() calls them in: the session's listeners added one after another are registered "
+        "as one only while the run is the emitter's last listener",
+        "resilient_agent._engine.fanout (through the runtime)",
+        "livekit changed the order or place of EventEmitter._events",
+        "test_last_event_listener_is_where_compat_expects_it",
     ),
     Reliance(
         "AgentSession._root_span_context is the context of the running session's agent_session "
