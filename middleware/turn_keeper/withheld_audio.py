@@ -16,17 +16,30 @@ re-transcribe if the stream died now), and for the full ``keep_seconds`` when li
 part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
 sentence.
+
+Most frames pass while nothing a recheck reads can change: no speech is live (so none can
+withhold), the caller's state is the one the last recheck saw, and the last recheck found the
+tap steady (a trim alone). The session's events say when that stops: ``speech_created`` (a
+speech may withhold once current) and ``user_state_changed``, heard synchronously as livekit
+emits them, before any later frame passes. Until then a frame is only appended (the *quick*
+path); what the rechecks among those frames would have done (the last one's trim) is done in
+bulk at the next full look, which comes at the next event, after a few frames, or when the
+audio is read. The frames kept are the ones every recheck in full would keep.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
+from livekit.agents.voice.events import SpeechCreatedEvent
 from livekit.agents.voice.speech_handle import SpeechHandle
+
+from resilient_agent._engine.listeners import event_listener
 
 from ..recognition import recognize_frames
 from ..session_facts import stt_withheld_for
@@ -43,6 +56,10 @@ _RECHECK_S = 0.05
 PRE_ROLL_S = 0.4
 # What the next recheck has to do when nothing changes (WithheldAudioTap._note_steady).
 _NOT_STEADY, _QUIET, _IN_WINDOW = 0, 1, 2
+# Frames appended on the quick path before the tap looks in full again (and trims): the
+# memory held beyond the last trim, against one full look per this many frames.
+_QUICK_FRAMES = 8
+_NEVER = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -89,7 +106,13 @@ class WithheldAudioTap:
     than ``keep_seconds`` is ever kept.
     """
 
-    def __init__(self, session: AgentSession[Any], *, keep_seconds: float) -> None:
+    def __init__(
+        self,
+        session: AgentSession[Any],
+        *,
+        keep_seconds: float,
+        speeches: Iterable[SpeechHandle] = (),
+    ) -> None:
         self._session = session
         self._keep_seconds = keep_seconds
         # whether keep_seconds never bounds the pre-roll: then, while no recovery may need more,
@@ -116,13 +139,41 @@ class WithheldAudioTap:
         # whether the next recheck is a trim alone (see _note_steady), and from when in a window
         self._steady = _NOT_STEADY
         self._window_from = float("-inf")
+        # the quick path: frames before this time are only appended (see on_frame); the first
+        # of them is at this index of _frames (-1: none pending)
+        self._quick_until = _NEVER
+        self._quick_from = -1
+        # speeches created and not done: while one is, a recheck reads the session
+        self._live: set[SpeechHandle] = set()
+        for speech in speeches:
+            self._arm(speech)
+        self._listeners = (
+            ("user_state_changed", event_listener(self._caller_changed)),
+            ("speech_created", event_listener(self._speech_created)),
+        )
+        for event, listener in self._listeners:
+            session.on(event, listener)
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
+        # the quick path (see the module's doc): nothing withheld, nothing to look at
+        if now < self._quick_until:
+            self._frames.append((now, frame, False))
+            return
+        if self._quick_from >= 0:
+            self._settle()
+            self._quick_from = -1
+        if self._take(frame, now) and self._steady and not self._live:
+            # steady and no speech live: until an event, rechecks would only trim
+            self._quick_from = len(self._frames)
+            self._quick_until = now + _QUICK_FRAMES * frame.duration
+
+    def _take(self, frame: rtc.AudioFrame, now: float) -> bool:
+        """Keep one frame, rechecking when it is time to; whether it rechecked."""
         frames = self._frames
         if now - self._checked_at < _RECHECK_S:
             frames.append((now, frame, self._withheld))
-            return
+            return False
         # whole speech windows are re-transcribed, so 50 ms resolution is plenty; at RoomIO's
         # 50 ms frames every frame rechecks
         self._checked_at = now
@@ -143,15 +194,77 @@ class WithheldAudioTap:
                     frames.append((now, frame, False))
                     while frames[0][0] < horizon:
                         frames.popleft()
-                    return
+                    return True
             elif steady == _QUIET:
                 horizon = now - PRE_ROLL_S
                 frames.append((now, frame, False))
                 while frames[0][0] < horizon:
                     frames.popleft()
-                return
+                return True
         self._recheck(session, speech, now)
         frames.append((now, frame, self._withheld))
+        return True
+
+    def _settle(self) -> None:
+        """Do what the rechecks among the frames the quick path appended would have done.
+
+        Each was a steady one (see on_frame): a trim, the last one's dropping all the others'
+        would. Which of those frames rechecked follows from their times alone: a frame at least
+        ``_RECHECK_S`` after the one before it rechecked whatever came before; from the last
+        such frame (or the first quick one) on, the rechecks are walked as they ran.
+        """
+        frames, start = self._frames, self._quick_from
+        end = len(frames)
+        if start < 0 or start >= end:
+            return
+        self._quick_from = end
+        index = end - 1
+        while index > start and frames[index][0] - frames[index - 1][0] < _RECHECK_S:
+            index -= 1
+        checked = self._checked_at
+        if index > start:
+            checked = frames[index][0]
+            index += 1
+        else:
+            index = start
+        while index < end:
+            at = frames[index][0]
+            if at - checked >= _RECHECK_S:
+                checked = at
+            index += 1
+        if checked == self._checked_at:
+            return
+        self._checked_at = checked
+        if self._steady == _QUIET:
+            horizon = checked - PRE_ROLL_S
+        else:
+            horizon = checked - self._keep_seconds + _RECHECK_S
+            if self._window_from > horizon:
+                horizon = self._window_from
+        while frames[0][0] < horizon:
+            frames.popleft()
+        # the next quick frame's index, after the trim
+        self._quick_from = len(frames)
+
+    def _caller_changed(self, _: object) -> None:
+        # the next frame rechecks in full (reading the caller's state as it is then)
+        self._quick_until = _NEVER
+
+    def _speech_created(self, event: SpeechCreatedEvent) -> None:
+        self._arm(event.speech_handle)
+
+    def _arm(self, speech: SpeechHandle) -> None:
+        """Recheck in full until ``speech`` is done: once current, it may withhold."""
+        self._quick_until = _NEVER
+        live = self._live
+        if speech not in live and not speech.done():
+            live.add(speech)
+            speech.add_done_callback(live.discard)
+
+    def close(self) -> None:
+        """Stop following the session's events (the tap is no longer fed)."""
+        for event, listener in self._listeners:
+            self._session.off(event, listener)
 
     def _recheck(self, session: AgentSession[Any], speech: SpeechHandle | None, now: float) -> None:
         """Whether livekit withholds the caller's audio now, the caller's window, the trim.
@@ -256,6 +369,10 @@ class WithheldAudioTap:
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
+        self._settle()
+        previous._settle()
+        # the frames put in front move the indices: the next frame looks in full
+        self._quick_until, self._quick_from = _NEVER, -1
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
         self._frames.extendleft(reversed(earlier))
@@ -271,6 +388,7 @@ class WithheldAudioTap:
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
+        self._settle()
         found: list[TappedFrame] = []
         for at, frame, withheld in reversed(self._frames):
             if at < start:
@@ -288,6 +406,7 @@ class WithheldAudioTap:
         """
         if start >= self._withheld_frames_before:
             return False
+        self._settle()
         for at, _, withheld in reversed(self._frames):
             if at < start:
                 return False
@@ -298,6 +417,7 @@ class WithheldAudioTap:
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
+        self._settle()
         return sum(f[1].duration for f in self._frames)
 
 
