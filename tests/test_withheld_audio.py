@@ -400,6 +400,30 @@ def test_the_quick_path_is_taken_and_left_at_the_next_event() -> None:
     assert tap.window(3.0 - 0.4, 5.0)[0].at == pytest.approx(3.0 - 0.4)
 
 
+def test_a_protected_speech_holds_the_quick_path_only_until_it_is_done() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    session.agent_state = "speaking"  # the warm-up is over at the first recheck
+    tap.on_frame(frame, 0.0)
+    session.agent_state = "listening"
+    speech = _Handle(True, False, False)
+    session.current_speech = speech  # a speech the caller may interrupt withholds nothing
+    quick = []
+    for index in range(1, 60):
+        if index == 20:
+            speech.allow_interruptions = False  # protected in place, as the app may do
+        if index == 40:
+            for callback in speech.finish():
+                callback(speech)
+        at = index * 0.05
+        quick.append(at < tap._quick_until)
+        tap.on_frame(frame, at)
+    assert sum(quick[2:19]) > 12  # quick while the live speech may be interrupted
+    assert not any(quick[20:39])  # looked at in full while it is protected
+    assert sum(quick[41:]) > 12  # and quick again once it is done
+
+
 def test_a_closed_tap_no_longer_follows_the_session() -> None:
     session = _Session()
     tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]

@@ -17,14 +17,16 @@ part of it from the STT (the keeper reads it when the window closes, or the next
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
 sentence.
 
-Most frames pass while nothing a recheck reads can change: no speech is live (so none can
-withhold), the caller's state is the one the last recheck saw, and the last recheck found the
-tap steady (a trim alone). The session's events say when that stops: ``speech_created`` (a
-speech may withhold once current) and ``user_state_changed``, heard synchronously as livekit
-emits them, before any later frame passes. Until then a frame is only appended (the *quick*
-path); what the rechecks among those frames would have done (the last one's trim) is done in
-bulk at the next full look, which comes at the next event, after a few frames, or when the
-audio is read. The frames kept are the ones every recheck in full would keep.
+Most frames pass while nothing a recheck reads can change: the last recheck found the tap steady
+(a trim alone), the caller's state is the one it saw, and no speech that is live (created, not
+done) is protected, so none withholds whichever is current. The tap knows the live speeches
+and the caller's changes from the session's events (``speech_created``, ``user_state_changed``),
+heard synchronously as livekit emits them, before any later frame passes; whether a live speech
+is protected it asks at each frame (the app may protect one at any time). Until something
+changes a frame is only appended (the *quick* path); what the rechecks among those frames
+would have done (the last one's trim) is done in bulk at the next full look: at the next
+change, after a few frames, or when the audio is read. The frames kept, and their withheld
+flags, are those every recheck in full keeps.
 """
 
 from __future__ import annotations
@@ -156,17 +158,24 @@ class WithheldAudioTap:
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
-        # the quick path (see the module's doc): nothing withheld, nothing to look at
+        # the quick path (see the module's doc): no speech live can withhold, nothing to look at
         if now < self._quick_until:
-            self._frames.append((now, frame, False))
-            return
+            for speech in self._live:
+                if not speech.allow_interruptions:
+                    break  # a protected speech is live: it may be current
+            else:
+                self._frames.append((now, frame, False))
+                return
         if self._quick_from >= 0:
             self._settle()
             self._quick_from = -1
-        if self._take(frame, now) and self._steady and not self._live:
-            # steady and no speech live: until an event, rechecks would only trim
+        if self._take(frame, now) and self._steady:
+            # steady: until the caller's state changes, or a speech live may withhold, the
+            # rechecks would only trim
             self._quick_from = len(self._frames)
             self._quick_until = now + _QUICK_FRAMES * frame.duration
+        else:
+            self._quick_until = _NEVER
 
     def _take(self, frame: rtc.AudioFrame, now: float) -> bool:
         """Keep one frame, rechecking when it is time to; whether it rechecked."""
@@ -254,8 +263,7 @@ class WithheldAudioTap:
         self._arm(event.speech_handle)
 
     def _arm(self, speech: SpeechHandle) -> None:
-        """Recheck in full until ``speech`` is done: once current, it may withhold."""
-        self._quick_until = _NEVER
+        """Watch ``speech`` until it is done: once current, it withholds if protected."""
         live = self._live
         if speech not in live and not speech.done():
             live.add(speech)
