@@ -141,10 +141,10 @@ class WithheldAudioTap:
         # whether the next recheck is a trim alone (see _note_steady), and from when in a window
         self._steady = _NOT_STEADY
         self._window_from = float("-inf")
-        # the quick path: frames before this time are only appended (see on_frame); the first
-        # of them is at this index of _frames (-1: none pending)
+        # the quick path (see on_frame): taken by frames before this time, and whether the
+        # tap is on it (its rechecks' trim still to do)
         self._quick_until = _NEVER
-        self._quick_from = -1
+        self._quick = False
         # speeches created and not done: while one is, a recheck reads the session
         self._live: set[SpeechHandle] = set()
         for speech in speeches:
@@ -164,15 +164,17 @@ class WithheldAudioTap:
                 if not speech.allow_interruptions:
                     break  # a protected speech is live: it may be current
             else:
+                if now - self._checked_at >= _RECHECK_S:
+                    self._checked_at = now  # a steady recheck: its trim is done in bulk
                 self._frames.append((now, frame, False))
                 return
-        if self._quick_from >= 0:
+        if self._quick:
             self._settle()
-            self._quick_from = -1
+            self._quick = False
         if self._take(frame, now) and self._steady:
             # steady: until the caller's state changes, or a speech live may withhold, the
             # rechecks would only trim
-            self._quick_from = len(self._frames)
+            self._quick = True
             self._quick_until = now + _QUICK_FRAMES * frame.duration
         else:
             self._quick_until = _NEVER
@@ -215,45 +217,23 @@ class WithheldAudioTap:
         return True
 
     def _settle(self) -> None:
-        """Do what the rechecks among the frames the quick path appended would have done.
+        """The trim the rechecks on the quick path left to do: the last one's.
 
-        Each was a steady one (see on_frame): a trim, the last one's dropping all the others'
-        would. Which of those frames rechecked follows from their times alone: a frame at least
-        ``_RECHECK_S`` after the one before it rechecked whatever came before; from the last
-        such frame (or the first quick one) on, the rechecks are walked as they ran.
+        Each was a steady one (see on_frame), whose trim drops all the earlier ones' would.
         """
-        frames, start = self._frames, self._quick_from
-        end = len(frames)
-        if start < 0 or start >= end:
+        if not self._quick:
             return
-        self._quick_from = end
-        index = end - 1
-        while index > start and frames[index][0] - frames[index - 1][0] < _RECHECK_S:
-            index -= 1
         checked = self._checked_at
-        if index > start:
-            checked = frames[index][0]
-            index += 1
-        else:
-            index = start
-        while index < end:
-            at = frames[index][0]
-            if at - checked >= _RECHECK_S:
-                checked = at
-            index += 1
-        if checked == self._checked_at:
-            return
-        self._checked_at = checked
         if self._steady == _QUIET:
             horizon = checked - PRE_ROLL_S
         else:
             horizon = checked - self._keep_seconds + _RECHECK_S
             if self._window_from > horizon:
                 horizon = self._window_from
+        # a frame passed at the last recheck: the loop needs no emptiness test
+        frames = self._frames
         while frames[0][0] < horizon:
             frames.popleft()
-        # the next quick frame's index, after the trim
-        self._quick_from = len(frames)
 
     def _caller_changed(self, _: object) -> None:
         # the next frame rechecks in full (reading the caller's state as it is then)
@@ -379,8 +359,8 @@ class WithheldAudioTap:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
         self._settle()
         previous._settle()
-        # the frames put in front move the indices: the next frame looks in full
-        self._quick_until, self._quick_from = _NEVER, -1
+        # the next frame looks in full
+        self._quick_until, self._quick = _NEVER, False
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
         self._frames.extendleft(reversed(earlier))
