@@ -265,7 +265,7 @@ class _ReferenceTap(WithheldAudioTap):
                 horizon = now - PRE_ROLL_S
                 frames = self._frames
                 while frames and frames[0][0] < horizon:
-                    frames.popleft()
+                    del frames[0]
             else:
                 self._trim(now)
         self._frames.append((now, frame, self._withheld))

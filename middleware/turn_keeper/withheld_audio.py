@@ -31,9 +31,10 @@ flags, are those every recheck in full keeps.
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from livekit import rtc
@@ -122,7 +123,8 @@ class WithheldAudioTap:
         self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
-        self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
+        # (in time order: old ones are dropped in bulk, see _drop_before)
+        self._frames: list[tuple[float, rtc.AudioFrame, bool]] = []
         self._withheld = False
         self._withheld_at = float("-inf")
         # every withheld frame kept passed before this: a frame is withheld only at a recheck that
@@ -192,8 +194,7 @@ class WithheldAudioTap:
         speech = session.current_speech
         # most rechecks of a call are steady (see _note_steady): no speech withholds (one the
         # caller may interrupt never does), the caller's state is the last recheck's, so the
-        # recheck below would only trim; the new frame goes first, so the trim's loop needs no
-        # emptiness test (the new frame is never older than the horizon)
+        # recheck below would only trim
         steady = self._steady
         if steady and (speech is None or speech.allow_interruptions):
             if session.user_state == "speaking":
@@ -203,14 +204,12 @@ class WithheldAudioTap:
                     if window_from > horizon:
                         horizon = window_from
                     frames.append((now, frame, False))
-                    while frames[0][0] < horizon:
-                        frames.popleft()
+                    _drop_before(frames, horizon)
                     return True
             elif steady == _QUIET:
                 horizon = now - PRE_ROLL_S
                 frames.append((now, frame, False))
-                while frames[0][0] < horizon:
-                    frames.popleft()
+                _drop_before(frames, horizon)
                 return True
         self._recheck(session, speech, now)
         frames.append((now, frame, self._withheld))
@@ -230,10 +229,7 @@ class WithheldAudioTap:
             horizon = checked - self._keep_seconds + _RECHECK_S
             if self._window_from > horizon:
                 horizon = self._window_from
-        # a frame passed at the last recheck: the loop needs no emptiness test
-        frames = self._frames
-        while frames[0][0] < horizon:
-            frames.popleft()
+        _drop_before(self._frames, horizon)
 
     def _caller_changed(self, _: object) -> None:
         # the next frame rechecks in full (reading the caller's state as it is then)
@@ -351,9 +347,7 @@ class WithheldAudioTap:
             horizon = withheld_from
         if oldest_kept > horizon:
             horizon = oldest_kept
-        frames = self._frames
-        while frames and frames[0][0] < horizon:
-            frames.popleft()
+        _drop_before(self._frames, horizon)
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
@@ -363,7 +357,7 @@ class WithheldAudioTap:
         self._quick_until, self._quick = _NEVER, False
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
-        self._frames.extendleft(reversed(earlier))
+        self._frames[:0] = earlier
         self._withheld_frames_before = max(
             self._withheld_frames_before, previous._withheld_frames_before
         )
@@ -407,6 +401,16 @@ class WithheldAudioTap:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
         self._settle()
         return sum(f[1].duration for f in self._frames)
+
+
+_AT = itemgetter(0)
+
+
+def _drop_before(frames: list[tuple[float, rtc.AudioFrame, bool]], horizon: float) -> None:
+    """Drop the frames that passed before ``horizon``, all at once (``frames`` is in time order)."""
+    count = bisect_left(frames, horizon, key=_AT)
+    if count:
+        del frames[:count]
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:
