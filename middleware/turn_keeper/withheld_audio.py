@@ -32,14 +32,14 @@ flags, are those every recheck in full keeps.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
-from livekit.agents.voice.events import SpeechCreatedEvent
+from livekit.agents.voice.events import EventTypes, SpeechCreatedEvent
 from livekit.agents.voice.speech_handle import SpeechHandle
 
 from resilient_agent._engine.listeners import event_listener
@@ -151,7 +151,7 @@ class WithheldAudioTap:
         self._live: set[SpeechHandle] = set()
         for speech in speeches:
             self._arm(speech)
-        self._listeners = (
+        self._listeners: tuple[tuple[EventTypes, Callable[[Any], None]], ...] = (
             ("user_state_changed", event_listener(self._caller_changed)),
             ("speech_created", event_listener(self._speech_created)),
         )
