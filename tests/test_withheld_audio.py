@@ -424,6 +424,28 @@ def test_a_protected_speech_holds_the_quick_path_only_until_it_is_done() -> None
     assert sum(quick[41:]) > 12  # and quick again once it is done
 
 
+def test_a_speech_current_before_the_tap_was_made_still_holds_the_quick_path() -> None:
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    taps = []
+    for cls in (WithheldAudioTap, _ReferenceTap):
+        session = _Session()
+        session.agent_state = "speaking"  # the warm-up is over at the first recheck
+        speech = _Handle(True, False, False)
+        session.current_speech = speech  # created before the tap listens
+        tap = cls(session, keep_seconds=20.0)  # type: ignore[arg-type]
+        tap.on_frame(frame, 0.0)
+        session.agent_state = "listening"
+        taps.append((tap, speech))
+    for index in range(1, 40):
+        if index == 20:
+            for _, speech in taps:
+                speech.allow_interruptions = False  # protected in place: livekit withholds
+        for tap, _ in taps:
+            tap.on_frame(frame, index * 0.05)
+        assert _kept(taps[0][0]) == _kept(taps[1][0]), index
+    assert _kept(taps[0][0])[-1][1]  # withheld
+
+
 def test_a_closed_tap_no_longer_follows_the_session() -> None:
     session = _Session()
     tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]

@@ -106,7 +106,13 @@ class WithheldAudioTap:
 
     Feed it with :meth:`on_frame` (``MiddlewareContext.observe_audio`` does) and tell it about
     the session's transcripts with :meth:`note_transcript` (the TurnKeeper does). Nothing older
-    than ``keep_seconds`` is ever kept.
+    than ``keep_seconds`` is ever kept. It follows the session's events until :meth:`close`.
+
+    Args:
+        session: The session whose caller's audio it is fed.
+        keep_seconds: The most audio it keeps.
+        speeches: The speeches already live (created, not done) when it is made; it hears of
+            later ones as they are created (the session's current speech it asks itself).
     """
 
     def __init__(
@@ -149,7 +155,8 @@ class WithheldAudioTap:
         self._quick = False
         # speeches created and not done: while one is, a recheck reads the session
         self._live: set[SpeechHandle] = set()
-        for speech in speeches:
+        current = session.current_speech
+        for speech in (*speeches, current) if current is not None else speeches:
             self._arm(speech)
         self._listeners: tuple[tuple[EventTypes, Callable[[Any], None]], ...] = (
             ("user_state_changed", event_listener(self._caller_changed)),
