@@ -199,10 +199,15 @@ class TurnKeeper(Middleware, WordRecovery):
         else:
             if carried is not None and carried.tap is not None:
                 ctx.stop_observing_audio(carried.tap.on_frame)
+                carried.tap.close()
             if self.recover_withheld_audio:
-                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
+                # the speeches already live: the tap hears of later ones as they are created
+                live = [info.handle for info in ctx.state.speeches.values()]
+                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s, speeches=live)
                 if ctx.observe_audio(tap.on_frame):
                     self._tap = tap
+                else:
+                    tap.close()
         if carried is not None:
             self._take_over(ctx, carried)
         if self.merge and self.keep_text_input:
@@ -231,6 +236,7 @@ class TurnKeeper(Middleware, WordRecovery):
             def dropped(words: CarriedWords) -> None:
                 if tap is not None:
                     ctx.stop_observing_audio(tap.on_frame)
+                    tap.close()
                 words.dropped()
 
             ctx.carry(CARRY_KEY, carried, on_untaken=dropped)
@@ -239,6 +245,7 @@ class TurnKeeper(Middleware, WordRecovery):
             return
         if self._tap is not None:
             ctx.stop_observing_audio(self._tap.on_frame)
+            self._tap.close()
         if lost:
             logger.warning(
                 "user_words_lost",
