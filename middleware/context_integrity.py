@@ -52,6 +52,7 @@ from resilient_agent import (
     MiddlewareContext,
     ToolCall,
     ToolOutcome,
+    never_waits,
 )
 
 from .answered_turns import (
@@ -111,6 +112,7 @@ class ContextIntegrity(Middleware):
         self._outputs_carried: set[str] = set()
         self._results_awaiting_reply = False
 
+    @never_waits
     async def on_tool_exit(
         self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
     ) -> None:

@@ -46,6 +46,7 @@ from resilient_agent import (
     OptionChecker,
     SpeechInfo,
     get_logger,
+    never_waits,
 )
 
 from .session_facts import stt_is_withheld
@@ -140,10 +141,12 @@ class RealtimeInputHold(Middleware):
             ctx.carry(CARRY_KEY, carried, on_untaken=_dropped_at_handoff)
         self._ctx = None
 
+    @never_waits
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The model answers: the audio it was sent is no longer unanswered."""
         self._unanswered, self._unanswered_to = [], None
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The protected speech is over: a hold still on ends, even with no frame to show it."""
         if self._held_at is not None and not stt_is_withheld(ctx.session):

@@ -66,6 +66,7 @@ from resilient_agent import (
     ToolCall,
     ToolOutcome,
     get_logger,
+    never_waits,
 )
 
 from .clock import loop_now, on_loop_clock
@@ -150,6 +151,7 @@ class RealtimeReplyWatch(Middleware):
         if self._recovery is not None:
             self._recovery.cancel()
 
+    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
@@ -159,6 +161,7 @@ class RealtimeReplyWatch(Middleware):
             self._cut_retries = 0
             self._look_soon()
 
+    @never_waits
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:
@@ -172,6 +175,7 @@ class RealtimeReplyWatch(Middleware):
             self._quiet_from = now
             self._look_soon()
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A reply made after the caller's words that played out is their answer.
 
@@ -195,6 +199,7 @@ class RealtimeReplyWatch(Middleware):
             self._spoke_at = max(self._spoke_at, created)
             self._attempts = 0
 
+    @never_waits
     async def on_tool_exit(
         self, ctx: MiddlewareContext, call: ToolCall, outcome: ToolOutcome
     ) -> None:

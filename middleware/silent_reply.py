@@ -44,6 +44,7 @@ from resilient_agent import (
     SpeechInfo,
     Synthesis,
     get_logger,
+    never_waits,
 )
 
 from .tts_failure_count import TtsFailureCount
@@ -104,6 +105,7 @@ class SilentReply(Middleware):
             retry.cancel()
         self._retries.clear()
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """Say a finished reply again if nothing of it was audible."""
         if self._audio is None:

@@ -15,7 +15,14 @@ model that cannot speak is not asked forever. On a pipeline session it leaves th
 
 from __future__ import annotations
 
-from resilient_agent import Middleware, MiddlewareContext, MiddlewareNotUsed, SpeechInfo, get_logger
+from resilient_agent import (
+    Middleware,
+    MiddlewareContext,
+    MiddlewareNotUsed,
+    SpeechInfo,
+    get_logger,
+    never_waits,
+)
 
 __all__ = ["RACE", "SilentTurnGuard"]
 
@@ -40,12 +47,14 @@ class SilentTurnGuard(Middleware):
         if model_input is None or not model_input.available:
             raise MiddlewareNotUsed
 
+    @never_waits
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """The reply asked for after a silent turn is remembered, to be judged in its turn."""
         if self._retry_pending and speech.source == "generate_reply":
             self._retry_pending = False
             self._retry_id = speech.id
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A reply that ended uninterrupted with nothing in it is a silent turn."""
         handle = speech.handle

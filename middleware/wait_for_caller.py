@@ -52,6 +52,7 @@ from resilient_agent import (
     ResumeRequest,
     SpeechInfo,
     get_logger,
+    never_waits,
 )
 
 from .audio_level import AudioLevelMeter
@@ -200,10 +201,12 @@ class WaitForCaller(Middleware):
         await self._words.aclose()
         self._stop_following()
 
+    @never_waits
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """Follow the session's audio output if the app replaced it."""
         self._attach(ctx)
 
+    @never_waits
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
@@ -228,6 +231,7 @@ class WaitForCaller(Middleware):
         ):
             self._hold_if_protected(ctx, output, handle, on="start")
 
+    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:

@@ -50,6 +50,7 @@ from resilient_agent import (
     OptionChecker,
     SpeechInfo,
     get_logger,
+    never_waits,
 )
 
 from .audio_level import AudioLevelMeter
@@ -210,6 +211,7 @@ class Watchdog(Middleware):
             self._ledger = None
         self._ctx = None
 
+    @never_waits
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
@@ -219,6 +221,7 @@ class Watchdog(Middleware):
         if speaking:
             self._at_risk.set()
 
+    @never_waits
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:
@@ -227,10 +230,12 @@ class Watchdog(Middleware):
         # an interrupted speech shows as a change of state too: look again at every change
         self._at_risk.set()
 
+    @never_waits
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A live speech can stall."""
         self._at_risk.set()
 
+    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:

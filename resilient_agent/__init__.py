@@ -26,6 +26,7 @@ from ._engine.hooks import (
     Position,
     ToolCallNext,
     UserTurnNext,
+    never_waits,
 )
 from ._engine.listeners import event_listener
 from ._engine.log import get_logger
@@ -110,6 +111,7 @@ __all__ = [
     "default_middleware",
     "end_call_tool",
     "event_listener",
+    "never_waits",
     "get_logger",
     "has_capability",
     "interrupt_queued_speeches",

@@ -1008,6 +1008,48 @@ def test_event_listeners_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
         check_event_listeners()
 
 
+def check_last_event_listener() -> None:
+    from resilient_agent._livekit.compat import last_event_listener
+
+    message = _change("test_last_event_listener_is_where_compat_expects_it")
+
+    async def check() -> None:
+        session: AgentSession[Any] = AgentSession()
+        heard: list[str] = []
+
+        def first(_ev: object) -> None:
+            heard.append("first")
+
+        def second(_ev: object) -> None:
+            heard.append("second")
+
+        assert last_event_listener(session, "tick") is None, message
+        session.on("tick", first)
+        session.on("tick", second)
+        assert last_event_listener(session, "tick") is second, message
+        session.emit("tick", None)  # type: ignore[arg-type]
+        assert heard == ["first", "second"], message  # the last registered is called last
+        session.off("tick", second)
+        assert last_event_listener(session, "tick") is first, message
+
+    asyncio.run(check())
+
+
+def test_last_event_listener_is_where_compat_expects_it() -> None:
+    check_last_event_listener()
+
+
+def test_last_event_listener_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_LISTENERS", "_listeners")  # livekit renamed it
+    from livekit import rtc
+
+    assert compat.last_event_listener(rtc.EventEmitter(), "close") is compat.NOT_KNOWN
+    with pytest.raises(AssertionError, match=re.escape("changed the order or place")):
+        check_last_event_listener()
+
+
 def check_awaiting_a_speech_never_cancels_it() -> None:
     message = _change("test_awaiting_a_speech_never_cancels_it")
 
@@ -1073,3 +1115,37 @@ def test_the_provider_plugins_keep_the_endpoints_the_lab_redirects() -> None:
         assert client is not None, f"livekit-plugins-openai moved {type(plugin).__name__}._client"
         client.base_url = "http://127.0.0.1:1/v1"
         assert str(client.base_url) == "http://127.0.0.1:1/v1/"
+
+
+from pathlib import Path  # noqa: E402
+
+
+def check_place_played_audio(folder: Path) -> None:
+    from livekit.agents import Agent as PlainAgent
+
+    from resilient_agent.lab.catalog import CATALOG
+    from resilient_agent.testing import run_scenario
+    from resilient_agent.testing.audio_recording import AGENT_CHANNEL, recorded_channel
+    from resilient_agent.testing.session_report import session_report
+
+    message = _change("test_place_played_audio_is_where_compat_expects_it")
+    # the answer to the second question plays from 17.6 s to 19.35 s of the call
+    scenario = next(s for s in CATALOG if s.name == "provider/tts_returns_silence")
+    world, _ = run_scenario(scenario, PlainAgent, record_audio=folder / "call.ogg")
+    report = session_report(world)
+    agent, _ = recorded_channel(folder / "call.ogg", AGENT_CHANNEL)
+    offset = report["audio_recording_started_at"] - report["events"][0]["created_at"]
+    first, last = (round((t - offset) * 16_000) for t in (17.8, 19.2))
+    assert abs(agent[first:last].astype(int)).max() > 1_000, message
+
+
+def test_place_played_audio_is_where_compat_expects_it(tmp_path: Path) -> None:
+    check_place_played_audio(tmp_path)
+
+
+def test_place_played_audio_moved_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_RECORDER_PUT", "_put_item")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved RecorderIO._put")):
+        check_place_played_audio(tmp_path)

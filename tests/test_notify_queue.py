@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from resilient_agent import Middleware
-from resilient_agent._engine.dispatch import NotifyQueue
+from resilient_agent import Middleware, never_waits
+from resilient_agent._engine.dispatch import NotifyQueue, start
 from resilient_agent.testing import run_virtual
 
 CTX: Any = object()
@@ -56,7 +56,7 @@ def _run(mw: Recorder, script: Any) -> list[tuple[Any, ...]]:
         queue = NotifyQueue(mw, CTX, report)
         await script(queue)
         for _ in range(1000):
-            if queue.task is None:
+            if not queue.busy:
                 break
             await asyncio.sleep(0.05)
         assert queue.task is None, "a queue with nothing to run keeps no task"
@@ -207,3 +207,124 @@ def test_a_hook_that_returns_another_kind_of_awaitable_is_awaited_under_its_budg
     started = dict(mw.seen)
     assert [r[:3] for r in reports] == [("on_user_state", "HookTimeoutError", "cancelled")]
     assert started["after"] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
+
+
+class Plain(Middleware):
+    """Notify hooks marked never_waits: they run with no task."""
+
+    def __init__(self, name: str, into: list[str]) -> None:
+        super().__init__()
+        self.tag = name
+        self.into = into
+
+    @never_waits
+    async def on_user_state(self, ctx: Any, what: Any) -> None:
+        task = "no task" if asyncio.current_task() is None else "a task"
+        self.into.append(f"{self.tag}:{what} in {task}")
+
+
+class Tasked(Middleware):
+    def __init__(self, name: str, into: list[str]) -> None:
+        super().__init__()
+        self.tag = name
+        self.into = into
+
+    async def on_user_state(self, ctx: Any, what: Any) -> None:
+        task = "no task" if asyncio.current_task() is None else "a task"
+        self.into.append(f"{self.tag}:{what} in {task}")
+
+
+def test_plain_queues_an_event_starts_share_one_callback_where_their_tasks_would_run() -> None:
+    # three queues started by one event, the middle one with a task: the hooks run in the order
+    # the three tasks' first steps would have (side by side), before anything scheduled after
+    seen: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        queues = [
+            NotifyQueue(Plain("a", seen), CTX, lambda *_: None),
+            NotifyQueue(Tasked("b", seen), CTX, lambda *_: None),
+            NotifyQueue(Plain("c", seen), CTX, lambda *_: None),
+            NotifyQueue(Plain("d", seen), CTX, lambda *_: None),
+        ]
+        for queue in queues:
+            queue.open()
+        made = len(asyncio.all_tasks())
+        calls_before = len(loop._ready)  # type: ignore[attr-defined]
+        start([queue for queue in queues if queue.add("on_user_state", (1,), urgent=False)])
+        # two callbacks (a; then c and d together) and b's task: three handles, not four
+        assert len(loop._ready) - calls_before == 3  # type: ignore[attr-defined]
+        assert len(asyncio.all_tasks()) == made + 1
+        queues[0].add("on_user_state", (2,), urgent=False)  # joins the callback to come
+        loop.call_soon(seen.append, "after")
+        await asyncio.sleep(0.1)
+        assert all(not queue.busy for queue in queues)
+
+    run_virtual(main())
+    assert seen == [
+        "a:1 in no task",
+        "a:2 in no task",
+        "b:1 in a task",
+        "c:1 in no task",
+        "d:1 in no task",
+        "after",
+    ]
+
+
+def test_a_plain_hook_that_waits_after_all_is_taken_over_by_a_task_under_its_budget() -> None:
+    class WaitsAfterAll(Recorder):
+        @never_waits
+        async def on_user_state(self, ctx: Any, what: Any) -> None:
+            await self._record(what)
+
+        @never_waits
+        async def on_agent_state(self, ctx: Any, what: Any) -> None:
+            await self._record(what)
+
+    mw = WaitsAfterAll(hang={"stuck"})
+    reports = _run(mw, _agent_states("wait first", "stuck", "after"))
+    started = dict(mw.seen)
+    assert [w for w, _ in mw.seen] == [
+        "wait first",
+        "wait first done",
+        "stuck",
+        "after",
+        "after done",
+    ]
+    assert [r[:3] for r in reports] == [("on_agent_state", "HookTimeoutError", "cancelled")]
+    assert reports[0][3] == pytest.approx(started["stuck"] + 1.0, abs=0.01)
+
+
+def test_every_first_party_notify_hook_is_marked_never_waits() -> None:
+    # each is plain bookkeeping; an unmarked one would put its middleware back on a task per event
+    from resilient_agent.middleware import (
+        ContextIntegrity,
+        RealtimeInputHold,
+        RealtimeReplyWatch,
+        SilentReply,
+        SilentTurnGuard,
+        TurnKeeper,
+        WaitForCaller,
+        Watchdog,
+    )
+
+    from resilient_agent._engine.hooks import HOOKS, runs_without_a_task
+
+    for cls in (
+        ContextIntegrity,
+        RealtimeInputHold,
+        RealtimeReplyWatch,
+        SilentReply,
+        SilentTurnGuard,
+        TurnKeeper,
+        WaitForCaller,
+        Watchdog,
+    ):
+        overridden = [
+            hook
+            for hook, spec in HOOKS.items()
+            if spec.kind == "notify" and getattr(cls, hook) is not getattr(Middleware, hook)
+        ]
+        assert overridden, cls.__name__
+        unmarked = [hook for hook in overridden if not runs_without_a_task(cls(), hook)]
+        assert unmarked == [], cls.__name__

@@ -184,6 +184,12 @@ def test_the_audio_tap_keeps_a_bounded_window() -> None:
         user_state = "speaking"  # a caller the STT never transcribes: kept, up to the bound
         options = Options()
 
+        def on(self, event: str, listener: object) -> None:
+            pass  # no event in this call: the caller speaks throughout
+
+        def off(self, event: str, listener: object) -> None:
+            pass
+
     tap = WithheldAudioTap(Session(), keep_seconds=2.0)  # type: ignore[arg-type]
     silence = np.zeros(160, dtype=np.int16).tobytes()
     for index in range(1000):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +27,9 @@ class _Speech:
     def done(self) -> bool:
         return False
 
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        pass  # never done
+
 
 class _Options:
     aec_warmup_duration = None
@@ -32,11 +37,48 @@ class _Options:
 
 
 class _Session:
+    """The session's state as the tap reads it, and its events as livekit emits them.
+
+    As in livekit, a speech is created (``speech_created``) before it is current, and a change
+    of the caller's state is emitted right after it is made (``user_state_changed``).
+    """
+
     def __init__(self) -> None:
-        self.current_speech: Any = None
+        self._listeners: dict[str, list[Callable[[Any], None]]] = {}
+        self._current_speech: Any = None
+        self._user_state = "listening"
         self.agent_state = "listening"
-        self.user_state = "listening"
         self.options = _Options()
+
+    def on(self, event: str, listener: Callable[[Any], None]) -> None:
+        self._listeners.setdefault(event, []).append(listener)
+
+    def off(self, event: str, listener: Callable[[Any], None]) -> None:
+        self._listeners[event].remove(listener)
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        for listener in list(self._listeners.get(event, ())):
+            listener(SimpleNamespace(**fields))
+
+    @property
+    def current_speech(self) -> Any:
+        return self._current_speech
+
+    @current_speech.setter
+    def current_speech(self, speech: Any) -> None:
+        if speech is not None and speech is not self._current_speech:
+            self._emit("speech_created", speech_handle=speech)
+        self._current_speech = speech
+
+    @property
+    def user_state(self) -> str:
+        return self._user_state
+
+    @user_state.setter
+    def user_state(self, state: str) -> None:
+        if state != self._user_state:
+            old, self._user_state = self._user_state, state
+            self._emit("user_state_changed", old_state=old, new_state=state)
 
 
 def _feed(tap: WithheldAudioTap, start: float, end: float) -> float:
@@ -223,20 +265,31 @@ class _ReferenceTap(WithheldAudioTap):
                 horizon = now - PRE_ROLL_S
                 frames = self._frames
                 while frames and frames[0][0] < horizon:
-                    frames.popleft()
+                    del frames[0]
             else:
                 self._trim(now)
         self._frames.append((now, frame, self._withheld))
 
 
 class _Handle:
+    """A speech as the tap sees it: created live, protected or not, done at some point."""
+
     def __init__(self, allow_interruptions: bool, interrupted: bool, done: bool) -> None:
         self.allow_interruptions = allow_interruptions
         self.interrupted = interrupted
         self._done = done
+        self._callbacks: list[Callable[[Any], None]] = []
 
     def done(self) -> bool:
         return self._done
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self._callbacks.append(callback)
+
+    def finish(self) -> list[Callable[[Any], None]]:
+        """Done now; the callbacks to call (livekit calls them a step later)."""
+        self._done = True
+        return self._callbacks
 
 
 class _WarmingOptions(_Options):
@@ -244,54 +297,161 @@ class _WarmingOptions(_Options):
 
 
 def _kept(tap: WithheldAudioTap) -> list[tuple[float, bool]]:
-    return [(at, withheld) for at, _, withheld in tap._frames]
+    return [(f.at, f.withheld) for f in tap.window(float("-inf"), float("inf"))]
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("keep_seconds", [20.0, 0.3])
+@pytest.mark.parametrize("keep_seconds", [2.0, 0.3])
 @pytest.mark.parametrize("frame_s", [0.05, 0.01])
-def test_the_steady_recheck_keeps_what_the_full_recheck_keeps(
+def test_the_quick_and_steady_paths_keep_what_the_full_recheck_keeps(
     seed: int, keep_seconds: float, frame_s: float
 ) -> None:
-    # the short way of most rechecks (a trim alone while nothing changes) against every recheck
-    # in full: the same frames kept, with the same withheld flags, whatever the session does
+    # the quick path (frames only appended between the session's events) and the steady recheck
+    # (a trim alone) against every recheck in full, reading the session at every one: the same
+    # frames kept, with the same withheld flags, whatever the session does and whenever the
+    # tap is read
     rng = random.Random(seed)
-    speeches = [
-        None,
-        _Handle(True, False, False),
-        _Handle(False, False, False),
-        _Handle(False, True, False),
-        _Handle(False, False, True),
-    ]
     sessions, taps = [], []
     for cls in (WithheldAudioTap, _ReferenceTap):
         session = _Session()
-        if seed % 2:
+        if seed == 1:
             session.options = _WarmingOptions()
         sessions.append(session)
         taps.append(cls(session, keep_seconds=keep_seconds))  # type: ignore[arg-type]
     at = 0.0
     frame = rtc.AudioFrame(_NOISE, 16000, 1, 160)
-    for _ in range(1500):
+    live: list[list[_Handle]] = []  # each speech as the two sessions have it
+    later: list[tuple[Callable[[Any], None], _Handle]] = []
+    compared = quick = 0
+    for _ in range(3000):
         roll = rng.random()
         change: dict[str, Any] = {}
-        if roll < 0.03:
-            change["current_speech"] = rng.choice(speeches)
-        elif roll < 0.06:
+        if roll < 0.006:
+            protected, interrupted = rng.random() < 0.3, rng.random() < 0.2
+            pair = [_Handle(not protected, interrupted, False) for _ in sessions]
+            live.append(pair)
+            change["current_speech"] = pair
+        elif roll < 0.02 and live:
+            # a live speech is done: livekit leaves it current, or lets it go
+            pair = live.pop(rng.randrange(len(live)))
+            for handle, session in zip(pair, sessions, strict=True):
+                later.extend((callback, handle) for callback in handle.finish())
+                if session.current_speech is handle and rng.random() < 0.7:
+                    session.current_speech = None
+        elif roll < 0.025 and live:
+            # the app protects a live speech, or lets the caller interrupt it, in place
+            pair = rng.choice(live)
+            value = rng.random() < 0.5
+            for handle in pair:
+                handle.allow_interruptions = value or handle.interrupted
+        elif roll < 0.035:
             change["user_state"] = rng.choice(["speaking", "listening"])
-        elif roll < 0.08:
+        elif roll < 0.045:
             change["agent_state"] = rng.choice(["speaking", "listening", "thinking"])
-        elif roll < 0.1:
-            final = rng.random() < 0.5
+        elif roll < 0.06:
+            final = rng.random() < 0.8
             for tap in taps:
                 tap.note_transcript(final=final, now=at)
-        for session in sessions:
+        for index, session in enumerate(sessions):
             for name, value in change.items():
-                setattr(session, name, value)
-        at = round(at + frame_s * rng.choice([1.0, 1.0, 0.9, 1.1]), 6)
+                setattr(session, name, value[index] if name == "current_speech" else value)
+        # RoomIO's frames at a fixed step (whose sums round), or with jitter
+        step = frame_s if seed < 2 else frame_s * rng.choice([1.0, 1.0, 0.9, 1.1])
+        at = round(at + step, 6) if seed % 2 else at + step
+        quick += at < taps[0]._quick_until
         for tap in taps:
             tap.on_frame(frame, at)
-        assert _kept(taps[0]) == _kept(taps[1]), f"at {at}"
+        done, later = later, []
+        for callback, handle in done:
+            callback(handle)
+        if rng.random() < 0.05:
+            compared += 1
+            assert _kept(taps[0]) == _kept(taps[1]), f"at {at}"
+            start = at - rng.random() * 2
+            expected = any(f.withheld for f in taps[1].window(start, at))
+            assert taps[0].withheld_within(start, at) == expected
+    assert _kept(taps[0]) == _kept(taps[1])
+    assert compared > 100
+    # the quick path ran (keep_seconds that bound the pre-roll keep every recheck in full)
+    assert quick > 200 if keep_seconds > 1 else not quick
+
+
+def test_the_quick_path_is_taken_and_left_at_the_next_event() -> None:
+    # a quiet line with no speech live (the warm-up over): frames are only appended until the
+    # caller speaks, and the window then opens where a recheck in full opens it
+    sessions = [_Session(), _Session()]
+    tap = WithheldAudioTap(sessions[0], keep_seconds=20.0)  # type: ignore[arg-type]
+    reference = _ReferenceTap(sessions[1], keep_seconds=20.0)  # type: ignore[arg-type]
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    quick = 0
+    for index in range(100):
+        at = index * 0.05
+        for session in sessions:
+            session.agent_state = "speaking" if index < 2 else "listening"
+            if index == 60:
+                session.user_state = "speaking"
+        quick += at < tap._quick_until  # appended without a look at the session
+        tap.on_frame(frame, at)
+        reference.on_frame(frame, at)
+        if index == 60:
+            assert at >= tap._quick_until  # the caller's state changed: looked at in full
+    assert quick > 70
+    assert _kept(tap) == _kept(reference)
+    assert tap.window(3.0 - 0.4, 5.0)[0].at == pytest.approx(3.0 - 0.4)
+
+
+def test_a_protected_speech_holds_the_quick_path_only_until_it_is_done() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    session.agent_state = "speaking"  # the warm-up is over at the first recheck
+    tap.on_frame(frame, 0.0)
+    session.agent_state = "listening"
+    speech = _Handle(True, False, False)
+    session.current_speech = speech  # a speech the caller may interrupt withholds nothing
+    quick = []
+    for index in range(1, 60):
+        if index == 20:
+            speech.allow_interruptions = False  # protected in place, as the app may do
+        if index == 40:
+            for callback in speech.finish():
+                callback(speech)
+        at = index * 0.05
+        quick.append(at < tap._quick_until)
+        tap.on_frame(frame, at)
+    assert sum(quick[2:19]) > 12  # quick while the live speech may be interrupted
+    assert not any(quick[20:39])  # looked at in full while it is protected
+    assert sum(quick[41:]) > 12  # and quick again once it is done
+
+
+def test_a_speech_current_before_the_tap_was_made_still_holds_the_quick_path() -> None:
+    frame = rtc.AudioFrame(_NOISE * 5, 16000, 1, 800)
+    taps = []
+    for cls in (WithheldAudioTap, _ReferenceTap):
+        session = _Session()
+        session.agent_state = "speaking"  # the warm-up is over at the first recheck
+        speech = _Handle(True, False, False)
+        session.current_speech = speech  # created before the tap listens
+        tap = cls(session, keep_seconds=20.0)  # type: ignore[arg-type]
+        tap.on_frame(frame, 0.0)
+        session.agent_state = "listening"
+        taps.append((tap, speech))
+    for index in range(1, 40):
+        if index == 20:
+            for _, speech in taps:
+                speech.allow_interruptions = False  # protected in place: livekit withholds
+        for tap, _ in taps:
+            tap.on_frame(frame, index * 0.05)
+        assert _kept(taps[0][0]) == _kept(taps[1][0]), index
+    assert _kept(taps[0][0])[-1][1]  # withheld
+
+
+def test_a_closed_tap_no_longer_follows_the_session() -> None:
+    session = _Session()
+    tap = WithheldAudioTap(session, keep_seconds=20.0)  # type: ignore[arg-type]
+    assert session._listeners["user_state_changed"]
+    tap.close()
+    assert not any(session._listeners.values())
 
 
 @pytest.mark.parametrize("user_state", ["listening", "speaking"])
@@ -311,6 +471,6 @@ def test_the_warm_up_is_asked_at_every_recheck_until_it_is_over(user_state: str)
         for tap in taps:
             tap.on_frame(frame, n * 0.05)
         assert _kept(taps[0]) == _kept(taps[1])
-        flags.append(taps[0]._frames[-1][2])
+        flags.append(taps[0].window(float("-inf"), float("inf"))[-1].withheld)
     # withheld for the warm-up's second of agent speech, then heard
     assert flags[:20] == [True] * 20 and flags[-10:] == [False] * 10

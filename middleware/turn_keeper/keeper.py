@@ -53,6 +53,7 @@ from resilient_agent import (
     UserTurn,
     UserTurnNext,
     get_logger,
+    never_waits,
 )
 from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
 
@@ -198,10 +199,15 @@ class TurnKeeper(Middleware, WordRecovery):
         else:
             if carried is not None and carried.tap is not None:
                 ctx.stop_observing_audio(carried.tap.on_frame)
+                carried.tap.close()
             if self.recover_withheld_audio:
-                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s)
+                # the speeches already live: the tap hears of later ones as they are created
+                live = [info.handle for info in ctx.state.speeches.values()]
+                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s, speeches=live)
                 if ctx.observe_audio(tap.on_frame):
                     self._tap = tap
+                else:
+                    tap.close()
         if carried is not None:
             self._take_over(ctx, carried)
         if self.merge and self.keep_text_input:
@@ -230,6 +236,7 @@ class TurnKeeper(Middleware, WordRecovery):
             def dropped(words: CarriedWords) -> None:
                 if tap is not None:
                     ctx.stop_observing_audio(tap.on_frame)
+                    tap.close()
                 words.dropped()
 
             ctx.carry(CARRY_KEY, carried, on_untaken=dropped)
@@ -238,6 +245,7 @@ class TurnKeeper(Middleware, WordRecovery):
             return
         if self._tap is not None:
             ctx.stop_observing_audio(self._tap.on_frame)
+            self._tap.close()
         if lost:
             logger.warning(
                 "user_words_lost",
@@ -269,6 +277,7 @@ class TurnKeeper(Middleware, WordRecovery):
         self._answerer.wake()
 
     # -- what the caller said ------------------------------------------------------------------
+    @never_waits
     async def on_user_state(
         self, ctx: MiddlewareContext, ev: lk_events.UserStateChangedEvent
     ) -> None:
@@ -309,6 +318,7 @@ class TurnKeeper(Middleware, WordRecovery):
             frames = [f.frame for f in tap.window(onset, now)]
             self._start_recovery(ctx, started, now, frames, livekit_may_answer)
 
+    @never_waits
     async def on_user_transcript(
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
@@ -324,6 +334,7 @@ class TurnKeeper(Middleware, WordRecovery):
                 self._answerer.note_final_after_speech(ctx, self._speech_ended_at)
             self._answerer.wake()
 
+    @never_waits
     async def on_conversation_item(
         self, ctx: MiddlewareContext, ev: lk_events.ConversationItemAddedEvent
     ) -> None:
@@ -346,11 +357,13 @@ class TurnKeeper(Middleware, WordRecovery):
                 self._words.add_earlier(carried)
             self._answerer.wake()  # the handoff is over: pending words may be answered now
 
+    @never_waits
     async def on_speech_done(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A blocking speech may have ended: look again."""
         self._answerer.note_speech_done(loop_now())
         self._answerer.wake()
 
+    @never_waits
     async def on_agent_state(
         self, ctx: MiddlewareContext, ev: lk_events.AgentStateChangedEvent
     ) -> None:

@@ -16,17 +16,33 @@ re-transcribe if the stream died now), and for the full ``keep_seconds`` when li
 part of it from the STT (the keeper reads it when the window closes, or the next agent's keeper
 after a handoff). On a call where nothing is withheld the tap holds about the caller's current
 sentence.
+
+Most frames pass while nothing a recheck reads can change: the last recheck found the tap steady
+(a trim alone), the caller's state is the one it saw, and no speech that is live (created, not
+done) is protected, so none withholds whichever is current. The tap knows the live speeches
+and the caller's changes from the session's events (``speech_created``, ``user_state_changed``),
+heard synchronously as livekit emits them, before any later frame passes; whether a live speech
+is protected it asks at each frame (the app may protect one at any time). Until something
+changes a frame is only appended (the *quick* path); what the rechecks among those frames
+would have done (the last one's trim) is done in bulk at the next full look: at the next
+change, after a few frames, or when the audio is read. The frames kept, and their withheld
+flags, are those every recheck in full keeps.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, stt
+from livekit.agents.voice.events import EventTypes, SpeechCreatedEvent
 from livekit.agents.voice.speech_handle import SpeechHandle
+
+from resilient_agent._engine.listeners import event_listener
 
 from ..recognition import recognize_frames
 from ..session_facts import stt_withheld_for
@@ -43,6 +59,10 @@ _RECHECK_S = 0.05
 PRE_ROLL_S = 0.4
 # What the next recheck has to do when nothing changes (WithheldAudioTap._note_steady).
 _NOT_STEADY, _QUIET, _IN_WINDOW = 0, 1, 2
+# Frames appended on the quick path before the tap looks in full again (and trims): the
+# memory held beyond the last trim, against one full look per this many frames.
+_QUICK_FRAMES = 8
+_NEVER = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -86,10 +106,22 @@ class WithheldAudioTap:
 
     Feed it with :meth:`on_frame` (``MiddlewareContext.observe_audio`` does) and tell it about
     the session's transcripts with :meth:`note_transcript` (the TurnKeeper does). Nothing older
-    than ``keep_seconds`` is ever kept.
+    than ``keep_seconds`` is ever kept. It follows the session's events until :meth:`close`.
+
+    Args:
+        session: The session whose caller's audio it is fed.
+        keep_seconds: The most audio it keeps.
+        speeches: The speeches already live (created, not done) when it is made; it hears of
+            later ones as they are created (the session's current speech it asks itself).
     """
 
-    def __init__(self, session: AgentSession[Any], *, keep_seconds: float) -> None:
+    def __init__(
+        self,
+        session: AgentSession[Any],
+        *,
+        keep_seconds: float,
+        speeches: Iterable[SpeechHandle] = (),
+    ) -> None:
         self._session = session
         self._keep_seconds = keep_seconds
         # whether keep_seconds never bounds the pre-roll: then, while no recovery may need more,
@@ -97,7 +129,8 @@ class WithheldAudioTap:
         self._pre_roll_only = keep_seconds - _RECHECK_S > PRE_ROLL_S + _RECHECK_S
         self._warmup = _WarmupClock(session)
         # plain tuples (at, frame, withheld): this runs for every 10-20 ms frame of the call
-        self._frames: deque[tuple[float, rtc.AudioFrame, bool]] = deque()
+        # (in time order: old ones are dropped in bulk, see _drop_before)
+        self._frames: list[tuple[float, rtc.AudioFrame, bool]] = []
         self._withheld = False
         self._withheld_at = float("-inf")
         # every withheld frame kept passed before this: a frame is withheld only at a recheck that
@@ -116,13 +149,51 @@ class WithheldAudioTap:
         # whether the next recheck is a trim alone (see _note_steady), and from when in a window
         self._steady = _NOT_STEADY
         self._window_from = float("-inf")
+        # the quick path (see on_frame): taken by frames before this time, and whether the
+        # tap is on it (its rechecks' trim still to do)
+        self._quick_until = _NEVER
+        self._quick = False
+        # speeches created and not done: while one is, a recheck reads the session
+        self._live: set[SpeechHandle] = set()
+        current = session.current_speech
+        for speech in (*speeches, current) if current is not None else speeches:
+            self._arm(speech)
+        self._listeners: tuple[tuple[EventTypes, Callable[[Any], None]], ...] = (
+            ("user_state_changed", event_listener(self._caller_changed)),
+            ("speech_created", event_listener(self._speech_created)),
+        )
+        for event, listener in self._listeners:
+            session.on(event, listener)
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
+        # the quick path (see the module's doc): no speech live can withhold, nothing to look at
+        if now < self._quick_until:
+            for speech in self._live:
+                if not speech.allow_interruptions:
+                    break  # a protected speech is live: it may be current
+            else:
+                if now - self._checked_at >= _RECHECK_S:
+                    self._checked_at = now  # a steady recheck: its trim is done in bulk
+                self._frames.append((now, frame, False))
+                return
+        if self._quick:
+            self._settle()
+            self._quick = False
+        if self._take(frame, now) and self._steady:
+            # steady: until the caller's state changes, or a speech live may withhold, the
+            # rechecks would only trim
+            self._quick = True
+            self._quick_until = now + _QUICK_FRAMES * frame.duration
+        else:
+            self._quick_until = _NEVER
+
+    def _take(self, frame: rtc.AudioFrame, now: float) -> bool:
+        """Keep one frame, rechecking when it is time to; whether it rechecked."""
         frames = self._frames
         if now - self._checked_at < _RECHECK_S:
             frames.append((now, frame, self._withheld))
-            return
+            return False
         # whole speech windows are re-transcribed, so 50 ms resolution is plenty; at RoomIO's
         # 50 ms frames every frame rechecks
         self._checked_at = now
@@ -130,8 +201,7 @@ class WithheldAudioTap:
         speech = session.current_speech
         # most rechecks of a call are steady (see _note_steady): no speech withholds (one the
         # caller may interrupt never does), the caller's state is the last recheck's, so the
-        # recheck below would only trim; the new frame goes first, so the trim's loop needs no
-        # emptiness test (the new frame is never older than the horizon)
+        # recheck below would only trim
         steady = self._steady
         if steady and (speech is None or speech.allow_interruptions):
             if session.user_state == "speaking":
@@ -141,17 +211,51 @@ class WithheldAudioTap:
                     if window_from > horizon:
                         horizon = window_from
                     frames.append((now, frame, False))
-                    while frames[0][0] < horizon:
-                        frames.popleft()
-                    return
+                    _drop_before(frames, horizon)
+                    return True
             elif steady == _QUIET:
                 horizon = now - PRE_ROLL_S
                 frames.append((now, frame, False))
-                while frames[0][0] < horizon:
-                    frames.popleft()
-                return
+                _drop_before(frames, horizon)
+                return True
         self._recheck(session, speech, now)
         frames.append((now, frame, self._withheld))
+        return True
+
+    def _settle(self) -> None:
+        """The trim the rechecks on the quick path left to do: the last one's.
+
+        Each was a steady one (see on_frame), whose trim drops all the earlier ones' would.
+        """
+        if not self._quick:
+            return
+        checked = self._checked_at
+        if self._steady == _QUIET:
+            horizon = checked - PRE_ROLL_S
+        else:
+            horizon = checked - self._keep_seconds + _RECHECK_S
+            if self._window_from > horizon:
+                horizon = self._window_from
+        _drop_before(self._frames, horizon)
+
+    def _caller_changed(self, _: object) -> None:
+        # the next frame rechecks in full (reading the caller's state as it is then)
+        self._quick_until = _NEVER
+
+    def _speech_created(self, event: SpeechCreatedEvent) -> None:
+        self._arm(event.speech_handle)
+
+    def _arm(self, speech: SpeechHandle) -> None:
+        """Watch ``speech`` until it is done: once current, it withholds if protected."""
+        live = self._live
+        if speech not in live and not speech.done():
+            live.add(speech)
+            speech.add_done_callback(live.discard)
+
+    def close(self) -> None:
+        """Stop following the session's events (the tap is no longer fed)."""
+        for event, listener in self._listeners:
+            self._session.off(event, listener)
 
     def _recheck(self, session: AgentSession[Any], speech: SpeechHandle | None, now: float) -> None:
         """Whether livekit withholds the caller's audio now, the caller's window, the trim.
@@ -250,15 +354,17 @@ class WithheldAudioTap:
             horizon = withheld_from
         if oldest_kept > horizon:
             horizon = oldest_kept
-        frames = self._frames
-        while frames and frames[0][0] < horizon:
-            frames.popleft()
+        _drop_before(self._frames, horizon)
 
     def take_over(self, previous: WithheldAudioTap) -> None:
         """Put the audio ``previous`` kept (a handed-off agent's tap) in front of this one's."""
+        self._settle()
+        previous._settle()
+        # the next frame looks in full
+        self._quick_until, self._quick = _NEVER, False
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
-        self._frames.extendleft(reversed(earlier))
+        self._frames[:0] = earlier
         self._withheld_frames_before = max(
             self._withheld_frames_before, previous._withheld_frames_before
         )
@@ -271,6 +377,7 @@ class WithheldAudioTap:
 
     def window(self, start: float, end: float) -> list[TappedFrame]:
         """The frames that passed between ``start`` and ``end`` (loop time)."""
+        self._settle()
         found: list[TappedFrame] = []
         for at, frame, withheld in reversed(self._frames):
             if at < start:
@@ -288,6 +395,7 @@ class WithheldAudioTap:
         """
         if start >= self._withheld_frames_before:
             return False
+        self._settle()
         for at, _, withheld in reversed(self._frames):
             if at < start:
                 return False
@@ -298,7 +406,18 @@ class WithheldAudioTap:
     @property
     def buffered_seconds(self) -> float:
         """Seconds of audio held right now (bounded by ``keep_seconds``)."""
+        self._settle()
         return sum(f[1].duration for f in self._frames)
+
+
+_AT = itemgetter(0)
+
+
+def _drop_before(frames: list[tuple[float, rtc.AudioFrame, bool]], horizon: float) -> None:
+    """Drop the frames that passed before ``horizon``, all at once (``frames`` is in time order)."""
+    count = bisect_left(frames, horizon, key=_AT)
+    if count:
+        del frames[:count]
 
 
 def _earliest(current: float | None, candidate: float | None) -> float | None:

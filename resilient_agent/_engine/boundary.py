@@ -44,6 +44,7 @@ __all__ = [
     "PASS_THROUGH",
     "Budget",
     "HookTimeoutError",
+    "Resumed",
     "StrayCancellationError",
     "guarded_wrap",
     "stray_cancellation",
@@ -145,7 +146,7 @@ class Budget:
             hook_call = getattr(mw, hook)(ctx, *args)
             if type(hook_call) is CoroutineType:
                 try:
-                    waiting = _Resumed(hook_call, hook_call.send(None))
+                    waiting = Resumed(hook_call, hook_call.send(None))
                 except StopIteration:
                     return  # the hook ended in its first step, without waiting for anything
             else:
@@ -159,7 +160,16 @@ class Budget:
         except Exception as exc:
             report(mw, hook, exc, "continued_without_it")
             return
-        self._count_from_now()
+        self.count_from_now()
+        await self.settle_notify(mw, hook, waiting, report)
+
+    async def settle_notify(
+        self, mw: Named, hook: str, waiting: Awaitable[Any], report: Reporter
+    ) -> None:
+        """Await what a notify hook waits for, under this budget (from :meth:`count_from_now`).
+
+        A failure is reported, never raised.
+        """
         try:
             await waiting
         except asyncio.CancelledError:
@@ -179,7 +189,8 @@ class Budget:
         finally:
             self._disarm()
 
-    def _count_from_now(self) -> None:
+    def count_from_now(self) -> None:
+        """Start counting now, with a timer due when the budget runs out."""
         # the hook has already yielded to the loop, so the timer is set at once (no call_soon
         # hop as in _arm: that spares a timer only to hooks that never wait)
         self.expired = False
@@ -297,7 +308,7 @@ def _missing_answer(hook: str, result: Any, inner: _Inner) -> str | None:
     return None
 
 
-class _Resumed:
+class Resumed:
     """Awaits the rest of a hook coroutine whose first step already ran (and waits on ``first``).
 
     What ``await`` does with a coroutine, from its second step on: each value it yields goes up

@@ -5,7 +5,7 @@ Three kinds of hooks:
 * **notify** (``on_*``, ``async``): told what happened; a failure is logged and reported, and the
   chain goes on. Each middleware sees the events in livekit's order ("the caller started
   speaking" overtakes bookkeeping), in a task of its own: one that is slow holds up only itself,
-  and there is no order across middleware.
+  and there is no order across middleware. Hooks marked :func:`never_waits` need no task.
 * **decide** (``decide_*``, plain functions): asked synchronously, inside livekit's own call, what
   to do; the first answer that is not None wins. They must not block.
 * **wrap** (``wrap_*``, ``async``): an onion around an action; the first middleware is outermost
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from livekit.agents.voice import events as lk_events
 
@@ -48,6 +48,8 @@ __all__ = [
     "Position",
     "ToolCallNext",
     "UserTurnNext",
+    "never_waits",
+    "runs_without_a_task",
 ]
 
 Position = Literal["first", "normal", "last"]
@@ -55,6 +57,29 @@ HookKind = Literal["notify", "decide", "wrap"]
 ToolCallNext = Callable[[ToolCall], Awaitable[Any]]
 UserTurnNext = Callable[[UserTurn], Awaitable[None]]
 InferenceNext = Callable[[InferenceRequest], Awaitable[Any]]
+
+_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
+# set on a notify hook's function by never_waits
+_NEVER_WAITS = "__resilient_agent_never_waits__"
+
+
+def never_waits(hook: _Hook) -> _Hook:
+    """Mark an ``async def`` notify hook that returns without awaiting anything that waits.
+
+    A middleware whose notify hooks are all marked needs no task to run them: the chain runs
+    them in a callback of the loop, at the point where the middleware's task would have run
+    them, in the same order (see :mod:`resilient_agent._engine.dispatch`). Inside them
+    ``asyncio.current_task()`` is None (so no ``asyncio.timeout``). Should one wait after all, a
+    task takes it over from there, under the middleware's time budget as usual.
+    """
+    setattr(hook, _NEVER_WAITS, True)
+    return hook
+
+
+def runs_without_a_task(mw: Middleware, hook: str) -> bool:
+    """Whether ``mw``'s ``hook`` is marked :func:`never_waits`."""
+    return getattr(getattr(type(mw), hook, None), _NEVER_WAITS, False) is True
+
 
 API_VERSION = 1
 """The middleware API version this core implements; plugins declare the one they need."""

@@ -5,7 +5,8 @@ on every listener at every emit, to pass it only the arguments it takes. For a b
 rebuilds the signature from the function's code and drops ``self``: hundreds of bytecodes per
 listener per event, more than most listeners themselves cost. A listener that carries its
 signature in ``__signature__`` (the attribute ``inspect.signature`` reads first) is answered at
-once, so the listeners the library adds to a session go through :func:`event_listener`.
+once: the library's listeners reach livekit as :mod:`.fanout` runs, which carry it, and
+:func:`event_listener` gives it to any other listener.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from livekit.agents import AgentSession
 from .audio import FrameCallback, ModelInputHold
 from .carry import Carried, SessionObjects
 from .events import RaceDetectedEvent, RaceHandledEvent, ResilientEvent
+from .fanout import FanOut
 from .log import get_logger
 from .pending_words import PendingWords
 from .requests import SpeechInfo, ToolCall
@@ -148,6 +149,9 @@ class MiddlewareContext:
         report_error: Told ``(middleware, hook, exception, action)`` when a middleware fails
             outside a hook (a listener added with :meth:`listen`); the session's runtime
             reports it as a ``middleware_error``. None: logged.
+        fanout: Registers the session's listeners (the core's and those added with
+            :meth:`listen`) on livekit's emitters, one registration for listeners added one
+            after another (see :mod:`resilient_agent._engine.fanout`).
         subscriptions: The listeners middleware added with :meth:`listen`.
         services: The services middleware offer with :meth:`provide`.
     """
@@ -166,11 +170,12 @@ class MiddlewareContext:
     carried: Carried = field(default_factory=Carried)
     objects: SessionObjects = field(default_factory=SessionObjects)
     report_error: ErrorReport | None = None
+    fanout: FanOut = field(default_factory=FanOut)
     subscriptions: Subscriptions = field(init=False)
     services: Services = field(default_factory=Services)
 
     def __post_init__(self) -> None:
-        self.subscriptions = Subscriptions(lambda: self.report_error or _log_error)
+        self.subscriptions = Subscriptions(lambda: self.report_error or _log_error, self.fanout)
 
     def listen(
         self, emitter: Emitter, event: str, handler: Callable[[Any], Any], *, by: Named

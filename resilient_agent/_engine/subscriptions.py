@@ -15,9 +15,9 @@ and start a task for anything that waits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from .listeners import ONE_EVENT
+from .fanout import Emitter, FanOut
 
 __all__ = ["Emitter", "ErrorReport", "Subscriptions"]
 
@@ -25,24 +25,10 @@ ErrorReport = Callable[[Any, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)``; the middleware is any ``state.Named``."""
 
 
-class Emitter(Protocol):
-    """A livekit event emitter (the session, an audio output, ...)."""
-
-    def on(self, event: Any, callback: Any) -> Any:
-        """Add ``callback`` for ``event``."""
-        ...
-
-    def off(self, event: Any, callback: Any) -> Any:
-        """Remove ``callback`` for ``event``."""
-        ...
-
-
 class _GuardedListener:
     """Calls the handler; an exception is reported under the middleware's name, never raised."""
 
     __slots__ = ("_by", "_event", "_handler", "_report")
-    # livekit's emitter reads this instead of inspecting the listener at every emit
-    __signature__ = ONE_EVENT
 
     def __init__(
         self, by: Any, event: str, handler: Callable[[Any], Any], report: ErrorReport
@@ -65,10 +51,13 @@ class Subscriptions:
     Args:
         report: Told ``(middleware, hook, exception, action)`` when a listener raises; read at
             each failure (the session's runtime sets it once it exists).
+        fanout: Registers the listeners on the emitters (the session's: one registration for
+            listeners added one after another, see :mod:`.fanout`).
     """
 
-    def __init__(self, report: Callable[[], ErrorReport]) -> None:
+    def __init__(self, report: Callable[[], ErrorReport], fanout: FanOut | None = None) -> None:
         self._report = report
+        self._fanout = fanout if fanout is not None else FanOut()
         self._added: list[tuple[Any, Emitter, str, _GuardedListener]] = []
 
     def listen(
@@ -81,13 +70,13 @@ class Subscriptions:
         """
         listener = _GuardedListener(by, event, handler, self._report_now)
         entry = (by, emitter, event, listener)
-        emitter.on(event, listener)
+        self._fanout.on(emitter, event, listener)
         self._added.append(entry)
 
         def remove() -> None:
             if entry in self._added:
                 self._added.remove(entry)
-                emitter.off(event, listener)
+                self._fanout.off(emitter, event, listener)
 
         return remove
 
@@ -100,7 +89,7 @@ class Subscriptions:
         for entry in self._added:
             owner, emitter, event, listener = entry
             if owner is by:
-                emitter.off(event, listener)
+                self._fanout.off(emitter, event, listener)
             else:
                 kept.append(entry)
         self._added = kept

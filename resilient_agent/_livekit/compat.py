@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from livekit.agents.voice import agent_activity
 from livekit.agents.voice.speech_handle import SpeechHandle
 from opentelemetry import context as otel_context
+
+from .._engine.fanout import NOT_KNOWN
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -28,6 +32,7 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "event_listeners",
+    "last_event_listener",
     "inference_speech",
     "link_publication_track",
     "livekit_session_report",
@@ -166,6 +171,21 @@ def event_listeners(emitter: Any, event: str) -> list[Any] | None:
     return list(events.get(event, ()))
 
 
+def last_event_listener(emitter: Any, event: str) -> Any:
+    """The callback registered last on ``emitter`` for ``event`` (None if none).
+
+    Read from livekit's ``EventEmitter._events`` (an insertion-ordered dict per event, the
+    order ``emit`` calls them in); ``fanout.NOT_KNOWN`` if livekit moved it.
+    """
+    events = getattr(emitter, _LISTENERS, None)
+    if not isinstance(events, dict):
+        return NOT_KNOWN
+    callbacks = events.get(event)
+    if not callbacks:
+        return None
+    return next(reversed(callbacks))
+
+
 def close_as_caller_left(session: Any) -> bool:
     """Close ``session`` the way RoomIO does when the caller leaves the room.
 
@@ -205,6 +225,33 @@ def livekit_session_report(
         _tagger=SimpleNamespace(tags=set()),
     )
     return make(stand_in, session)
+
+
+_RECORDER_PUT = "_put"
+_AGENT_CHANNEL = 1
+
+
+def place_played_audio(recorder: Any, to_wall: Callable[[float], float]) -> bool:
+    """Have livekit's recorder place the agent's played audio at ``to_wall`` of its stamp.
+
+    ``RecorderIO`` writes the agent's channel where the audio output says it played
+    (``on_playback_started``'s ``created_at``, a wall-clock time); the lab's speaker stamps
+    loop time there (livekit's session reads it), so the recorder's queue (``RecorderIO._put``,
+    items with ``channel`` and ``started_at``) gets the agent's audio moved to wall time.
+    False if livekit moved it.
+    """
+    put = getattr(recorder, _RECORDER_PUT, None)
+    if not callable(put):
+        return False
+
+    def placed(item: Any) -> None:
+        started_at = getattr(item, "started_at", None)
+        if getattr(item, "channel", None) == _AGENT_CHANNEL and isinstance(started_at, float):
+            item = dataclasses.replace(item, started_at=to_wall(started_at))
+        put(item)
+
+    setattr(recorder, _RECORDER_PUT, placed)
+    return True
 
 
 # -- the offline room: an rtc.Room that never connects (resilient_agent.testing.room) ----------
@@ -528,6 +575,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "test_event_listeners_is_where_compat_expects_it",
     ),
     Reliance(
+        "EventEmitter._events keeps each event's callbacks in registration order, the order "
+        "emit() calls them in: the session's listeners added one after another are registered "
+        "as one only while the run is the emitter's last listener",
+        "resilient_agent._engine.fanout (through the runtime)",
+        "livekit changed the order or place of EventEmitter._events",
+        "test_last_event_listener_is_where_compat_expects_it",
+    ),
+    Reliance(
         "AgentSession._root_span_context is the context of the running session's agent_session "
         "span (cleared at its close)",
         "resilient_agent._session.tracing (races that outlived their span, the call report)",
@@ -630,6 +685,14 @@ RELIED_ON: tuple[Reliance, ...] = (
         "livekit moved LocalParticipant._track_publications",
         "test_offline_room_internals_are_where_compat_expects_them"
         "[LocalParticipant._track_publications]",
+    ),
+    Reliance(
+        "RecorderIO._put(item) queues each captured frame with its channel and started_at: the "
+        "lab moves the agent's played audio from its loop-time stamp to wall time",
+        "resilient_agent.testing.audio_recording (the recording's agent channel, which the "
+        "replay reads for a line the TTS returned as silence)",
+        "livekit moved RecorderIO._put or its items' channel and started_at",
+        "test_place_played_audio_is_where_compat_expects_it",
     ),
 )
 """Every livekit method the library intercepts and every livekit behaviour it relies on."""

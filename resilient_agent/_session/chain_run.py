@@ -24,7 +24,7 @@ from livekit.agents.llm import ChatContext, ChatMessage
 
 from .._engine.boundary import Budget, HookTimeoutError, budget_of, stray_cancellation
 from .._engine.chain import NOBODY_SETTING_UP, MiddlewareChain
-from .._engine.dispatch import NotifyQueue
+from .._engine.dispatch import NotifyQueue, deliver
 from .._engine.errors import MiddlewareNotUsed
 from .._engine.hooks import HOOKS, Middleware
 from .._engine.requests import InferenceRequest, SpeechInfo, ToolCall, UserTurn
@@ -86,8 +86,9 @@ class ChainRun:
         """Queue ``hook`` for every middleware that listens to it."""
         if self._closed:
             return
-        for queue in self._listening.get(hook, ()):
-            queue.put(hook, args, urgent=urgent)
+        queues = self._listening.get(hook)
+        if queues:
+            deliver(queues, hook, args, urgent)
 
     def runs_in_queue(self, task: asyncio.Task[Any] | None) -> bool:
         """Whether ``task`` runs one of this chain's notify hooks."""
@@ -277,12 +278,12 @@ class ChainRun:
         """Let queued notify hooks run; a middleware still busy past the bound is cancelled."""
         for queue in self._queues:
             queue.close()
-        tasks = {queue.task: queue for queue in self._queues if queue.task is not None}
-        if not tasks:
+        busy = {queue.settled(): queue for queue in self._queues if queue.busy}
+        if not busy:
             return
-        _done, pending = await asyncio.wait(set(tasks), timeout=_STOP_BOUND_S)
-        for task in pending:
-            queue = tasks[task]
+        _done, pending = await asyncio.wait(set(busy), timeout=_STOP_BOUND_S)
+        for waited in pending:
+            queue = busy[waited]
             queue.cancel()
             hung = HookTimeoutError(f"still running {_STOP_BOUND_S} s into the close")
             self._chain.report_error(

@@ -41,6 +41,7 @@ from .._engine.live import SessionInstances
 from .._engine.requests import ToolCall
 from .._engine.state import ConversationState, MiddlewareContext, Named
 from .._livekit.close_hold import CloseHold
+from .._livekit.compat import last_event_listener
 from .._livekit.interception import Interceptor
 from .._livekit.protected_lines import ProtectedLineGate
 from .active_chain import ActiveChain
@@ -132,7 +133,8 @@ class SessionRuntime:
         self.tools = ToolCalls(session, self.state)
         self.supervision = AgentSupervision(self)
         self.active = ActiveChain()
-        self._listeners = SessionListeners(self)
+        self.ctx.fanout.last_listener = last_event_listener
+        self._listeners = SessionListeners(self, self.ctx.fanout)
         # the session-wide gates (the close hold, the protected lines)
         self._gates = Interceptor()
         self._stopping: asyncio.Task[None] | None = None

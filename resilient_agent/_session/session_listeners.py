@@ -18,7 +18,7 @@ from livekit.agents import AgentSession
 from livekit.agents.voice import events as lk_events
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from .._engine.listeners import event_listener
+from .._engine.fanout import FanOut
 from .._engine.log import get_logger
 from .._engine.pending_words import Fragment
 from .._engine.requests import SpeechDecision, SpeechInfo
@@ -61,8 +61,11 @@ class ListenerHost(Protocol):
 class SessionListeners:
     """Subscribed to the session's events from the runtime's start to its stop."""
 
-    def __init__(self, host: ListenerHost) -> None:
+    def __init__(self, host: ListenerHost, fanout: FanOut) -> None:
         self._host = host
+        # registered through the session's fan-out: a middleware's listener added right after
+        # one of these on the same event shares its registration with livekit's emitter
+        self._fanout = fanout
         handlers: dict[lk_events.EventTypes, Callable[[Any], None]] = {
             "user_state_changed": self._on_user_state,
             "agent_state_changed": self._on_agent_state,
@@ -72,18 +75,18 @@ class SessionListeners:
             "agent_false_interruption": self._on_false_interruption,
             "close": self._on_close,
         }
-        self._listeners = {event: event_listener(on) for event, on in handlers.items()}
+        self._listeners = handlers
 
     def subscribe(self) -> None:
         """Follow the session's events."""
         for event in SESSION_EVENTS:
-            self._host.session.on(event, self._listeners[event])
+            self._fanout.on(self._host.session, event, self._listeners[event])
 
     def unsubscribe(self) -> None:
         """Stop following them."""
         for event in SESSION_EVENTS:
             with contextlib.suppress(Exception):
-                self._host.session.off(event, self._listeners[event])
+                self._fanout.off(self._host.session, event, self._listeners[event])
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         state = self._host.state

@@ -21,9 +21,12 @@ from typing import Any
 import numpy as np
 from livekit.agents.voice.recorder_io import RecorderIO
 
+from .._livekit.compat import place_played_audio
 from .audio import SAMPLE_RATE
+from .clock import virtual_wall_time
 
 __all__ = [
+    "AGENT_CHANNEL",
     "CALLER_CHANNEL",
     "RECORDING_CHANNELS",
     "AudioRecording",
@@ -31,11 +34,14 @@ __all__ = [
     "RecorderIO",
     "RecordingError",
     "caller_channel",
+    "recorded_channel",
     "start_audio_recording",
 ]
 
 CALLER_CHANNEL = 0
 """livekit's recorder puts the caller's input on the first channel, the agent on the second."""
+AGENT_CHANNEL = 1
+"""The agent's played audio, where it played."""
 RECORDING_CHANNELS = 2
 
 
@@ -78,13 +84,21 @@ class CallerRecording:
         return samples[-shift:]
 
 
-async def start_audio_recording(session: Any, path: Path) -> RecorderIO:
+async def start_audio_recording(session: Any, path: Path, call_start: float = 0.0) -> RecorderIO:
     """Wrap ``session``'s audio in livekit's recorder and start it, writing to ``path``.
 
     Call before ``session.start``, as livekit does inside it; close the returned recorder with
     ``aclose()`` once the session closed (livekit closes it in ``AgentSession.aclose``).
+
+    Args:
+        session: The lab's session, its audio input and output set.
+        path: Where the recording goes.
+        call_start: The loop time of the call's second 0, from which the lab's speaker stamps
+            the agent's audio (where livekit's recorder reads a wall-clock time).
     """
     recorder = RecorderIO(agent_session=session)
+    # a conversion, not a clock read: a read would nudge the call's later stamps
+    place_played_audio(recorder, lambda played_at: virtual_wall_time(call_start + played_at))
     session.input.audio = recorder.record_input(session.input.audio)
     session.output.audio = recorder.record_output(session.output.audio)
     await recorder.start(output_path=path)
@@ -93,6 +107,19 @@ async def start_audio_recording(session: Any, path: Path) -> RecorderIO:
 
 def caller_channel(path: Path) -> tuple[np.ndarray, float]:
     """The caller's channel of a livekit recording at the lab's rate, and its length in seconds.
+
+    Returns:
+        int16 mono samples at 16 kHz from the recording's first sample, and the recording's
+        duration in seconds.
+
+    Raises:
+        RecordingError: The file is missing, not audio, or not two channels.
+    """
+    return recorded_channel(path, CALLER_CHANNEL)
+
+
+def recorded_channel(path: Path, channel: int) -> tuple[np.ndarray, float]:
+    """One channel of a livekit recording at the lab's rate, and its length in seconds.
 
     Returns:
         int16 mono samples at 16 kHz from the recording's first sample, and the recording's
@@ -119,7 +146,7 @@ def caller_channel(path: Path) -> tuple[np.ndarray, float]:
                 f"{path}: channels: {channels}, expected {RECORDING_CHANNELS} (livekit's recorder "
                 "writes the caller on channel 0 and the agent on channel 1)"
             )
-        # the caller's channel alone, as its own mono stream, at the lab's rate
+        # the channel alone, as its own mono stream, at the lab's rate
         resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
         chunks: list[np.ndarray] = []
         seconds = 0.0
@@ -128,7 +155,7 @@ def caller_channel(path: Path) -> tuple[np.ndarray, float]:
                 planes = _planar(frame)
                 seconds += frame.samples / frame.sample_rate
                 mono = av.AudioFrame.from_ndarray(
-                    np.ascontiguousarray(planes[CALLER_CHANNEL : CALLER_CHANNEL + 1]),
+                    np.ascontiguousarray(planes[channel : channel + 1]),
                     format="fltp",
                     layout="mono",
                 )

@@ -431,7 +431,7 @@ async def _run_call(
         )
         with recorded_job_context(job), mocks:
             if record_audio is not None:
-                audio_recorder = await start_audio_recording(session, record_audio)
+                audio_recorder = await start_audio_recording(session, record_audio, t0)
             await session.start(agent, record=False)
             typing = loop.create_task(_type_messages(session, scenario.typed, t0))
             if scenario.caller_leaves_at is not None:

@@ -165,7 +165,10 @@ class _Cast:
             loop.call_later(max(0.0, at - loop.time()), functools.partial(self.hand_to, target))
         self.session = agent.session
         if self.greets:
-            agent.session.generate_reply(instructions=GREETING_INSTRUCTIONS)
+            greeting = agent.session.generate_reply(instructions=GREETING_INSTRUCTIONS)
+            if self.plan.greeting_protected:
+                # as a realtime app protects it: livekit drops the argument under server turns
+                greeting.allow_interruptions = False
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a background task until it is done (the loop keeps only weak references)."""

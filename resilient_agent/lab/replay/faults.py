@@ -126,13 +126,15 @@ def fault_plan(
     """
     assumptions: list[str] = []
     faults: dict[str, Any] = {}
+    dead = next((e for e in errors if e.provider == "stt" and not e.recoverable), None)
+    if dead is not None and stt_silent_at is not None and stt_silent_at >= dead.at:
+        stt_silent_at = None  # a dead STT answers nothing: its death says why
     if stt_silent_at is not None:
         faults["stt_silent_at"] = stt_silent_at
         assumptions.append(
             f"at {stt_silent_at:.2f} s: no transcript of the caller from then on, the agent "
             "silent: the STT took the audio and answered nothing"
         )
-    dead = next((e for e in errors if e.provider == "stt" and not e.recoverable), None)
     if dead is not None:
         faults["stt_dies_at"] = dead.at
         assumptions.append(f"at {dead.at:.2f} s: the STT failed for good (an stt_error)")

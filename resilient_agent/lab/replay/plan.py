@@ -24,6 +24,17 @@ from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .realtime import (
+    SERVER_SILENCE_S,
+    RealtimeFlavour,
+    is_model_message,
+    last_word_heard,
+    realtime_flavour,
+    request_before,
+    silence_assumption,
+    speech_window,
+)
+from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 from .typed import TypedMessage, TypedReading, read_typed, typed_replies, without_typed
 
 __all__ = [
@@ -123,6 +134,8 @@ class LLMAnswer:
         duration: Seconds until its tool calls were out.
         on_enter: The agent whose entry it answered (a task's ``on_enter`` asking its
             question), when it answered no user message or tool output after that entry.
+        silent_before: How many times a realtime model answered the same context with no
+            audio before (Gemini's silent turn, asked again), inferred.
     """
 
     at: float
@@ -133,6 +146,7 @@ class LLMAnswer:
     ttft: float
     duration: float
     on_enter: str | None = None
+    silent_before: int = 0
 
 
 @dataclass(frozen=True)
@@ -257,6 +271,11 @@ class ReplayPlan:
             agent it runs on does not.
         turn_limit: livekit's ``user_turn_limit`` ``max_words`` that cut into a caller's turn
             (inferred: the words counted at the cut), None when none was cut into.
+        realtime: The realtime model's provider (``openai``, ``gemini``) when a realtime model
+            heard the caller and spoke (see :mod:`.realtime`); None for a pipeline call. Its
+            turns' ``said`` are where the model heard their words.
+        greeting_protected: The greeting was made uninterruptible (a realtime call's, inferred
+            from its recording by :mod:`.realtime_call`).
     """
 
     sdk_version: str
@@ -282,6 +301,8 @@ class ReplayPlan:
     hang_up_pad: float = 0.0
     typed: tuple[TypedMessage, ...] = ()
     turn_limit: int | None = None
+    realtime: RealtimeFlavour | None = None
+    greeting_protected: bool = False
 
     @property
     def first_agent(self) -> str | None:
@@ -511,6 +532,10 @@ class _Reader:
         self.close_reason: str | None = None
         self.script_end: float | None = None
         self.transcript_times: list[float] = []
+        # interim transcripts: (seconds, text)
+        self.interims: list[tuple[float, str]] = []
+        # turn index: when the STT died in it, for a turn whose words it flushed after that
+        self.flushed: dict[int, float] = {}
         self.close_wait: float | None = None
         self.farewell: str | None = None
         self.end_at = 0.0
@@ -528,6 +553,11 @@ class _Reader:
         # ids of the chat items the events added, and each event's seconds
         self.item_ids: set[str] = set()
         self.event_times: list[float] = []
+        # a realtime model's call: its provider, and when its answers could have been asked for
+        self.realtime = realtime_flavour(report) if isinstance(report, Mapping) else None
+        self.requests: list[float] = [0.0]
+        # turn index: the model's last interim transcript of it (Gemini's, word by word)
+        self.realtime_interims: dict[int, str] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -550,12 +580,14 @@ class _Reader:
         self.flow.entries(self.close_at)
         self._take_typed()
         turns = self._caller_turns()
+        if self.realtime is not None:
+            self.assumptions.append(silence_assumption(self.realtime))
         # RoomIO's text input interrupts first: a line a message was typed over and that
         # played on refused it, as a line a caller's withheld words were said over
         over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
         says = self._says(options, over, [r for r in recovered.values() if r is not None])
-        answers = self._answers()
+        answers = self._answers() if self.realtime is None else self._realtime_answers(turns)
         runs = self._tool_runs(says, over, options, answers)
         goodbye = self._goodbye(runs)
         protected = self._protected_tasks(options, over, runs)
@@ -593,6 +625,7 @@ class _Reader:
             hang_up_pad=self.hang_up_pad,
             typed=self.typed.messages,
             turn_limit=self.turn_limit,
+            realtime=self.realtime,
         )
 
     def _take_typed(self) -> None:
@@ -676,6 +709,8 @@ class _Reader:
                 )
             elif self.turns and self.turns[-1][1] is None:
                 self.turns[-1][1] = at
+                if self.realtime == "openai":
+                    self.requests.append(at)  # the server committed the turn and answers it
         elif kind == "agent_state_changed":
             if self.agent_state == "speaking":
                 self.stopped_speaking.append(at)
@@ -691,25 +726,30 @@ class _Reader:
                 self.turns[-1][4] = at
         elif kind == "user_input_transcribed":
             transcript = _field(event, "transcript", str, where)
+            final = _field(event, "is_final", bool, where)
+            owner = self._transcript_turn(transcript, at, final)
             self.transcript_times.append(at)
+            if not final:
+                self.interims.append((at, transcript))
             if self.turns and transcript.split():
-                times = self.word_times.setdefault(len(self.turns) - 1, [])
+                times = self.word_times.setdefault(owner, [])
                 times.append((at, len(transcript.split())))
-                self.transcripts.setdefault(len(self.turns) - 1, []).append(
-                    (at, len(transcript.split()), event.get("is_final") is True)
-                )
-            if self.turns and self.turns[-1][3] is None and transcript.split():
-                self.turns[-1][3] = at
+                self.transcripts.setdefault(owner, []).append((at, len(transcript.split()), final))
+            if self.turns and self.turns[owner][3] is None and transcript.split():
+                self.turns[owner][3] = at
                 if self.agent_state == "speaking":
-                    self.turns[-1][4] = None  # the agent still speaks: the caller is heard
-            if _field(event, "is_final", bool, where):
-                self._heard(transcript, at)
+                    self.turns[owner][4] = None  # the agent still speaks: the caller is heard
+            if final:
+                self._heard(transcript, at, owner)
+            elif self.realtime is not None and self.turns and transcript.split():
+                self.realtime_interims[len(self.turns) - 1] = transcript
         elif kind == "conversation_item_added":
             self._item(_field(event, "item", Mapping, where), at, where + "item.")
         elif kind == "tool_execution_updated":
             self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
+            self.requests.append(at)  # the outputs go to the model, which answers them
             for i, output in enumerate(outputs):
                 self.context_marks.append((at, self.index))
                 if isinstance(output, Mapping):
@@ -717,6 +757,8 @@ class _Reader:
         elif kind == "speech_created":
             source = _field(event, "source", str, where)
             self.speeches.append((at, source))
+            if self.realtime == "openai" or event.get("user_initiated") is True:
+                self.requests.append(at)
             if source == "say":
                 self.say_agents.append(self.flow.current)
         elif kind == "error":
@@ -750,7 +792,33 @@ class _Reader:
             )
         self.errors.append(error)
 
-    def _heard(self, transcript: str, at: float) -> None:
+    def _transcript_turn(self, transcript: str, at: float, final: bool) -> int:
+        """The index of the caller turn a transcript belongs to: the latest, unless it came late."""
+        latest = len(self.turns) - 1
+        if not final or latest < 1 or not transcript.split():
+            return latest
+        died = next((e.at for e in self.errors if e.provider == "stt" and not e.recoverable), None)
+        if died is not None and any(died < t for t in self.transcript_times):
+            died = None  # the STT answered again after it died: a new stream's words
+        owner = late_final_turn(
+            at, transcript.split(), [(t[0], t[1]) for t in self.turns], self.interims, died
+        )
+        if owner is None:
+            return latest
+        if died is not None:
+            self.flushed[owner] = died
+            self.assumptions.append(
+                f"at {at:.2f} s: the transcript {transcript!r} came after the STT died at "
+                f"{died:.2f} s: the words it had heard of the turn at {self.turns[owner][0]:.2f} s"
+            )
+        else:
+            self.assumptions.append(
+                f"at {at:.2f} s: the final {transcript!r} came after the caller's speech was "
+                f"split at {self.turns[latest][0]:.2f} s: the words of the turn before"
+            )
+        return owner
+
+    def _heard(self, transcript: str, at: float, owner: int = -1) -> None:
         words = transcript.split()
         if not words:
             return
@@ -761,7 +829,8 @@ class _Reader:
                 "words ending then assumed"
             )
             self.turns.append([max(0.0, at - len(words) / _WORDS_PER_SECOND), at, [], at, None])
-        self.turns[-1][2].extend(words)
+            owner = -1
+        self.turns[owner][2].extend(words)
 
     def _item(self, item: Mapping[str, Any], at: float, where: str) -> None:
         if item.get("type") == "agent_handoff":
@@ -789,7 +858,10 @@ class _Reader:
         elif role == "assistant":
             metrics = item.get("metrics")
             ttft = metrics.get("llm_node_ttft") if isinstance(metrics, Mapping) else None
-            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None
+            spoken = self.realtime is not None and is_model_message(metrics)
+            from_llm = None if not isinstance(metrics, Mapping) else ttft is not None or spoken
+            if spoken and isinstance(metrics, Mapping):
+                created_at = self._model_began(metrics, at)
             self.said.append(
                 _Said(
                     text=text,
@@ -803,6 +875,18 @@ class _Reader:
                     cut_in=_marked_cut_in(item.get("extra")),
                 )
             )
+
+    def _model_began(self, metrics: Mapping[str, Any], added: float) -> float:
+        """When the realtime model began to say a message added at ``added``.
+
+        Its ``started_speaking_at`` when that is a time of the call, else the agent's last
+        start of speech by then (a message is added once it played out or was cut).
+        """
+        began = metrics.get("started_speaking_at")
+        if isinstance(began, int | float) and 0.0 <= float(began) - self.t0 <= added + 1e-3:
+            return float(began) - self.t0
+        starts = [t for t in self.started_speaking if t <= added + 1e-3]
+        return starts[-1] if starts else added
 
     def _chat_only_messages(self, history: Any) -> None:
         """The caller's messages the chat has and no event added, at their ``created_at``.
@@ -865,6 +949,7 @@ class _Reader:
         self.flow.handoff(at, old, new, running, self.last_ended, last_bare)
         if old is not None:
             self.entry_marks.append((at, self.index, new))
+        self.requests.append(at)
 
     def _tool_update(self, update: Mapping[str, Any], at: float, where: str) -> None:
         kind = _field(update, "type", str, where)
@@ -968,12 +1053,31 @@ class _Reader:
             suffix = words[len(heard) :]
             if self._holds_another_turn(suffix, turn):
                 continue  # a turn after, committed with this one
+            following = self._continued_by(turn)
+            if following is not None and not following[2] and following[0] < at:
+                # a commit split the caller's speech after the transcribed words: the rest
+                # was said in the turn that goes on from it
+                following[2] = suffix
+                self.assumptions.append(
+                    f"at {following[0]:.2f} s: {len(suffix)} word(s) of the turn that goes on "
+                    "from the one before taken from the chat's user message (no transcript "
+                    "event of them)"
+                )
+                return
             turn[2] = [*heard, *suffix]
             self.assumptions.append(
                 f"at {turn[0]:.2f} s: {len(suffix)} word(s) after the transcribed ones taken "
                 "from the chat's user message (no transcript event of them)"
             )
             return
+
+    def _continued_by(self, turn: list[Any]) -> list[Any] | None:
+        """The turn that begins as ``turn`` ends (a commit split the caller's speech), if one."""
+        index = next(i for i, other in enumerate(self.turns) if other is turn)
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        if after is None or turn[1] is None or not split(turn[1], after[0]):
+            return None
+        return after
 
     def _holds_another_turn(self, words: Sequence[str], turn: list[Any]) -> bool:
         """Whether ``words`` hold the words of a turn other than ``turn``, in their order.
@@ -1017,6 +1121,17 @@ class _Reader:
         turns: list[CallerTurn] = []
         previous_end = -math.inf
         for index, (start, end, heard, first_at, stopped_at) in enumerate(self.turns):
+            if not heard and index in self.realtime_interims:
+                # the model's turn never had a final transcript (Gemini's, answered by a reply
+                # to a tool's output): its interim words are what it heard
+                heard = self.realtime_interims[index].split()
+                # the model had them in its conversation all the same: what it answered
+                self.user_messages.append((start, self.realtime_interims[index]))
+                self.user_messages.sort(key=lambda message: message[0])
+                self.assumptions.append(
+                    f"at {start:.2f} s: the caller's words taken from the model's last interim "
+                    "transcript (no final one)"
+                )
             continues = start <= previous_end
             if continues:
                 # livekit backdates a turn's start to the VAD's: it cannot run into the turn before
@@ -1036,13 +1151,32 @@ class _Reader:
                 )
             end = max(end, start + 0.05)
             stopped = stopped_at if isinstance(stopped_at, float) else None
-            unheard = _untranscribed_prefix(start, end, len(heard), first_at, stopped)
+            # the STT had the audio until livekit withheld it, and transcribed none of it
+            withheld = (
+                withheld_from(start, stopped, self.started_speaking, [t for t, _ in self.speeches])
+                if stopped is not None and self.realtime is None
+                else start
+            )
+            unheard = _untranscribed_prefix(withheld, end, len(heard), first_at, stopped)
             if unheard:
                 self.assumptions.append(
                     f"at {start:.2f} s: the caller spoke over the agent and the first transcript "
                     f"came late; {unheard} placeholder word(s) before the transcribed ones"
+                    + (
+                        f", said from {withheld:.2f} s (when livekit withheld the audio)"
+                        if withheld > start
+                        else ""
+                    )
                 )
-            if not heard:
+            if not heard and self.realtime is not None:
+                # the model heard no word of it: nothing of the caller's to replay
+                self.assumptions.append(
+                    f"at {start:.2f} s: the model transcribed nothing of the caller's "
+                    f"{end - start:.2f} s turn: its server's own speech event (Gemini reports one "
+                    "as its reply begins) or sound with no word; the replayed model makes it "
+                    "itself"
+                )
+            elif not heard:
                 unheard = max(1, round((end - start) * _WORDS_PER_SECOND))
                 self.assumptions.append(
                     f"at {start:.2f} s: no transcript of the caller's {end - start:.2f} s turn; "
@@ -1054,19 +1188,48 @@ class _Reader:
                 if ended and not unheard
                 else None
             )
-            after = self._withheld_suffix(index, start, end, heard) if ended and not unheard else 0
+            if self.realtime is not None and heard:
+                # the model's server heard them: where is its VAD's to say (see .realtime)
+                said = speech_window(
+                    self.realtime,
+                    start,
+                    end,
+                    len(heard),
+                    self.word_times.get(index, []),
+                    ended,
+                )
+            elif heard and unheard and withheld > start:
+                said = (round(withheld, 3), round(end, 3))  # no word before livekit withheld
+            after = (
+                self._withheld_suffix(index, start, end, heard)
+                if ended and not unheard and self.realtime is None
+                else 0
+            )
             windows: tuple[tuple[float, float, int], ...] = ()
             cut = cuts.get(index) if ended and not unheard else None
             if cut is not None:
                 said, after, windows = None, *self._cut_turn(cut, end, over.get(index, 0))
+            elif index in self.flushed and heard:
+                after = words_after(start, end, len(heard), self.flushed[index])
+                if after:
+                    self.assumptions.append(
+                        f"at {self.flushed[index]:.2f} s: the STT died inside the caller's turn; "
+                        f"{after} placeholder word(s) after the ones it heard"
+                    )
             elif after:
                 self.assumptions.append(
                     f"at {start:.2f} s: the agent's line began over the caller after their "
                     f"transcribed words and nothing more of the turn was transcribed; {after} "
                     "placeholder word(s) after the transcribed ones"
                 )
-            noise = continues and not heard
-            if noise:
+            noise = not heard and (continues or self._noise_split(index))
+            if noise and not continues:
+                self.assumptions.append(
+                    f"at {start:.2f} s: the untranscribed turn goes on into the next with no pause "
+                    "and the agent silent: noise the VAD heard as speech, split by a commit (a "
+                    "recording plays it with no words)"
+                )
+            elif noise:
                 self.assumptions.append(
                     f"at {start:.2f} s: the untranscribed turn goes on from the one before with no "
                     "pause: noise the VAD heard as speech (a recording plays it with no words)"
@@ -1184,6 +1347,19 @@ class _Reader:
             f"{self.turn_limit}, the words counted then); {said_over}"
         )
         return after, cut.windows if over is None else (*cut.windows, over)
+
+    def _noise_split(self, index: int) -> bool:
+        """Whether the untranscribed turn ``index`` starts one long sound a commit split."""
+        after = self.turns[index + 1] if index + 1 < len(self.turns) else None
+        speaking = [
+            (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
+            for began in self.started_speaking
+        ]
+        return split_noise(
+            (self.turns[index][0], self.turns[index][1]),
+            None if after is None else (after[0], bool(after[2])),
+            speaking,
+        )
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
@@ -1461,7 +1637,7 @@ class _Reader:
                 and call.started <= self.close_at <= end + _SESSION_CLOSE_WAIT_S
                 and _closed_by_app(self.close_reason, self.close_at, self.script_end)
                 # a line said after it ended: the close followed that line, not the tool
-                and not any(end < s.added <= self.close_at for s in self.said)
+                and not any(end < s.added <= self.close_at + 1e-3 for s in self.said)
             ):
                 asked = min(self.close_at, end)
                 hangs_up = round(asked - call.started, 3)
@@ -1549,6 +1725,91 @@ class _Reader:
         for index, text in replies.items():
             answers[index] = dataclasses.replace(answers[index], after_user=text, after_tool=None)
         return tuple(answers)
+
+    def _realtime_answers(self, turns: Sequence[CallerTurn]) -> tuple[LLMAnswer, ...]:
+        """A realtime model's answers: each message it spoke with the tool calls of its response.
+
+        No LLM node times them: each was asked for by the last request before it began to play
+        (the server's end of a turn, tool outputs, an entry, ``generate_reply``); a response's
+        tool calls come while its audio plays, before the next message begins.
+        """
+        requests = list(self.requests)
+        if self.realtime == "gemini":
+            # Gemini's server answers a turn after the silence that ends its words; audio held
+            # and sent at once carries that silence: answered as its last word is heard
+            requests += [t.said[1] + SERVER_SILENCE_S for t in turns if t.said and t.ended]
+            requests += [last_word_heard(times) for times in self.word_times.values() if times]
+        spoken = [s for s in self.said if s.from_llm is not False]
+        calls = sorted(self.calls.values(), key=lambda c: c.started)
+        taken: set[str] = set()
+        answers: list[LLMAnswer] = []
+        for position, said in enumerate(spoken):
+            following = spoken[position + 1].created if position + 1 < len(spoken) else math.inf
+            own = [
+                c
+                for c in calls
+                if c.call_id not in taken
+                and said.created - 1e-3 <= c.started < min(said.added + 1e-3, following)
+            ]
+            taken.update(c.call_id for c in own)
+            at = request_before(said.created, requests)
+            answer = self._answer(at, said.text, said.created - at, own, self._heard_entry(at))
+            silent = self._silent_turns(
+                answer, requests, spoken[position - 1] if position else None
+            )
+            answers.append(dataclasses.replace(answer, silent_before=silent))
+        for call in calls:
+            if call.call_id in taken:
+                continue
+            # a response with tool calls and nothing said
+            group = [c for c in calls if c.call_id not in taken and c.started - call.started < 1e-3]
+            taken.update(c.call_id for c in group)
+            # asked before the call was made (its own output comes as it is made)
+            at = request_before(call.started - 2e-3, requests)
+            answers.append(self._answer(at, "", None, group, self._heard_entry(at)))
+        answers.sort(key=lambda a: a.at)
+        return tuple(answers)
+
+    def _silent_turns(
+        self, answer: LLMAnswer, requests: Sequence[float], before: _Said | None
+    ) -> int:
+        """How many Gemini turns answered ``answer``'s context with no audio before it.
+
+        Its context was asked for before (a request after the line before, and after the
+        caller's message it answers) and the server ended that turn with nothing said (the
+        caller's turn ended, which Gemini reports as its reply is done): the agent asked again.
+        """
+        if self.realtime != "gemini" or answer.after_user is None:
+            return 0
+        since = max(
+            [before.added if before is not None else 0.0]
+            + [t for t, m in self.user_messages if m == answer.after_user and t <= answer.at]
+        )
+        earlier = [r for r in set(requests) if since - 1e-3 <= r < answer.at - 1e-3]
+        ends = [t[1] for t in self.turns if t[1] is not None]
+        silent = [
+            r for r in sorted(earlier) if any(r - 1e-3 <= end <= answer.at + 1e-3 for end in ends)
+        ]
+        if silent:
+            self.assumptions.append(
+                f"at {silent[0]:.2f} s: the model's turn ended with nothing said and the agent "
+                "asked again: a reply with no audio (Gemini's silent turn)"
+            )
+        return min(len(silent), 1)
+
+    def _heard_entry(self, at: float) -> str | None:
+        """The agent whose entry a realtime answer asked at ``at`` answered, if it did.
+
+        Not when the caller's words since the entry asked for it: the model heard them (audio
+        held from the agent before and sent to the one entering) and the user message is added
+        only when the server ends the turn.
+        """
+        entered = self._entered(at)
+        entries = [e[0] for e in self.entry_marks if e[0] <= at + 1e-3]
+        if entered is None or not entries:
+            return entered
+        heard = any(entries[-1] - 1e-3 <= t <= at + 1e-3 for t, _ in self.user_messages)
+        return None if heard else entered
 
     def _entered(self, at: float) -> str | None:
         """The agent whose entry an answer asked at ``at`` answered, if it answered one.

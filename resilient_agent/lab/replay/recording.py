@@ -22,8 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...testing.audio_recording import CallerRecording, RecordingError, caller_channel
+from ...testing.audio_recording import (
+    AGENT_CHANNEL,
+    CallerRecording,
+    RecordingError,
+    caller_channel,
+    recorded_channel,
+)
 from ...testing.session_report import LAB_VAD_TAG
+from .agent_audio import SilentLine, silent_line
 from .plan import ReplayPlan, ReportError
 
 __all__ = ["ReplayRecording", "read_recording"]
@@ -41,11 +48,14 @@ class ReplayRecording:
         lab_vad: The lab's energy VAD hears it: the lab recorded it with that VAD (its caller
             is a marker tone); else livekit's embedded Silero VAD does.
         assumptions: What the replay assumed of it, one line each.
+        silent: A line the agent spoke with no audio on the agent channel (a TTS that returned
+            silence, which the report's events do not record), if one.
     """
 
     caller: CallerRecording
     lab_vad: bool
     assumptions: tuple[str, ...] = ()
+    silent: SilentLine | None = None
 
 
 def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording:
@@ -67,7 +77,8 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
             f"audio_recording_started_at: the recording starts at {offset:.2f} s, after the "
             f"caller's first turn at {first:.2f} s"
         )
-    last = max((t.end for t in plan.turns), default=0.0)
+    # a turn that never ended has only its start for sure (the call closed in it)
+    last = max((t.end if t.ended else t.start for t in plan.turns), default=0.0)
     if offset + seconds < last - _FRAME_S:
         raise ReportError(
             f"--recording: {path}: {seconds:.2f} s long from {_seconds(offset)} s, but the "
@@ -86,8 +97,18 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
         "where it has none), spread over the turn's speech in the recording, and hears a word "
         "only from recorded frames that reached it"
     )
+    silent = silent_line(report["events"], recorded_channel(path, AGENT_CHANNEL)[0], offset)
+    if silent is not None:
+        assumptions.append(
+            f"at {silent.at:.2f} s: the agent spoke {silent.text!r} with no audio on the "
+            "recording's agent channel (channel 1) and no error event: the TTS returned silence "
+            f"for sentence {silent.sentence}"
+        )
     return ReplayRecording(
-        CallerRecording(path, round(offset, 6)), lab_vad == "scripted", tuple(assumptions)
+        CallerRecording(path, round(offset, 6)),
+        lab_vad == "scripted",
+        tuple(assumptions),
+        silent,
     )
 
 

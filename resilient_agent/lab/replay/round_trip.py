@@ -82,8 +82,6 @@ class RoundTrip:
 
 def left_out(scenario: Scenario) -> str | None:
     """Why a catalog scenario cannot round-trip through a voice report, if it cannot."""
-    if scenario.model != "pipeline":
-        return "a realtime model hears the caller itself (no VAD turns to replay)"
     if scenario.real_speech is not None:
         return "real speech"
     return None
@@ -198,10 +196,12 @@ def cause(
 
 def _has_fault(scenario: Scenario) -> bool:
     """The call's providers fail: the replay's answer at the recorded times instead."""
+    # a realtime model's answer with no audio (a silent turn) is its provider's failure too
     llm_faults = any(
         r.hangs_before is not None
         or r.times_out_before is not None
         or r.keeps_alive_before is not None
+        or r.silent_answers
         for r in scenario.llm
     )
     return (
@@ -240,8 +240,8 @@ def run_round_trip(only: str | None, out: TextIO, *, audio: bool = True) -> int:
     same = sum(t.verdict == t.replayed_verdict for t in trips)
     print(
         f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
-        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: realtime "
-        f"or real speech)",
+        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: real "
+        "speech)",
         file=out,
     )
     print(

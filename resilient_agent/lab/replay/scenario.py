@@ -21,6 +21,7 @@ from ...testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
+from .realtime_call import realtime_scenario
 from .recording import ReplayRecording
 from .typed import UNPLAYED_REPLY, placeholder
 
@@ -57,7 +58,10 @@ def replay_scenario(
         recording: The call's audio recording: its caller channel is the caller's line (the
             turns' words say what the STT transcribes where); None: audio made from the turns.
     """
-    spoken = [_turn_utterances(i, t) for i, t in enumerate(plan.turns)]
+    spoken = [
+        _turn_utterances(i, t) if t.heard or plan.realtime is None else ()
+        for i, t in enumerate(plan.turns)  # a realtime model's wordless turn is its own
+    ]
     utterances = tuple(u for said in spoken for u in said)
     # each utterance's turn, and where a turn's last one is
     owners = tuple(t for t, said in zip(plan.turns, spoken, strict=True) for _ in said)
@@ -89,6 +93,8 @@ def replay_scenario(
         )
         # typed again through RoomIO's text input at their recorded times
         scenario = dataclasses.replace(scenario, typed=typed)
+        if plan.realtime is not None:
+            return realtime_scenario(scenario, plan, recording)
         if recording is None:
             return scenario
         return dataclasses.replace(
@@ -103,6 +109,14 @@ def replay_scenario(
             vad="scripted" if recording.lab_vad else "silero",
             # a real VAD has no scripted faults: a turn that never ended is the recording's
             vad_fault=scenario.vad_fault if recording.lab_vad else VADFault(),
+            # a line the agent channel has no audio of: its TTS returned silence
+            provider_faults=(
+                dataclasses.replace(
+                    scenario.provider_faults, tts_silent_sentence=recording.silent.sentence
+                )
+                if recording.silent is not None
+                else scenario.provider_faults
+            ),
         )
     except ValueError as exc:  # the scenario's own checks: the report's timings disagree
         raise ReportError(f"the call cannot be replayed: {exc}") from None
@@ -231,6 +245,7 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 when_instructed=GREETING_INSTRUCTIONS if greeting and not app else None,
                 ttft=answer.ttft,
                 duration=max(answer.duration, answer.ttft),
+                silent_answers=answer.silent_before,
             )
         )
     cut_replies = {m.text for m in plan.typed if m.answered_at_once}
