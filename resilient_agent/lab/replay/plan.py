@@ -34,8 +34,8 @@ from .realtime import (
     silence_assumption,
     speech_window,
 )
-from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 from .typed import TypedMessage, TypedReading, read_typed, typed_replies, without_typed
+from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 
 __all__ = [
     "AppSay",
