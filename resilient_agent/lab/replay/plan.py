@@ -630,6 +630,10 @@ class _Reader:
 
     def _take_typed(self) -> None:
         """The typed messages out of the caller's turns (see :mod:`.typed`)."""
+        if self.realtime is not None:
+            # a realtime model's server hears the caller: its turns are not RoomIO's claims
+            # (typed messages on a realtime model are not read yet)
+            return
         replies = [at for at, source in self.speeches if source == "generate_reply"]
         self.typed = read_typed(
             self.turns, replies, self.user_messages, frozenset(self.spoken_messages)
