@@ -310,9 +310,10 @@ def _summary(path: Path, plan: ReplayPlan) -> str:
         if plan.close_at is not None
         else "never closed"
     )
+    typed = f", {len(plan.typed)} typed message(s)" if plan.typed else ""
     return (
         f"replay of {path} (livekit-agents {plan.sdk_version}): {len(plan.turns)} caller "
-        f"turn(s), {len(plan.answers)} LLM answer(s), {len(plan.tool_runs)} tool run(s), "
+        f"turn(s){typed}, {len(plan.answers)} LLM answer(s), {len(plan.tool_runs)} tool run(s), "
         f"{said} line(s) the app said; the session {closed}"
     )
 

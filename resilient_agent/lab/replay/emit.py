@@ -35,6 +35,7 @@ _KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
+_METRIC_KEYS = ("llm_node_ttft", "started_speaking_at", "transcription_delay")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
@@ -70,7 +71,8 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
                 slim["extra"] = {CUT_IN_EXTRA: True}  # a line the app meant as a cut-in
             metrics = item.get("metrics")
             if isinstance(metrics, Mapping):
-                slim["metrics"] = {k: v for k, v in metrics.items() if k == "llm_node_ttft"}
+                # a user message's speech metrics say an STT wrote it, not the caller's typing
+                slim["metrics"] = {k: v for k, v in metrics.items() if k in _METRIC_KEYS}
             kept["item"] = slim
         events.append(kept)
     history = report.get("chat_history")

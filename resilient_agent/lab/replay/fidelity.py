@@ -2,8 +2,9 @@
 
 The replayed call is written as livekit's session report and read back into a plan, so both
 sides are compared on what livekit reports: the caller's turns (start, end, the words the STT
-transcribed), the turns nobody transcribed (words lost), what the agent said, which agents took
-the call and when (``agent_handoff``), and how the call ended. Every difference is a
+transcribed), the turns nobody transcribed (words lost), the messages the caller typed (when,
+and what reached the chat), what the agent said, which agents took the call and when
+(``agent_handoff``), and how the call ended. Every difference is a
 :class:`Divergence` with the call time it happened at.
 """
 
@@ -29,8 +30,9 @@ class Divergence:
         at: Call seconds where it shows.
         what: One sentence: what was recorded and what the replay did.
         kind: What differs: ``turns`` (a caller turn's times, or one more or less),
-            ``words`` (what the STT heard in a turn), ``lines`` (what the agent said),
-            ``handoffs`` or ``close``.
+            ``words`` (what the STT heard in a turn), ``typed`` (a typed message's time, or
+            what of it reached the chat), ``lines`` (what the agent said), ``handoffs`` or
+            ``close``.
     """
 
     at: float
@@ -79,6 +81,7 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
                     "words",
                 )
             )
+    found.extend(_typed(recorded, replayed))
     said_was = [text for text, _ in recorded.said]
     said_now = [text for text, _ in replayed.said]
     if said_was != said_now:
@@ -88,6 +91,44 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
     found.extend(_handoffs(recorded, replayed))
     found.extend(_hang_up(recorded, replayed))
     return sorted(found, key=lambda d: d.at)
+
+
+def _typed(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    """The caller typed the same messages, each within one frame, and the same reached the chat.
+
+    A message that never reached the chat is typed again as a placeholder: only whether it
+    reached the chat is compared, not its words.
+    """
+    found: list[Divergence] = []
+    pairs = itertools.zip_longest(recorded.typed, replayed.typed)
+    for number, (was, now) in enumerate(pairs, start=1):
+        if was is None or now is None:
+            at = was.at if was is not None else now.at if now is not None else 0.0
+            what = "not in the recording" if was is None else "not typed in the replay"
+            found.append(Divergence(at, f"typed message {number}: {what}", "typed"))
+            continue
+        if abs(was.at - now.at) > FRAME_TOLERANCE_S:
+            found.append(
+                Divergence(
+                    was.at,
+                    f"typed message {number} arrived at {now.at:.3f} s, not {was.at:.3f} s",
+                    "typed",
+                )
+            )
+        if was.text != now.text and (was.text is None or now.text is None):
+            reached = "reached the chat" if now.text is not None else "was lost"
+            found.append(
+                Divergence(was.at, f"typed message {number} {reached}, unlike recorded", "typed")
+            )
+        elif was.text != now.text:
+            found.append(
+                Divergence(
+                    was.at,
+                    f"typed message {number}: the chat has {now.text!r}, not {was.text!r}",
+                    "typed",
+                )
+            )
+    return found
 
 
 def _handoffs(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:

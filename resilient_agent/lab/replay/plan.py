@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from .realtime import (
     silence_assumption,
     speech_window,
 )
+from .typed import TypedMessage, TypedReading, read_typed, typed_replies, without_typed
 from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 
 __all__ = [
@@ -263,6 +265,7 @@ class ReplayPlan:
         protected_tasks: Tasks built with ``allow_interruptions=False`` (inferred).
         faults: How the providers failed, from the report's ``error`` events.
         assumptions: What the report did not say and the plan assumed, one line each.
+        typed: The caller's typed chat messages (see :mod:`.typed`), not among ``turns``.
         hang_up_pad: Seconds the recorded agent waited between asking to hang up and hanging up
             (given, see :func:`load_plan`): the replay asks that much earlier and waits what the
             agent it runs on does not.
@@ -296,6 +299,7 @@ class ReplayPlan:
     faults: FaultPlan = field(default_factory=FaultPlan)
     assumptions: tuple[str, ...] = ()
     hang_up_pad: float = 0.0
+    typed: tuple[TypedMessage, ...] = ()
     turn_limit: int | None = None
     realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
@@ -516,6 +520,11 @@ class _Reader:
         self.turn_limit: int | None = None
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
+        # indices of the user messages an STT wrote (they carry speech metrics)
+        self.spoken_messages: set[int] = set()
+        # the STT's delay from the end of each spoken turn to its final transcript
+        self.transcription_delays: list[float] = []
+        self.typed = TypedReading((), frozenset(), frozenset())
         self.said: list[_Said] = []
         self.calls: dict[str, _Call] = {}
         self.speeches: list[tuple[float, str]] = []
@@ -569,15 +578,19 @@ class _Reader:
         self._read_events(events)
         self._chat_only_messages(self.report.get("chat_history"))
         self.flow.entries(self.close_at)
+        self._take_typed()
         turns = self._caller_turns()
         if self.realtime is not None:
             self.assumptions.append(silence_assumption(self.realtime))
+        # RoomIO's text input interrupts first: a line a message was typed over and that
+        # played on refused it, as a line a caller's withheld words were said over
+        over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
         recovered = {p: self._recovered_line(p) for p in ("llm", "tts")}
-        says = self._says(options, turns, [r for r in recovered.values() if r is not None])
+        says = self._says(options, over, [r for r in recovered.values() if r is not None])
         answers = self._answers() if self.realtime is None else self._realtime_answers(turns)
-        runs = self._tool_runs(says, turns, options, answers)
+        runs = self._tool_runs(says, over, options, answers)
         goodbye = self._goodbye(runs)
-        protected = self._protected_tasks(options, turns, runs)
+        protected = self._protected_tasks(options, over, runs)
         unsaid = recovered["tts"]
         faults = fault_plan(
             self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
@@ -610,9 +623,35 @@ class _Reader:
             faults=faults,
             assumptions=tuple(self.assumptions),
             hang_up_pad=self.hang_up_pad,
+            typed=self.typed.messages,
             turn_limit=self.turn_limit,
             realtime=self.realtime,
         )
+
+    def _take_typed(self) -> None:
+        """The typed messages out of the caller's turns (see :mod:`.typed`)."""
+        if self.realtime is not None:
+            # a realtime model's server hears the caller: its turns are not RoomIO's claims
+            # (typed messages on a realtime model are not read yet)
+            return
+        replies = [at for at, source in self.speeches if source == "generate_reply"]
+        self.typed = read_typed(
+            self.turns, replies, self.user_messages, frozenset(self.spoken_messages)
+        )
+        kept = [i for i in range(len(self.turns)) if i not in self.typed.claims]
+        self.word_times = {
+            kept.index(i): times for i, times in self.word_times.items() if i in kept
+        }
+        self.transcripts = {
+            kept.index(i): times for i, times in self.transcripts.items() if i in kept
+        }
+        self.turns = [self.turns[i] for i in kept]
+        if self.typed.messages:
+            self.assumptions.append(
+                f"{len(self.typed.messages)} typed chat message(s), through RoomIO's default text "
+                "input (it interrupts the agent, then asks for a reply); a message that never "
+                "reached the chat is typed again as one placeholder word"
+            )
 
     def _protected_tasks(
         self, options: Mapping[str, Any], turns: Sequence[CallerTurn], runs: Sequence[ToolRunPlan]
@@ -810,6 +849,14 @@ class _Reader:
         created = item.get("created_at")
         created_at = float(created) - self.t0 if isinstance(created, int | float) else at
         if role == "user":
+            metrics = item.get("metrics")
+            if isinstance(metrics, Mapping) and (
+                "stt_metadata" in metrics or "started_speaking_at" in metrics
+            ):
+                self.spoken_messages.add(len(self.user_messages))
+            delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
+            if isinstance(delay, int | float):
+                self.transcription_delays.append(float(delay))
             self.user_messages.append((created_at, text))
             self.context_marks.append((at, self.index))
         elif role == "assistant":
@@ -947,7 +994,7 @@ class _Reader:
         message without livekit's ``user_input_transcribed``: the message has the words.
         """
         transcribed = {word for turn in self.turns for word in turn[2]}
-        used: set[int] = set()
+        used: set[int] = set(self.typed.user_messages)
         for position, turn in enumerate(self.turns):
             if turn[2]:
                 if not self._committed_prefix(turn):
@@ -1003,7 +1050,7 @@ class _Reader:
         recovers it commits the whole turn, the transcribed words first.
         """
         heard = turn[2]
-        for at, text in self.user_messages:
+        for at, text in self._spoken_user_messages():
             words = text.split()
             if at < turn[0] or len(words) <= len(heard) or words[: len(heard)] != heard:
                 continue
@@ -1042,19 +1089,25 @@ class _Reader:
         A message committed with another turn holds that turn's words one after the other; a
         word the caller merely says again (``a``, ``please``) is not another turn's.
         """
+        typed = [m.text.split() for m in self.typed.messages if m.text is not None]
         return any(
             other is not turn and other[2] and _contains(words, other[2]) for other in self.turns
-        )
+        ) or any(_contains(words, t) for t in typed if t)
+
+    def _spoken_user_messages(self) -> list[tuple[float, str]]:
+        """The user messages that were not typed."""
+        return [m for i, m in enumerate(self.user_messages) if i not in self.typed.user_messages]
 
     def _committed_prefix(self, turn: list[Any]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
         heard = turn[2]
-        for at, text in self.user_messages:
+        for at, text in self._spoken_user_messages():
             words = text.split()
             if at < turn[0] or len(words) <= len(heard) or words[-len(heard) :] != heard:
                 continue
-            prefix = words[: -len(heard)]
-            if self._holds_another_turn(prefix, turn):
+            # a message typed before the turn and held by the agent, committed with it
+            prefix = without_typed(words[: -len(heard)], self.typed.messages)
+            if not prefix or self._holds_another_turn(prefix, turn):
                 continue  # a turn before, committed with this one
             turn[2] = [*prefix, *heard]
             turn[4] = None  # no words to count as lost
@@ -1135,6 +1188,7 @@ class _Reader:
                 )
             said = (
                 _words_said(start, end, len(heard), self.word_times.get(index, []))
+                or self._said_before_handoff(index, start, end)
                 if ended and not unheard
                 else None
             )
@@ -1200,6 +1254,22 @@ class _Reader:
             previous_end = end
         return tuple(turns)
 
+    def _said_before_handoff(
+        self, index: int, start: float, end: float
+    ) -> tuple[float, float] | None:
+        """When a turn's words were said, if another agent took the call as its final came.
+
+        livekit's new agent ends the caller's turn as it takes the call, here in the instant of
+        the turn's final transcript: the words ended the STT's delay before (the report's
+        ``transcription_delay`` of the other turns), not where the turn ends.
+        """
+        times = self.word_times.get(index, [])
+        if not times or not self.transcription_delays or abs(times[-1][0] - end) > 1e-3:
+            return None
+        if not any(h.old is not None and abs(h.at - end) <= 1e-3 for h in self.flow.handoffs):
+            return None
+        return round(start, 3), round(end - statistics.median(self.transcription_delays), 3)
+
     def _turn_cuts(self) -> dict[int, TurnCut]:
         """The turns livekit's ``user_turn_limit`` cut into, by index (sets ``turn_limit``).
 
@@ -1216,7 +1286,7 @@ class _Reader:
                     end,
                     heard,
                     self.transcripts.get(index, []),
-                    self.user_messages,
+                    self._spoken_user_messages(),  # a typed message is no cut
                     replies,
                     answered,
                 )
@@ -1653,6 +1723,11 @@ class _Reader:
             at = asked[-1] if asked else first
             answers.append(self._answer(at, "", None, calls, self._entered(at)))
         answers.sort(key=lambda a: a.at)
+        replies = typed_replies(
+            [(a.at, a.on_enter is not None, a.after_user) for a in answers], self.typed.messages
+        )
+        for index, text in replies.items():
+            answers[index] = dataclasses.replace(answers[index], after_user=text, after_tool=None)
         return tuple(answers)
 
     def _realtime_answers(self, turns: Sequence[CallerTurn]) -> tuple[LLMAnswer, ...]:

@@ -38,6 +38,7 @@ CAUSES: Mapping[str, str] = MappingProxyType(
         "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
         "verdict_only": "faithful, another verdict",
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
+        "typed": "the caller's typed messages (when, and what reached the chat)",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
         "hang_up": "the close's time",
         "handoffs": "the agents' handoffs",
@@ -81,8 +82,6 @@ class RoundTrip:
 
 def left_out(scenario: Scenario) -> str | None:
     """Why a catalog scenario cannot round-trip through a voice report, if it cannot."""
-    if scenario.typed:
-        return "typed messages are not replayed yet"
     if scenario.real_speech is not None:
         return "real speech"
     return None
@@ -181,6 +180,8 @@ def cause(
         return "verdict_only"
     if kinds & {"turns", "words"}:
         return "caller_estimate"
+    if "typed" in kinds:
+        return "typed"
     if kinds == {"close"}:
         padded = (
             agent_class is not Agent
@@ -239,8 +240,8 @@ def run_round_trip(only: str | None, out: TextIO, *, audio: bool = True) -> int:
     same = sum(t.verdict == t.replayed_verdict for t in trips)
     print(
         f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
-        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: typed or "
-        "real speech)",
+        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: real "
+        "speech)",
         file=out,
     )
     print(

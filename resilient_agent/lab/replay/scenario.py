@@ -17,12 +17,13 @@ from typing import Any
 
 from livekit.agents import Agent
 
-from ...testing import LLMRule, Scenario, ToolCallScript, Utterance
+from ...testing import LLMRule, Scenario, ToolCallScript, Typed, Utterance
 from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
 from .realtime_call import realtime_scenario
 from .recording import ReplayRecording
+from .typed import UNPLAYED_REPLY, placeholder
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
@@ -77,11 +78,21 @@ def replay_scenario(
         duration = plan.script_end
     else:
         duration = plan.end_at + _TAIL_S
-    duration = max([duration, *(u.end + 0.1 for u in utterances)])
+    typed = tuple(
+        Typed(
+            m.at,
+            m.text if m.text is not None and m.text.split() else placeholder(n),
+            expect_reply=False,
+        )
+        for n, m in enumerate(plan.typed, start=1)
+    )
+    duration = max([duration, *(u.end + 0.1 for u in utterances), *(t.at + 0.1 for t in typed)])
     try:
         scenario = _scenario(
             plan, name, app, tool_mocks, utterances, duration, caller_leaves_at, last_of_turn
         )
+        # typed again through RoomIO's text input at their recorded times
+        scenario = dataclasses.replace(scenario, typed=typed)
         if plan.realtime is not None:
             return realtime_scenario(scenario, plan, recording)
         if recording is None:
@@ -237,12 +248,15 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 silent_answers=answer.silent_before,
             )
         )
+    cut_replies = {m.text for m in plan.typed if m.answered_at_once}
     for message in plan.user_messages:
         if message.split() and (message, None) not in seen:
             # the recorded LLM never answered it (it failed, or the call moved on): nor does
             # the replay's
             # (its answer the TTS failed to say stands in: livekit failed to synthesize it)
             text = (plan.faults.unsaid or {}).get(message, "")
+            # a message typed and answered at once had its answer made: it was cut unplayed
+            text = text or (UNPLAYED_REPLY if message in cut_replies else "")
             rules.append(LLMRule(text, when_user_says=message))
             seen.add((message, None))
     timeouts = plan.faults.llm_timeouts or {}

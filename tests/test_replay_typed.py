@@ -1,0 +1,121 @@
+"""Typed chat messages in a replayed call: read from livekit's report, typed again at their time."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from livekit.agents import Agent
+
+from resilient_agent import ResilientAgent
+from resilient_agent.lab.catalog import CATALOG
+from resilient_agent.lab.catalog import agents as catalog_agents
+from resilient_agent.lab.replay import load_plan, run_replay
+from resilient_agent.lab.replay.emit import trimmed_report
+from resilient_agent.lab.replay.fidelity import divergences
+from resilient_agent.lab.replay.round_trip import left_out, round_trip
+from resilient_agent.lab.replay.typed import TypedMessage
+from resilient_agent.testing import Scenario, Typed, Utterance, run_scenario
+from resilient_agent.testing.session_report import session_report
+
+_NOTICE = "This call is recorded for quality and training purposes, thank you for waiting."
+_QUESTION = "do you have a table for two tonight"
+
+
+def _catalog(name: str) -> Scenario:
+    return next(s for s in CATALOG if s.name == name)
+
+
+@pytest.fixture(scope="module")
+def answered_report() -> dict[str, Any]:
+    """A plain Agent's call: a message typed over an interruptible greeting, answered at once."""
+    scenario = Scenario(
+        name="replay/typed_over_interruptible_greeting",
+        family="replay",
+        description="The caller types while an interruptible greeting plays, then speaks.",
+        agent=catalog_agents.greeting_agent(protected=False, text=_NOTICE),
+        utterances=(Utterance(6.5, 7.5, "and a high chair"),),
+        typed=(Typed(2.0, _QUESTION),),
+        duration=14.0,
+    )
+    world, outcome = run_scenario(scenario, Agent)
+    assert outcome.passed  # the message interrupted the greeting and was answered
+    return session_report(world)
+
+
+def test_a_typed_message_is_read_apart_from_the_callers_turns(
+    answered_report: dict[str, Any],
+) -> None:
+    plan = load_plan(answered_report)
+    assert plan.typed == (TypedMessage(2.0, _QUESTION, answered_at_once=True),)
+    assert [t.heard for t in plan.turns] == [("and", "a", "high", "chair")]
+    # the emitted test's trimmed report keeps what tells a typed message from a spoken one
+    assert load_plan(trimmed_report(answered_report)).typed == plan.typed
+
+
+def test_the_replay_types_the_message_at_its_time(answered_report: dict[str, Any]) -> None:
+    plan = load_plan(answered_report)
+    replay = run_replay(plan, Agent)
+    assert replay.world.scenario.typed == (Typed(2.0, _QUESTION, expect_reply=False),)
+    assert replay.replayed.typed == plan.typed
+    assert replay.divergences == ()
+    assert replay.outcome.lost_words == 0  # the typed words reached the LLM
+
+
+def test_a_message_the_replay_did_not_type_diverges(answered_report: dict[str, Any]) -> None:
+    plan = load_plan(answered_report)
+    lost = dataclasses.replace(plan, typed=(TypedMessage(2.0, None),))
+    found = divergences(plan, dataclasses.replace(plan, typed=()))
+    assert [(d.kind, d.what) for d in found] == [
+        ("typed", "typed message 1: not typed in the replay")
+    ]
+    assert [d.what for d in divergences(lost, plan)] == [
+        "typed message 1 reached the chat, unlike recorded"
+    ]
+
+
+def test_a_message_livekit_refused_under_a_protected_line_is_lost_again() -> None:
+    # RoomIO's text input interrupts first: livekit refuses under the protected announcement
+    # and the message never reaches the chat; only its claim on the turn is in the report
+    scenario = _catalog("lost_words/typed_over_protected_say")
+    world, _ = run_scenario(scenario, Agent)
+    plan = load_plan(session_report(world))
+    assert plan.typed == (TypedMessage(3.0, None),)
+    assert plan.turns == ()
+    assert [s.protected for s in plan.app_says] == [True]
+    replay = run_replay(plan, Agent)
+    assert replay.divergences == ()
+    assert replay.outcome.lost_words == 1  # the placeholder word, lost as the message was
+
+
+def test_typed_calls_are_in_the_round_trip() -> None:
+    assert left_out(_catalog("lost_words/typed_over_protected_say")) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "agent_class"),
+    [
+        # ResilientAgent answers the message typed over the protected announcement after it
+        ("lost_words/typed_over_protected_say", ResilientAgent),
+        # the reply to the typed message waited behind the transfer's protected message while
+        # the tool's output came in: it answers the message, not the output
+        ("vad/dead_in_handoff_drain", ResilientAgent),
+        # the reply to the typed message never played: the caller spoke over it
+        ("lost_words/typed_reply_talked_over_in_handoff", Agent),
+    ],
+)
+def test_the_typed_call_round_trips(name: str, agent_class: type[Agent]) -> None:
+    trip = round_trip(_catalog(name), agent_class)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_a_turn_a_handoff_ended_as_its_final_came_is_said_before_it(tmp_path: Path) -> None:
+    # the caller talks over the reply to the typed message as livekit drains the front desk:
+    # the manager takes the call with their final transcript, 0.2 s after their last word
+    scenario = _catalog("lost_words/reply_talked_over_during_handoff")
+    trip = round_trip(scenario, ResilientAgent, tmp_path)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
