@@ -42,8 +42,6 @@ from livekit.agents import AgentSession, stt
 from livekit.agents.voice.events import EventTypes, SpeechCreatedEvent
 from livekit.agents.voice.speech_handle import SpeechHandle
 
-from resilient_agent._engine.listeners import event_listener
-
 from ..recognition import recognize_frames
 from ..session_facts import stt_withheld_for
 
@@ -159,8 +157,8 @@ class WithheldAudioTap:
         for speech in (*speeches, current) if current is not None else speeches:
             self._arm(speech)
         self._listeners: tuple[tuple[EventTypes, Callable[[Any], None]], ...] = (
-            ("user_state_changed", event_listener(self._caller_changed)),
-            ("speech_created", event_listener(self._speech_created)),
+            ("user_state_changed", self._caller_changed),
+            ("speech_created", self._speech_created),
         )
         for event, listener in self._listeners:
             session.on(event, listener)
