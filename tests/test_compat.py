@@ -1009,6 +1009,7 @@ def test_event_listeners_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def check_last_event_listener() -> None:
+    from resilient_agent._engine.fanout import NOT_KNOWN
     from resilient_agent._livekit.compat import last_event_listener
 
     message = _change("test_last_event_listener_is_where_compat_expects_it")
@@ -1026,6 +1027,10 @@ def check_last_event_listener() -> None:
         assert last_event_listener(session, "tick") is None, message
         session.on("tick", first)
         session.on("tick", second)
+        if isinstance(getattr(session, "_events", {}).get("tick"), set):
+            # livekit-agents 1.8.0's emitter keeps a set: no order, so no run to join
+            assert last_event_listener(session, "tick") is NOT_KNOWN, message
+            return
         assert last_event_listener(session, "tick") is second, message
         session.emit("tick", None)  # type: ignore[arg-type]
         assert heard == ["first", "second"], message  # the last registered is called last
@@ -1147,5 +1152,6 @@ def test_place_played_audio_moved_trips(tmp_path: Path, monkeypatch: pytest.Monk
     import resilient_agent._livekit.compat as compat
 
     monkeypatch.setattr(compat, "_RECORDER_PUT", "_put_item")  # livekit renamed it
+    monkeypatch.setattr(compat, "_RECORDER_QUEUE", "_queue")  # and its 1.8.0 queue
     with pytest.raises(AssertionError, match=re.escape("moved RecorderIO._put")):
         check_place_played_audio(tmp_path)

@@ -18,6 +18,18 @@ from resilient_agent._engine.fanout import FanOut
 from resilient_agent._livekit.compat import event_listeners, last_event_listener
 
 
+def _emitter_keeps_order() -> bool:
+    emitter: rtc.EventEmitter[str] = rtc.EventEmitter()
+    emitter.on("probe", print)
+    return last_event_listener(emitter, "probe") is print
+
+
+# livekit-agents 1.8.0's emitter keeps a set: no order to join a run by, every listener alone
+pytestmark = pytest.mark.skipif(
+    not _emitter_keeps_order(), reason="this livekit's emitter keeps its listeners unordered"
+)
+
+
 def _fanout() -> FanOut:
     return FanOut(last_event_listener)
 

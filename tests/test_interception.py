@@ -143,6 +143,6 @@ def test_livekit_objects_are_modified_only_by_the_interception_module() -> None:
         and "setattr(room, _ROOM_LOCAL_PARTICIPANT" not in line
         and "setattr(publication, _PUBLICATION_TRACK" not in line
         # the lab's own recordings (testing/runner.py): the recorder of a lab call, never a live one
-        and "setattr(recorder, _RECORDER_PUT" not in line
+        and "setattr(put_owner, put_name, placed)" not in line
     ]
     assert runtime == []

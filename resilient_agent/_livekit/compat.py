@@ -183,6 +183,9 @@ def last_event_listener(emitter: Any, event: str) -> Any:
     callbacks = events.get(event)
     if not callbacks:
         return None
+    if not isinstance(callbacks, dict):
+        # livekit-agents 1.8.0's rtc keeps a set: no registration order to join a run by
+        return NOT_KNOWN
     return next(reversed(callbacks))
 
 
@@ -228,6 +231,8 @@ def livekit_session_report(
 
 
 _RECORDER_PUT = "_put"
+# livekit-agents 1.8.0 has no _put: it queues onto this queue's put_nowait
+_RECORDER_QUEUE = "_q"
 _AGENT_CHANNEL = 1
 
 
@@ -240,9 +245,14 @@ def place_played_audio(recorder: Any, to_wall: Callable[[float], float]) -> bool
     items with ``channel`` and ``started_at``) gets the agent's audio moved to wall time.
     False if livekit moved it.
     """
-    put = getattr(recorder, _RECORDER_PUT, None)
+    put_owner, put_name = recorder, _RECORDER_PUT
+    put = getattr(put_owner, put_name, None)
     if not callable(put):
-        return False
+        # livekit-agents 1.8.0 queues its items straight onto the recorder's one queue
+        put_owner, put_name = getattr(recorder, _RECORDER_QUEUE, None), "put_nowait"
+        put = getattr(put_owner, put_name, None)
+        if not callable(put):
+            return False
 
     def placed(item: Any) -> None:
         started_at = getattr(item, "started_at", None)
@@ -250,7 +260,7 @@ def place_played_audio(recorder: Any, to_wall: Callable[[float], float]) -> bool
             item = dataclasses.replace(item, started_at=to_wall(started_at))
         put(item)
 
-    setattr(recorder, _RECORDER_PUT, placed)
+    setattr(put_owner, put_name, placed)
     return True
 
 
