@@ -101,7 +101,9 @@ class CallerTurn:
             transcript of (assumed): the agent began an uninterruptible line over the caller
             and livekit withheld the rest of the turn from the STT.
         windows: Where its words were said, (start, end, how many) in order, when livekit's
-            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`); empty: as ``said`` says.
+            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`), or a typed message's
+            claim ended it while the recording has the caller speaking on (see
+            :mod:`.typed_claims`); empty: as ``said`` says.
     """
 
     start: float
@@ -1030,7 +1032,8 @@ class _Reader:
         """
         transcribed = {word for turn in self.turns for word in turn[2]}
         # a message that names its typed words has the caller's words beside them
-        used: set[int] = {i for i in self.typed.user_messages if i not in self._untyped()}
+        rest = self._untyped()
+        used: set[int] = {i for i in self.typed.user_messages if i not in rest}
         for position, turn in enumerate(self.turns):
             if turn[2]:
                 if not self._committed_prefix(turn):
@@ -1038,7 +1041,7 @@ class _Reader:
                 transcribed.update(turn[2])
                 continue
             for index, (at, text) in enumerate(self.user_messages):
-                words = self._untyped().get(index, text.split())
+                words = rest.get(index, text.split())
                 if index in used or at < turn[0] or not set(words) - transcribed:
                     continue
                 used.add(index)

@@ -61,8 +61,9 @@ class TypedMessage:
 
     Attributes:
         at: Call seconds when it arrived.
-        text: Its text as the chat has it; None when it never reached the chat (livekit
-            refused to interrupt a protected line, and the message was lost).
+        text: Its text as the chat has it (of a message merged with spoken words, the typed
+            words its ``extra`` names); None when it never reached the chat (livekit refused
+            to interrupt a protected line, and the message was lost).
         answered_at_once: The reply to it was asked for as it was typed, with it in the
             chat: the LLM was asked then, whenever the reply played.
     """
