@@ -10,7 +10,7 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
-from resilient_agent._engine.pending_words import TYPED_EXTRA
+from resilient_agent._engine.pending_words import TYPED_EXTRA, Fragment, typed_extra
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.catalog import agents as catalog_agents
 from resilient_agent.lab.replay import load_plan, run_replay
@@ -18,7 +18,7 @@ from resilient_agent.lab.replay.emit import redacted, trimmed_report
 from resilient_agent.lab.replay.fidelity import divergences
 from resilient_agent.lab.replay.recording import read_recording
 from resilient_agent.lab.replay.round_trip import left_out, round_trip
-from resilient_agent.lab.replay.typed import TypedMessage
+from resilient_agent.lab.replay.typed import TypedMessage, untyped_words
 from resilient_agent.lab.replay.typed_claims import with_recorded_claims
 from resilient_agent.testing import Scenario, Typed, Utterance, run_scenario
 from resilient_agent.testing.session_report import session_report
@@ -196,3 +196,16 @@ def test_a_message_typed_as_the_caller_speaks_in_a_handoff_round_trips(
     trip = round_trip(_catalog(_SPEAKS_IN_HANDOFF), agent_class, tmp_path)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+def test_only_a_message_of_typed_and_spoken_words_names_its_typed_ones() -> None:
+    typed = Fragment(_TYPED_THERE, 6.3, modality="text")
+    said = Fragment(_SAID_ON, 9.7, recovered=True)
+    assert typed_extra([typed, said]) == {TYPED_EXTRA: [_TYPED_THERE]}
+    # merged into a turn livekit committed from the caller's speech
+    assert typed_extra([typed], spoken_turn=True) == {TYPED_EXTRA: [_TYPED_THERE]}
+    # all typed or all spoken: the message's modality says which
+    assert typed_extra([typed]) == {}
+    assert typed_extra([said], spoken_turn=True) == {}
+    # the replay types the named words and gives the caller the rest
+    assert untyped_words(f"{_TYPED_THERE} {_SAID_ON}", [_TYPED_THERE]) == _SAID_ON.split()
