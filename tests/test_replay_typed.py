@@ -182,11 +182,12 @@ def test_a_claim_livekit_refused_as_the_caller_spoke_on_is_read_from_the_recordi
     plan = load_plan(report)
     assert plan.typed == ()
     assert [t.end for t in plan.turns] == [2.5, 6.3]
-    read = with_recorded_claims(plan, read_recording(audio, report, plan))
+    recording = read_recording(audio, report, plan)
+    read = with_recorded_claims(plan, recording)
     assert read.typed == (TypedMessage(6.3, None),)
     assert [w[:2] for w in read.turns[1].windows] == [(4.0, 6.0), (6.35, 7.6)]
     assert any("livekit refused" in a for a in read.assumptions)
-    assert with_recorded_claims(read, read_recording(audio, report, plan)) == read
+    assert with_recorded_claims(read, recording) == read
 
 
 @pytest.mark.parametrize("agent_class", [Agent, ResilientAgent])

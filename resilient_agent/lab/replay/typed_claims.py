@@ -45,22 +45,31 @@ def with_recorded_claims(plan: ReplayPlan, recording: ReplayRecording) -> Replay
     A pipeline call's only (a realtime model's server ends its caller's turns). A turn already
     said in windows is left as it is, so the plan may be given again.
     """
-    if plan.realtime is not None:
+    # the turns whose end a claim may explain, by the events: the recording is read for them
+    claimed = {
+        index: any(abs(m.at - turn.end) <= _SAME_INSTANT_S for m in plan.typed)
+        for index, turn in enumerate(plan.turns)
+        if turn.ended and not turn.noise and not turn.windows
+    }
+    candidates = {
+        index: was
+        for index, was in claimed.items()
+        if was or _refused_there(plan, plan.turns[index].end)
+    }
+    if plan.realtime is not None or not candidates:
         return plan
     voiced = _voiced_frames(recording.caller.samples())
     turns = list(plan.turns)
     typed = list(plan.typed)
     assumptions = list(plan.assumptions)
-    for index, turn in enumerate(plan.turns):
+    for index, was_claimed in candidates.items():
+        turn = plan.turns[index]
         after = plan.turns[index + 1].start if index + 1 < len(plan.turns) else None
         went_on = _speech_around(turn, voiced, after)
         if went_on is None:
             continue
         before, resumed, stopped = went_on
-        claimed = any(abs(m.at - turn.end) <= _SAME_INSTANT_S for m in plan.typed)
-        if not claimed:
-            if not _refused_there(plan, turn.end):
-                continue
+        if not was_claimed:
             typed.append(TypedMessage(turn.end, None))
             assumptions.append(
                 f"at {turn.end:.2f} s: the caller's turn ended in a {resumed - before:.2f} s "
@@ -104,8 +113,6 @@ def _speech_around(
     None unless the turn ended in a pause shorter than a VAD ends a turn in, inside the turn's
     speech, and the speech after it went on (pauses that short joined) before any next turn.
     """
-    if not turn.ended or turn.noise or turn.windows:
-        return None
     end = turn.end
     earlier = voiced[(voiced >= turn.start - FRAME_SECONDS) & (voiced < end)]
     later = voiced[voiced >= end]
