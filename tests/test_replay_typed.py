@@ -10,13 +10,16 @@ import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
+from resilient_agent._engine.pending_words import TYPED_EXTRA, Fragment, typed_extra
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.catalog import agents as catalog_agents
 from resilient_agent.lab.replay import load_plan, run_replay
-from resilient_agent.lab.replay.emit import trimmed_report
+from resilient_agent.lab.replay.emit import redacted, trimmed_report
 from resilient_agent.lab.replay.fidelity import divergences
+from resilient_agent.lab.replay.recording import read_recording
 from resilient_agent.lab.replay.round_trip import left_out, round_trip
-from resilient_agent.lab.replay.typed import TypedMessage
+from resilient_agent.lab.replay.typed import TypedMessage, untyped_words
+from resilient_agent.lab.replay.typed_claims import with_recorded_claims
 from resilient_agent.testing import Scenario, Typed, Utterance, run_scenario
 from resilient_agent.testing.session_report import session_report
 
@@ -119,3 +122,91 @@ def test_a_turn_a_handoff_ended_as_its_final_came_is_said_before_it(tmp_path: Pa
     trip = round_trip(scenario, ResilientAgent, tmp_path)
     assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
+
+
+_SPEAKS_IN_HANDOFF = "lost_words/typed_while_caller_speaks_in_handoff"
+_TYPED_THERE = "is there parking nearby"
+_SAID_ON = "my order number is twelve for two people tonight"
+
+
+@pytest.fixture(scope="module")
+def speaks_in_handoff(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[dict[str, Any], Path]]:
+    """The call recorded on each agent: its report and its audio."""
+    recorded: dict[str, tuple[dict[str, Any], Path]] = {}
+    folder = tmp_path_factory.mktemp("speaks_in_handoff")
+    for cls in (Agent, ResilientAgent):
+        audio = folder / f"{cls.__name__}.ogg"
+        world, _ = run_scenario(_catalog(_SPEAKS_IN_HANDOFF), cls, record_audio=audio)
+        recorded[cls.__name__] = (session_report(world), audio)
+    return recorded
+
+
+def _user_messages(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        event["item"]
+        for event in report["events"]
+        if event["type"] == "conversation_item_added" and event["item"].get("role") == "user"
+    ]
+
+
+def test_resilient_agent_names_the_typed_words_of_a_message_it_merges(
+    speaks_in_handoff: dict[str, tuple[dict[str, Any], Path]],
+) -> None:
+    # the message typed over the transfer's message is held and committed with the caller's
+    # withheld words in one user message: its extra says which words were typed
+    report, _ = speaks_in_handoff["ResilientAgent"]
+    merged = _user_messages(report)[-1]
+    assert merged["content"] == [f"{_TYPED_THERE} {_SAID_ON}"]
+    assert merged["extra"] == {TYPED_EXTRA: [_TYPED_THERE]}
+    # livekit never sends extra to the LLM; a plain Agent's messages carry none
+    plain, _ = speaks_in_handoff["Agent"]
+    assert all(not m.get("extra") for m in _user_messages(plain))
+    plan = load_plan(report)
+    assert plan.typed == (TypedMessage(6.3, _TYPED_THERE),)
+    assert " ".join(plan.turns[1].heard) == _SAID_ON  # the caller's words, withheld
+    # the emitted test's trimmed report keeps the mark, and redacts it as the words it names
+    assert load_plan(trimmed_report(report)).typed == plan.typed
+    redacted_plan = load_plan(redacted(trimmed_report(report)))
+    typed = redacted_plan.typed[0].text
+    assert typed is not None and redacted_plan.user_messages[-1].startswith(typed + " ")
+
+
+def test_a_claim_livekit_refused_as_the_caller_spoke_on_is_read_from_the_recording(
+    speaks_in_handoff: dict[str, tuple[dict[str, Any], Path]],
+) -> None:
+    # on a plain Agent livekit refused the message (the transfer's message is protected) and
+    # its claim ended the caller's turn in a 0.35 s pause: the report has only that turn end
+    report, audio = speaks_in_handoff["Agent"]
+    plan = load_plan(report)
+    assert plan.typed == ()
+    assert [t.end for t in plan.turns] == [2.5, 6.3]
+    recording = read_recording(audio, report, plan)
+    read = with_recorded_claims(plan, recording)
+    assert read.typed == (TypedMessage(6.3, None),)
+    assert [w[:2] for w in read.turns[1].windows] == [(4.0, 6.0), (6.35, 7.6)]
+    assert any("livekit refused" in a for a in read.assumptions)
+    assert with_recorded_claims(read, recording) == read
+
+
+@pytest.mark.parametrize("agent_class", [Agent, ResilientAgent])
+def test_a_message_typed_as_the_caller_speaks_in_a_handoff_round_trips(
+    agent_class: type[Agent], tmp_path: Path
+) -> None:
+    trip = round_trip(_catalog(_SPEAKS_IN_HANDOFF), agent_class, tmp_path)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
+def test_only_a_message_of_typed_and_spoken_words_names_its_typed_ones() -> None:
+    typed = Fragment(_TYPED_THERE, 6.3, modality="text")
+    said = Fragment(_SAID_ON, 9.7, recovered=True)
+    assert typed_extra([typed, said]) == {TYPED_EXTRA: [_TYPED_THERE]}
+    # merged into a turn livekit committed from the caller's speech
+    assert typed_extra([typed], spoken_turn=True) == {TYPED_EXTRA: [_TYPED_THERE]}
+    # all typed or all spoken: the message's modality says which
+    assert typed_extra([typed]) == {}
+    assert typed_extra([said], spoken_turn=True) == {}
+    # the replay types the named words and gives the caller the rest
+    assert untyped_words(f"{_TYPED_THERE} {_SAID_ON}", [_TYPED_THERE]) == _SAID_ON.split()

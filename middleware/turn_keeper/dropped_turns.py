@@ -20,9 +20,12 @@ import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import llm
 
 from resilient_agent import MiddlewareContext, get_logger, interrupt_queued_speeches
-from resilient_agent._engine.pending_words import Fragment, PendingWords
+from resilient_agent._engine.pending_words import Fragment, PendingWords, typed_extra
 
 from ..clock import loop_now
 from ..session_facts import (
@@ -311,16 +314,17 @@ class DroppedTurnAnswerer:
             return
         spoken = any(f.modality == "audio" for f in pending)
         task = asyncio.get_running_loop().create_task(
-            self._answer_turn(ctx, text, spoken, kind), name="resilient_agent.turn_answer"
+            self._answer_turn(ctx, text, spoken, kind, typed_extra(pending)),
+            name="resilient_agent.turn_answer",
         )
         self._turn_answers.add(task)
         task.add_done_callback(self._turn_answers.discard)
 
     async def _answer_turn(
-        self, ctx: MiddlewareContext, text: str, spoken: bool, kind: str
+        self, ctx: MiddlewareContext, text: str, spoken: bool, kind: str, extra: dict[str, Any]
     ) -> None:
         try:
-            await answer_as_user_turn(ctx, text, spoken=spoken)
+            await answer_as_user_turn(ctx, text, spoken=spoken, extra=extra)
         except RuntimeError as exc:  # the session closed meanwhile: nothing can answer now
             logger.warning("recovered_turn_not_answered", exc_info=exc)
             return
@@ -361,8 +365,14 @@ class DroppedTurnAnswerer:
             # answered as they came in: a modality-aware task (livekit's GetEmailTask) reads
             # spoken words back and has them confirmed, as it does for live voice
             spoken = any(f.modality == "audio" for f in pending)
+            # a message of typed and spoken words says which were typed (data only: livekit
+            # keeps it in the report, the LLM never sees it)
+            extra = typed_extra(pending)
+            user_input = (
+                llm.ChatMessage(role="user", content=[text], extra=extra) if extra else text
+            )
             reply = session.generate_reply(
-                user_input=text, input_modality="audio" if spoken else "text"
+                user_input=user_input, input_modality="audio" if spoken else "text"
             )
         except RuntimeError as exc:
             for fragment in pending:

@@ -15,7 +15,7 @@ from collections import deque
 from livekit.agents import llm
 
 from resilient_agent import InferenceRequest, MiddlewareContext, UserTurn, get_logger
-from resilient_agent._engine.pending_words import PendingWords, normalized
+from resilient_agent._engine.pending_words import PendingWords, normalized, typed_extra
 
 from ..clock import loop_now
 from ..session_facts import livekit_turn_delay
@@ -109,7 +109,7 @@ class InferenceMerger:
             fragment.delivered = True
         fragments = " ".join(without_repeats(pending))
         text = self._options.merged_text(fragments, "")
-        message = llm.ChatMessage(role="user", content=[text.strip()])
+        message = llm.ChatMessage(role="user", content=[text.strip()], extra=typed_extra(pending))
         if created_at is not None:
             message.created_at = created_at
         # session.history is the session's live ChatContext

@@ -55,7 +55,7 @@ from resilient_agent import (
     get_logger,
     never_waits,
 )
-from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized
+from resilient_agent._engine.pending_words import Fragment, PendingWords, normalized, typed_extra
 
 from ..clock import loop_now
 from ..session_facts import session_recognizer
@@ -397,9 +397,12 @@ class TurnKeeper(Middleware, WordRecovery):
         await self._recoveries_done()
         await self._inferences.forget_committed(ctx, turn)
         if self.merge:
+            pending = self._words.undelivered()
             merged = merge_into(self._words, turn.text, self.options)
             if merged != turn.text:
                 ctx.race_handled(self, "dropped_user_words", "merged_into_next_turn")
+                # the message says which of its words were typed (data: the LLM never sees it)
+                turn.message.extra.update(typed_extra(pending, spoken_turn=bool(turn.text.strip())))
                 turn = turn.override(text=merged)
         try:
             await call_next(turn)

@@ -13,6 +13,9 @@ behaves as it does for every other turn.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from livekit.agents import StopResponse, llm
 
 from resilient_agent import MiddlewareContext, get_logger
@@ -23,7 +26,7 @@ logger = get_logger("middleware.turn_keeper")
 
 
 async def answer_as_user_turn(
-    ctx: MiddlewareContext, text: str, *, spoken: bool
+    ctx: MiddlewareContext, text: str, *, spoken: bool, extra: Mapping[str, Any] | None = None
 ) -> llm.ChatMessage | None:
     """Run the agent's ``on_user_turn_completed`` for ``text``, then reply to it.
 
@@ -38,6 +41,8 @@ async def answer_as_user_turn(
         ctx: The session's context.
         text: The caller's words.
         spoken: The words were spoken (audio), not typed.
+        extra: The message's ``extra`` (which of its words were typed, when it merges typed
+            and spoken words).
 
     Returns:
         The message replied to, or None when the app stopped the reply.
@@ -46,7 +51,7 @@ async def answer_as_user_turn(
     current = session.current_speech
     if current is not None and current.allow_interruptions and not current.done():
         current.interrupt()
-    message = llm.ChatMessage(role="user", content=[text])
+    message = llm.ChatMessage(role="user", content=[text], extra=dict(extra or {}))
     turn_ctx = ctx.agent.chat_ctx.copy()
     try:
         await ctx.agent.on_user_turn_completed(turn_ctx, new_message=message)

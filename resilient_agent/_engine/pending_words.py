@@ -16,17 +16,26 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .log import get_logger
 
-__all__ = ["Fragment", "InputModality", "PendingWords", "normalized"]
+__all__ = ["TYPED_EXTRA", "Fragment", "InputModality", "PendingWords", "normalized", "typed_extra"]
 
 logger = get_logger("pending_words")
 
 InputModality = Literal["audio", "text"]
+
+TYPED_EXTRA = "resilient_agent_typed"
+"""The key of a user message's ``extra`` that says which of its words were typed.
+
+A middleware that merges a typed message with the caller's spoken words into one user message
+sets it to the typed texts, in order (see :func:`typed_extra`): livekit's session report keeps
+the message's ``extra`` (the LLM never sees it), and a replay of the report types exactly those
+words and has the caller say the rest.
+"""
 
 # How many fragments (delivered or not) are held per pending one allowed.
 _HELD_PER_PENDING = 4
@@ -149,6 +158,23 @@ class PendingWords:
         for fragment in self.undelivered():
             if normalized(fragment.text) in said:
                 fragment.delivered = True
+
+
+def typed_extra(fragments: Iterable[Fragment], *, spoken_turn: bool = False) -> dict[str, Any]:
+    """The ``extra`` of a user message merged from ``fragments``: its typed words, if mixed.
+
+    Args:
+        fragments: The fragments merged into the message, in order.
+        spoken_turn: They join a turn livekit committed from the caller's speech.
+
+    Returns:
+        ``{TYPED_EXTRA: [typed texts]}`` when typed and spoken words share the message; empty
+        when it is all typed or all spoken (its modality says which).
+    """
+    fragments = list(fragments)
+    typed = [f.text for f in fragments if f.modality == "text"]
+    spoken = spoken_turn or any(f.modality == "audio" for f in fragments)
+    return {TYPED_EXTRA: typed} if typed and spoken else {}
 
 
 def _log_dropped(fragment: Fragment, why: str) -> None:

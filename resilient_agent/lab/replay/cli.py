@@ -112,6 +112,7 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from ..run import RESILIENT_PATH, quiet_logs
     from .plan import ReportError, load_plan, read_report
     from .recording import read_recording
+    from .typed_claims import with_recorded_claims
 
     try:
         _check(args)
@@ -127,6 +128,8 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if audio is None and not args.no_recording:
             audio = _reports_recording(args.report, report, notes, args.explore is not None)
         recording = read_recording(audio, report, plan) if audio is not None else None
+        if recording is not None:
+            plan = with_recorded_claims(plan, recording)  # its assumptions are printed
         agent_class, app = _agent_under_test(args.agent)
         with quiet_logs():
             code = _replay(plan, args, agent_class, app, out, recording, notes)

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..._engine.pending_words import TYPED_EXTRA
 from ..._session.cut_in import CUT_IN_EXTRA
 
 __all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
@@ -39,7 +40,8 @@ _METRIC_KEYS = ("llm_node_ttft", "started_speaking_at", "transcription_delay")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
-_WORD_KEYS = frozenset({"transcript", "content", "output", "message"})
+# the typed words a merged user message names are words said too (redacted alike)
+_WORD_KEYS = frozenset({"transcript", "content", "output", "message", TYPED_EXTRA})
 
 
 def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dict[str, Any]:
@@ -65,10 +67,7 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
                 if index == 0:  # the call's start
                     events.append({**kept, "item": {"type": item.get("type")}})
                 continue
-            slim = {k: item[k] for k in _ITEM_KEYS if k in item}
-            extra = item.get("extra")
-            if isinstance(extra, Mapping) and extra.get(CUT_IN_EXTRA) is True:
-                slim["extra"] = {CUT_IN_EXTRA: True}  # a line the app meant as a cut-in
+            slim = _slim_message(item)
             metrics = item.get("metrics")
             if isinstance(metrics, Mapping):
                 # a user message's speech metrics say an STT wrote it, not the caller's typing
@@ -79,7 +78,7 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
     items = history.get("items") if isinstance(history, Mapping) else None
     # the caller's messages: a middleware may have put one in the chat with no event
     users = [
-        {k: item[k] for k in _ITEM_KEYS if k in item}
+        _slim_message(item)
         for item in (items if isinstance(items, list) else ())
         if isinstance(item, Mapping)
         and item.get("type") == "message"
@@ -95,6 +94,21 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
         trimmed["audio_recording_started_at"] = report.get("audio_recording_started_at")
         trimmed["tags"] = report.get("tags", [])
     return trimmed
+
+
+def _slim_message(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message with what the replay reads of it: its marks among its ``extra``."""
+    slim = {k: item[k] for k in _ITEM_KEYS if k in item}
+    extra = item.get("extra")
+    if isinstance(extra, Mapping):
+        marks = {}
+        if extra.get(CUT_IN_EXTRA) is True:
+            marks[CUT_IN_EXTRA] = True  # a line the app meant as a cut-in
+        if isinstance(extra.get(TYPED_EXTRA), list):
+            marks[TYPED_EXTRA] = extra[TYPED_EXTRA]  # the typed words of a merged message
+        if marks:
+            slim["extra"] = marks
+    return slim
 
 
 def redacted(report: Any) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 
 # a lab call's report says when its script ended and the lab closed the session; a production
 # call has no such end: every close is the caller's or the app's
+from ..._engine.pending_words import TYPED_EXTRA
 from ..._session.cut_in import CUT_IN_EXTRA
 from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
@@ -34,7 +35,14 @@ from .realtime import (
     silence_assumption,
     speech_window,
 )
-from .typed import TypedMessage, TypedReading, read_typed, typed_replies, without_typed
+from .typed import (
+    TypedMessage,
+    TypedReading,
+    read_typed,
+    typed_replies,
+    untyped_words,
+    without_typed,
+)
 from .untranscribed import late_final_turn, split, split_noise, withheld_from, words_after
 
 __all__ = [
@@ -93,7 +101,9 @@ class CallerTurn:
             transcript of (assumed): the agent began an uninterruptible line over the caller
             and livekit withheld the rest of the turn from the STT.
         windows: Where its words were said, (start, end, how many) in order, when livekit's
-            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`); empty: as ``said`` says.
+            ``user_turn_limit`` cut into it (see :mod:`.cut_in_turns`), or a typed message's
+            claim ended it while the recording has the caller speaking on (see
+            :mod:`.typed_claims`); empty: as ``said`` says.
     """
 
     start: float
@@ -276,6 +286,8 @@ class ReplayPlan:
             turns' ``said`` are where the model heard their words.
         greeting_protected: The greeting was made uninterruptible (a realtime call's, inferred
             from its recording by :mod:`.realtime_call`).
+        agent_speaking: When the agent spoke: (began, stopped) each time, by its
+            ``agent_state_changed`` (``math.inf`` when it never stopped).
     """
 
     sdk_version: str
@@ -303,6 +315,7 @@ class ReplayPlan:
     turn_limit: int | None = None
     realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
+    agent_speaking: tuple[tuple[float, float], ...] = ()
 
     @property
     def first_agent(self) -> str | None:
@@ -451,6 +464,14 @@ def _marked_cut_in(extra: Any) -> bool:
     return isinstance(extra, Mapping) and extra.get(CUT_IN_EXTRA) is True
 
 
+def _marked_typed(extra: Any) -> tuple[str, ...]:
+    """The typed texts a user message's chat ``extra`` names (``ResilientAgent`` merged them)."""
+    typed = extra.get(TYPED_EXTRA) if isinstance(extra, Mapping) else None
+    if not isinstance(typed, list):
+        return ()
+    return tuple(t for t in typed if isinstance(t, str) and t.split())
+
+
 def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
     """Whether ``run`` is in ``words``, its words one after the other."""
     return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
@@ -522,6 +543,8 @@ class _Reader:
         self.user_messages: list[tuple[float, str]] = []
         # indices of the user messages an STT wrote (they carry speech metrics)
         self.spoken_messages: set[int] = set()
+        # the user messages that merge typed and spoken words: the typed texts their extra names
+        self.typed_marks: dict[tuple[float, str], tuple[str, ...]] = {}
         # the STT's delay from the end of each spoken turn to its final transcript
         self.transcription_delays: list[float] = []
         self.typed = TypedReading((), frozenset(), frozenset())
@@ -626,6 +649,7 @@ class _Reader:
             typed=self.typed.messages,
             turn_limit=self.turn_limit,
             realtime=self.realtime,
+            agent_speaking=tuple(self._speaking()),
         )
 
     def _take_typed(self) -> None:
@@ -635,8 +659,13 @@ class _Reader:
             # (typed messages on a realtime model are not read yet)
             return
         replies = [at for at, source in self.speeches if source == "generate_reply"]
+        parts = {
+            index: self.typed_marks[message]
+            for index, message in enumerate(self.user_messages)
+            if message in self.typed_marks
+        }
         self.typed = read_typed(
-            self.turns, replies, self.user_messages, frozenset(self.spoken_messages)
+            self.turns, replies, self.user_messages, frozenset(self.spoken_messages), parts
         )
         kept = [i for i in range(len(self.turns)) if i not in self.typed.claims]
         self.word_times = {
@@ -857,6 +886,7 @@ class _Reader:
             delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
             if isinstance(delay, int | float):
                 self.transcription_delays.append(float(delay))
+            self._mark_typed(created_at, text, item.get("extra"))
             self.user_messages.append((created_at, text))
             self.context_marks.append((at, self.index))
         elif role == "assistant":
@@ -892,6 +922,12 @@ class _Reader:
         starts = [t for t in self.started_speaking if t <= added + 1e-3]
         return starts[-1] if starts else added
 
+    def _mark_typed(self, at: float, text: str, extra: Any) -> None:
+        """Note which words of a user message were typed, when its ``extra`` names them."""
+        typed = _marked_typed(extra)
+        if typed:
+            self.typed_marks[(at, text)] = typed
+
     def _chat_only_messages(self, history: Any) -> None:
         """The caller's messages the chat has and no event added, at their ``created_at``.
 
@@ -913,6 +949,7 @@ class _Reader:
             at = float(created) - self.t0
             if not text.split() or at < 0:
                 continue
+            self._mark_typed(at, text, item.get("extra"))
             self.user_messages.append((at, text))
             self.user_messages.sort(key=lambda message: message[0])
             # ordered as the last event by then
@@ -994,7 +1031,9 @@ class _Reader:
         message without livekit's ``user_input_transcribed``: the message has the words.
         """
         transcribed = {word for turn in self.turns for word in turn[2]}
-        used: set[int] = set(self.typed.user_messages)
+        # a message that names its typed words has the caller's words beside them
+        rest = self._untyped()
+        used: set[int] = {i for i in self.typed.user_messages if i not in rest}
         for position, turn in enumerate(self.turns):
             if turn[2]:
                 if not self._committed_prefix(turn):
@@ -1002,7 +1041,7 @@ class _Reader:
                 transcribed.update(turn[2])
                 continue
             for index, (at, text) in enumerate(self.user_messages):
-                words = text.split()
+                words = rest.get(index, text.split())
                 if index in used or at < turn[0] or not set(words) - transcribed:
                     continue
                 used.add(index)
@@ -1095,8 +1134,21 @@ class _Reader:
         ) or any(_contains(words, t) for t in typed if t)
 
     def _spoken_user_messages(self) -> list[tuple[float, str]]:
-        """The user messages that were not typed."""
-        return [m for i, m in enumerate(self.user_messages) if i not in self.typed.user_messages]
+        """The user messages that were not typed (of one that names its typed words, the rest)."""
+        rest = self._untyped()
+        return [
+            (at, " ".join(rest[i])) if i in rest else (at, text)
+            for i, (at, text) in enumerate(self.user_messages)
+            if i not in self.typed.user_messages or rest.get(i)
+        ]
+
+    def _untyped(self) -> dict[int, list[str]]:
+        """The user messages that name their typed words: index to the caller's words in them."""
+        return {
+            index: untyped_words(text, self.typed_marks[(at, text)])
+            for index, (at, text) in enumerate(self.user_messages)
+            if (at, text) in self.typed_marks
+        }
 
     def _committed_prefix(self, turn: list[Any]) -> bool:
         """Words said before a turn's transcribed ones that reached the chat all the same."""
@@ -1355,15 +1407,18 @@ class _Reader:
     def _noise_split(self, index: int) -> bool:
         """Whether the untranscribed turn ``index`` starts one long sound a commit split."""
         after = self.turns[index + 1] if index + 1 < len(self.turns) else None
-        speaking = [
-            (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
-            for began in self.started_speaking
-        ]
         return split_noise(
             (self.turns[index][0], self.turns[index][1]),
             None if after is None else (after[0], bool(after[2])),
-            speaking,
+            self._speaking(),
         )
+
+    def _speaking(self) -> list[tuple[float, float]]:
+        """When the agent spoke: (began, stopped) each time (``math.inf``: it never stopped)."""
+        return [
+            (began, next((t for t in self.stopped_speaking if t >= began), math.inf))
+            for began in self.started_speaking
+        ]
 
     def _withheld_suffix(self, index: int, start: float, end: float, heard: Sequence[str]) -> int:
         """Words of a turn said after its transcribed ones, withheld from the STT, if any.
@@ -1453,10 +1508,7 @@ class _Reader:
         turn to the end of the call went untranscribed: the STT took the audio and answered
         nothing (a half-open socket).
         """
-        speaking = [
-            (start, next((t for t in self.stopped_speaking if t >= start), math.inf))
-            for start in self.started_speaking
-        ]
+        speaking = self._speaking()
         silent: float | None = None
         for turn in turns:
             if turn.heard:

@@ -15,6 +15,7 @@ from .fidelity import Divergence, divergences
 from .plan import ReplayPlan, load_plan
 from .recording import ReplayRecording
 from .scenario import replay_scenario
+from .typed_claims import with_recorded_claims
 
 __all__ = ["ReplayRun", "run_replay"]
 
@@ -55,7 +56,13 @@ def run_replay(
         tool_mocks: With ``app``: tool name to the callable run instead of that tool.
         recording: The call's audio recording, played as the caller's line.
     """
+    if recording is not None:
+        # what the recording tells of the report's turns, on both sides: the replay's caller is
+        # the same recording
+        plan = with_recorded_claims(plan, recording)
     scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks, recording=recording)
     world, outcome = run_scenario(scenario, agent_class)
     replayed = load_plan(session_report(world))
+    if recording is not None:
+        replayed = with_recorded_claims(replayed, recording)
     return ReplayRun(world, outcome, replayed, tuple(divergences(plan, replayed)))

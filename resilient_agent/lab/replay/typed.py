@@ -14,6 +14,9 @@ back to ``listening``), all in the same instant. So a typed message leaves:
 * the message itself, in the chat, with no speech metrics: in that instant, or later when the
   agent held it (``ResilientAgent`` answers a message typed over protected speech after it);
   none when livekit refused the interrupt (a protected line played) and the message was lost.
+  ``ResilientAgent`` may commit a held message together with the caller's withheld words in
+  one user message: its ``extra`` then names the typed words (``TYPED_EXTRA``), and only those
+  are the typed message's; the rest are the caller's.
 
 The replay types each message again at its time through the same text input
 (:class:`~resilient_agent.testing.Typed`), its recorded text, or a placeholder word when it
@@ -22,7 +25,8 @@ was lost (its words are not in the report).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +37,7 @@ __all__ = [
     "placeholder",
     "read_typed",
     "typed_replies",
+    "untyped_words",
     "without_typed",
 ]
 
@@ -56,8 +61,9 @@ class TypedMessage:
 
     Attributes:
         at: Call seconds when it arrived.
-        text: Its text as the chat has it; None when it never reached the chat (livekit
-            refused to interrupt a protected line, and the message was lost).
+        text: Its text as the chat has it (of a message merged with spoken words, the typed
+            words its ``extra`` names); None when it never reached the chat (livekit refused
+            to interrupt a protected line, and the message was lost).
         answered_at_once: The reply to it was asked for as it was typed, with it in the
             chat: the LLM was asked then, whenever the reply played.
     """
@@ -92,6 +98,7 @@ def read_typed(
     replies_asked: Sequence[float],
     user_messages: Sequence[tuple[float, str]],
     spoken: frozenset[int],
+    typed_parts: Mapping[int, Sequence[str]] | None = None,
 ) -> TypedReading:
     """The typed messages of a report.
 
@@ -100,7 +107,10 @@ def read_typed(
         replies_asked: Seconds of each ``speech_created`` with source ``generate_reply``.
         user_messages: Each user message: (seconds it was created, its text).
         spoken: Indices of the user messages an STT wrote (with speech metrics).
+        typed_parts: Indices of the user messages that merge typed and spoken words, with
+            the typed texts their ``extra`` names (``TYPED_EXTRA``), in order.
     """
+    parts = typed_parts or {}
     found: list[tuple[float, int | None]] = []  # (when, the claim's turn index)
     # messages of words the STT transcribed: livekit's own commits (its user_turn_limit cuts
     # a turn with a message of its words so far and a reply asked for in that instant)
@@ -131,10 +141,10 @@ def read_typed(
                 )
             )
     found.sort(key=lambda f: f[0])
-    used: set[int] = set()
+    used: Counter[int] = Counter()
     messages: list[TypedMessage] = []
     for at, claim in found:
-        text = _message(at, claim is not None, replies_asked, user_messages, spoken, used)
+        text = _message(at, claim is not None, replies_asked, user_messages, spoken, used, parts)
         at_once = text is not None and any(
             abs(user_messages[i][0] - at) <= _SAME_INSTANT_S and user_messages[i][1] == text
             for i in used
@@ -153,13 +163,15 @@ def _message(
     replies_asked: Sequence[float],
     user_messages: Sequence[tuple[float, str]],
     spoken: frozenset[int],
-    used: set[int],
+    used: Counter[int],
+    parts: Mapping[int, Sequence[str]],
 ) -> str | None:
-    """The text of the message typed at ``at``, taking its user message into ``used``.
+    """The text of the message typed at ``at``, counting its user message in ``used``.
 
     A message livekit refused (no reply asked for as it was typed) never reached the chat.
-    Otherwise its user message is the first one no STT wrote from then on: in that instant,
-    or later when the agent held it.
+    Otherwise its user message is the first one no STT wrote from then on (or one whose
+    ``extra`` names typed words): in that instant, or later when the agent held it. A message
+    that names typed words holds that many typed messages, the first of them first.
     """
     if claimed and not any(abs(a - at) <= _CLAIM_MAX_S for a in replies_asked if a >= at - 1e-3):
         return None
@@ -168,13 +180,16 @@ def _message(
     free = [
         (abs(created - at) > _SAME_INSTANT_S, abs(created - at), index)
         for index, (created, _) in enumerate(user_messages)
-        if index not in used and index not in spoken and created >= at - _SAME_INSTANT_S
+        if used[index] < max(1, len(parts.get(index, ())))
+        and (index not in spoken or index in parts)
+        and created >= at - _SAME_INSTANT_S
     ]
     if not free:
         return None
     *_, index = min(free)
-    used.add(index)
-    return user_messages[index][1]
+    taken = used[index]
+    used[index] += 1
+    return parts[index][taken] if index in parts else user_messages[index][1]
 
 
 def typed_replies(
@@ -208,6 +223,19 @@ def typed_replies(
         if index is not None and answers[index][2] in (None, message.text):
             replies[index] = message.text
     return replies
+
+
+def untyped_words(text: str, typed: Sequence[str]) -> list[str]:
+    """The words of a user message less its typed texts (each the first run of its words)."""
+    words = text.split()
+    for part in typed:
+        run = part.split()
+        at = next(
+            (i for i in range(len(words) - len(run) + 1) if words[i : i + len(run)] == run), None
+        )
+        if run and at is not None:
+            del words[at : at + len(run)]
+    return words
 
 
 def without_typed(words: Sequence[str], messages: Sequence[TypedMessage]) -> list[str]:
