@@ -1830,11 +1830,7 @@ class _Reader:
                 # its stream ran until the server's error: what played is all it sent
                 until = round(max(answer.ttft, self.cut_lines[said.item_id] - at), 3)
                 answer = dataclasses.replace(answer, duration=until, cut_by_error=True)
-            if (
-                before is not None
-                and before.item_id in self.cut_lines
-                and self._ends_in(before, at)
-            ):
+            if before is not None and before.item_id in self.cut_lines and self._last(before, at):
                 answer = dataclasses.replace(
                     answer, after_user=None, after_tool=None, after_line=before.text
                 )
@@ -1854,8 +1850,8 @@ class _Reader:
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
 
-    def _ends_in(self, said: _Said, at: float) -> bool:
-        """Whether a request at ``at`` had ``said`` last: no caller's message or tool output since."""
+    def _last(self, said: _Said, at: float) -> bool:
+        """Whether a request at ``at`` had ``said`` last (no caller's message or tool since)."""
         return not any(said.added - 1e-3 < mark <= at + 1e-3 for mark, _ in self.context_marks)
 
     def _silent_turns(
