@@ -25,7 +25,6 @@ from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 from .realtime import (
-    FRAME_S,
     SERVER_SILENCE_S,
     RealtimeFlavour,
     is_model_message,
@@ -685,10 +684,9 @@ class _Reader:
             if is_livekit_end_call(reply.name, reply.output):
                 self.assumptions.append(end_call_assumption(reply))
         starts = [t.start for t in turns if t.heard]
-        self.barge_ins = barge_ins(self.realtime, lines, starts, close)
-        for at in self.barge_ins:
-            cut = next(line for line in lines if abs(line.stopped - FRAME_S - at) < 1e-3)
-            self.assumptions.append(barge_in_assumption(at, cut.text))
+        for at, line in barge_ins(self.realtime, lines, starts, close):
+            self.barge_ins.append(at)
+            self.assumptions.append(barge_in_assumption(at, line.text))
 
     def _take_typed(self) -> None:
         """The typed messages out of the caller's turns (see :mod:`.typed`)."""

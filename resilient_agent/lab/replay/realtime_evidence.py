@@ -33,8 +33,11 @@ __all__ = [
     "CUT_REST",
     "ModelLine",
     "ToolReply",
+    "barge_in_assumption",
     "barge_ins",
     "cut_by_errors",
+    "end_call_assumption",
+    "hung_assumption",
     "hung_replies",
     "is_livekit_end_call",
 ]
@@ -185,8 +188,8 @@ def barge_ins(
     lines: Sequence[ModelLine],
     worded_turn_starts: Sequence[float],
     close_at: float | None,
-) -> list[float]:
-    """When a caller began to speak and Gemini cut its line for it, before the close.
+) -> list[tuple[float, ModelLine]]:
+    """When a caller began to speak and Gemini cut its line for it, before the close; the line.
 
     The model's line was interrupted in the instant the session closed, and no turn of the
     caller's with words began after the line did: Gemini's server stopped it at the caller's
@@ -194,13 +197,13 @@ def barge_ins(
     """
     if flavour != "gemini" or close_at is None:
         return []
-    found: list[float] = []
+    found: list[tuple[float, ModelLine]] = []
     for line in lines:
         if not line.interrupted or abs(line.stopped - close_at) > _SAME_INSTANT_S:
             continue
         if any(start >= line.began - _SAME_INSTANT_S for start in worded_turn_starts):
             continue
-        found.append(round(line.stopped - FRAME_S, 3))
+        found.append((round(line.stopped - FRAME_S, 3), line))
     return found
 
 
