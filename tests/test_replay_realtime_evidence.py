@@ -15,6 +15,7 @@ from livekit.agents import Agent
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay import load_plan
+from resilient_agent.lab.replay.emit import trimmed_report
 from resilient_agent.lab.replay.round_trip import round_trip
 from resilient_agent.testing import Scenario, run_scenario
 from resilient_agent.testing.session_report import session_report
@@ -84,3 +85,12 @@ def test_a_line_gemini_cut_as_the_call_closed_was_cut_by_the_caller() -> None:
     # transcribed: they began a frame before
     assert plan.barge_ins == (4.6,)
     assert any(a.startswith("at 4.60 s: the caller began to speak") for a in plan.assumptions)
+
+
+@pytest.mark.parametrize("name", [_CUT, _HUNG_GOODBYE, _BARGE_IN])
+def test_an_emitted_test_keeps_what_a_realtime_replay_reads(name: str) -> None:
+    # --emit-test inlines the report trimmed to what the replay reads: a realtime call's item
+    # ids, response ids and model errors with it
+    world, _ = run_scenario(_scenario(name), Agent)
+    report = session_report(world)
+    assert load_plan(trimmed_report(report, recording=True)) == load_plan(report)
