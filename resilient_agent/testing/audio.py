@@ -324,16 +324,24 @@ class ScriptedAudioInput(AudioInput):
         return chunk
 
     def _recorded_speech(self) -> list[tuple[SpeechWindow, dict[int, int]]]:
-        """Each window with its recorded speech frames: frame index to its rank among them."""
+        """Each window with its recorded speech frames: frame index to its rank among them.
+
+        A window that runs past the recording's end was still being said when the recorder
+        stopped (the session closed): its frames there count as speech, so its words go on
+        past the end as they were said.
+        """
         if self._speech is None:
+            assert self._recording is not None
             self._speech = []
+            recorded = len(self._recording) // FRAME_SAMPLES
             for window in self._windows:
                 first = round(window.start / FRAME_SECONDS)
                 last = round(window.end / FRAME_SECONDS)
                 voiced = [
                     i
                     for i in range(first, last)
-                    if np.abs(self._recorded_frame(i).astype(np.int32)).mean()
+                    if i >= recorded
+                    or np.abs(self._recorded_frame(i).astype(np.int32)).mean()
                     > RECORDED_SPEECH_LEVEL
                 ]
                 self._speech.append((window, {i: rank for rank, i in enumerate(voiced)}))

@@ -70,6 +70,9 @@ class LLMRule:
         tool_calls: Tools it calls after the text.
         when_user_says: Match a user message containing this word (case-insensitive).
         after_tool: Match the turn that follows this tool's output.
+        after_agent_line: Match a context that ends in an assistant message containing this
+            text (case-insensitive): a reply asked for again right after the agent's own line,
+            nothing from the caller or a tool since (a line its server cut short).
         when_instructed: Match a request whose context ends in instructions containing this
             text (case-insensitive): system messages after its last user message or tool
             output, as ``generate_reply(instructions=...)`` leaves them (an ``AgentTask``'s
@@ -89,6 +92,10 @@ class LLMRule:
             with no audio (Gemini Live's silent turn); a pipeline LLM ignores it.
         silent_as: How such a reply comes: ``text`` (its text, no audio) or ``empty``
             (nothing but the end of the turn).
+        cut_after_words: On a Gemini realtime model, the first spoken reply by this rule stops
+            after this many of its words and its server fails (1011) as the reply's generation
+            would have ended (``duration``), before its turn is complete: a replay of a reply
+            its server cut, whose played words the report has. A pipeline LLM ignores it.
     """
 
     text: str = ""
@@ -96,6 +103,7 @@ class LLMRule:
     when_user_says: str | None = None
     after_tool: str | None = None
     when_instructed: str | None = None
+    after_agent_line: str | None = None
     ttft: float = 0.3
     duration: float = 0.5
     hangs_before: float | None = None
@@ -103,6 +111,7 @@ class LLMRule:
     keeps_alive_before: float | None = None
     silent_answers: int = 0
     silent_as: Literal["text", "empty"] = "text"
+    cut_after_words: int | None = None
 
     def hangs_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds hangs."""
@@ -117,7 +126,11 @@ class LLMRule:
         return self.times_out_before is not None and call_time < self.times_out_before
 
     def matches(
-        self, last_user_text: str | None, last_tool: str | None, instructions: str = ""
+        self,
+        last_user_text: str | None,
+        last_tool: str | None,
+        instructions: str = "",
+        last_agent_text: str | None = None,
     ) -> bool:
         """Whether this rule answers a context ending as described.
 
@@ -125,9 +138,15 @@ class LLMRule:
             last_user_text: The last user message, if the context ends in one.
             last_tool: The tool whose output ends the context, if any.
             instructions: The system messages after that last item, joined.
+            last_agent_text: The last assistant message, if the context ends in one.
         """
         if self.when_instructed is not None:
             return self.when_instructed.lower() in instructions.lower()
+        if self.after_agent_line is not None:
+            return (
+                last_agent_text is not None
+                and self.after_agent_line.lower() in last_agent_text.lower()
+            )
         if self.after_tool is not None:
             return last_tool == self.after_tool
         if last_tool is not None:
@@ -237,6 +256,7 @@ class ScriptedLLM(llm.LLM[Never]):
         """The rule answering ``chat_ctx``, with the last user text and last tool name."""
         last_user_text: str | None = None
         last_tool: str | None = None
+        last_agent_text: str | None = None
         running = _running_placeholders(chat_ctx)
         # livekit's deferred tool reply ends the context in a system message asking to voice
         # the tool's result: that reply follows the tool's output
@@ -253,13 +273,15 @@ class ScriptedLLM(llm.LLM[Never]):
                 last_tool = last.name
             elif last.type == "message" and last.role == "user":
                 last_user_text = last.text_content
+            elif last.type == "message" and last.role == "assistant":
+                last_agent_text = last.text_content
         instructions = "\n".join(
             i.text_content or ""
             for i in chat_ctx.items[after:]
             if i.type == "message" and i.role == "system"
         )
         for rule in self.rules:
-            if rule.matches(last_user_text, last_tool, instructions):
+            if rule.matches(last_user_text, last_tool, instructions, last_agent_text):
                 return rule, last_user_text, last_tool
         if last_tool is not None:
             return LLMRule(text="Done.", ttft=self.fallback_ttft), None, last_tool

@@ -27,7 +27,9 @@ A rule's ``hangs_before`` makes the response produce nothing until it is cancell
 ``error_mid_reply`` (Gemini flavour) is the server's error close halfway through that spoken
 reply's audio, as livekit-plugins-google shows it: the generation ends there (what was spoken
 stays in the conversation), then a recoverable ``error``; the session goes on as the plugin does
-once it has reconnected.
+once it has reconnected. A rule's ``cut_after_words`` is the same failure for its first spoken
+reply, placed where a replay's report has it: the audio stops after that many words, and the
+server fails as the reply's generation would have ended (its ``duration``).
 
 OpenAI flavour (``livekit.agents.llm._realtime.openai``, which livekit-plugins-openai 1.8.9
 wraps): ``input_speech_started`` when speech begins (and the response still being generated is
@@ -298,6 +300,7 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
         self._word_lookup = word_lookup or (lambda u, w: f"u{u}w{w}")
         # silent responses given, by rule (rules hold dicts: counted by identity)
         self._silent_used: dict[int, int] = {}
+        self._cut: set[int] = set()
         self.error_mid_reply = error_mid_reply
         self.spoken_replies = 0
 
@@ -327,6 +330,16 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
             return False
         self._silent_used[id(rule)] = self._silent_used.get(id(rule), 0) + 1
         return True
+
+    def cut_for(self, rule: LLMRule) -> int | None:
+        """The words this spoken reply by ``rule`` stops after (its ``cut_after_words``), if any.
+
+        Only a Gemini flavour's server fails so, and only for the rule's first spoken reply.
+        """
+        if self.flavour != "gemini" or rule.cut_after_words is None or id(rule) in self._cut:
+            return None
+        self._cut.add(id(rule))
+        return rule.cut_after_words
 
     def hangs_at(self, rule: LLMRule) -> bool:
         """Whether a response by ``rule`` made now hangs."""
@@ -771,9 +784,18 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         if rule.text and self._model.silent_for(rule):
             # Gemini's silent turn: text in audio mode (which the plugin drops) or nothing
             record.silent = True
-        elif rule.text and not await self._speak(generation, rule):
-            self._fail_mid_reply(generation)
-            return
+        else:
+            cut = self._model.cut_for(rule) if rule.text else None
+            if rule.text and not await self._speak(generation, rule, cut) and cut is None:
+                self._fail_mid_reply(generation)
+                return
+            if cut is not None:
+                # the server fails as the reply's generation would have ended
+                wait = delivery_wait("realtime", started + rule.duration - loop.time())
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                self._fail_mid_reply(generation)
+                return
         remaining = delivery_wait("realtime", started + rule.duration - loop.time())
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -799,8 +821,13 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 max(at, loop.time()), self._end_gemini_turn, generation
             )
 
-    async def _speak(self, generation: _Generation, rule: LLMRule) -> bool:
-        """Stream the reply's audio and transcript; False if the server failed halfway."""
+    async def _speak(
+        self, generation: _Generation, rule: LLMRule, cut_after: int | None = None
+    ) -> bool:
+        """Stream the reply's audio and transcript; False if the server failed on the way.
+
+        ``cut_after``: the audio stops before the chunk that carries a word past this many.
+        """
         model = self._model
         model.spoken_replies += 1
         fails = not self._openai and model.error_mid_reply == model.spoken_replies
@@ -827,6 +854,9 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                     await asyncio.sleep(wait)
             if fails and index == len(chunks) // 2:
                 return False
+            due = -(-(index + 1) * len(words) // len(chunks))
+            if cut_after is not None and due > cut_after:
+                return False  # the server sent no more
             generation.audio_ch.send_nowait(
                 rtc.AudioFrame(
                     data=chunk.tobytes(),
@@ -836,7 +866,6 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 )
             )
             # the transcript keeps pace with the audio, as the providers' deltas do
-            due = -(-(index + 1) * len(words) // len(chunks))
             while sent_words < due:
                 delta = words[sent_words] if sent_words == 0 else " " + words[sent_words]
                 generation.spoken += delta

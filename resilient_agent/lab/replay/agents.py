@@ -13,6 +13,10 @@ agent the report hands over to is rebuilt with its recorded id and its own recor
 - a plain handoff target (on the base class) returned by the tool that returned it, or put in
   place by ``session.update_agent`` at the recorded time.
 
+A tool the plan reads as livekit's ``EndCallTool`` whose goodbye never came is livekit's own
+(``ToolRunPlan.livekit_end_call``): its hang-up waits for the goodbye's speech, however that
+ends, which a recorded run cannot say.
+
 A tool run answers as the recorded run did (see :func:`replay_run`); what follows a task it
 awaited is timed from the task's return, so a task that completes later than recorded (the
 caller's words recovered) delays the rest of the run as it would have.
@@ -36,6 +40,7 @@ from livekit.agents import (
     get_job_context,
     llm,
 )
+from livekit.agents.beta.tools import EndCallTool
 
 from ..._session.cut_in import cut_in
 from .handoffs import TaskEntry, every_task
@@ -104,7 +109,10 @@ class _Cast:
         self.runs = {key: _Runs(runs) for key, runs in grouped.items()}
         self.entry_answers = {a.on_enter for a in plan.answers if a.on_enter is not None}
         self.greets = any(
-            a.after_user is None and a.after_tool is None and a.on_enter is None
+            a.after_user is None
+            and a.after_tool is None
+            and a.on_enter is None
+            and a.after_line is None
             for a in plan.answers
         )
         self.started = False
@@ -121,7 +129,9 @@ class _Cast:
         """The replayed tools of ``agent_id`` (None: the first agent's)."""
         key = None if agent_id == self.first_id else agent_id
         return [
-            self._tool(name, runs, owner)
+            EndCallTool(end_instructions=runs.runs[0].output)
+            if any(r.livekit_end_call for r in runs.runs)
+            else self._tool(name, runs, owner)
             for (agent, name), runs in self.runs.items()
             if agent == key
         ]
@@ -373,8 +383,10 @@ def _hang_up_as_recorded(agent: Agent, plan: ReplayPlan) -> None:
     The recorded agent asked ``plan.hang_up_pad`` before the close implies: the replay asks
     then and waits the part of that pad the agent it runs on does not wait itself.
     """
-    if not plan.app_hung_up or any(r.hangs_up_after is not None for r in plan.tool_runs):
-        return
+    if not plan.app_hung_up or any(
+        r.hangs_up_after is not None or r.livekit_end_call for r in plan.tool_runs
+    ):
+        return  # a tool hangs up
     loop = asyncio.get_running_loop()
     session = agent.session
     pad = _pad_left(agent, plan)

@@ -27,16 +27,25 @@ _KEPT: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "user_state_changed": ("new_state",),
         "agent_state_changed": ("new_state",),
-        "user_input_transcribed": ("transcript", "is_final"),
+        # a realtime model's transcripts name its conversation item (see .realtime)
+        "user_input_transcribed": ("transcript", "is_final", "item_id"),
         "conversation_item_added": ("item",),
         "tool_execution_updated": ("update",),
         "function_tools_executed": ("function_call_outputs",),
-        "speech_created": ("source",),
+        "speech_created": ("source", "user_initiated"),
+        "error": ("error",),
         "close": ("reason",),
     }
 )
 _ITEM_KEYS = ("id", "type", "role", "content", "interrupted", "created_at")
-_METRIC_KEYS = ("llm_node_ttft", "started_speaking_at", "transcription_delay")
+_METRIC_KEYS = (
+    "llm_node_ttft",
+    "started_speaking_at",
+    "transcription_delay",
+    "provider_request_ids",  # a realtime model's message: its response's id
+)
+# what the plan reads of an error: which provider failed, and whether livekit recovered
+_ERROR_KEYS = ("type", "recoverable")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
 # the classes a replay builds its own agent on; any other is the app's, with its own tools
 _OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
@@ -57,6 +66,9 @@ def trimmed_report(report: Mapping[str, Any], *, recording: bool = False) -> dic
             continue
         kept = {"type": kind, "created_at": event.get("created_at")}
         kept.update({k: event[k] for k in _KEPT.get(kind, ()) if k in event})
+        error = kept.get("error")
+        if isinstance(error, Mapping):
+            kept["error"] = {k: error[k] for k in _ERROR_KEYS if k in error}
         item = kept.get("item")
         if isinstance(item, Mapping):
             if item.get("type") == "agent_handoff":  # which agent took the call

@@ -13,7 +13,12 @@ rule's ``times_out_before``):
   after it: its requests timed out until the last of them;
 - TTS errors: one that livekit could not recover from alone is a sentence whose synthesis
   raised; retried ones are a sentence synthesized with no audio. The sentence is the first
-  one not said before the first error, counted as livekit splits lines into sentences.
+  one not said before the first error, counted as livekit splits lines into sentences;
+- a realtime model's errors (``realtime_model_error``): one its plugin recovered from while the
+  model's line played cut that line (Gemini Live's server closing with 1011: the plugin ends
+  the reply's stream where the socket went and reconnects); the replay's model fails as that
+  reply's generation ends (the plan's answer, see :mod:`.realtime_evidence`), its reply being
+  the part that played. One with no line playing is not replayed.
 """
 
 from __future__ import annotations
@@ -41,7 +46,12 @@ UNSAID_ANSWER = "An answer the TTS could not say."
 
 # livekit's report names an error's provider by its type
 _PROVIDERS: Mapping[str, str] = MappingProxyType(
-    {"stt_error": "stt", "llm_error": "llm", "tts_error": "tts"}
+    {
+        "stt_error": "stt",
+        "llm_error": "llm",
+        "tts_error": "tts",
+        "realtime_model_error": "realtime",
+    }
 )
 # an LLM error this soon after the request (or the retry) was made refused it; a later one
 # timed it out: livekit retries within 2 s, a request times out after 10 s (conn_options)
@@ -55,10 +65,11 @@ class ProviderError:
 
     Attributes:
         at: Call seconds.
-        provider: ``stt``, ``llm`` or ``tts``.
-        recoverable: livekit retried after it.
+        provider: ``stt``, ``llm``, ``tts`` or ``realtime`` (a realtime model's).
+        recoverable: livekit retried after it (a realtime model's plugin reconnected).
         context: For the LLM and the TTS: the caller's last message by then (what the
-            failing request, or the answer not said, answered).
+            failing request, or the answer not said, answered); for a realtime model: the
+            line of the model's the error cut (see :mod:`.realtime_evidence`).
         since_context: For the LLM: seconds since that message (or a tool's output) was
             committed, or since the error before (a retry).
         answered_before: For the LLM: an LLM answer was said before it.
@@ -154,6 +165,7 @@ def fault_plan(
         assumptions.append(
             f"until {until:.2f} s: the LLM's requests answering {context!r} timed out"
         )
+    assumptions.extend(_realtime_assumptions(errors))
     tts = [e for e in errors if e.provider == "tts"]
     unsaid: dict[str, str] = {}
     if tts:
@@ -172,3 +184,24 @@ def fault_plan(
                 f"report: {UNSAID_ANSWER!r} stands for it"
             )
     return FaultPlan(ProviderFaults(**faults), timeouts or None, unsaid or None, tuple(assumptions))
+
+
+def _realtime_assumptions(errors: Sequence[ProviderError]) -> list[str]:
+    """What was read of the realtime model's errors: the line each cut, or nothing replayed."""
+    found: list[str] = []
+    for error in errors:
+        if error.provider != "realtime":
+            continue
+        if error.context is None:
+            found.append(
+                f"at {error.at:.2f} s: the realtime model failed (a realtime_model_error) with no "
+                "line of it cut: not replayed"
+            )
+            continue
+        found.append(
+            f"at {error.at:.2f} s: the model's server failed (a recoverable "
+            f"realtime_model_error) while its line {error.context!r} played: the reply's stream "
+            "ended there (its turn ended with it), what played is all the model sent; what it "
+            "meant to say after is not in the report"
+        )
+    return found

@@ -35,6 +35,17 @@ from .realtime import (
     silence_assumption,
     speech_window,
 )
+from .realtime_evidence import (
+    ModelLine,
+    ToolReply,
+    barge_in_assumption,
+    barge_ins,
+    cut_by_errors,
+    end_call_assumption,
+    hung_assumption,
+    hung_replies,
+    is_livekit_end_call,
+)
 from .typed import (
     TypedMessage,
     TypedReading,
@@ -146,6 +157,12 @@ class LLMAnswer:
             question), when it answered no user message or tool output after that entry.
         silent_before: How many times a realtime model answered the same context with no
             audio before (Gemini's silent turn, asked again), inferred.
+        after_line: The model's own line its context ended in (a reply asked for again right
+            after its server cut that line, nothing from the caller or a tool since).
+        hung: The answer never came (a realtime model's reply the agent waited for until the
+            close, inferred): the replay's model hangs on that context.
+        cut_by_error: The realtime model's server failed as this answer's generation ended
+            (at ``at + duration``): ``text`` is the part that played (inferred).
     """
 
     at: float
@@ -157,6 +174,9 @@ class LLMAnswer:
     duration: float
     on_enter: str | None = None
     silent_before: int = 0
+    after_line: str | None = None
+    hung: bool = False
+    cut_by_error: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,6 +222,9 @@ class ToolRunPlan:
             a tool that returned nothing asks for none).
         protects_after: Seconds from its start when it called ``ctx.disallow_interruptions()``
             (inferred: livekit resumed the speech the caller had paused, while they spoke).
+        livekit_end_call: It was livekit's ``EndCallTool`` and the goodbye it asked for never
+            came (inferred, see :mod:`.realtime_evidence`): the replay runs livekit's, which
+            hangs up once the goodbye's speech is done.
     """
 
     name: str
@@ -218,6 +241,7 @@ class ToolRunPlan:
     completes_task: bool = False
     reply_required: bool = True
     protects_after: float | None = None
+    livekit_end_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -288,6 +312,8 @@ class ReplayPlan:
             from its recording by :mod:`.realtime_call`).
         agent_speaking: When the agent spoke: (began, stopped) each time, by its
             ``agent_state_changed`` (``math.inf`` when it never stopped).
+        barge_ins: When the caller began to speak and Gemini cut its line for it, with none of
+            their words transcribed before the close (inferred, see :mod:`.realtime_evidence`).
     """
 
     sdk_version: str
@@ -316,6 +342,7 @@ class ReplayPlan:
     realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
     agent_speaking: tuple[tuple[float, float], ...] = ()
+    barge_ins: tuple[float, ...] = ()
 
     @property
     def first_agent(self) -> str | None:
@@ -581,6 +608,11 @@ class _Reader:
         self.requests: list[float] = [0.0]
         # turn index: the model's last interim transcript of it (Gemini's, word by word)
         self.realtime_interims: dict[int, str] = {}
+        # the agent's states, (seconds, state); what a realtime report shows by its absences
+        self.agent_states: list[tuple[float, str]] = []
+        self.cut_lines: dict[str, float] = {}
+        self.hung: dict[str, ToolReply] = {}
+        self.barge_ins: list[float] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -605,6 +637,7 @@ class _Reader:
         turns = self._caller_turns()
         if self.realtime is not None:
             self.assumptions.append(silence_assumption(self.realtime))
+            self._realtime_absences(turns)
         # RoomIO's text input interrupts first: a line a message was typed over and that
         # played on refused it, as a line a caller's withheld words were said over
         over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
@@ -650,7 +683,34 @@ class _Reader:
             turn_limit=self.turn_limit,
             realtime=self.realtime,
             agent_speaking=tuple(self._speaking()),
+            barge_ins=tuple(self.barge_ins),
         )
+
+    def _realtime_absences(self, turns: Sequence[CallerTurn]) -> None:
+        """What the realtime report shows by its absences (see :mod:`.realtime_evidence`)."""
+        assert self.realtime is not None
+        lines = [
+            ModelLine(s.item_id, s.text, s.created, s.added, self._line_done(s), s.interrupted)
+            for s in self.said
+            if s.from_llm is not False
+        ]
+        self.errors, self.cut_lines = cut_by_errors(self.realtime, self.errors, lines)
+        replies = [
+            ToolReply(c.call_id, c.name, c.output, c.ended, c.reply_required)
+            for c in self.calls.values()
+            if c.ended is not None
+        ]
+        close = self.close_at
+        for reply in hung_replies(replies, lines, self.agent_states, close, self.errors):
+            assert close is not None
+            self.hung[reply.key] = reply
+            self.assumptions.append(hung_assumption(reply, close))
+            if is_livekit_end_call(reply.name, reply.output):
+                self.assumptions.append(end_call_assumption(reply))
+        starts = [t.start for t in turns if t.heard]
+        for at, line in barge_ins(self.realtime, lines, starts, close):
+            self.barge_ins.append(at)
+            self.assumptions.append(barge_in_assumption(at, line.text))
 
     def _take_typed(self) -> None:
         """The typed messages out of the caller's turns (see :mod:`.typed`)."""
@@ -748,6 +808,7 @@ class _Reader:
             if self.agent_state == "speaking":
                 self.stopped_speaking.append(at)
             self.agent_state = str(_field(event, "new_state", str, where))
+            self.agent_states.append((at, self.agent_state))
             if self.agent_state == "speaking":
                 self.started_speaking.append(at)
                 turn = self.turns[-1] if self.turns else None
@@ -1470,7 +1531,7 @@ class _Reader:
             return None
         before = [s for s in self.said if s.added <= self.close_at + 1e-3]
         self.farewell = before[-1].text if before else None
-        if any(r.hangs_up_after is not None for r in runs):
+        if any(r.hangs_up_after is not None or r.livekit_end_call for r in runs):
             return None  # a tool closed it
         done = self._line_done(before[-1]) if before else None
         # an interrupted goodbye is cut as the agent stops speaking; livekit may wait as long
@@ -1752,6 +1813,8 @@ class _Reader:
                     protects_after=(
                         None if protected_at is None else round(protected_at - call.started, 3)
                     ),
+                    livekit_end_call=call.call_id in self.hung
+                    and is_livekit_end_call(call.name, call.output),
                 )
             )
         # the says a tool made are the tool's; the rest stay the app's
@@ -1810,10 +1873,18 @@ class _Reader:
             taken.update(c.call_id for c in own)
             at = request_before(said.created, requests)
             answer = self._answer(at, said.text, said.created - at, own, self._heard_entry(at))
-            silent = self._silent_turns(
-                answer, requests, spoken[position - 1] if position else None
-            )
-            answers.append(dataclasses.replace(answer, silent_before=silent))
+            before = spoken[position - 1] if position else None
+            silent = self._silent_turns(answer, requests, before)
+            answer = dataclasses.replace(answer, silent_before=silent)
+            if said.item_id in self.cut_lines:
+                # its stream ran until the server's error: what played is all it sent
+                until = round(max(answer.ttft, self.cut_lines[said.item_id] - at), 3)
+                answer = dataclasses.replace(answer, duration=until, cut_by_error=True)
+            if before is not None and before.item_id in self.cut_lines and self._last(before, at):
+                answer = dataclasses.replace(
+                    answer, after_user=None, after_tool=None, after_line=before.text
+                )
+            answers.append(answer)
         for call in calls:
             if call.call_id in taken:
                 continue
@@ -1823,8 +1894,15 @@ class _Reader:
             # asked before the call was made (its own output comes as it is made)
             at = request_before(call.started - 2e-3, requests)
             answers.append(self._answer(at, "", None, group, self._heard_entry(at)))
+        for reply in self.hung.values():
+            answer = self._answer(reply.ended, "", None, [])
+            answers.append(dataclasses.replace(answer, hung=True))
         answers.sort(key=lambda a: a.at)
         return tuple(answers)
+
+    def _last(self, said: _Said, at: float) -> bool:
+        """Whether a request at ``at`` had ``said`` last (no caller's message or tool since)."""
+        return not any(said.added - 1e-3 < mark <= at + 1e-3 for mark, _ in self.context_marks)
 
     def _silent_turns(
         self, answer: LLMAnswer, requests: Sequence[float], before: _Said | None

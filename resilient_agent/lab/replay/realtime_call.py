@@ -16,6 +16,11 @@ holds them as the recorded one did, so the line they were said over was protecte
 tool its answer called (``ctx.disallow_interruptions()`` as it started), or the greeting itself.
 Without the recording, words the model heard all at once (faster than they can be said) were
 held the same way: they are said before, in the line that ended as they were heard.
+
+A caller who began to speak as Gemini cut its line, the session closing before any word of theirs
+was transcribed (the plan's ``barge_ins``), begins a word there that the close cuts off: a
+placeholder (``bargein0w0``) the model could not hear whole before the close. With the
+recording, only where it has the caller's speech.
 """
 
 from __future__ import annotations
@@ -58,11 +63,13 @@ def realtime_scenario(
         if (t.heard and t.said is not None) or (plan.realtime == "openai" and not t.ended)
     )
     heard_at = utterances
-    if recording is not None:
-        utterances = held_where_said(utterances, speech_spans(recording.caller.samples()))
+    spans = speech_spans(recording.caller.samples()) if recording is not None else None
+    if spans is not None:
+        utterances = held_where_said(utterances, spans)
     else:
         utterances = held_before(utterances)
     held = [u.start for u, was in zip(utterances, heard_at, strict=True) if u != was]
+    utterances += _barge_ins(plan.barge_ins, spans)
     if held:
         scenario = dataclasses.replace(scenario, agent=agent_factory(_protected(plan, held)))
     return dataclasses.replace(
@@ -143,6 +150,21 @@ def held_before(utterances: Sequence[Utterance]) -> tuple[Utterance, ...]:
     return tuple(placed)
 
 
+def _barge_ins(
+    times: Sequence[float], spans: Sequence[tuple[float, float]] | None
+) -> tuple[Utterance, ...]:
+    """The words a caller began as Gemini cut its line, where the recording (if any) has them.
+
+    One word a word's length long: the model hears it once half of it has arrived, after the
+    close that cut it off.
+    """
+    return tuple(
+        Utterance(at, round(at + _WORD_S, 3), f"bargein{n}w0", expect_reply=False)
+        for n, at in enumerate(times)
+        if spans is None or any(a <= at + FRAME_S / 2 < b for a, b in spans)
+    )
+
+
 def _protected(plan: ReplayPlan, held: Sequence[float]) -> ReplayPlan:
     """``plan`` with the lines playing where held words were said made uninterruptible."""
     runs = list(plan.tool_runs)
@@ -161,7 +183,7 @@ def _protected(plan: ReplayPlan, held: Sequence[float]) -> ReplayPlan:
         ]
         for i in calls:
             runs[i] = dataclasses.replace(runs[i], protects_after=0.0)
-        if not calls and line.after_user is None and line.after_tool is None:
+        if not calls and (line.after_user, line.after_tool, line.after_line) == (None,) * 3:
             greeting = greeting or line.on_enter is None
     return dataclasses.replace(plan, tool_runs=tuple(runs), greeting_protected=greeting)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from ...testing.vad import VADFault
 from .agents import GREETING_INSTRUCTIONS, SESSION_CLOSE_LAG_S, agent_factory, entry_instructions
 from .plan import CallerTurn, ReplayPlan, ReportError
 from .realtime_call import realtime_scenario
+from .realtime_evidence import CUT_REST
 from .recording import ReplayRecording
 from .typed import UNPLAYED_REPLY, placeholder
 
@@ -229,6 +231,18 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                     )
                 )
             continue
+        if answer.after_line is not None:
+            # asked again right after the model's own line its server cut
+            rules.append(
+                LLMRule(
+                    answer.text,
+                    calls,
+                    after_agent_line=answer.after_line,
+                    ttft=answer.ttft,
+                    duration=max(answer.duration, answer.ttft),
+                )
+            )
+            continue
         key = (answer.after_user, answer.after_tool)
         if key in seen:
             continue  # the same context answered again (a retry): the first answer stands
@@ -238,7 +252,7 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
         greeting = answer.after_tool is None and answer.after_user is None
         rules.append(
             LLMRule(
-                answer.text,
+                f"{answer.text} {CUT_REST}" if answer.cut_by_error else answer.text,
                 calls,
                 when_user_says=answer.after_user,
                 after_tool=answer.after_tool,
@@ -246,6 +260,10 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 ttft=answer.ttft,
                 duration=max(answer.duration, answer.ttft),
                 silent_answers=answer.silent_before,
+                # a reply that never came hangs whenever it is asked
+                hangs_before=math.inf if answer.hung else None,
+                # a reply its server cut: the part that played, then what the error cut
+                cut_after_words=len(answer.text.split()) if answer.cut_by_error else None,
             )
         )
     cut_replies = {m.text for m in plan.typed if m.answered_at_once}
@@ -279,7 +297,10 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
             rules,
             key=lambda r: (
                 r.when_instructed is None or r.when_instructed == GREETING_INSTRUCTIONS,
-                r.when_user_says is None and r.after_tool is None and r.when_instructed is None,
+                r.when_user_says is None
+                and r.after_tool is None
+                and r.when_instructed is None
+                and r.after_agent_line is None,
                 -len(r.when_user_says or ""),
             ),
         )
