@@ -81,12 +81,12 @@ class AudioLevelMeter:
                 ctx.stop_observing_audio(self.on_frame)
         self.metering = metering
 
-    def notify_quiet_changes(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` whenever :attr:`quiet_since` is set or cleared by a frame."""
+    def notify_quiet(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever :attr:`quiet_since` is set (the line went quiet)."""
         self._quiet_listeners.append(listener)
 
-    def stop_notifying_quiet_changes(self, listener: Callable[[], None]) -> None:
-        """Stop calling ``listener`` (see :meth:`notify_quiet_changes`)."""
+    def stop_notifying_quiet(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (see :meth:`notify_quiet`)."""
         if listener in self._quiet_listeners:
             self._quiet_listeners.remove(listener)
 
@@ -133,10 +133,7 @@ class AudioLevelMeter:
             peak = self.turn_peak = rms
         quiet_below = peak * QUIET_BELOW_PEAK
         if rms >= (quiet_below if quiet_below > MIN_VOICE_RMS else MIN_VOICE_RMS):
-            if self.quiet_since is not None:
-                self.quiet_since = None
-                for listener in self._quiet_listeners:
-                    listener()
+            self.quiet_since = None
         elif self.quiet_since is None and peak >= MIN_VOICE_RMS:
             self.quiet_since = now
             for listener in self._quiet_listeners:

@@ -71,9 +71,6 @@ _FINISH_RECOVERY_S = 4.0
 
 logger = get_logger("middleware.watchdog")
 
-# A look due within this much of a change, before it, is taken after it: the looks' timers fire
-# after the frames and events of their instant (the lab's clock nudges them apart by nanoseconds).
-_SAME_INSTANT_S = 1e-4
 # The final transcript is in when a turn is committed: livekit need not wait for another one.
 _FINAL_IS_IN_S = 0.05
 # How many stalls nothing can be done about are remembered, so that each is reported once.
@@ -101,9 +98,9 @@ class _LookSchedule(enum.Enum):
     """A look is due at ``_look_at``, and the call is idle (quiet, with no live speech): that
     look would find it quiet unless something changes first, and is taken only then."""
     DORMANT = "dormant"
-    """The caller speaks, with no live speech: the looks are due every ``check_every_s`` from
-    ``_look_at`` on, and none can find or note anything before the next change, but the one
-    that finds a stuck turn due (its timer is set)."""
+    """The caller speaks, with no live speech and no evidence building up: the looks are due
+    every ``check_every_s`` from ``_look_at`` on, and none can find or note anything before
+    the next change."""
 
 
 class _Look(NamedTuple):
@@ -221,7 +218,7 @@ class Watchdog(Middleware):
         self._evidence = StallEvidence(self.thresholds, meter)
         self._evidence.agent_state_changed(loop_now())
         if meter is not None:
-            meter.notify_quiet_changes(self._quiet_since_changed)
+            meter.notify_quiet(self._line_went_quiet)
         self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(
             self._watch(ctx), name="resilient_agent.watchdog"
@@ -243,7 +240,7 @@ class Watchdog(Middleware):
                 await self._task
         self._stop_looking()
         if self._evidence.meter is not None:
-            self._evidence.meter.stop_notifying_quiet_changes(self._quiet_since_changed)
+            self._evidence.meter.stop_notifying_quiet(self._line_went_quiet)
         if self._ledger is not None:
             self._ledger.detach()
             self._ledger = None
@@ -277,15 +274,11 @@ class Watchdog(Middleware):
         self, ctx: MiddlewareContext, ev: lk_events.UserInputTranscribedEvent
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
-        # while dormant with a look set for a stall building up, the words move when it is due
-        building_up = self._schedule is _LookSchedule.DORMANT and self._next_look is not None
         self._evidence.transcript(loop_now(), final=ev.is_final)
         if ev.is_final:
             # livekit interrupts the current speech on a final transcript; a non-streaming STT's
             # comes after the caller stopped, with the speech already paused: no state changes
             self._changed(ctx, at_risk=self._quiet(ctx) and _speech_to_interrupt(ctx))
-        elif building_up:
-            self._changed(ctx, at_risk=False)
         elif self._schedule is _LookSchedule.DORMANT:
             meter = self._evidence.meter
             if meter is not None and meter.quiet_since is not None:
@@ -333,7 +326,6 @@ class Watchdog(Middleware):
                 look = await found
             finally:
                 self._found = None
-                self._schedule = _LookSchedule.ASLEEP
                 self._stop_looking()
             assert look.stall is not None
             self._recovering = True
@@ -366,11 +358,13 @@ class Watchdog(Middleware):
         now = loop_now()
         at = self._look_at
         if schedule is _LookSchedule.DORMANT:
-            at = self._catch_up(now)
-            self._stop_looking()
-        elif schedule is _LookSchedule.PENDING and at < now - _SAME_INSTANT_S:
+            while at < now:
+                # a look nothing could come of: what it would have noted, and the next one
+                self._evidence.passed_look(at)
+                at += self.check_every_s
+        elif schedule is _LookSchedule.PENDING and at < now:
             # that look found the call quiet, and the watch slept until a change put it at risk
-            self._evidence.passed_look(at, None)
+            self._evidence.passed_look(at)
             self._schedule = schedule = _LookSchedule.ASLEEP
             self._wait = self.check_every_s
         if schedule is _LookSchedule.ASLEEP:
@@ -383,36 +377,8 @@ class Watchdog(Middleware):
         else:
             self._arm(ctx, at)
 
-    def _catch_up(self, now: float) -> float:
-        """Note the looks skipped before ``now`` (none that could find a stall); the next one's
-        time."""
-        evidence = self._evidence
-        due = evidence.last_turn_stuck_due
-        at = self._look_at
-        # a look at the instant of the change came after it (as the looks' timers do)
-        while at < now - _SAME_INSTANT_S and not self._could_find(at):
-            # a look nothing could come of: what it would have noted, and the next one's time
-            evidence.passed_look(at, due)
-            at += self._wait_after(at, due)
-        self._look_at = at
-        return at
-
-    def _could_find(self, at: float) -> bool:
-        """Whether a look at ``at`` could find a stall, dormant (see :meth:`_dormant`): a stuck
-        turn due, or noise holding the turn (with the checks of :class:`StallEvidence`)."""
-        evidence = self._evidence
-        due = evidence.last_turn_stuck_due
-        if due is not None and not at < due[0]:
-            return True
-        return (
-            evidence.interims_heard
-            and evidence.final_transcript_in
-            and not at - max(evidence.last_transcript_at, evidence.stt_deaf_at)
-            < evidence.thresholds.noise_turn_s
-        )
-
-    def _quiet_since_changed(self) -> None:
-        """The meter found the line quiet, or loud again: a stuck turn's evidence moved."""
+    def _line_went_quiet(self) -> None:
+        """The meter found the caller's line quiet: a stuck turn's evidence starts building up."""
         ctx = self._ctx
         if self._schedule is not _LookSchedule.DORMANT or ctx is None:
             return
@@ -430,10 +396,13 @@ class Watchdog(Middleware):
         """Whether no look can find a stall, or note anything, before one of the events that
         wake the watch (see :class:`_LookSchedule`)."""
         state = ctx.state
+        evidence = self._evidence
         return (
             state.user_state == "speaking"
             and state.agent_state != "thinking"
             and state.agent_state != "speaking"
+            and evidence.last_turn_stuck_due is None
+            and not (evidence.interims_heard and evidence.final_transcript_in)
             and (speech is None or speech.done())
             and _nothing_live(ctx)
         )
@@ -444,8 +413,6 @@ class Watchdog(Middleware):
         if found.done():
             return
         try:
-            if self._schedule is _LookSchedule.DORMANT:
-                self._catch_up(loop_now())
             self._follow_audio_output(ctx)
             self._evidence.thresholds = self._thresholds_for(ctx)
             self._evidence.server_turns = ctx.state.server_turns
@@ -472,16 +439,6 @@ class Watchdog(Middleware):
             elif self._dormant(ctx, speech):
                 self._schedule = _LookSchedule.DORMANT
                 self._look_at = now + wait
-                evidence = self._evidence
-                due = evidence.last_turn_stuck_due
-                if due is not None or evidence.final_transcript_in:
-                    # the first look that could find a stuck turn or noise, on the looks' times
-                    at = self._look_at
-                    while not self._could_find(at):
-                        at += self._wait_after(at, due)
-                    self._next_look = asyncio.get_running_loop().call_at(
-                        at, self._look, ctx, found
-                    )
             else:
                 # call_later's own arithmetic, without its frame: a look runs about every 0.25 s
                 self._next_look = asyncio.get_running_loop().call_at(
@@ -503,6 +460,7 @@ class Watchdog(Middleware):
         return wait
 
     def _stop_looking(self) -> None:
+        self._schedule = _LookSchedule.ASLEEP
         if self._next_look is not None:
             self._next_look.cancel()
             self._next_look = None

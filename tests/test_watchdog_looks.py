@@ -129,7 +129,7 @@ def test_a_stuck_turn_is_found_at_the_same_time_whether_the_quiet_looks_are_take
         watchdog = watchdog_class(check_every_s=0.25)
         await watchdog.setup(ctx)
         meter = AudioLevelMeter()
-        meter.notify_quiet_changes(watchdog._quiet_since_changed)
+        meter.notify_quiet(watchdog._line_went_quiet)
         watchdog._evidence.meter = meter
         looks = _Looks(real=watchdog._evidence.find)
         watchdog._evidence.find = looks  # type: ignore[method-assign]
@@ -155,9 +155,8 @@ def test_a_stuck_turn_is_found_at_the_same_time_whether_the_quiet_looks_are_take
         (3.3, "user_turn_stuck", 1.2)
     ]
     if watchdog_class is Watchdog:
-        # no look while the voice lasts; from the quiet on, the grid's first look (it finds the
-        # stuck turn building up) and the one at which it is due
-        assert at == [1.25, 2.25, 3.3]
+        # no look while the voice lasts; from the quiet on, the grid's looks and the due one
+        assert at == [1.25, 2.25, 2.5, 2.75, 3.0, 3.25, 3.3]
     else:
         assert at == [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.3]
 
