@@ -71,6 +71,9 @@ _FINISH_RECOVERY_S = 4.0
 
 logger = get_logger("middleware.watchdog")
 
+# A look due within this much of a change, before it, is taken after it: the looks' timers fire
+# after the frames and events of their instant (the lab's clock nudges them apart by nanoseconds).
+_SAME_INSTANT_S = 1e-4
 # The final transcript is in when a turn is committed: livekit need not wait for another one.
 _FINAL_IS_IN_S = 0.05
 # How many stalls nothing can be done about are remembered, so that each is reported once.
@@ -358,11 +361,12 @@ class Watchdog(Middleware):
         now = loop_now()
         at = self._look_at
         if schedule is _LookSchedule.DORMANT:
-            while at < now:
+            # a look at the instant of the change came after it (as the looks' timers do)
+            while at < now - _SAME_INSTANT_S:
                 # a look nothing could come of: what it would have noted, and the next one
                 self._evidence.passed_look(at)
                 at += self.check_every_s
-        elif schedule is _LookSchedule.PENDING and at < now:
+        elif schedule is _LookSchedule.PENDING and at < now - _SAME_INSTANT_S:
             # that look found the call quiet, and the watch slept until a change put it at risk
             self._evidence.passed_look(at)
             self._schedule = schedule = _LookSchedule.ASLEEP
@@ -374,8 +378,20 @@ class Watchdog(Middleware):
         if self._idle(ctx):
             self._schedule = _LookSchedule.PENDING
             self._look_at = at
+        elif self._dormant(ctx, ctx.session.current_speech) and self._nothing_building_up():
+            # the look due at ``at`` would find nothing, and the watch would go dormant
+            self._schedule = _LookSchedule.DORMANT
+            self._look_at = at
         else:
             self._arm(ctx, at)
+
+    def _nothing_building_up(self) -> bool:
+        """Whether no stuck turn and no noise can be building up (what a look computes)."""
+        evidence = self._evidence
+        meter = evidence.meter
+        return (meter is None or meter.quiet_since is None) and not (
+            evidence.interims_heard and evidence.final_transcript_in
+        )
 
     def _line_went_quiet(self) -> None:
         """The meter found the caller's line quiet: a stuck turn's evidence starts building up."""

@@ -98,11 +98,12 @@ def test_looks_come_on_the_check_grid_while_something_can_stall_and_stop_when_no
         return looks.at, watchdog._next_look is None
 
     at, no_timer_left = run_virtual(main())
-    # from each moment something can stall, on a 0.25 s grid: the first look finds the caller
-    # speaking with nothing that can build up without an event (1.5 to 2.0 are skipped), the
-    # look due at 2.25 would find the call quiet (skipped); the agent's thinking is looked at
-    # until a look finds the call quiet, the last until something can stall again
-    assert at == [1.25, 3.25, 3.5, 3.75]
+    # from each moment something can stall, on a 0.25 s grid, but only the looks that could
+    # find or note something: the caller speaks with no speech live and nothing building up
+    # (1.25 to 2.0 skipped), the look due at 2.25 would find the call quiet (skipped); the
+    # agent's thinking is looked at until a look finds the call quiet, the last until something
+    # can stall again
+    assert at == [3.25, 3.5, 3.75]
     assert no_timer_left
 
 
@@ -156,7 +157,7 @@ def test_a_stuck_turn_is_found_at_the_same_time_whether_the_quiet_looks_are_take
     ]
     if watchdog_class is Watchdog:
         # no look while the voice lasts; from the quiet on, the grid's looks and the due one
-        assert at == [1.25, 2.25, 2.5, 2.75, 3.0, 3.25, 3.3]
+        assert at == [2.25, 2.5, 2.75, 3.0, 3.25, 3.3]
     else:
         assert at == [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.3]
 
