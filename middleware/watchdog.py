@@ -352,12 +352,12 @@ class Watchdog(Middleware):
         ``at_risk``: the change can start a stall while the call is quiet (the watch looks
         again ``check_every_s`` after it).
         """
-        found = self._found
-        if found is None or found.done():
-            return  # recovering, or not watching
         schedule = self._schedule
         if schedule is _LookSchedule.ARMED:
             return
+        found = self._found
+        if found is None or found.done():
+            return  # recovering, or not watching
         now = loop_now()
         at = self._look_at
         if schedule is _LookSchedule.DORMANT:
