@@ -409,8 +409,10 @@ class Watchdog(Middleware):
         return self._quiet(ctx) and _nothing_live(ctx)
 
     def _dormant(self, ctx: MiddlewareContext, speech: SpeechHandle | None) -> bool:
-        """Whether no look can find a stall, or note anything, before one of the events that
-        wake the watch (see :class:`_LookSchedule`)."""
+        """Whether no look can find a stall, or note anything, before an event wakes the watch.
+
+        The events are those :class:`_LookSchedule` lists.
+        """
         state = ctx.state
         evidence = self._evidence
         return (
