@@ -109,7 +109,7 @@ class _LookSchedule(enum.Enum):
 class _Look(NamedTuple):
     """A stall one look found, when, and whether untranscribed speech was livekit's then."""
 
-    stall: Stall | None
+    stall: Stall
     at: float
     leave_untranscribed: bool
 
@@ -330,7 +330,6 @@ class Watchdog(Middleware):
             finally:
                 self._found = None
                 self._stop_looking()
-            assert look.stall is not None
             self._recovering = True
             try:
                 await self._handle(ctx, look.stall)
