@@ -10,6 +10,8 @@ copies or keeps a frame.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from livekit import rtc
 
@@ -40,6 +42,7 @@ class AudioLevelMeter:
         self._floors: dict[float, float] = {}
         self._measured_at = float("-inf")
         self._wanted_by: set[str] = set()
+        self._quiet_listeners: list[Callable[[], None]] = []
         self.metering = False
         self.turn_peak = 0.0
         self.quiet_since: float | None = None
@@ -77,6 +80,15 @@ class AudioLevelMeter:
             else:
                 ctx.stop_observing_audio(self.on_frame)
         self.metering = metering
+
+    def notify_quiet(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever :attr:`quiet_since` is set (the line went quiet)."""
+        self._quiet_listeners.append(listener)
+
+    def stop_notifying_quiet(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener`` (see :meth:`notify_quiet`)."""
+        if listener in self._quiet_listeners:
+            self._quiet_listeners.remove(listener)
 
     def track_floor(self, floor_rms: float) -> None:
         """Also note when the line was last louder than ``floor_rms`` (see :meth:`loud_at`)."""
@@ -124,3 +136,5 @@ class AudioLevelMeter:
             self.quiet_since = None
         elif self.quiet_since is None and peak >= MIN_VOICE_RMS:
             self.quiet_since = now
+            for listener in self._quiet_listeners:
+                listener()

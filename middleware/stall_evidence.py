@@ -154,6 +154,17 @@ class StallEvidence:
             if speaking:
                 self.meter.start_turn()
 
+    def passed_look(self, at: float) -> None:
+        """What a look at ``at`` that could find nothing notes (the watchdog skipped it).
+
+        Such a look finds the caller speaking or the agent not thinking, no live speech and no
+        stuck turn building up: no speech waits, the agent's thinking is ruled out then.
+        """
+        self._waiting = None
+        self._thinking = None
+        self._thinking_ruled_out_at = at
+        self.last_turn_stuck_due = None
+
     def agent_state_changed(self, now: float) -> None:
         """The agent moved to another state."""
         self.agent_state_since = now

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 from collections import Counter
 from typing import Any, NamedTuple
 
@@ -70,20 +71,47 @@ _FINISH_RECOVERY_S = 4.0
 
 logger = get_logger("middleware.watchdog")
 
+# A look due within this much of a change, before it, is taken after it: the looks' timers fire
+# after the frames and events of their instant (the lab's clock nudges them apart by nanoseconds).
+_SAME_INSTANT_S = 1e-4
 # The final transcript is in when a turn is committed: livekit need not wait for another one.
 _FINAL_IS_IN_S = 0.05
 # How many stalls nothing can be done about are remembered, so that each is reported once.
 _REPORTED_KEPT = 64
 
 
-class _Look(NamedTuple):
-    """What one look found: a stall to recover from, or none (nothing can stall now)."""
+class _LookSchedule(enum.Enum):
+    """Where the watch's next look stands.
 
-    stall: Stall | None
+    A watch that looked every ``check_every_s`` while something could stall found the stalls;
+    this one finds the same ones at the same times with the looks that can find or note
+    something: the others are skipped, and what they would have noted is noted when the next
+    change comes (:meth:`StallEvidence.passed_look`). A look is skipped only while every change
+    that could make one find or note something comes with an event the watch hears (the
+    session's ``user_state_changed``, ``agent_state_changed``, ``speech_created`` and
+    ``user_input_transcribed``, and the line going quiet, from the meter).
+    """
+
+    ARMED = "armed"
+    """A timer is set for the next look."""
+    ASLEEP = "asleep"
+    """The last look found the call quiet: the next comes ``check_every_s`` after a change that
+    puts the call at risk."""
+    PENDING = "pending"
+    """A look is due at ``_look_at``, and the call is idle (quiet, with no live speech): that
+    look would find it quiet unless something changes first, and is taken only then."""
+    DORMANT = "dormant"
+    """The caller speaks, with no live speech and no evidence building up: the looks are due
+    every ``check_every_s`` from ``_look_at`` on, and none can find or note anything before
+    the next change."""
+
+
+class _Look(NamedTuple):
+    """A stall one look found, when, and whether untranscribed speech was livekit's then."""
+
+    stall: Stall
     at: float
     leave_untranscribed: bool
-    wait: float = 0.0
-    """Without a stall: the wait before the next look once something can stall again."""
 
 
 class Watchdog(Middleware):
@@ -175,7 +203,10 @@ class Watchdog(Middleware):
         self._recovering = False
         self._closing = False
         self._next_look: asyncio.TimerHandle | None = None
-        self._at_risk = asyncio.Event()
+        self._found: asyncio.Future[_Look] | None = None
+        self._schedule = _LookSchedule.ASLEEP
+        self._look_at = 0.0
+        self._wait = check_every_s
         self._ctx: MiddlewareContext | None = None
         self.recovery_log: list[dict[str, Any]] = []
 
@@ -183,10 +214,14 @@ class Watchdog(Middleware):
         """Meter the caller's audio, count playout reports and start watching."""
         self._ctx = ctx
         self._recovering = self._closing = False
-        self._at_risk = asyncio.Event()
+        self._found = None
+        self._schedule = _LookSchedule.ASLEEP
         # the session's one meter, shared with every middleware that reads the line's level
-        self._evidence = StallEvidence(self.thresholds, AudioLevelMeter.of(ctx))
+        meter = AudioLevelMeter.of(ctx)
+        self._evidence = StallEvidence(self.thresholds, meter)
         self._evidence.agent_state_changed(loop_now())
+        if meter is not None:
+            meter.notify_quiet(self._line_went_quiet)
         self._follow_audio_output(ctx)
         self._task = asyncio.get_running_loop().create_task(
             self._watch(ctx), name="resilient_agent.watchdog"
@@ -206,6 +241,9 @@ class Watchdog(Middleware):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._stop_looking()
+        if self._evidence.meter is not None:
+            self._evidence.meter.stop_notifying_quiet(self._line_went_quiet)
         if self._ledger is not None:
             self._ledger.detach()
             self._ledger = None
@@ -218,8 +256,7 @@ class Watchdog(Middleware):
         """Note when the caller started speaking."""
         speaking = ev.new_state == "speaking"
         self._evidence.user_state_changed(speaking, loop_now())
-        if speaking:
-            self._at_risk.set()
+        self._changed(ctx, at_risk=speaking)
 
     @never_waits
     async def on_agent_state(
@@ -228,12 +265,12 @@ class Watchdog(Middleware):
         """Note when the agent started thinking or speaking."""
         self._evidence.agent_state_changed(loop_now())
         # an interrupted speech shows as a change of state too: look again at every change
-        self._at_risk.set()
+        self._changed(ctx, at_risk=True)
 
     @never_waits
     async def on_speech_created(self, ctx: MiddlewareContext, speech: SpeechInfo) -> None:
         """A live speech can stall."""
-        self._at_risk.set()
+        self._changed(ctx, at_risk=True)
 
     @never_waits
     async def on_user_transcript(
@@ -241,10 +278,15 @@ class Watchdog(Middleware):
     ) -> None:
         """Transcripts are evidence the caller is really talking."""
         self._evidence.transcript(loop_now(), final=ev.is_final)
-        if ev.is_final and self._quiet(ctx) and _speech_to_interrupt(ctx):
+        if ev.is_final:
             # livekit interrupts the current speech on a final transcript; a non-streaming STT's
             # comes after the caller stopped, with the speech already paused: no state changes
-            self._at_risk.set()
+            self._changed(ctx, at_risk=self._quiet(ctx) and _speech_to_interrupt(ctx))
+        elif self._schedule is _LookSchedule.DORMANT:
+            meter = self._evidence.meter
+            if meter is not None and meter.quiet_since is not None:
+                # a turn's first words can make a quiet line evidence (transcription_timeout)
+                self._changed(ctx, at_risk=False)
 
     def _follow_audio_output(self, ctx: MiddlewareContext) -> None:
         output = ctx.session.output.audio
@@ -274,27 +316,113 @@ class Watchdog(Middleware):
         loop = asyncio.get_running_loop()
         wait = self.check_every_s
         while True:
-            if self._quiet(ctx):
-                self._at_risk.clear()
-                await self._at_risk.wait()
-            # each look runs in a timer callback, at the times a sleep in this loop would wake
-            # it: the task wakes only to recover from a stall, or once nothing can stall
+            # the looks run in timer callbacks, armed and re-armed by the session's events
+            # (see _LookSchedule): the task wakes only to recover from a stall
             found: asyncio.Future[_Look] = loop.create_future()
-            self._next_look = loop.call_later(wait, self._look, ctx, found)
+            self._found = found
+            if self._quiet(ctx):
+                self._schedule = _LookSchedule.ASLEEP
+                self._wait = wait
+            else:
+                self._arm(ctx, loop.time() + wait)
             try:
                 look = await found
             finally:
+                self._found = None
                 self._stop_looking()
-            wait = look.wait
-            if look.stall is not None:
-                self._recovering = True
-                try:
-                    await self._handle(ctx, look.stall)
-                finally:
-                    self._recovering = False
-                if self._closing:
-                    return  # a handoff waited for this recovery: the next Watchdog goes on
-                wait = self._next_wait(ctx, look.at, look.leave_untranscribed)
+            self._recovering = True
+            try:
+                await self._handle(ctx, look.stall)
+            finally:
+                self._recovering = False
+            if self._closing:
+                return  # a handoff waited for this recovery: the next Watchdog goes on
+            wait = self._next_wait(ctx, look.at, look.leave_untranscribed)
+
+    def _arm(self, ctx: MiddlewareContext, at: float) -> None:
+        found = self._found
+        assert found is not None
+        self._schedule = _LookSchedule.ARMED
+        self._next_look = asyncio.get_running_loop().call_at(at, self._look, ctx, found)
+
+    def _changed(self, ctx: MiddlewareContext, *, at_risk: bool) -> None:
+        """Something the looks read changed: arm the look a watch looking all along would take.
+
+        ``at_risk``: the change can start a stall while the call is quiet (the watch looks
+        again ``check_every_s`` after it).
+        """
+        schedule = self._schedule
+        if schedule is _LookSchedule.ARMED:
+            return
+        found = self._found
+        if found is None or found.done():
+            return  # recovering, or not watching
+        now = loop_now()
+        at = self._look_at
+        if schedule is _LookSchedule.DORMANT:
+            # a look at the instant of the change came after it (as the looks' timers do)
+            while at < now - _SAME_INSTANT_S:
+                # a look nothing could come of: what it would have noted, and the next one
+                self._evidence.passed_look(at)
+                at += self.check_every_s
+        elif schedule is _LookSchedule.PENDING and at < now - _SAME_INSTANT_S:
+            # that look found the call quiet, and the watch slept until a change put it at risk
+            self._evidence.passed_look(at)
+            self._schedule = schedule = _LookSchedule.ASLEEP
+            self._wait = self.check_every_s
+        if schedule is _LookSchedule.ASLEEP:
+            if not at_risk:
+                return
+            at = now + self._wait
+        if self._idle(ctx):
+            self._schedule = _LookSchedule.PENDING
+            self._look_at = at
+        elif self._dormant(ctx, ctx.session.current_speech) and self._nothing_building_up():
+            # the look due at ``at`` would find nothing, and the watch would go dormant
+            self._schedule = _LookSchedule.DORMANT
+            self._look_at = at
+        else:
+            self._arm(ctx, at)
+
+    def _nothing_building_up(self) -> bool:
+        """Whether no stuck turn and no noise can be building up (what a look computes)."""
+        evidence = self._evidence
+        meter = evidence.meter
+        return (meter is None or meter.quiet_since is None) and not (
+            evidence.interims_heard and evidence.final_transcript_in
+        )
+
+    def _line_went_quiet(self) -> None:
+        """The meter found the caller's line quiet: a stuck turn's evidence starts building up."""
+        ctx = self._ctx
+        if self._schedule is not _LookSchedule.DORMANT or ctx is None:
+            return
+        try:
+            self._changed(ctx, at_risk=False)
+        except Exception as exc:  # the watch task raises it, as it does a look's
+            if self._found is not None and not self._found.done():
+                self._found.set_exception(exc)
+
+    def _idle(self, ctx: MiddlewareContext) -> bool:
+        """Quiet, with no live speech that could be interrupted without a change of state."""
+        return self._quiet(ctx) and _nothing_live(ctx)
+
+    def _dormant(self, ctx: MiddlewareContext, speech: SpeechHandle | None) -> bool:
+        """Whether no look can find a stall, or note anything, before an event wakes the watch.
+
+        The events are those :class:`_LookSchedule` lists.
+        """
+        state = ctx.state
+        evidence = self._evidence
+        return (
+            state.user_state == "speaking"
+            and state.agent_state != "thinking"
+            and state.agent_state != "speaking"
+            and evidence.last_turn_stuck_due is None
+            and not (evidence.interims_heard and evidence.final_transcript_in)
+            and (speech is None or speech.done())
+            and _nothing_live(ctx)
+        )
 
     def _look(self, ctx: MiddlewareContext, found: asyncio.Future[_Look]) -> None:
         """One look for a stall; the next one is due ``check_every_s`` later, or sooner."""
@@ -323,11 +451,16 @@ class Watchdog(Middleware):
                 return
             wait = self._wait_after(now, self._evidence.last_turn_stuck_due)
             if self._quiet(ctx):
-                found.set_result(_Look(None, now, leave_untranscribed, wait))
-                return
-            # call_later's own arithmetic, without its frame: a look runs about every 0.25 s
-            loop = asyncio.get_running_loop()
-            self._next_look = loop.call_at(loop.time() + wait, self._look, ctx, found)
+                self._schedule = _LookSchedule.ASLEEP
+                self._wait = wait
+            elif self._dormant(ctx, speech):
+                self._schedule = _LookSchedule.DORMANT
+                self._look_at = now + wait
+            else:
+                # call_later's own arithmetic, without its frame: a look runs about every 0.25 s
+                self._next_look = asyncio.get_running_loop().call_at(
+                    now + wait, self._look, ctx, found
+                )
         except Exception as exc:  # the watch task raises it, as it would have in a sleep loop
             found.set_exception(exc)
 
@@ -344,6 +477,7 @@ class Watchdog(Middleware):
         return wait
 
     def _stop_looking(self) -> None:
+        self._schedule = _LookSchedule.ASLEEP
         if self._next_look is not None:
             self._next_look.cancel()
             self._next_look = None
@@ -521,6 +655,14 @@ def _session_stt(ctx: MiddlewareContext) -> stt.STT[Any] | None:
     agent_stt = getattr(ctx.agent, "stt", None)
     current = agent_stt if utils.is_given(agent_stt) and agent_stt is not None else ctx.session.stt
     return current if isinstance(current, stt.STT) else None
+
+
+def _nothing_live(ctx: MiddlewareContext) -> bool:
+    """No speech is live: none can be interrupted, wait or become current without an event."""
+    speech = ctx.session.current_speech
+    return (speech is None or speech.done()) and not any(
+        not info.handle.done() for info in ctx.state.speeches.values()
+    )
 
 
 def _speech_to_interrupt(ctx: MiddlewareContext) -> bool:
