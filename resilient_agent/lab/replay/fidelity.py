@@ -33,11 +33,14 @@ class Divergence:
             ``words`` (what the STT heard in a turn), ``typed`` (a typed message's time, or
             what of it reached the chat), ``lines`` (what the agent said), ``handoffs`` or
             ``close``.
+        off_by: Seconds a timing is off by (a turn's edge, a line's start), 0 for any other
+            difference.
     """
 
     at: float
     what: str
     kind: str = ""
+    off_by: float = 0.0
 
     def __str__(self) -> str:
         return f"{self.at:7.2f} s  {self.what}"
@@ -68,7 +71,10 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
             if abs(a - b) > FRAME_TOLERANCE_S:
                 found.append(
                     Divergence(
-                        a, f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s", "turns"
+                        a,
+                        f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s",
+                        "turns",
+                        abs(a - b),
                     )
                 )
         heard_was = " ".join(was.heard) or "(nothing)"

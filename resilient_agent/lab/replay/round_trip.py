@@ -28,7 +28,7 @@ from ..catalog import scenarios
 from ..run import RESILIENT_PATH, load_agent_class, select
 from .fidelity import FRAME_TOLERANCE_S, Divergence
 from .plan import ReportError, load_plan
-from .recording import read_recording
+from .recording import SILERO_WINDOW_S, read_recording
 from .run import run_replay
 
 __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
@@ -37,6 +37,9 @@ CAUSES: Mapping[str, str] = MappingProxyType(
     {
         "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
         "verdict_only": "faithful, another verdict",
+        "silero_opus": (
+            "livekit's Silero on the Opus-coded recording (a turn's edge one 32 ms window off)"
+        ),
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
         "typed": "the caller's typed messages (when, and what reached the chat)",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
@@ -178,6 +181,10 @@ def cause(
     kinds = {d.kind for d in found}
     if not kinds:
         return "verdict_only"
+    if scenario.vad == "silero" and all(
+        d.kind == "turns" and 0 < d.off_by <= SILERO_WINDOW_S + FRAME_TOLERANCE_S for d in found
+    ):
+        return "silero_opus"
     if kinds & {"turns", "words"}:
         return "caller_estimate"
     if "typed" in kinds:
