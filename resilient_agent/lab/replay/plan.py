@@ -24,6 +24,7 @@ from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .latency import ProviderLatency, provider_latency
 from .realtime import (
     SERVER_SILENCE_S,
     RealtimeFlavour,
@@ -276,6 +277,10 @@ class ReplayPlan:
             turns' ``said`` are where the model heard their words.
         greeting_protected: The greeting was made uninterruptible (a realtime call's, inferred
             from its recording by :mod:`.realtime_call`).
+        said_at: When the agent began to say each line of ``said`` (see
+            :meth:`_Reader._line_began`), None for a line it never played.
+        latency: The providers' latencies the report measured, where they differ from the
+            lab's (see :mod:`.latency`).
     """
 
     sdk_version: str
@@ -303,6 +308,8 @@ class ReplayPlan:
     turn_limit: int | None = None
     realtime: RealtimeFlavour | None = None
     greeting_protected: bool = False
+    said_at: tuple[float | None, ...] = ()
+    latency: ProviderLatency = field(default_factory=ProviderLatency)
 
     @property
     def first_agent(self) -> str | None:
@@ -456,6 +463,12 @@ def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
     return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
 
 
+def _seconds_metric(metrics: Any, key: str) -> float | None:
+    """A message's metric in seconds, None when it has none."""
+    value = metrics.get(key) if isinstance(metrics, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -498,6 +511,10 @@ class _Said:
     from_llm: bool | None
     ttft: float | None
     cut_in: bool = False
+    # seconds until its first sentence reached the TTS (livekit's llm_node_ttfs)
+    ttfs: float | None = None
+    # the TTS's time to first byte (livekit's tts_node_ttfb)
+    ttfb: float | None = None
 
 
 class _Reader:
@@ -518,6 +535,8 @@ class _Reader:
         # turn index: each transcript, (when, how many words, final)
         self.transcripts: dict[int, list[tuple[float, int, bool]]] = {}
         self.turn_limit: int | None = None
+        # turn index: when the end of the turn reached the session (its stamp is earlier)
+        self.end_arrived: dict[int, float] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         # indices of the user messages an STT wrote (they carry speech metrics)
@@ -582,6 +601,12 @@ class _Reader:
         turns = self._caller_turns()
         if self.realtime is not None:
             self.assumptions.append(silence_assumption(self.realtime))
+            latency = ProviderLatency()
+        else:
+            latency = provider_latency(
+                [s.ttfb for s in self.said if s.ttfb is not None], self.transcription_delays
+            )
+            self.assumptions.extend(latency.assumptions)
         # RoomIO's text input interrupts first: a line a message was typed over and that
         # played on refused it, as a line a caller's withheld words were said over
         over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
@@ -608,6 +633,8 @@ class _Reader:
             tool_runs=tuple(runs),
             app_says=tuple(says),
             said=tuple((s.text, s.interrupted) for s in self.said),
+            said_at=tuple(self._line_began(i) for i in range(len(self.said))),
+            latency=latency,
             user_messages=tuple(text for _, text in self.user_messages),
             close_at=self.close_at,
             close_reason=self.close_reason,
@@ -712,6 +739,9 @@ class _Reader:
                     [at, None, [], None, True if self.agent_state == "speaking" else None]
                 )
             elif self.turns and self.turns[-1][1] is None:
+                # livekit stamps a turn's end back to the end of speech; it arrived after
+                # every event before it
+                self.end_arrived[len(self.turns) - 1] = max(self.end_at, at)
                 self.turns[-1][1] = at
                 if self.realtime == "openai":
                     self.requests.append(at)  # the server committed the turn and answers it
@@ -877,8 +907,23 @@ class _Reader:
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                     cut_in=_marked_cut_in(item.get("extra")),
+                    ttfs=_seconds_metric(metrics, "llm_node_ttfs"),
+                    ttfb=_seconds_metric(metrics, "tts_node_ttfb"),
                 )
             )
+
+    def _line_began(self, index: int) -> float | None:
+        """When the agent began to say line ``index``, None if it never played.
+
+        A line is added to the chat once it played out or was cut, and only one plays at a
+        time: it began with the agent's first start of speech after the line before it was
+        added (its ``started_speaking_at`` is the audio output's own clock, which a report
+        does not say).
+        """
+        said = self.said[index]
+        after = self.said[index - 1].added if index else float("-inf")
+        starts = [t for t in self.started_speaking if after < t <= said.added + 1e-3]
+        return round(starts[0], 3) if starts else None
 
     def _model_began(self, metrics: Mapping[str, Any], added: float) -> float:
         """When the realtime model began to say a message added at ``added``.
@@ -1283,7 +1328,8 @@ class _Reader:
             cut = (
                 cut_into(
                     start,
-                    end,
+                    # a cut comes before the end of speech reached livekit: the VAD's is late
+                    max(end, self.end_arrived.get(index, end)),
                     heard,
                     self.transcripts.get(index, []),
                     self._spoken_user_messages(),  # a typed message is no cut
@@ -1716,7 +1762,9 @@ class _Reader:
                 continue
             calls = groups.pop(said.item_id, [])
             entered = self._entered(said.created)
-            answers.append(self._answer(said.created, said.text, said.ttft, calls, entered))
+            answers.append(
+                self._answer(said.created, said.text, said.ttft, calls, entered, said.ttfs)
+            )
         for calls in groups.values():
             first = min(c.started for c in calls)
             asked = [at for at, source in self.speeches if at <= first and source != "say"]
@@ -1837,6 +1885,7 @@ class _Reader:
         ttft: float | None,
         calls: Sequence[_Call],
         entered: str | None = None,
+        ttfs: float | None = None,
     ) -> LLMAnswer:
         user = [(t, m) for t, m in self.user_messages if t <= at + 1e-3]
         # in the order they ended: the last one before the request is what it answered
@@ -1856,6 +1905,9 @@ class _Reader:
         ttft_s = ttft if ttft is not None else _DEFAULT_TTFT_S
         first_call = min((c.started for c in calls), default=None)
         duration = max(ttft_s, first_call - at) if first_call is not None else ttft_s + 0.2
+        if first_call is None and ttfs is not None and sentence_count([text]) == 1:
+            # a one-sentence answer reaches the TTS as its stream ends: when livekit measured
+            duration = max(ttft_s, ttfs)
         return LLMAnswer(
             at=round(at, 3),
             after_user=after_user,
