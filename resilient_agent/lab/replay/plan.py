@@ -535,6 +535,8 @@ class _Reader:
         # turn index: each transcript, (when, how many words, final)
         self.transcripts: dict[int, list[tuple[float, int, bool]]] = {}
         self.turn_limit: int | None = None
+        # calls of a function the agent did not have, by call id (see _unknown_calls)
+        self.unknown_calls: dict[str, _Call] = {}
         # turn index: when the end of the turn reached the session (its stamp is earlier)
         self.end_arrived: dict[int, float] = {}
         self.agent_state = "initializing"
@@ -783,6 +785,7 @@ class _Reader:
             self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
+            self._unknown_calls(event.get("function_calls"), outputs, at)
             self.requests.append(at)  # the outputs go to the model, which answers them
             for i, output in enumerate(outputs):
                 self.context_marks.append((at, self.index))
@@ -1024,6 +1027,39 @@ class _Reader:
             if call_id in self.calls:
                 self.calls[call_id].ended = at
                 self.last_ended = (call_id, self.calls[call_id].agent, at)
+
+    def _unknown_calls(self, calls: Any, outputs: Sequence[Any], at: float) -> None:
+        """The LLM's calls of a function the agent did not have: livekit answered them.
+
+        livekit runs no tool for them (no ``tool_execution_updated``) and gives the LLM an
+        error output of its own: the replayed LLM calls the same name, and livekit answers it
+        again; the agent is not given such a tool.
+        """
+        answered = {
+            str(o.get("call_id")): o for o in outputs if isinstance(o, Mapping) and o.get("call_id")
+        }
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+                continue
+            call_id = str(call.get("call_id", ""))
+            if not call_id or call_id in self.calls or call_id not in answered:
+                continue
+            try:
+                arguments = json.loads(call.get("arguments") or "{}")
+            except (TypeError, json.JSONDecodeError):
+                arguments = {}
+            output = answered[call_id]
+            self.unknown_calls[call_id] = _Call(
+                call_id=call_id,
+                group=str(call.get("id", call_id)).split("/fnc_")[0],
+                name=call["name"],
+                arguments=arguments if isinstance(arguments, Mapping) else {},
+                started=at,
+                agent=self.flow.current,
+                ended=at,
+                output=str(output.get("output", "")),
+                is_error=bool(output.get("is_error", False)),
+            )
 
     def _tool_output(self, output: Mapping[str, Any], where: str) -> None:
         call_id = _field(output, "call_id", str, where)
@@ -1754,7 +1790,7 @@ class _Reader:
 
     def _answers(self) -> tuple[LLMAnswer, ...]:
         groups: dict[str, list[_Call]] = {}
-        for call in self.calls.values():
+        for call in [*self.calls.values(), *self.unknown_calls.values()]:
             groups.setdefault(call.group, []).append(call)
         answers: list[LLMAnswer] = []
         for said in self.said:
@@ -1890,7 +1926,11 @@ class _Reader:
         user = [(t, m) for t, m in self.user_messages if t <= at + 1e-3]
         # in the order they ended: the last one before the request is what it answered
         outputs = sorted(
-            ((c.ended, c.name) for c in self.calls.values() if c.ended is not None),
+            (
+                (c.ended, c.name)
+                for c in [*self.calls.values(), *self.unknown_calls.values()]
+                if c.ended is not None
+            ),
             key=lambda pair: pair[0],
         )
         tool = [(t, n) for t, n in outputs if t <= at + 1e-3]
