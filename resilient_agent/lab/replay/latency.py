@@ -3,9 +3,9 @@
 livekit stamps each assistant message with its TTS's time to first byte (``tts_node_ttfb``)
 and each transcribed user message with the STT's delay from the end of speech to its final
 transcript (``transcription_delay``). The replay's scripted TTS and STT take 0.15 s and 0.2 s
-unless told: a call whose providers took longer on every line (a slow but live TTS, an STT
-that finalizes late) is replayed with their recorded latency, so the agent begins each line
-when it did.
+unless told: a call whose providers took longer on every line, two or more (a slow but live
+TTS, an STT that finalizes late) is replayed with their recorded latency, so the agent begins
+each line when it did.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ _LAB_TTS_TTFB_S = 0.15
 _LAB_STT_FINAL_S = 0.2
 # latencies within this of each other (or of the lab's) are the same: one 10 ms frame
 _SAME_S = 0.011
+# a provider's pace takes this many lines measuring it
+_MEASURED = 2
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,12 @@ def provider_latency(
 
 
 def _steady(values: Sequence[float], lab: float) -> float | None:
-    """The one latency ``values`` all measured, when it is not the lab's; else None."""
-    if not values or max(values) - min(values) > _SAME_S:
+    """The one latency ``values`` all measured, when it is not the lab's; else None.
+
+    One measurement is no provider's pace: a turn whose end livekit heard late (a VAD that
+    died in it) has a long transcription delay of its own.
+    """
+    if len(values) < _MEASURED or max(values) - min(values) > _SAME_S:
         return None
     value = round(statistics.median(values), 3)
     return value if abs(value - lab) > _SAME_S else None
