@@ -263,3 +263,14 @@ def test_a_tool_whose_reply_outlived_the_callers_question_protected_it() -> None
     replay = run_replay(plan, Agent)
     assert replay.replayed.said == plan.said  # the tool's reply said after the answer
     assert not replay.divergences
+
+
+def test_a_providers_recorded_latency_is_replayed_when_every_line_measured_it() -> None:
+    from resilient_agent.lab.replay.latency import provider_latency
+
+    slow = provider_latency([2.0, 2.0], [1.5, 1.5])
+    assert (slow.tts_ttfb, slow.stt_final_after) == (2.0, 1.5)
+    assert len(slow.assumptions) == 2
+    # the lab's own pace, lines that disagree, one line alone (a turn a dead VAD ended late)
+    for ttfbs, delays in (([0.15, 0.15], [0.2, 0.2]), ([0.15, 2.0], [0.2, 1.5]), ([2.0], [3.51])):
+        assert provider_latency(ttfbs, delays).assumptions == ()
