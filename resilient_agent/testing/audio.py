@@ -41,6 +41,7 @@ __all__ = [
     "marker_tone",
     "markers_in_bytes",
     "read_markers",
+    "unmarked_frame",
     "without_marks",
     "word_frames",
 ]
@@ -186,6 +187,20 @@ def without_marks(samples: np.ndarray) -> np.ndarray:
         after = voice[start + _HEADER] if start + _HEADER < len(voice) else 0.0
         voice[start : start + _HEADER] = before + (after - before) * steps
     return voice.astype(np.int16)
+
+
+def unmarked_frame(frame: rtc.AudioFrame) -> rtc.AudioFrame:
+    """``frame`` without its markers (:func:`without_marks`), itself when it has none."""
+    samples = np.frombuffer(frame.data, dtype=np.int16)
+    voice = without_marks(samples)
+    if voice is samples:
+        return frame
+    return rtc.AudioFrame(
+        data=voice.tobytes(),
+        sample_rate=frame.sample_rate,
+        num_channels=frame.num_channels,
+        samples_per_channel=frame.samples_per_channel,
+    )
 
 
 def _pause_marker(window: SpeechWindow) -> AudioMarker:

@@ -25,7 +25,7 @@ from livekit.agents.voice.recorder_io import RecorderIO
 from typing_extensions import override
 
 from .._livekit.compat import place_played_audio
-from .audio import SAMPLE_RATE, without_marks
+from .audio import SAMPLE_RATE, unmarked_frame
 from .clock import virtual_wall_time
 
 __all__ = [
@@ -129,16 +129,7 @@ class _VoiceTap(AudioInput):
         assert self.source is not None
         frame = await self.source.__anext__()
         self.marked = frame
-        samples = np.frombuffer(frame.data, dtype=np.int16)
-        voice = without_marks(samples)
-        if voice is samples:
-            return frame
-        return rtc.AudioFrame(
-            data=voice.tobytes(),
-            sample_rate=frame.sample_rate,
-            num_channels=frame.num_channels,
-            samples_per_channel=frame.samples_per_channel,
-        )
+        return unmarked_frame(frame)
 
 
 class _Remarked(AudioInput):

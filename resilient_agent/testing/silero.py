@@ -5,7 +5,7 @@ The lab stamps a marker on every 10 ms frame of the caller's speech for its scri
 ``table_for_two`` recording it took the marked speech for less speech than the voice alone
 (a turn started 0.13 s late) and marked silence for some (a turn ended 0.13 s late). A production
 VAD hears the voice alone, so the lab's Silero does too: :class:`UnmarkedSileroVAD` takes the
-markers out of each frame (:func:`~.audio.without_marks`) before livekit's model hears it; the
+markers out of each frame (:func:`~.audio.unmarked_frame`) before livekit's model hears it; the
 STT still gets the marked frames.
 """
 
@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import numpy as np
 from livekit import rtc
 from livekit.agents import inference, vad
 from typing_extensions import override
 
-from .audio import without_marks
+from .audio import unmarked_frame
 
 __all__ = ["UnmarkedSileroVAD"]
 
@@ -67,7 +66,7 @@ class _UnmarkedStream(vad.VADStream):
         try:
             async for item in self._input_ch:
                 if isinstance(item, rtc.AudioFrame):
-                    self._silero.push_frame(_unmarked(item))
+                    self._silero.push_frame(unmarked_frame(item))
                 else:
                     self._silero.flush()
             self._silero.end_input()
@@ -81,16 +80,3 @@ class _UnmarkedStream(vad.VADStream):
     async def _forward_events(self) -> None:
         async for event in self._silero:
             self._event_ch.send_nowait(event)
-
-
-def _unmarked(frame: rtc.AudioFrame) -> rtc.AudioFrame:
-    samples = np.frombuffer(frame.data, dtype=np.int16)
-    voice = without_marks(samples)
-    if voice is samples:
-        return frame
-    return rtc.AudioFrame(
-        data=voice.tobytes(),
-        sample_rate=frame.sample_rate,
-        num_channels=frame.num_channels,
-        samples_per_channel=frame.samples_per_channel,
-    )
