@@ -252,6 +252,8 @@ def test_the_replay_guide_runs_as_written(
     assert main(shlex.split(ROUND_TRIP)[1:]) == 0
     out = capsys.readouterr().out
     assert "replayed within one frame (same turns, words lost, lines, handoffs, close): 4" in out
+    # nothing was left out: no clause says so
+    assert "left out" not in out
 
 
 def test_the_emitted_test_passes_on_resilient_agent_and_fails_on_plain_agent(

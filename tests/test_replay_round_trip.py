@@ -45,6 +45,16 @@ from resilient_agent.lab.replay.run import run_replay
         # noise with no words while the tool worked: livekit only paused the reply awaiting
         # it, so its answered output is no sign the tool protected the reply
         "stall/reply_waits_for_noise",
+        # a one-sentence answer after a 3 s first token: the sentence reached the TTS as the
+        # stream ended (llm_node_ttfs), not 0.2 s later as the lab's LLM streams by default
+        "control/slow_llm_first_token",
+        # a TTS that took 2 s to its first byte on every line (tts_node_ttfb)
+        "control/slow_tts_reply",
+        # an STT that sent each final 1.5 s after the caller stopped (transcription_delay)
+        "control/slow_stt_final",
+        # livekit's user_turn_limit cut in at a final that came after the caller's last word,
+        # before the VAD's end of speech (stamped back to the speech's end) arrived
+        "control/turn_limit_cut_in",
     ],
 )
 def test_the_call_round_trips(name: str) -> None:
@@ -133,6 +143,36 @@ def test_a_divergence_is_put_down_to_its_cause() -> None:
     assert cause(plain, Agent, words, True, 0.3) == "caller_estimate"
     assert cause(plain, ResilientAgent, close, True, 0.3) == "hang_up_pad"
     assert cause(plain, Agent, close, True, 0.3) == "hang_up"
+    late = (
+        Divergence(
+            9.95, "the agent's line 2 ('Sure.') begins at 10.549 s, not 9.950 s", "lines", 0.599
+        ),
+    )
+    stuck = next(s for s in CATALOG if s.name == "tool_gap/vad_stuck")
+    assert cause(plain, Agent, late, True, None) == "lines"
+    assert cause(stuck, ResilientAgent, late, True, None) == "vad_fault"
+    silero = next(s for s in CATALOG if s.name == "control/real_vad_two_turns")
+    edge = Divergence(9.66, "caller turn 2 ends at 9.703 s, not 9.664 s", "turns", 0.039)
+    after = Divergence(10.89, "the agent's line 2 begins at 10.929 s, not 10.890 s", "lines", 0.039)
+    assert cause(silero, Agent, (edge, after), True, None) == "silero_opus"
+    assert cause(silero, Agent, (after,), True, None) == "lines"
+    assert cause(plain, Agent, (edge,), True, None) == "caller_estimate"
+
+
+def test_a_line_begun_at_another_time_diverges() -> None:
+    import dataclasses
+
+    from resilient_agent.lab.replay.fidelity import divergences
+
+    plan = _recorded_plan("control/slow_llm_first_token", Agent)
+    assert plan.said_at == (6.2, 17.1)
+    assert divergences(plan, plan) == []
+    late = dataclasses.replace(plan, said_at=(6.2, 17.3))
+    found = divergences(plan, late)
+    assert [(d.kind, round(d.off_by, 3)) for d in found] == [("lines", 0.2)]
+    assert "line 2 ('Yes, it is open.') begins at 17.300 s, not 17.100 s" in found[0].what
+    unplayed = dataclasses.replace(plan, said_at=(6.2, None))
+    assert "never plays" in divergences(plan, unplayed)[0].what
 
 
 def _recorded_plan(name: str, agent_class: type[Agent]) -> Any:
@@ -223,3 +263,14 @@ def test_a_tool_whose_reply_outlived_the_callers_question_protected_it() -> None
     replay = run_replay(plan, Agent)
     assert replay.replayed.said == plan.said  # the tool's reply said after the answer
     assert not replay.divergences
+
+
+def test_a_providers_recorded_latency_is_replayed_when_every_line_measured_it() -> None:
+    from resilient_agent.lab.replay.latency import provider_latency
+
+    slow = provider_latency([2.0, 2.0], [1.5, 1.5])
+    assert (slow.tts_ttfb, slow.stt_final_after) == (2.0, 1.5)
+    assert len(slow.assumptions) == 2
+    # the lab's own pace, lines that disagree, one line alone (a turn a dead VAD ended late)
+    for ttfbs, delays in (([0.15, 0.15], [0.2, 0.2]), ([0.15, 2.0], [0.2, 1.5]), ([2.0], [3.51])):
+        assert provider_latency(ttfbs, delays).assumptions == ()

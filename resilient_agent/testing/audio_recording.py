@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from livekit import rtc
+from livekit.agents.voice.io import AudioInput
 from livekit.agents.voice.recorder_io import RecorderIO
+from typing_extensions import override
 
 from .._livekit.compat import place_played_audio
-from .audio import SAMPLE_RATE
+from .audio import SAMPLE_RATE, unmarked_frame
 from .clock import virtual_wall_time
 
 __all__ = [
@@ -84,7 +87,9 @@ class CallerRecording:
         return samples[-shift:]
 
 
-async def start_audio_recording(session: Any, path: Path, call_start: float = 0.0) -> RecorderIO:
+async def start_audio_recording(
+    session: Any, path: Path, call_start: float = 0.0, *, unmarked: bool = False
+) -> RecorderIO:
     """Wrap ``session``'s audio in livekit's recorder and start it, writing to ``path``.
 
     Call before ``session.start``, as livekit does inside it; close the returned recorder with
@@ -95,14 +100,52 @@ async def start_audio_recording(session: Any, path: Path, call_start: float = 0.
         path: Where the recording goes.
         call_start: The loop time of the call's second 0, from which the lab's speaker stamps
             the agent's audio (where livekit's recorder reads a wall-clock time).
+        unmarked: Record the caller's voice without the lab's markers, as the call's VAD hears
+            it (livekit's Silero: :mod:`.silero`); the session still gets the marked frames.
+            A production recording has the voice alone.
     """
     recorder = RecorderIO(agent_session=session)
     # a conversion, not a clock read: a read would nudge the call's later stamps
     place_played_audio(recorder, lambda played_at: virtual_wall_time(call_start + played_at))
-    session.input.audio = recorder.record_input(session.input.audio)
+    if unmarked:
+        voice = _VoiceTap(session.input.audio)
+        session.input.audio = _Remarked(recorder.record_input(voice), voice)
+    else:
+        session.input.audio = recorder.record_input(session.input.audio)
     session.output.audio = recorder.record_output(session.output.audio)
     await recorder.start(output_path=path)
     return recorder
+
+
+class _VoiceTap(AudioInput):
+    """The caller's line without markers (what the recorder records), keeping each marked frame."""
+
+    def __init__(self, line: AudioInput) -> None:
+        super().__init__(label="VoiceTap", source=line)
+        self.marked: rtc.AudioFrame | None = None
+
+    @override
+    async def __anext__(self) -> rtc.AudioFrame:
+        assert self.source is not None
+        frame = await self.source.__anext__()
+        self.marked = frame
+        return unmarked_frame(frame)
+
+
+class _Remarked(AudioInput):
+    """The recorder's input handing the session the marked frame it recorded unmarked."""
+
+    def __init__(self, recorded: AudioInput, tap: _VoiceTap) -> None:
+        super().__init__(label="Remarked", source=recorded)
+        self._tap = tap
+
+    @override
+    async def __anext__(self) -> rtc.AudioFrame:
+        assert self.source is not None
+        await self.source.__anext__()
+        # one frame in, one out: the tap's last frame is this one
+        assert self._tap.marked is not None
+        return self._tap.marked
 
 
 def caller_channel(path: Path) -> tuple[np.ndarray, float]:

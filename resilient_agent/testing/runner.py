@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from livekit.agents import Agent, AgentSession, inference, mock_tools
+from livekit.agents import Agent, AgentSession, mock_tools
 from livekit.agents.llm import RealtimeModel
 from livekit.agents.utils import is_given
 from livekit.agents.voice.room_io import TextInputEvent, TextInputOptions
@@ -60,6 +60,7 @@ from .redirect import (
     refuse_provider_plugins,
 )
 from .scenario import Scenario, Typed, load_utterance_audio
+from .silero import UnmarkedSileroVAD
 from .stt import ScriptedSTT
 from .tool_mocks import by_name
 from .tts import ScriptedTTS
@@ -130,7 +131,7 @@ class CallWorld:
     agent: Agent
     audio_in: ScriptedAudioInput
     audio_out: PlayoutAudioOutput
-    vad: ScriptedVAD | inference.VAD | None
+    vad: ScriptedVAD | UnmarkedSileroVAD | None
     stt: (
         ScriptedSTT
         | LabRecognizer
@@ -311,7 +312,7 @@ async def _run_call(
     audio_out = playout(
         **({"sample_rate": running.output_sample_rate} if _is_realtime(running) else {})
     )
-    vad: ScriptedVAD | inference.VAD | None
+    vad: ScriptedVAD | UnmarkedSileroVAD | None
     stt: (
         ScriptedSTT
         | LabRecognizer
@@ -431,7 +432,10 @@ async def _run_call(
         )
         with recorded_job_context(job), mocks:
             if record_audio is not None:
-                audio_recorder = await start_audio_recording(session, record_audio, t0)
+                # a line Silero hears is recorded as it hears it: the voice, not the marks
+                audio_recorder = await start_audio_recording(
+                    session, record_audio, t0, unmarked=scenario.vad == "silero"
+                )
             await session.start(agent, record=False)
             typing = loop.create_task(_type_messages(session, scenario.typed, t0))
             if scenario.caller_leaves_at is not None:
@@ -504,7 +508,7 @@ def _providers(
     words: dict[tuple[int, int], str],
     script: Callable[[float], np.ndarray] | None,
     clock: Callable[[], float],
-) -> tuple[ScriptedVAD | inference.VAD, ScriptedSTT | LabRecognizer, ScriptedLLM, ScriptedTTS]:
+) -> tuple[ScriptedVAD | UnmarkedSileroVAD, ScriptedSTT | LabRecognizer, ScriptedLLM, ScriptedTTS]:
     """The call's VAD, STT, LLM and TTS, scripted or real as the scenario says."""
     vad = _vad(scenario, script)
     faults = scenario.provider_faults
@@ -542,14 +546,14 @@ def _providers(
 
 def _vad(
     scenario: Scenario, script: Callable[[float], np.ndarray] | None
-) -> ScriptedVAD | inference.VAD:
-    """The call's VAD: scripted, or livekit's embedded Silero model."""
+) -> ScriptedVAD | UnmarkedSileroVAD:
+    """The call's VAD: scripted, or livekit's embedded Silero model (hearing no marks)."""
     if scenario.vad == "scripted" and scenario.caller_line == "recorded":
         # the recording's samples as the call's VAD heard them (Opus rings on after speech)
         return ScriptedVAD(fault=scenario.vad_fault, energy_threshold=RECORDED_SPEECH_LEVEL)
     if scenario.vad == "scripted":
         return ScriptedVAD(fault=scenario.vad_fault, script=script)
-    return inference.VAD(min_silence_duration=SILENCE_TO_END_SPEECH)
+    return UnmarkedSileroVAD(min_silence_duration=SILENCE_TO_END_SPEECH)
 
 
 def _realtime_model(

@@ -3,8 +3,8 @@
 The replayed call is written as livekit's session report and read back into a plan, so both
 sides are compared on what livekit reports: the caller's turns (start, end, the words the STT
 transcribed), the turns nobody transcribed (words lost), the messages the caller typed (when,
-and what reached the chat), what the agent said, which agents took the call and when
-(``agent_handoff``), and how the call ended. Every difference is a
+and what reached the chat), what the agent said and when it began each line, which agents took
+the call and when (``agent_handoff``), and how the call ended. Every difference is a
 :class:`Divergence` with the call time it happened at.
 """
 
@@ -33,11 +33,14 @@ class Divergence:
             ``words`` (what the STT heard in a turn), ``typed`` (a typed message's time, or
             what of it reached the chat), ``lines`` (what the agent said), ``handoffs`` or
             ``close``.
+        off_by: Seconds a timing is off by (a turn's edge, a line's start), 0 for any other
+            difference.
     """
 
     at: float
     what: str
     kind: str = ""
+    off_by: float = 0.0
 
     def __str__(self) -> str:
         return f"{self.at:7.2f} s  {self.what}"
@@ -68,7 +71,10 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
             if abs(a - b) > FRAME_TOLERANCE_S:
                 found.append(
                     Divergence(
-                        a, f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s", "turns"
+                        a,
+                        f"caller turn {index + 1} {edge}s at {b:.3f} s, not {a:.3f} s",
+                        "turns",
+                        abs(a - b),
                     )
                 )
         heard_was = " ".join(was.heard) or "(nothing)"
@@ -88,9 +94,41 @@ def divergences(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
         found.append(
             Divergence(replayed.end_at, f"the agent said {said_now!r}, not {said_was!r}", "lines")
         )
+    else:
+        found.extend(_line_starts(recorded, replayed))
     found.extend(_handoffs(recorded, replayed))
     found.extend(_hang_up(recorded, replayed))
     return sorted(found, key=lambda d: d.at)
+
+
+def _line_starts(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:
+    """The agent began each of the same lines within one frame of the recorded time."""
+    found: list[Divergence] = []
+    # the same lines (the caller compared the texts); a plan built by hand may have no starts
+    if len(recorded.said_at) != len(recorded.said) or len(replayed.said_at) != len(recorded.said):
+        return found
+    lines = zip(recorded.said, recorded.said_at, replayed.said_at, strict=True)
+    for number, ((text, _), was, now) in enumerate(lines, start=1):
+        line = f"the agent's line {number} ({_short(text)})"
+        if was is None and now is None:
+            continue
+        if was is None or now is None:
+            what = "never plays" if now is None else "plays"
+            at = was if was is not None else now if now is not None else 0.0
+            found.append(Divergence(at, f"{line} {what}, unlike recorded", "lines"))
+        elif abs(was - now) > FRAME_TOLERANCE_S:
+            found.append(
+                Divergence(
+                    was, f"{line} begins at {now:.3f} s, not {was:.3f} s", "lines", abs(was - now)
+                )
+            )
+    return found
+
+
+def _short(text: str) -> str:
+    """A line's first words, enough to know it."""
+    words = text.split()
+    return repr(" ".join(words[:6]) + (" ..." if len(words) > 6 else ""))
 
 
 def _typed(recorded: ReplayPlan, replayed: ReplayPlan) -> list[Divergence]:

@@ -25,6 +25,7 @@ from ...testing.session_report import SCRIPT_END_TAG
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
+from .latency import ProviderLatency, provider_latency
 from .realtime import (
     SERVER_SILENCE_S,
     RealtimeFlavour,
@@ -314,6 +315,10 @@ class ReplayPlan:
             ``agent_state_changed`` (``math.inf`` when it never stopped).
         barge_ins: When the caller began to speak and Gemini cut its line for it, with none of
             their words transcribed before the close (inferred, see :mod:`.realtime_evidence`).
+        said_at: When the agent began to say each line of ``said`` (see
+            :meth:`_Reader._line_began`), None for a line it never played.
+        latency: The providers' latencies the report measured, where they differ from the
+            lab's (see :mod:`.latency`).
     """
 
     sdk_version: str
@@ -343,6 +348,8 @@ class ReplayPlan:
     greeting_protected: bool = False
     agent_speaking: tuple[tuple[float, float], ...] = ()
     barge_ins: tuple[float, ...] = ()
+    said_at: tuple[float | None, ...] = ()
+    latency: ProviderLatency = field(default_factory=ProviderLatency)
 
     @property
     def first_agent(self) -> str | None:
@@ -504,6 +511,12 @@ def _contains(words: Sequence[str], run: Sequence[str]) -> bool:
     return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))
 
 
+def _seconds_metric(metrics: Any, key: str) -> float | None:
+    """A message's metric in seconds, None when it has none."""
+    value = metrics.get(key) if isinstance(metrics, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ReportError(f"{where}{key}: missing")
@@ -546,6 +559,10 @@ class _Said:
     from_llm: bool | None
     ttft: float | None
     cut_in: bool = False
+    # seconds until its first sentence reached the TTS (livekit's llm_node_ttfs)
+    ttfs: float | None = None
+    # the TTS's time to first byte (livekit's tts_node_ttfb)
+    ttfb: float | None = None
 
 
 class _Reader:
@@ -566,6 +583,10 @@ class _Reader:
         # turn index: each transcript, (when, how many words, final)
         self.transcripts: dict[int, list[tuple[float, int, bool]]] = {}
         self.turn_limit: int | None = None
+        # calls of a function the agent did not have, by call id (see _unknown_calls)
+        self.unknown_calls: dict[str, _Call] = {}
+        # turn index: when the end of the turn reached the session (its stamp is earlier)
+        self.end_arrived: dict[int, float] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
         # indices of the user messages an STT wrote (they carry speech metrics)
@@ -638,6 +659,12 @@ class _Reader:
         if self.realtime is not None:
             self.assumptions.append(silence_assumption(self.realtime))
             self._realtime_absences(turns)
+            latency = ProviderLatency()
+        else:
+            latency = provider_latency(
+                [s.ttfb for s in self.said if s.ttfb is not None], self.transcription_delays
+            )
+            self.assumptions.extend(latency.assumptions)
         # RoomIO's text input interrupts first: a line a message was typed over and that
         # played on refused it, as a line a caller's withheld words were said over
         over = (*turns, *(CallerTurn(m.at, m.at, (), unheard=1) for m in self.typed.messages))
@@ -664,6 +691,8 @@ class _Reader:
             tool_runs=tuple(runs),
             app_says=tuple(says),
             said=tuple((s.text, s.interrupted) for s in self.said),
+            said_at=tuple(self._line_began(i) for i in range(len(self.said))),
+            latency=latency,
             user_messages=tuple(text for _, text in self.user_messages),
             close_at=self.close_at,
             close_reason=self.close_reason,
@@ -801,6 +830,9 @@ class _Reader:
                     [at, None, [], None, True if self.agent_state == "speaking" else None]
                 )
             elif self.turns and self.turns[-1][1] is None:
+                # livekit stamps a turn's end back to the end of speech; it arrived after
+                # every event before it
+                self.end_arrived[len(self.turns) - 1] = max(self.end_at, at)
                 self.turns[-1][1] = at
                 if self.realtime == "openai":
                     self.requests.append(at)  # the server committed the turn and answers it
@@ -843,6 +875,7 @@ class _Reader:
             self._tool_update(_field(event, "update", Mapping, where), at, where + "update.")
         elif kind == "function_tools_executed":
             outputs = _field(event, "function_call_outputs", list, where)
+            self._unknown_calls(event.get("function_calls"), outputs, at)
             self.requests.append(at)  # the outputs go to the model, which answers them
             for i, output in enumerate(outputs):
                 self.context_marks.append((at, self.index))
@@ -968,8 +1001,23 @@ class _Reader:
                     from_llm=from_llm,
                     ttft=float(ttft) if isinstance(ttft, int | float) else None,
                     cut_in=_marked_cut_in(item.get("extra")),
+                    ttfs=_seconds_metric(metrics, "llm_node_ttfs"),
+                    ttfb=_seconds_metric(metrics, "tts_node_ttfb"),
                 )
             )
+
+    def _line_began(self, index: int) -> float | None:
+        """When the agent began to say line ``index``, None if it never played.
+
+        A line is added to the chat once it played out or was cut, and only one plays at a
+        time: it began with the agent's first start of speech after the line before it was
+        added (its ``started_speaking_at`` is the audio output's own clock, which a report
+        does not say).
+        """
+        said = self.said[index]
+        after = self.said[index - 1].added if index else float("-inf")
+        starts = [t for t in self.started_speaking if after < t <= said.added + 1e-3]
+        return round(starts[0], 3) if starts else None
 
     def _model_began(self, metrics: Mapping[str, Any], added: float) -> float:
         """When the realtime model began to say a message added at ``added``.
@@ -1077,6 +1125,39 @@ class _Reader:
             if call_id in self.calls:
                 self.calls[call_id].ended = at
                 self.last_ended = (call_id, self.calls[call_id].agent, at)
+
+    def _unknown_calls(self, calls: Any, outputs: Sequence[Any], at: float) -> None:
+        """The LLM's calls of a function the agent did not have: livekit answered them.
+
+        livekit runs no tool for them (no ``tool_execution_updated``) and gives the LLM an
+        error output of its own: the replayed LLM calls the same name, and livekit answers it
+        again; the agent is not given such a tool.
+        """
+        answered = {
+            str(o.get("call_id")): o for o in outputs if isinstance(o, Mapping) and o.get("call_id")
+        }
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+                continue
+            call_id = str(call.get("call_id", ""))
+            if not call_id or call_id in self.calls or call_id not in answered:
+                continue
+            try:
+                arguments = json.loads(call.get("arguments") or "{}")
+            except (TypeError, json.JSONDecodeError):
+                arguments = {}
+            output = answered[call_id]
+            self.unknown_calls[call_id] = _Call(
+                call_id=call_id,
+                group=str(call.get("id", call_id)).split("/fnc_")[0],
+                name=call["name"],
+                arguments=arguments if isinstance(arguments, Mapping) else {},
+                started=at,
+                agent=self.flow.current,
+                ended=at,
+                output=str(output.get("output", "")),
+                is_error=bool(output.get("is_error", False)),
+            )
 
     def _tool_output(self, output: Mapping[str, Any], where: str) -> None:
         call_id = _field(output, "call_id", str, where)
@@ -1396,7 +1477,8 @@ class _Reader:
             cut = (
                 cut_into(
                     start,
-                    end,
+                    # a cut comes before the end of speech reached livekit: the VAD's is late
+                    max(end, self.end_arrived.get(index, end)),
                     heard,
                     self.transcripts.get(index, []),
                     self._spoken_user_messages(),  # a typed message is no cut
@@ -1823,7 +1905,7 @@ class _Reader:
 
     def _answers(self) -> tuple[LLMAnswer, ...]:
         groups: dict[str, list[_Call]] = {}
-        for call in self.calls.values():
+        for call in [*self.calls.values(), *self.unknown_calls.values()]:
             groups.setdefault(call.group, []).append(call)
         answers: list[LLMAnswer] = []
         for said in self.said:
@@ -1831,7 +1913,9 @@ class _Reader:
                 continue
             calls = groups.pop(said.item_id, [])
             entered = self._entered(said.created)
-            answers.append(self._answer(said.created, said.text, said.ttft, calls, entered))
+            answers.append(
+                self._answer(said.created, said.text, said.ttft, calls, entered, said.ttfs)
+            )
         for calls in groups.values():
             first = min(c.started for c in calls)
             asked = [at for at, source in self.speeches if at <= first and source != "say"]
@@ -1967,11 +2051,16 @@ class _Reader:
         ttft: float | None,
         calls: Sequence[_Call],
         entered: str | None = None,
+        ttfs: float | None = None,
     ) -> LLMAnswer:
         user = [(t, m) for t, m in self.user_messages if t <= at + 1e-3]
         # in the order they ended: the last one before the request is what it answered
         outputs = sorted(
-            ((c.ended, c.name) for c in self.calls.values() if c.ended is not None),
+            (
+                (c.ended, c.name)
+                for c in [*self.calls.values(), *self.unknown_calls.values()]
+                if c.ended is not None
+            ),
             key=lambda pair: pair[0],
         )
         tool = [(t, n) for t, n in outputs if t <= at + 1e-3]
@@ -1986,6 +2075,9 @@ class _Reader:
         ttft_s = ttft if ttft is not None else _DEFAULT_TTFT_S
         first_call = min((c.started for c in calls), default=None)
         duration = max(ttft_s, first_call - at) if first_call is not None else ttft_s + 0.2
+        if first_call is None and ttfs is not None and sentence_count([text]) == 1:
+            # a one-sentence answer reaches the TTS as its stream ends: when livekit measured
+            duration = max(ttft_s, ttfs)
         return LLMAnswer(
             at=round(at, 3),
             after_user=after_user,

@@ -33,10 +33,17 @@ from ...testing.session_report import LAB_VAD_TAG
 from .agent_audio import SilentLine, silent_line
 from .plan import ReplayPlan, ReportError
 
-__all__ = ["ReplayRecording", "read_recording"]
+__all__ = ["SILERO_WINDOW_S", "ReplayRecording", "read_recording"]
 
 # how far the recording may end before the caller's last words: one lab frame
 _FRAME_S = 0.01
+
+SILERO_WINDOW_S = 0.032
+"""livekit's Silero decides on 512-sample windows at 16 kHz: a turn's edge moves by whole ones.
+Hearing the Opus-coded recording instead of the call's audio, a window near its threshold can
+fall on the other side (the lab's ``thank_you``: the window that ended the caller's turn in
+the call heard 0.349, just under the 0.35 under which livekit's Silero lets a turn go, and
+0.577 on the recording, so the turn ended a window later)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,9 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
     vad = (
         "the lab's energy VAD, as in the recorded lab call"
         if lab_vad == "scripted"
-        else "livekit's embedded Silero VAD"
+        else "livekit's embedded Silero VAD (on the Opus-coded recording a turn's edge may come "
+        f"a {SILERO_WINDOW_S * 1000:.0f} ms window off the call's: Opus rings on where the "
+        "call's Silero was near its threshold)"
     )
     assumptions.append(
         f"the caller's audio is the recording's channel 0 ({seconds:.2f} s from "

@@ -28,7 +28,7 @@ from ..catalog import scenarios
 from ..run import RESILIENT_PATH, load_agent_class, select
 from .fidelity import FRAME_TOLERANCE_S, Divergence
 from .plan import ReportError, load_plan
-from .recording import read_recording
+from .recording import SILERO_WINDOW_S, read_recording
 from .run import run_replay
 
 __all__ = ["CAUSES", "RoundTrip", "left_out", "round_trip", "run_round_trip"]
@@ -37,12 +37,19 @@ CAUSES: Mapping[str, str] = MappingProxyType(
     {
         "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
         "verdict_only": "faithful, another verdict",
+        "silero_opus": (
+            "livekit's Silero on the Opus-coded recording (a turn's edge one 32 ms window off)"
+        ),
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
+        "vad_fault": (
+            "a VAD that failed in the recorded call (not in the report: the replay's VAD hears "
+            "the caller)"
+        ),
         "typed": "the caller's typed messages (when, and what reached the chat)",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
         "hang_up": "the close's time",
         "handoffs": "the agents' handoffs",
-        "lines": "what the agent said",
+        "lines": "what the agent said, or when it began a line",
         "unreadable": "a report the replay cannot read or replay",
     }
 )
@@ -178,10 +185,14 @@ def cause(
     kinds = {d.kind for d in found}
     if not kinds:
         return "verdict_only"
+    if scenario.vad == "silero" and _within_a_silero_window(found):
+        return "silero_opus"
     if kinds & {"turns", "words"}:
         return "caller_estimate"
     if "typed" in kinds:
         return "typed"
+    if scenario.vad_fault.mode != "healthy":
+        return "vad_fault"
     if kinds == {"close"}:
         padded = (
             agent_class is not Agent
@@ -192,6 +203,14 @@ def cause(
     if "handoffs" in kinds:
         return "handoffs"
     return "lines"
+
+
+def _within_a_silero_window(found: Sequence[Divergence]) -> bool:
+    """A turn's edge moved by one Silero window, and the lines after it by as much, no more."""
+    window = SILERO_WINDOW_S + FRAME_TOLERANCE_S
+    return any(d.kind == "turns" for d in found) and all(
+        d.kind in ("turns", "lines") and 0 < d.off_by <= window for d in found
+    )
 
 
 def _has_fault(scenario: Scenario) -> bool:
@@ -238,10 +257,11 @@ def run_round_trip(only: str | None, out: TextIO, *, audio: bool = True) -> int:
         audio_dir.cleanup()
     faithful = sum(t.faithful for t in trips)
     same = sum(t.verdict == t.replayed_verdict for t in trips)
+    left = len(chosen) - len(runnable)
+    left_out_clause = f"; {left} scenario(s) left out: real speech" if left else ""
     print(
         f"round trip: {len(trips)} catalog call(s) ({len(runnable)} scenario(s) x "
-        f"{len(classes)} agents; {len(chosen) - len(runnable)} scenario(s) left out: real "
-        "speech)",
+        f"{len(classes)} agents{left_out_clause})",
         file=out,
     )
     print(

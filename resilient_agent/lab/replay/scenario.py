@@ -180,7 +180,14 @@ def _scenario(
         caller_leaves_at=caller_leaves_at,
         talk_over_tolerance=None,
         tool_mocks=dict(tool_mocks or {}),
-        provider_faults=plan.faults.faults,
+        provider_faults=dataclasses.replace(
+            plan.faults.faults,
+            # a slow but live provider, as the report measured it
+            tts_ttfb=plan.latency.tts_ttfb,
+            stt_final_after_s=plan.latency.stt_final_after,
+        )
+        if plan.latency.tts_ttfb is not None or plan.latency.stt_final_after is not None
+        else plan.faults.faults,
     )
 
 
