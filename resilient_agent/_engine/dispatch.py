@@ -251,7 +251,7 @@ def deliver(queues: Sequence[NotifyQueue], hook: str, args: tuple[Any, ...], urg
                 batch = None
             queue._start_task()
     if batch is not None:
-        _schedule(batch)
+        batch[0]._loop.call_soon(_run_batch, batch)  # _schedule, in place
 
 
 def _start(queue: NotifyQueue, batch: list[NotifyQueue] | None) -> list[NotifyQueue] | None:
