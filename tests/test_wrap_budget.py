@@ -64,6 +64,7 @@ def test_a_wrap_hook_that_waits_only_inside_call_next_leaves_nothing_on_the_loop
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+
         class Inner(Around):
             name = "inner"
 

@@ -123,8 +123,10 @@ class Budget:
         self._arm()
 
     def count_soon(self) -> None:
-        """What ``with`` does for an awaitable that cannot say when it waits: the timer set
-        at the loop's next turn (counting since :meth:`count`)."""
+        """Set the timer at the loop's next turn, as ``with`` does (counting since :meth:`count`).
+
+        For an awaitable that cannot say when it waits.
+        """
         self._driven = False
         if self._paused == 0 and self._handle is None and self.task is not None:
             self._handle = self._loop.call_soon(self._start_timer)

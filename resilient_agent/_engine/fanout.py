@@ -47,9 +47,7 @@ _livekit_logger = logging.getLogger("livekit")
 # argument at once: the shortest way through ``emit``, with no list of positional parameters
 # built per listener per event. The run then gives each of its listeners what ``emit`` gives a
 # one-argument listener: the first argument only.
-_EVERY_ARGUMENT = inspect.Signature(
-    [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
-)
+_EVERY_ARGUMENT = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
 
 class Emitter(Protocol):
