@@ -130,3 +130,17 @@ def test_a_listener_removed_during_an_emit_still_hears_it_as_in_livekit() -> Non
     emitter.emit("tick", 1)
     emitter.emit("tick", 2)
     assert heard == ["first:1", "later:1", "first:2"]
+
+
+def test_each_listener_of_a_run_gets_what_emit_gives_a_one_argument_listener() -> None:
+    # the run takes ``*args`` (livekit's emitter passes every argument to it), and hands on
+    # the first one only, or none, as emit does for a listener of one parameter
+    emitter: rtc.EventEmitter[str] = rtc.EventEmitter()
+    fanout, heard = _fanout(), []
+    fanout.on(emitter, "tick", lambda *args: heard.append(args))
+    fanout.on(emitter, "tick", lambda *args: heard.append(args))
+    emitter.emit("tick", 1, "extra")
+    emitter.emit("tick", 2)
+    emitter.emit("tick")
+    assert heard == [(1,), (1,), (2,), (2,), (), ()]
+    assert len(event_listeners(emitter, "tick") or []) == 1

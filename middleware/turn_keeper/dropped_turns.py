@@ -375,8 +375,7 @@ class DroppedTurnAnswerer:
                 user_input=user_input, input_modality="audio" if spoken else "text"
             )
         except RuntimeError as exc:
-            for fragment in pending:
-                fragment.delivered = False  # kept: answered when a reply can be made
+            self._words.give_back(pending)  # kept: answered when a reply can be made
             logger.warning("dropped_turn_not_answered", action="kept_the_words", exc_info=exc)
             return
         self._own_answers.append(reply.id)

@@ -101,6 +101,9 @@ class Budget:
         self._handle: asyncio.Handle | None = None
         self._armed_at = 0.0
         self._paused = 0
+        # the hook's coroutine is driven (:meth:`count`): each time it waits, it says so
+        # (:meth:`waits`), so the timer is set then, with no callback to set it at each start
+        self._driven = False
 
     def __enter__(self) -> Budget:
         self._arm()
@@ -108,6 +111,36 @@ class Budget:
 
     def __exit__(self, *_exc: object) -> None:
         self._disarm()
+
+    def count(self) -> None:
+        """Start counting now, for a hook coroutine awaited through :class:`Resumed`.
+
+        No timer and no callback yet: the timer is set (:meth:`waits`) only if the hook waits
+        while the budget counts. A wrap hook that never waits outside ``call_next`` (most of
+        them, most of the time) costs its budget nothing on the loop.
+        """
+        self._driven = True
+        self._arm()
+
+    def count_soon(self) -> None:
+        """Set the timer at the loop's next turn, as ``with`` does (counting since :meth:`count`).
+
+        For an awaitable that cannot say when it waits.
+        """
+        self._driven = False
+        if self._paused == 0 and self._handle is None and self.task is not None:
+            self._handle = self._loop.call_soon(self._start_timer)
+
+    def waits(self) -> None:
+        """The driven hook waits (yields to the loop): set the timer if the budget counts."""
+        if (
+            self._handle is None
+            and self._paused == 0
+            and self._driven
+            and not self.expired
+            and self.task is not None
+        ):
+            self._handle = self._loop.call_at(self._armed_at + self.seconds, self._expire)
 
     def pause(self) -> None:
         """Stop counting (the hook handed over to ``call_next``)."""
@@ -202,10 +235,15 @@ class Budget:
             # yielded to the loop, so those leave no cancelled timer behind in the loop's heap
             # (where every timer of the call would be compared against it until it is due)
             self._armed_at = self._loop.time()
-            self._handle = self._loop.call_soon(self._start_timer)
+            if not self._driven:
+                self._handle = self._loop.call_soon(self._start_timer)
 
     def _start_timer(self) -> None:
         self._handle = self._loop.call_at(self._armed_at + self.seconds, self._expire)
+
+    def disarm(self) -> None:
+        """Stop counting for good: the timer, if set, is cancelled."""
+        self._disarm()
 
     def _disarm(self) -> None:
         if self._handle is not None:
@@ -270,8 +308,23 @@ async def guarded_wrap(
         return inner.result
 
     try:
-        with budget:
-            result = await handler(ctx, request, tracked_next)
+        budget.count()
+        try:
+            hook_call = handler(ctx, request, tracked_next)
+            if type(hook_call) is CoroutineType:
+                # its first step here, as an await would run it: most wrap hooks end in it
+                # (call_next included), with no timer ever set
+                try:
+                    waits_on = hook_call.send(None)
+                except StopIteration as done:
+                    result = done.value
+                else:
+                    result = await Resumed(hook_call, waits_on, budget)
+            else:
+                budget.count_soon()
+                result = await hook_call
+        finally:
+            budget.disarm()
     except asyncio.CancelledError as exc:
         if budget.expired:
             return await instead(budget.overrun(hook))
@@ -313,17 +366,23 @@ class Resumed:
 
     What ``await`` does with a coroutine, from its second step on: each value it yields goes up
     to the task, and what the task sends or throws in (a wake-up, a cancellation) goes down.
+    With a ``budget``, each time the coroutine waits the budget is told (:meth:`Budget.waits`).
     """
 
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_budget", "_coro", "_first")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+    def __init__(
+        self, coro: Coroutine[Any, Any, Any], first: Any, budget: Budget | None = None
+    ) -> None:
         self._coro = coro
         self._first = first
+        self._budget = budget
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waits_on = self._coro, self._first
+        coro, waits_on, budget = self._coro, self._first, self._budget
         while True:
+            if budget is not None:
+                budget.waits()
             try:
                 sent = yield waits_on
             except GeneratorExit:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Sequence
+from types import CoroutineType
 from typing import Any
 
 from .boundary import Budget, Resumed, StrayCancellationError, budget_of
@@ -32,6 +33,9 @@ from .state import MiddlewareContext, Named
 __all__ = ["NotifyQueue", "deliver", "start"]
 
 Reporter = Callable[[Named | str, str, BaseException, str], None]
+
+# what a hook's first step gives back when the hook returned (it did not wait)
+_ENDED: Any = object()
 
 
 class NotifyQueue:
@@ -69,6 +73,8 @@ class NotifyQueue:
         # the batch whose callback runs this queue next (checked, so a cancelled one does not)
         self._scheduled: object | None = None
         self._settled: asyncio.Future[None] | None = None
+        self.idle = False
+        """Open, with no task and no callback to come: a hook given to it must start it."""
 
     @property
     def busy(self) -> bool:
@@ -99,13 +105,15 @@ class NotifyQueue:
             self._urgent += 1
         else:
             self._pending.append((hook, args))
-        return self._open and self.task is None and self._scheduled is None
+        return self.idle
 
     def open(self) -> None:
         """The middleware is set up: run what was queued meanwhile, then keep up."""
         self._open = True
-        if self._pending and self.task is None and self._scheduled is None:
-            start((self,))
+        if self.task is None and self._scheduled is None:
+            self.idle = True
+            if self._pending:
+                start((self,))
 
     def close(self) -> None:
         """Run what is queued (set up or not), then end; wait for :meth:`settled` if busy."""
@@ -119,11 +127,13 @@ class NotifyQueue:
         if self.task is not None:
             self.task.cancel()
         else:
+            self.idle = self._open
             self._now_settled()
 
     def _start_task(
         self, waiting: tuple[str, Awaitable[Any]] | None = None, *, from_callback: bool = False
     ) -> None:
+        self.idle = False
         run = self._run(waiting)
         # from the callback: in its context, so the hooks of one run share one context, as in
         # a task
@@ -145,6 +155,7 @@ class NotifyQueue:
         if self._scheduled is not batch:
             return  # cancelled meanwhile
         self._scheduled = None
+        self.idle = True
         pending, mw, ctx = self._pending, self.mw, self._ctx
         # no ``running`` to keep: nothing else runs until each of these hooks has returned
         while pending:
@@ -153,9 +164,15 @@ class NotifyQueue:
                 self._urgent -= 1
             try:
                 hook_call = getattr(mw, hook)(ctx, *args)
-                waits_on = hook_call.send(None)
+                if type(hook_call) is CoroutineType:
+                    # its first step; a hook that returns ends it without raising StopIteration
+                    waits_on = next(hook_call.__await__(), _ENDED)
+                    if waits_on is _ENDED:
+                        continue  # as marked: it ended without waiting
+                else:
+                    waits_on = hook_call.send(None)
             except StopIteration:
-                continue  # as marked: it ended without waiting
+                continue
             except asyncio.CancelledError:
                 stray = StrayCancellationError(f"{hook} raised CancelledError outside a task")
                 self._report(mw, hook, stray, "continued_without_it")
@@ -190,6 +207,7 @@ class NotifyQueue:
         finally:
             self.task = self._budget.task = None  # the budget holds no finished task either
             self.running = None
+            self.idle = self._open and self._scheduled is None
             self._now_settled()
 
 
@@ -207,18 +225,38 @@ def deliver(queues: Sequence[NotifyQueue], hook: str, args: tuple[Any, ...], urg
 
     A queue with a task starts it (its first step goes to the end of the loop's ready queue); a
     run of plain queues next to each other shares one loop callback, at the place their tasks'
-    first steps would have taken there, side by side.
+    first steps would have taken there, side by side. What :meth:`NotifyQueue.add` and
+    :func:`start` do, in one pass: this runs for every event the session emits.
     """
+    call = (hook, args)
     batch: list[NotifyQueue] | None = None
     for queue in queues:
-        if queue.add(hook, args, urgent=urgent):
-            batch = _start(queue, batch)
+        if urgent:
+            queue._pending.insert(queue._urgent, call)
+            queue._urgent += 1
+        else:
+            queue._pending.append(call)
+        if not queue.idle:
+            continue
+        queue.idle = False
+        if queue.plain:
+            if batch is None:
+                batch = [queue]
+            else:
+                batch.append(queue)
+            queue._scheduled = batch  # the batch is the token its callback checks
+        else:
+            if batch is not None:
+                _schedule(batch)
+                batch = None
+            queue._start_task()
     if batch is not None:
-        _schedule(batch)
+        batch[0]._loop.call_soon(_run_batch, batch)  # _schedule, in place
 
 
 def _start(queue: NotifyQueue, batch: list[NotifyQueue] | None) -> list[NotifyQueue] | None:
     """Start ``queue``: in ``batch`` (returned, made if None) if plain, else in its task."""
+    queue.idle = False
     if queue.plain:
         if batch is None:
             batch = []

@@ -15,7 +15,6 @@ is logged with the reason, never silently.
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,6 +49,9 @@ def normalized(text: str) -> str:
 @dataclass
 class Fragment:
     """Words the caller said, kept until they reach the LLM.
+
+    ``delivered`` and ``superseded`` only ever turn true, but through
+    :meth:`PendingWords.give_back` (the store skips the fragments it once found done).
 
     Attributes:
         text: The words.
@@ -91,7 +93,12 @@ class PendingWords:
     def __init__(self, *, max_fragments: int = 8, max_age_s: float = 60.0) -> None:
         self.max_fragments = max_fragments
         self.max_age_s = max_age_s
-        self._fragments: deque[Fragment] = deque()
+        self._fragments: list[Fragment] = []
+        # how many of the oldest fragments are done (delivered or superseded): a fragment's
+        # flags only turn true (but through give_back), so those are never read again. Most
+        # fragments held are done (up to _HELD_PER_PENDING times as many as the pending ones)
+        # and every reader asks for the pending ones only.
+        self._done = 0
 
     def limit(self, *, max_fragments: int, max_age_s: float) -> None:
         """Bound the store as the middleware answering the words is configured."""
@@ -113,15 +120,23 @@ class PendingWords:
 
     def add_earlier(self, fragments: list[Fragment]) -> None:
         """Keep ``fragments``, said before the words pending now (in their order)."""
-        for fragment in reversed(fragments):
-            self._fragments.appendleft(fragment)
+        self._fragments[:0] = fragments
+        self._done = 0
         self._bound()
+
+    def give_back(self, fragments: Iterable[Fragment]) -> None:
+        """Mark ``fragments`` undelivered again: the reply meant to carry them was not made."""
+        for fragment in fragments:
+            fragment.delivered = False
+        self._done = 0
 
     def _bound(self) -> None:
         """Drop (and log) the oldest fragments beyond the bounds."""
         max_fragments = self.max_fragments
         while len(self._fragments) > max_fragments * _HELD_PER_PENDING:
-            old = self._fragments.popleft()
+            old = self._fragments.pop(0)
+            if self._done:
+                self._done -= 1
             if not old.delivered and not old.superseded:
                 _log_dropped(old, "too many pending")
         pending = self.undelivered()
@@ -139,13 +154,28 @@ class PendingWords:
 
     def undelivered(self) -> list[Fragment]:
         """The fragments still to reach the LLM, oldest first."""
-        return [f for f in self._fragments if not f.delivered and not f.superseded]
+        fragments, done = self._fragments, self._done
+        held = len(fragments)
+        while done < held:
+            fragment = fragments[done]
+            if not fragment.delivered and not fragment.superseded:
+                self._done = done
+                return [f for f in fragments[done:] if not f.delivered and not f.superseded]
+            done += 1
+        self._done = done
+        return []
 
     def any_undelivered(self) -> bool:
         """Whether any fragment is still to reach the LLM."""
-        for fragment in self._fragments:
+        fragments, done = self._fragments, self._done
+        held = len(fragments)
+        while done < held:
+            fragment = fragments[done]
             if not fragment.delivered and not fragment.superseded:
+                self._done = done
                 return True
+            done += 1
+        self._done = done
         return False
 
     def word_count(self) -> int:
