@@ -16,6 +16,7 @@ import pytest
 from livekit import rtc
 from livekit.agents import Agent, function_tool
 from resilient_agent.middleware import default_middleware
+from resilient_agent.middleware.turn_keeper.withheld_audio import WithheldAudioTap
 from structlog.testing import capture_logs
 
 from resilient_agent import (
@@ -348,3 +349,27 @@ def test_a_listener_added_through_the_context_is_removed_with_its_middleware() -
     ctx.release(listener)  # what the chain does at the middleware's close
     emitter.emit("tick", 3)
     assert heard == [1, 1, 2] and after == [1, 2, 3] and len(ctx.subscriptions) == 0
+
+
+def test_a_raising_listener_of_the_audio_tap_costs_the_tap_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the tap's listeners follow it across handoffs, past the keeper that made it: they are
+    # the tap's own inside the fault boundary, reported under its name, and livekit's emitter
+    # goes on to the session's other listeners
+    def boom(self: WithheldAudioTap, _event: object) -> None:
+        raise Broken("tap listener broke")
+
+    monkeypatch.setattr(WithheldAudioTap, "_speech_created", boom)
+    with capture_logs() as logs:
+        world, _ = run_scenario(catalog(RACE_SCENARIO), with_first(RaisingListener()))
+    report = world.agent.call_report  # type: ignore[attr-defined]
+    assert report is not None
+    assert report.middleware_errors.count("TurnKeeper.tap.listener:speech_created") >= 2
+    records = [r for r in logs if r["event"] == "middleware_error"]
+    assert {r["middleware"] for r in records} == {"RaisingListener", "TurnKeeper.tap"}
+    assert {r["action"] for r in records} == {"continued_without_it"}
+    # the chain's other listeners on the session still heard every event
+    assert report.middleware_errors.count("RaisingListener.listener:user_state_changed") >= 2
+    # livekit's emitter never saw the failure (it would log it, with no name)
+    assert not [r for r in caplog.records if "failed to emit event" in r.getMessage()]

@@ -203,7 +203,13 @@ class TurnKeeper(Middleware, WordRecovery):
             if self.recover_withheld_audio:
                 # the speeches already live: the tap hears of later ones as they are created
                 live = [info.handle for info in ctx.state.speeches.values()]
-                tap = WithheldAudioTap(ctx.session, keep_seconds=self.keep_audio_s, speeches=live)
+                tap = WithheldAudioTap(
+                    ctx.session,
+                    keep_seconds=self.keep_audio_s,
+                    speeches=live,
+                    listen=ctx.listen,
+                    display_name=f"{self.display_name}.tap",
+                )
                 if ctx.observe_audio(tap.on_frame):
                     self._tap = tap
                 else:

@@ -111,6 +111,13 @@ class WithheldAudioTap:
         keep_seconds: The most audio it keeps.
         speeches: The speeches already live (created, not done) when it is made; it hears of
             later ones as they are created (the session's current speech it asks itself).
+        listen: Adds its listeners to the session's events (``speech_created``,
+            ``user_state_changed``), as ``MiddlewareContext.listen`` (the keeper's: inside the
+            chain's fault boundary, owned by the tap, so that one raising is reported under
+            :attr:`display_name` and costs the tap that event alone, and they outlive a handoff
+            with the tap until :meth:`close`). By default they are added with the session's
+            own ``on``.
+        display_name: The name a failure of its listeners is reported under.
     """
 
     def __init__(
@@ -119,7 +126,10 @@ class WithheldAudioTap:
         *,
         keep_seconds: float,
         speeches: Iterable[SpeechHandle] = (),
+        listen: Callable[..., Callable[[], None]] | None = None,
+        display_name: str = "WithheldAudioTap",
     ) -> None:
+        self.display_name = display_name
         self._session = session
         self._keep_seconds = keep_seconds
         # whether keep_seconds never bounds the pre-roll: then, while no recovery may need more,
@@ -156,12 +166,11 @@ class WithheldAudioTap:
         current = session.current_speech
         for speech in (*speeches, current) if current is not None else speeches:
             self._arm(speech)
-        self._listeners: tuple[tuple[EventTypes, Callable[[Any], None]], ...] = (
-            ("user_state_changed", self._caller_changed),
-            ("speech_created", self._speech_created),
+        add = listen if listen is not None else _listen_on
+        self._stop_listening = (
+            add(session, "user_state_changed", self._caller_changed, by=self),
+            add(session, "speech_created", self._speech_created, by=self),
         )
-        for event, listener in self._listeners:
-            session.on(event, listener)
 
     def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
         """Keep one frame, noting whether livekit withholds it from the STT right now."""
@@ -252,8 +261,8 @@ class WithheldAudioTap:
 
     def close(self) -> None:
         """Stop following the session's events (the tap is no longer fed)."""
-        for event, listener in self._listeners:
-            self._session.off(event, listener)
+        for stop in self._stop_listening:
+            stop()
 
     def _recheck(self, session: AgentSession[Any], speech: SpeechHandle | None, now: float) -> None:
         """Whether livekit withholds the caller's audio now, the caller's window, the trim.
@@ -409,6 +418,14 @@ class WithheldAudioTap:
 
 
 _AT = itemgetter(0)
+
+
+def _listen_on(
+    emitter: AgentSession[Any], event: EventTypes, handler: Callable[[Any], None], *, by: object
+) -> Callable[[], None]:
+    """The emitter's own ``on``, outside any fault boundary; returns what removes it."""
+    emitter.on(event, handler)
+    return lambda: emitter.off(event, handler)
 
 
 def _drop_before(frames: list[tuple[float, rtc.AudioFrame, bool]], horizon: float) -> None:
