@@ -199,6 +199,14 @@ def test_a_message_typed_as_the_caller_speaks_in_a_handoff_round_trips(
     assert trip.verdict == trip.replayed_verdict
 
 
+def test_a_turn_silero_ended_while_the_line_stays_loud_is_no_typed_claim(tmp_path: Path) -> None:
+    # Silero ends a turn where the recording's level still reads as speech (its own decision,
+    # not the lab's energy threshold): no message was typed there, and none may be typed again
+    trip = round_trip(_catalog("lost_words/over_protected_say_real_vad"), ResilientAgent, tmp_path)
+    assert trip.faithful, trip.divergences
+    assert trip.verdict == trip.replayed_verdict
+
+
 def test_only_a_message_of_typed_and_spoken_words_names_its_typed_ones() -> None:
     typed = Fragment(_TYPED_THERE, 6.3, modality="text")
     said = Fragment(_SAID_ON, 9.7, recovered=True)

@@ -42,7 +42,9 @@ _SAME_INSTANT_S = FRAME_SECONDS + 1e-3
 def with_recorded_claims(plan: ReplayPlan, recording: ReplayRecording) -> ReplayPlan:
     """``plan`` with its turns a typed message's claim ended read from ``recording``.
 
-    A pipeline call's only (a realtime model's server ends its caller's turns). A turn already
+    A pipeline call's only (a realtime model's server ends its caller's turns). A refused
+    message (none read at the turn's end) is inferred only from a recording the lab's energy VAD
+    heard: the level is what that VAD decides on, not what livekit's Silero does. A turn already
     said in windows is left as it is, so the plan may be given again.
     """
     # the turns whose end a claim may explain, by the events: the recording is read for them
@@ -63,6 +65,11 @@ def with_recorded_claims(plan: ReplayPlan, recording: ReplayRecording) -> Replay
     typed = list(plan.typed)
     assumptions = list(plan.assumptions)
     for index, was_claimed in candidates.items():
+        if not was_claimed and not recording.lab_vad:
+            # the level tells speech as the lab's energy VAD hears it; livekit's Silero decides
+            # on its own and may end a turn in a loud stretch: without a message read there,
+            # that is no evidence of a claim
+            continue
         turn = plan.turns[index]
         after = plan.turns[index + 1].start if index + 1 < len(plan.turns) else None
         went_on = _speech_around(turn, voiced, after)
