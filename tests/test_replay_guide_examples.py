@@ -14,16 +14,16 @@ GUIDE = Path(__file__).parents[1] / "docs" / "replay.md"
 
 REALTIME_AGENT_RECORD = "resilient-agent lab --quiet --agent livekit.agents:Agent --only 'realtime/gemini/(reply_cut_by_server_error|question_over_livekit_goodbye)$' --record reports"  # noqa: E501
 REALTIME_CUT_REPLAY = (
-    "resilient-agent replay reports/Agent/realtime__gemini__reply_cut_by_server_error.json"  # noqa: E501
+    "resilient-agent replay reports/Agent/realtime__gemini__reply_cut_by_server_error.json"
 )
 REALTIME_BARGE_IN_REPLAY = (
-    "resilient-agent replay reports/Agent/realtime__gemini__question_over_livekit_goodbye.json"  # noqa: E501
+    "resilient-agent replay reports/Agent/realtime__gemini__question_over_livekit_goodbye.json"
 )
 REALTIME_HUNG_RECORD = "resilient-agent lab --quiet --agent resilient_agent:ResilientAgent --only 'realtime/openai/livekit_goodbye_never_comes$' --record reports"  # noqa: E501
 REALTIME_HUNG_REPLAY = "resilient-agent replay reports/ResilientAgent/realtime__openai__livekit_goodbye_never_comes.json --hang-up-pad 0.3"  # noqa: E501
 TYPED_RECORD = "resilient-agent lab --quiet --only 'lost_words/typed_while_caller_speaks_in_handoff$' --record reports"  # noqa: E501
 TYPED_REPLAY = (
-    "resilient-agent replay reports/Agent/lost_words__typed_while_caller_speaks_in_handoff.json"  # noqa: E501
+    "resilient-agent replay reports/Agent/lost_words__typed_while_caller_speaks_in_handoff.json"
 )
 
 
