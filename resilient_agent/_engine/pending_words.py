@@ -154,29 +154,28 @@ class PendingWords:
 
     def undelivered(self) -> list[Fragment]:
         """The fragments still to reach the LLM, oldest first."""
-        fragments, done = self._fragments, self._done
-        held = len(fragments)
-        while done < held:
-            fragment = fragments[done]
-            if not fragment.delivered and not fragment.superseded:
-                self._done = done
-                return [f for f in fragments[done:] if not f.delivered and not f.superseded]
-            done += 1
-        self._done = done
-        return []
+        return [
+            f
+            for f in self._fragments[self._first_pending() :]
+            if not f.delivered and not f.superseded
+        ]
 
     def any_undelivered(self) -> bool:
         """Whether any fragment is still to reach the LLM."""
+        return self._first_pending() < len(self._fragments)
+
+    def _first_pending(self) -> int:
+        """Where the oldest fragment still to reach the LLM is (the count held when none).
+
+        Remembered: the fragments before it stay done (their flags only turn true, except
+        through :meth:`give_back`, which moves the mark back).
+        """
         fragments, done = self._fragments, self._done
         held = len(fragments)
-        while done < held:
-            fragment = fragments[done]
-            if not fragment.delivered and not fragment.superseded:
-                self._done = done
-                return True
+        while done < held and (fragments[done].delivered or fragments[done].superseded):
             done += 1
         self._done = done
-        return False
+        return done
 
     def word_count(self) -> int:
         """Words heard but not yet delivered."""
