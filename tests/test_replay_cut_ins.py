@@ -64,7 +64,8 @@ def test_a_cut_in_line_is_marked_in_the_report_on_resilient_agent_only() -> None
 
 def test_the_cut_is_read_from_the_report_of_a_plain_agent_too() -> None:
     """On Agent the words over the cut-in are lost: placeholders from the cut to the turn's
-    end, at the transcribed words' pace; a caller who stopped before the commit was not cut."""
+    end, at the transcribed words' pace; a caller whose last final came after their last word,
+    before the VAD's end of speech reached livekit, was cut at that final too."""
     from livekit.agents import Agent
 
     from resilient_agent.lab.replay.plan import load_plan
@@ -81,4 +82,4 @@ def test_the_cut_is_read_from_the_report_of_a_plain_agent_too() -> None:
     assert [n for _, _, n in turn.windows] == [13, 9, turn.unheard_after]
     assert turn.windows[2][:2] == (5.5, 7.6)
     assert turn.unheard_after > 0
-    assert plans["control/turn_limit_cut_in"].turn_limit is None
+    assert plans["control/turn_limit_cut_in"].turn_limit is not None
