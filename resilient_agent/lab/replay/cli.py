@@ -113,6 +113,7 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from .plan import ReportError, load_plan, read_report
     from .recording import read_recording
     from .typed_claims import with_recorded_claims
+    from .vad_evidence import with_vad_evidence
 
     try:
         _check(args)
@@ -129,7 +130,8 @@ def replay_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             audio = _reports_recording(args.report, report, notes, args.explore is not None)
         recording = read_recording(audio, report, plan) if audio is not None else None
         if recording is not None:
-            plan = with_recorded_claims(plan, recording)  # its assumptions are printed
+            # their assumptions are printed
+            plan = with_vad_evidence(with_recorded_claims(plan, recording), recording)
         agent_class, app = _agent_under_test(args.agent)
         with quiet_logs():
             code = _replay(plan, args, agent_class, app, out, recording, notes)

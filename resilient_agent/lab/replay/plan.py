@@ -22,6 +22,7 @@ from typing import Any
 from ..._engine.pending_words import TYPED_EXTRA
 from ..._session.cut_in import CUT_IN_EXTRA
 from ...testing.session_report import SCRIPT_END_TAG
+from ...testing.vad import VADFault
 from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
@@ -319,6 +320,10 @@ class ReplayPlan:
             :meth:`_Reader._line_began`), None for a line it never played.
         latency: The providers' latencies the report measured, where they differ from the
             lab's (see :mod:`.latency`).
+        vad_spans: Each spoken user message's speech as livekit's VAD measured it, (its
+            ``started_speaking_at``, ``stopped_speaking_at``) in call seconds.
+        vad_fault: The caller's turn (its index) in which the VAD failed, and how, inferred from
+            the recording (see :mod:`.vad_evidence`); None when none did.
     """
 
     sdk_version: str
@@ -350,6 +355,8 @@ class ReplayPlan:
     barge_ins: tuple[float, ...] = ()
     said_at: tuple[float | None, ...] = ()
     latency: ProviderLatency = field(default_factory=ProviderLatency)
+    vad_spans: tuple[tuple[float, float], ...] = ()
+    vad_fault: tuple[int, VADFault] | None = None
 
     @property
     def first_agent(self) -> str | None:
@@ -634,6 +641,7 @@ class _Reader:
         self.cut_lines: dict[str, float] = {}
         self.hung: dict[str, ToolReply] = {}
         self.barge_ins: list[float] = []
+        self.vad_spans: list[tuple[float, float]] = []
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -713,6 +721,7 @@ class _Reader:
             realtime=self.realtime,
             agent_speaking=tuple(self._speaking()),
             barge_ins=tuple(self.barge_ins),
+            vad_spans=tuple(self.vad_spans),
         )
 
     def _realtime_absences(self, turns: Sequence[CallerTurn]) -> None:
@@ -980,6 +989,9 @@ class _Reader:
             delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
             if isinstance(delay, int | float):
                 self.transcription_delays.append(float(delay))
+            span = [_seconds_metric(metrics, k) for k in ("started_speaking_at", "stopped_speaking_at")]
+            if span[0] is not None and span[1] is not None:
+                self.vad_spans.append((round(span[0] - self.t0, 3), round(span[1] - self.t0, 3)))
             self._mark_typed(created_at, text, item.get("extra"))
             self.user_messages.append((created_at, text))
             self.context_marks.append((at, self.index))

@@ -16,6 +16,7 @@ from .plan import ReplayPlan, load_plan
 from .recording import ReplayRecording
 from .scenario import replay_scenario
 from .typed_claims import with_recorded_claims
+from .vad_evidence import with_vad_evidence
 
 __all__ = ["ReplayRun", "run_replay"]
 
@@ -59,7 +60,7 @@ def run_replay(
     if recording is not None:
         # what the recording tells of the report's turns, on both sides: the replay's caller is
         # the same recording
-        plan = with_recorded_claims(plan, recording)
+        plan = with_vad_evidence(with_recorded_claims(plan, recording), recording)
     scenario = replay_scenario(plan, name, app=app, tool_mocks=tool_mocks, recording=recording)
     world, outcome = run_scenario(scenario, agent_class)
     replayed = load_plan(session_report(world))

@@ -165,9 +165,13 @@ def _scenario(
 ) -> Scenario:
     # the VAD fault's index is the utterance's: a turn's last
     unended = [last_of_turn[i] - 1 for i, t in enumerate(plan.turns) if not t.ended]
+    vad_fault = VADFault("no_end_of_speech", unended[0]) if unended else VADFault()
+    if not unended and plan.vad_fault is not None:  # inferred from the recording
+        failed, fault = plan.vad_fault
+        vad_fault = dataclasses.replace(fault, utterance=last_of_turn[failed] - 1)
     return Scenario(
         name=name,
-        vad_fault=VADFault("no_end_of_speech", unended[0]) if unended else VADFault(),
+        vad_fault=vad_fault,
         family="replay",
         description="A call replayed from livekit's session report.",
         agent=_app_factory if app else agent_factory(plan),

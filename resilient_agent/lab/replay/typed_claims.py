@@ -32,7 +32,7 @@ from .plan import CallerTurn, ReplayPlan
 from .recording import ReplayRecording
 from .typed import TypedMessage
 
-__all__ = ["with_recorded_claims"]
+__all__ = ["voiced_frames", "with_recorded_claims"]
 
 # a claim and what happened in its instant: a report rounds its times to the millisecond, and a
 # replay's clock runs a frame's fraction off the recorded one
@@ -60,7 +60,7 @@ def with_recorded_claims(plan: ReplayPlan, recording: ReplayRecording) -> Replay
     }
     if plan.realtime is not None or not candidates:
         return plan
-    voiced = _voiced_frames(recording.caller.samples())
+    voiced = voiced_frames(recording.caller.samples())
     turns = list(plan.turns)
     typed = list(plan.typed)
     assumptions = list(plan.assumptions)
@@ -103,7 +103,7 @@ def with_recorded_claims(plan: ReplayPlan, recording: ReplayRecording) -> Replay
     )
 
 
-def _voiced_frames(samples: np.ndarray) -> np.ndarray:
+def voiced_frames(samples: np.ndarray) -> np.ndarray:
     """The starts (seconds) of the recorded caller frames that carry speech, in order."""
     frames = len(samples) // FRAME_SAMPLES
     levels = np.abs(samples[: frames * FRAME_SAMPLES].astype(np.int32)).reshape(
