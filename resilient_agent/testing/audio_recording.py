@@ -73,18 +73,26 @@ class CallerRecording:
         path: livekit's recording (Ogg Opus, the caller on channel 0).
         offset: The call second of the recording's first sample (its
             ``audio_recording_started_at`` less the call's start).
+        silenced: Call-second spans played as silence (zeros) instead of the recording.
     """
 
     path: Path
     offset: float = 0.0
+    silenced: tuple[tuple[float, float], ...] = ()
 
     def samples(self) -> np.ndarray:
         """The caller's channel at 16 kHz with sample 0 at the call's second 0."""
         samples, _ = caller_channel(self.path)
         shift = round(self.offset * SAMPLE_RATE)
         if shift >= 0:
-            return np.concatenate([np.zeros(shift, np.int16), samples])
-        return samples[-shift:]
+            placed = np.concatenate([np.zeros(shift, np.int16), samples])
+        else:
+            placed = samples[-shift:]
+        if self.silenced:
+            placed = placed.copy()
+            for start, end in self.silenced:
+                placed[round(start * SAMPLE_RATE) : round(end * SAMPLE_RATE)] = 0
+        return placed
 
 
 async def start_audio_recording(

@@ -322,8 +322,9 @@ class ReplayPlan:
             lab's (see :mod:`.latency`).
         vad_spans: Each spoken user message's speech as livekit's VAD measured it, (its
             ``started_speaking_at``, ``stopped_speaking_at``) in call seconds.
-        vad_fault: The caller's turn (its index) in which the VAD failed, and how, inferred from
-            the recording (see :mod:`.vad_evidence`); None when none did.
+        vad_fault: The caller's turn (its index) in which the VAD failed, how, and when the
+            recording's caller went quiet in it, inferred from the recording (see
+            :mod:`.vad_evidence`); None when none did.
     """
 
     sdk_version: str
@@ -356,7 +357,7 @@ class ReplayPlan:
     said_at: tuple[float | None, ...] = ()
     latency: ProviderLatency = field(default_factory=ProviderLatency)
     vad_spans: tuple[tuple[float, float], ...] = ()
-    vad_fault: tuple[int, VADFault] | None = None
+    vad_fault: tuple[int, VADFault, float] | None = None
 
     @property
     def first_agent(self) -> str | None:

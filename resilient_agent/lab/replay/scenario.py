@@ -26,6 +26,7 @@ from .realtime_call import realtime_scenario
 from .realtime_evidence import CUT_REST
 from .recording import ReplayRecording
 from .typed import UNPLAYED_REPLY, placeholder
+from .vad_evidence import ringing
 
 __all__ = ["GREETING_INSTRUCTIONS", "replay_scenario", "turn_words"]
 
@@ -107,7 +108,7 @@ def replay_scenario(
                 _recorded_words(u, t) for u, t in zip(utterances, owners, strict=True)
             ),
             caller_line="recorded",
-            caller_recording=recording.caller,
+            caller_recording=dataclasses.replace(recording.caller, silenced=ringing(plan)),
             vad="scripted" if recording.lab_vad else "silero",
             # a real VAD has no scripted faults: a turn that never ended is the recording's
             vad_fault=scenario.vad_fault if recording.lab_vad else VADFault(),
@@ -167,7 +168,7 @@ def _scenario(
     unended = [last_of_turn[i] - 1 for i, t in enumerate(plan.turns) if not t.ended]
     vad_fault = VADFault("no_end_of_speech", unended[0]) if unended else VADFault()
     if not unended and plan.vad_fault is not None:  # inferred from the recording
-        failed, fault = plan.vad_fault
+        failed, fault, _ = plan.vad_fault
         vad_fault = dataclasses.replace(fault, utterance=last_of_turn[failed] - 1)
     return Scenario(
         name=name,

@@ -34,7 +34,7 @@ from .plan import CallerTurn, ReplayPlan
 from .recording import ReplayRecording
 from .typed_claims import voiced_frames
 
-__all__ = ["VADFailure", "vad_failure", "with_vad_evidence"]
+__all__ = ["VADFailure", "ringing", "vad_failure", "with_vad_evidence"]
 
 # a turn's end this long after the caller's last sound was not the VAD's: a VAD ends a turn
 # after its silence window, dated back to that sound (a frame of margin for Opus's ringing)
@@ -94,7 +94,9 @@ class VADFailure:
             )
         return (
             f"at {end:.2f} s: {evidence}; {how}, and hears the recording elsewhere; the turn's "
-            f"words are said up to {self.quiet_from:.2f} s"
+            f"words are said up to {self.quiet_from:.2f} s, and from then to its end the caller "
+            "is silent (the recording's Opus rings on below the lab's speech level there, which "
+            "the lab's tone did not)"
         )
 
     def fault(self) -> VADFault:
@@ -155,6 +157,20 @@ def with_vad_evidence(plan: ReplayPlan, recording: ReplayRecording) -> ReplayPla
     return dataclasses.replace(
         plan,
         turns=tuple(turns),
-        vad_fault=(found.turn, found.fault()),
+        vad_fault=(found.turn, found.fault(), found.quiet_from),
         assumptions=(*plan.assumptions, found.assumption(turn.end)),
     )
+
+
+def ringing(plan: ReplayPlan) -> tuple[tuple[float, float], ...]:
+    """Where the replayed caller is silent: the quiet the failed VAD held, as the call had it.
+
+    The lab's caller is a marker tone with digital silence after it; its recording's Opus rings
+    on below the speech level for about 0.05 s, which a level meter judging quiet against the
+    caller's voice (ResilientAgent's, at -26 dB) hears as the caller: from their last sound to
+    the end of the turn the VAD held, the recording is that ringing and nothing else.
+    """
+    if plan.vad_fault is None:
+        return ()
+    failed, _, quiet_from = plan.vad_fault
+    return ((quiet_from, plan.turns[failed].end),)
