@@ -990,7 +990,9 @@ class _Reader:
             delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
             if isinstance(delay, int | float):
                 self.transcription_delays.append(float(delay))
-            span = [_seconds_metric(metrics, k) for k in ("started_speaking_at", "stopped_speaking_at")]
+            span = [
+                _seconds_metric(metrics, k) for k in ("started_speaking_at", "stopped_speaking_at")
+            ]
             if span[0] is not None and span[1] is not None:
                 self.vad_spans.append((round(span[0] - self.t0, 3), round(span[1] - self.t0, 3)))
             self._mark_typed(created_at, text, item.get("extra"))
