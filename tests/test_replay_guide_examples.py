@@ -25,6 +25,10 @@ TYPED_RECORD = "resilient-agent lab --quiet --only 'lost_words/typed_while_calle
 TYPED_REPLAY = (
     "resilient-agent replay reports/Agent/lost_words__typed_while_caller_speaks_in_handoff.json"
 )
+VAD_RECORD = "resilient-agent lab --quiet --only 'vad/stuck_plain_agent$' --record reports"
+VAD_REPLAY = (
+    "resilient-agent replay reports/ResilientAgent/vad__stuck_plain_agent.json --hang-up-pad 0.3"
+)
 
 
 def _shown_after(command: str) -> list[list[str]]:
@@ -49,6 +53,7 @@ def _printed(commands: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (REALTIME_AGENT_RECORD, [REALTIME_CUT_REPLAY, REALTIME_BARGE_IN_REPLAY], 2),
         (REALTIME_HUNG_RECORD, [REALTIME_HUNG_REPLAY], 1),
         (TYPED_RECORD, [TYPED_REPLAY], 1),
+        (VAD_RECORD, [VAD_REPLAY], 1),
     ],
 )
 def test_what_the_guide_shows_a_replay_reading_is_printed(

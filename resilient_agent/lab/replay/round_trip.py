@@ -42,8 +42,8 @@ CAUSES: Mapping[str, str] = MappingProxyType(
         ),
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
         "vad_fault": (
-            "a VAD that failed in the recorded call (not in the report: the replay's VAD hears "
-            "the caller)"
+            "a VAD that failed in the recorded call (without its recording: the replay's VAD "
+            "hears the caller)"
         ),
         "typed": "the caller's typed messages (when, and what reached the chat)",
         "hang_up_pad": "ResilientAgent's hang-up pad counted twice (the close 0.3 s late)",
