@@ -112,8 +112,10 @@ class _Run:
 
     @property
     def listeners(self) -> tuple[Callable[..., Any], ...]:
-        """The listeners, in order; replaced, never changed in place: a call goes through the
-        listeners it began with."""
+        """The listeners, in order.
+
+        Replaced, never changed in place: a call goes through the listeners it began with.
+        """
         return self._listeners
 
     @listeners.setter
