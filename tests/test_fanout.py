@@ -14,7 +14,7 @@ import logging
 import pytest
 from livekit import rtc
 
-from resilient_agent._engine.fanout import FanOut
+from resilient_agent._engine.fanout import FanOut, Guarded
 from resilient_agent._livekit.compat import event_listeners, last_event_listener
 
 
@@ -144,3 +144,30 @@ def test_each_listener_of_a_run_gets_what_emit_gives_a_one_argument_listener() -
     emitter.emit("tick")
     assert heard == [(1,), (1,), (2,), (2,), (), ()]
     assert len(event_listeners(emitter, "tick") or []) == 1
+
+
+class _Guard(Guarded):
+    def __init__(self, handler: object, failures: list[str]) -> None:
+        super().__init__(handler)  # type: ignore[arg-type]
+        self._failures = failures
+
+    def failed(self, exc: Exception) -> None:
+        self._failures.append(repr(exc))
+
+
+def test_a_guarded_listeners_failure_goes_to_its_guard_even_a_type_error() -> None:
+    # the run calls a guarded listener's handler itself (no call of the guard per event); what
+    # it raises is the guard's to report, a TypeError too, and the next listener is called, as
+    # when the guard is called alone
+    emitter: rtc.EventEmitter[str] = rtc.EventEmitter()
+    fanout, heard, failures = _fanout(), [], []
+
+    def wrong(_event: object) -> None:
+        raise TypeError("wrong call")
+
+    fanout.on(emitter, "tick", _Guard(wrong, failures))
+    fanout.on(emitter, "tick", _heard(heard, "after"))  # type: ignore[arg-type]
+    emitter.emit("tick", 1)
+    _Guard(wrong, failures)(2)
+    assert heard == ["after:1"]
+    assert failures == ["TypeError('wrong call')"] * 2

@@ -199,8 +199,7 @@ class DroppedTurnAnswerer:
         stepped_after: str | None = None
         while True:
             self._wake.clear()
-            self._words.expire(loop_now())
-            if not self._words.any_undelivered():
+            if not self._words.expire(loop_now()):
                 self._replaced_stale = False
             when = self.when_to_answer(ctx)
             if when.wait_s is None:
@@ -244,9 +243,10 @@ class DroppedTurnAnswerer:
     # -- deciding ------------------------------------------------------------------------------
     def when_to_answer(self, ctx: MiddlewareContext) -> WhenToAnswer:
         """When the pending words may be answered, as livekit's turn would have answered them."""
-        if not self._words.undelivered() or self._recovering():
+        pending = self._words.undelivered()
+        if not pending or self._recovering():
             return _BLOCKED
-        if _backchannel(ctx, self._words.undelivered()):
+        if _backchannel(ctx, pending):
             # livekit did not take words under its min_words as an interruption: it keeps them
             # in its transcript for the caller's next turn, by design
             return _BLOCKED

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["NOT_KNOWN", "Emitter", "FanOut", "LastListener"]
+__all__ = ["NOT_KNOWN", "Emitter", "FanOut", "Guarded", "LastListener"]
 
 NOT_KNOWN: Any = object()
 """What a :data:`LastListener` answers when the emitter does not say."""
@@ -66,24 +66,85 @@ def _not_known(_emitter: Any, _event: str) -> Any:
     return NOT_KNOWN
 
 
+class Guarded:
+    """A listener inside a fault boundary: its handler's failures are its owner's to report.
+
+    A run calls :attr:`handler` itself and hands what it raises to :meth:`failed`, so a guarded
+    listener costs the run no call frame of its own; called alone, it does the same.
+    """
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self.handler = handler
+
+    def __call__(self, event: Any) -> None:
+        try:
+            self.handler(event)
+        except Exception as exc:
+            self.failed(exc)
+
+    def failed(self, exc: Exception) -> None:
+        """Report ``exc``, raised by the handler; never raises."""
+        raise NotImplementedError
+
+
+def _calls(
+    listeners: tuple[Callable[..., Any], ...],
+) -> tuple[tuple[Callable[..., Any], Guarded | None], ...]:
+    """What a run calls for each listener, and the guard that takes its failures, if any."""
+    return tuple(
+        (listener.handler, listener) if isinstance(listener, Guarded) else (listener, None)
+        for listener in listeners
+    )
+
+
 class _Run:
     """One registered listener calling a run of the library's listeners, as ``emit`` would."""
 
-    __slots__ = ("_event", "listeners")
+    __slots__ = ("_calls", "_event", "_listeners")
     # livekit's emitter reads this instead of inspecting the run at every emit
     __signature__ = _EVERY_ARGUMENT
 
     def __init__(self, event: str, listener: Callable[..., Any]) -> None:
         self._event = event
-        # replaced, never changed in place: a call goes through the listeners it began with
-        self.listeners: tuple[Callable[..., Any], ...] = (listener,)
+        self.listeners = (listener,)
+
+    @property
+    def listeners(self) -> tuple[Callable[..., Any], ...]:
+        """The listeners, in order.
+
+        Replaced, never changed in place: a call goes through the listeners it began with.
+        """
+        return self._listeners
+
+    @listeners.setter
+    def listeners(self, listeners: tuple[Callable[..., Any], ...]) -> None:
+        self._listeners = listeners
+        self._calls = _calls(listeners)
 
     def __call__(self, *args: Any) -> None:
-        if len(args) > 1:
+        if len(args) != 1:
+            if not args:
+                self._call_each()  # each as ``emit`` calls it with no argument
+                return
             args = args[:1]  # what ``emit`` gives a one-argument listener
-        for listener in self.listeners:
+        for call, guard in self._calls:
             try:
-                listener(*args)
+                call(*args)
+            except Exception as exc:
+                # a guarded listener's failure is its own; any other is what ``emit`` makes of it
+                if guard is not None:
+                    guard.failed(exc)
+                elif isinstance(exc, TypeError):
+                    raise
+                else:
+                    _livekit_logger.exception(f"failed to emit event {self._event}")
+
+    def _call_each(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
             except TypeError:
                 raise
             except Exception:

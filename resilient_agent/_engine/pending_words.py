@@ -144,13 +144,20 @@ class PendingWords:
             extra.superseded = True
             _log_dropped(extra, "max_fragments reached")
 
-    def expire(self, now: float) -> None:
-        """Drop (and log) the undelivered fragments older than ``max_age_s`` at ``now``."""
+    def expire(self, now: float) -> list[Fragment]:
+        """Drop (and log) the undelivered fragments older than ``max_age_s`` at ``now``.
+
+        Returns:
+            The fragments still to reach the LLM (:meth:`undelivered` after the drop).
+        """
         cutoff = now - self.max_age_s
-        for fragment in self.undelivered():
+        pending = self.undelivered()
+        expired = False
+        for fragment in pending:
             if fragment.heard_at < cutoff:
-                fragment.superseded = True
+                fragment.superseded = expired = True
                 _log_dropped(fragment, "older than max_age_s")
+        return [f for f in pending if not f.superseded] if expired else pending
 
     def undelivered(self) -> list[Fragment]:
         """The fragments still to reach the LLM, oldest first."""

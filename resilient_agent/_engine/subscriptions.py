@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .fanout import Emitter, FanOut
+from .fanout import Emitter, FanOut, Guarded
 
 __all__ = ["Emitter", "ErrorReport", "Subscriptions"]
 
@@ -25,24 +25,25 @@ ErrorReport = Callable[[Any, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)``; the middleware is any ``state.Named``."""
 
 
-class _GuardedListener:
-    """Calls the handler; an exception is reported under the middleware's name, never raised."""
+class _GuardedListener(Guarded):
+    """Calls the handler; an exception is reported under the middleware's name, never raised.
 
-    __slots__ = ("_by", "_event", "_handler", "_report")
+    The session's fan-out calls the handler itself and hands a failure to :meth:`failed`.
+    """
+
+    __slots__ = ("_by", "_event", "_report")
 
     def __init__(
         self, by: Any, event: str, handler: Callable[[Any], Any], report: ErrorReport
     ) -> None:
+        super().__init__(handler)
         self._by = by
         self._event = event
-        self._handler = handler
         self._report = report
 
-    def __call__(self, event: Any) -> None:
-        try:
-            self._handler(event)
-        except Exception as exc:
-            self._report(self._by, f"listener:{self._event}", exc, "continued_without_it")
+    def failed(self, exc: Exception) -> None:
+        """Report ``exc`` as the middleware's listener's failure."""
+        self._report(self._by, f"listener:{self._event}", exc, "continued_without_it")
 
 
 class Subscriptions:
