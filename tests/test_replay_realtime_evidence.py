@@ -16,6 +16,7 @@ from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay import load_plan
 from resilient_agent.lab.replay.emit import trimmed_report
+from resilient_agent.lab.replay.realtime_evidence import asked_again
 from resilient_agent.lab.replay.round_trip import round_trip
 from resilient_agent.testing import Scenario, run_scenario
 from resilient_agent.testing.session_report import session_report
@@ -23,6 +24,7 @@ from resilient_agent.testing.session_report import session_report
 _CUT = "realtime/gemini/reply_cut_by_server_error"
 _HUNG_GOODBYE = "realtime/openai/livekit_goodbye_never_comes"
 _BARGE_IN = "realtime/gemini/question_over_livekit_goodbye"
+_NEVER_COMES = "realtime/openai/reply_never_comes"
 
 
 def _scenario(name: str) -> Scenario:
@@ -41,6 +43,8 @@ def _scenario(name: str) -> Scenario:
         (_HUNG_GOODBYE, ResilientAgent),
         # Gemini cut its goodbye as the caller began a question; the session closed then
         (_BARGE_IN, Agent),
+        # the model's reply hung: ResilientAgent's Watchdog gave up after 5 s and asked again
+        (_NEVER_COMES, ResilientAgent),
     ],
 )
 @pytest.mark.parametrize("recorded", [True, False], ids=["recording", "transcripts"])
@@ -84,6 +88,49 @@ def test_a_goodbye_that_never_came_is_a_hung_reply_to_livekits_end_call_tool() -
     assert any("livekit's EndCallTool" in a for a in plan.assumptions)
 
 
+def test_a_reply_asked_for_again_after_nothing_happened_hung_until_then() -> None:
+    world, _ = run_scenario(_scenario(_NEVER_COMES), ResilientAgent)
+    plan = load_plan(session_report(world))
+    # the reply livekit created at the caller's turn end (3.5 s) never came; the Watchdog asked
+    # again at 8.5 s and the model answered that one
+    (answer,) = plan.answers
+    assert (answer.at, answer.hangs_until, answer.hung) == (8.5, 8.5, False)
+    assert any(
+        a.startswith("at 3.50 s: the reply livekit created (speech_created) never came")
+        and "until 8.50 s" in a
+        for a in plan.assumptions
+    )
+
+
+def test_a_reply_asked_for_with_nothing_created_before_is_not_a_hang() -> None:
+    world, _ = run_scenario(_scenario(_NEVER_COMES), ResilientAgent)
+    report = session_report(world)
+    events = report["events"]
+    t0 = events[0]["created_at"]
+    # the app's own reply after a quiet stretch, with no reply created before it: no hang
+    no_first = [
+        e for e in events if not (e["type"] == "speech_created" and e["user_initiated"] is False)
+    ]
+    # something happened between the two replies (the caller began to speak): no hang either
+    between = [
+        *events,
+        {
+            "type": "user_state_changed",
+            "created_at": t0 + 6.0,
+            "new_state": "speaking",
+            "old_state": "listening",
+        },
+    ]
+    between.sort(key=lambda e: e["created_at"])
+    assert asked_again(events) == [(3.5, 8.5)]
+    assert asked_again(no_first) == []
+    assert asked_again(between) == []
+    # and on the plain Agent's call the reply hung to the close, asked for once: no answer
+    world, _ = run_scenario(_scenario(_NEVER_COMES), Agent)
+    plan = load_plan(session_report(world))
+    assert plan.answers == () and not any("never came" in a for a in plan.assumptions)
+
+
 def test_a_line_gemini_cut_as_the_call_closed_was_cut_by_the_caller() -> None:
     world, _ = run_scenario(_scenario(_BARGE_IN), Agent)
     plan = load_plan(session_report(world))
@@ -93,7 +140,7 @@ def test_a_line_gemini_cut_as_the_call_closed_was_cut_by_the_caller() -> None:
     assert any(a.startswith("at 4.60 s: the caller began to speak") for a in plan.assumptions)
 
 
-@pytest.mark.parametrize("name", [_CUT, _HUNG_GOODBYE, _BARGE_IN])
+@pytest.mark.parametrize("name", [_CUT, _HUNG_GOODBYE, _BARGE_IN, _NEVER_COMES])
 def test_an_emitted_test_keeps_what_a_realtime_replay_reads(name: str) -> None:
     # --emit-test inlines the report trimmed to what the replay reads: a realtime call's item
     # ids, response ids and model errors with it

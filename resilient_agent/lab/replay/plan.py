@@ -39,6 +39,8 @@ from .realtime import (
 from .realtime_evidence import (
     ModelLine,
     ToolReply,
+    asked_again,
+    asked_again_assumption,
     barge_in_assumption,
     barge_ins,
     cut_by_errors,
@@ -164,6 +166,8 @@ class LLMAnswer:
             close, inferred): the replay's model hangs on that context.
         cut_by_error: The realtime model's server failed as this answer's generation ended
             (at ``at + duration``): ``text`` is the part that played (inferred).
+        hangs_until: A realtime model's reply the app asked for again (at ``at``) after the
+            first one hung (inferred): the replay's model hangs on this context until then.
     """
 
     at: float
@@ -178,6 +182,7 @@ class LLMAnswer:
     after_line: str | None = None
     hung: bool = False
     cut_by_error: bool = False
+    hangs_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -634,6 +639,8 @@ class _Reader:
         self.cut_lines: dict[str, float] = {}
         self.hung: dict[str, ToolReply] = {}
         self.barge_ins: list[float] = []
+        # a reply asked for again after the first hung: when asked again, when first
+        self.asked_again: dict[float, float] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -736,6 +743,7 @@ class _Reader:
             self.assumptions.append(hung_assumption(reply, close))
             if is_livekit_end_call(reply.name, reply.output):
                 self.assumptions.append(end_call_assumption(reply))
+        self.asked_again = {again: first for first, again in asked_again(self.report["events"])}
         starts = [t.start for t in turns if t.heard]
         for at, line in barge_ins(self.realtime, lines, starts, close):
             self.barge_ins.append(at)
@@ -1960,6 +1968,10 @@ class _Reader:
             before = spoken[position - 1] if position else None
             silent = self._silent_turns(answer, requests, before)
             answer = dataclasses.replace(answer, silent_before=silent)
+            first = next((f for a, f in self.asked_again.items() if abs(a - at) < 1e-3), None)
+            if first is not None and not silent:
+                answer = dataclasses.replace(answer, hangs_until=answer.at)
+                self.assumptions.append(asked_again_assumption(first, at))
             if said.item_id in self.cut_lines:
                 # its stream ran until the server's error: what played is all it sent
                 until = round(max(answer.ttft, self.cut_lines[said.item_id] - at), 3)

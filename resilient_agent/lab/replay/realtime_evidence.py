@@ -11,6 +11,10 @@ of its own for it. What the report has instead:
   the agent thought from then to the close with nothing said and no error: the model's reply
   hung (:func:`hung_replies`). Asked for by livekit's ``EndCallTool``, whose hang-up waits for
   that reply's speech to end, it is a goodbye that never came (:func:`is_livekit_end_call`);
+- **a reply asked for again after it hung**: livekit created a reply (``speech_created``) and
+  nothing at all happened until the app asked for one again (a ``user_initiated``
+  ``generate_reply``, as ``ResilientAgent``'s Watchdog does when a reply hangs): the first
+  hung until then (:func:`asked_again`);
 - **a line Gemini cut as the caller began**: Gemini's server stops its reply at the caller's
   first sound (its ``interrupted``) and transcribes them word by word after; a line interrupted
   in the instant the session closed, with no word of the caller's transcribed after it began,
@@ -21,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from livekit.agents.beta.tools import EndCallTool
 
@@ -33,6 +38,8 @@ __all__ = [
     "CUT_REST",
     "ModelLine",
     "ToolReply",
+    "asked_again",
+    "asked_again_assumption",
     "barge_in_assumption",
     "barge_ins",
     "cut_by_errors",
@@ -48,6 +55,20 @@ cut it: the report has only that part."""
 
 # events of one instant are stamped this close apart
 _SAME_INSTANT_S = 1e-3
+# the events that show something happened in a call (what the replay reads: see .emit)
+_HAPPENINGS = frozenset(
+    {
+        "user_state_changed",
+        "agent_state_changed",
+        "user_input_transcribed",
+        "conversation_item_added",
+        "tool_execution_updated",
+        "function_tools_executed",
+        "speech_created",
+        "error",
+        "close",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -161,6 +182,58 @@ def hung_assumption(reply: ToolReply, close_at: float) -> str:
         f"at {reply.ended:.2f} s: the model's reply to the output of {reply.name} never came "
         f"(the agent thought from then to the close at {close_at:.2f} s with nothing said and no "
         "error): it hung, and the replay's model hangs on it"
+    )
+
+
+def asked_again(events: Sequence[Any]) -> list[tuple[float, float]]:
+    """The replies that hung until the app asked for one again: (first asked, asked again).
+
+    livekit created a reply (``speech_created`` from ``generate_reply``, its own or the app's)
+    and nothing happened after it (no event the replay reads: no line, no turn, no transcript,
+    no tool, no error) until the app asked for a reply again (``speech_created``,
+    ``user_initiated``): the model's first reply hung until then, and the one asked again is
+    the one that came, if any. A reply asked with nothing created before it since the last
+    event (an app's own greeting after a pause) is not one.
+
+    Args:
+        events: The report's events (checked by :func:`~.plan.load_plan`).
+    """
+    t0 = float(events[0]["created_at"]) if events else 0.0
+    found: list[tuple[float, float]] = []
+    last: tuple[float, Any] | None = None  # the event before, and when
+    for event in events:
+        if not isinstance(event, Mapping) or event.get("type") not in _HAPPENINGS:
+            continue
+        at = float(event["created_at"]) - t0
+        if (
+            last is not None
+            and _is_reply(event)
+            and event.get("user_initiated") is True
+            and _is_reply(last[1])
+            and at - last[0] > _SAME_INSTANT_S
+        ):
+            first = found[-1][0] if found and found[-1][1] == last[0] else last[0]
+            found = [f for f in found if f[1] != last[0]]  # asked again twice: one hang
+            found.append((round(first, 3), round(at, 3)))
+        last = (at, event)
+    return found
+
+
+def _is_reply(event: Any) -> bool:
+    return (
+        isinstance(event, Mapping)
+        and event.get("type") == "speech_created"
+        and event.get("source") == "generate_reply"
+    )
+
+
+def asked_again_assumption(first: float, again: float) -> str:
+    """The ``assumed:`` line of a reply that hung until the app asked for one again."""
+    return (
+        f"at {first:.2f} s: the reply livekit created (speech_created) never came: nothing "
+        f"happened until {again:.2f} s, when the app asked for a reply again (a user_initiated "
+        "generate_reply, as ResilientAgent's Watchdog does when a reply hangs): it hung, and the "
+        f"replay's model hangs on that reply's context until {again:.2f} s"
     )
 
 
