@@ -35,7 +35,8 @@ def _scenario(name: str) -> Scenario:
     ("name", "agent_class"),
     [
         # the server's 1011 halfway through the answer: half of it played, then nothing on
-        # Agent; ResilientAgent asked for it again
+        # Agent; ResilientAgent asked for it again once the cut line (1.9 s, the lab voice's
+        # length for its words 1.6 s) played out
         (_CUT, Agent),
         (_CUT, ResilientAgent),
         # the goodbye livekit's EndCallTool asked for never came: ResilientAgent gave up on it
@@ -52,13 +53,7 @@ def test_the_call_round_trips(
     tmp_path: Path, name: str, agent_class: type[Agent], recorded: bool
 ) -> None:
     trip = round_trip(_scenario(name), agent_class, tmp_path if recorded else None)
-    if (name, agent_class) == (_CUT, ResilientAgent):
-        # the cut line plays at the lab voice's length (1.6 s, the call's 1.9 s), so the reply
-        # asked for after it begins early: when a line began is all that differs
-        assert trip.divergences, "the cut line now plays at the call's length: expect faithful"
-        assert all("the agent's line 2" in str(d) for d in trip.divergences), trip.divergences
-    else:
-        assert trip.faithful, trip.divergences
+    assert trip.faithful, trip.divergences
     assert trip.verdict == trip.replayed_verdict
 
 
@@ -69,6 +64,13 @@ def test_a_reply_cut_by_the_servers_error_is_read_from_the_error_and_what_played
     # the part that played is all the model sent: its stream ran until the error
     assert cut.cut_by_error and not again.cut_by_error
     assert (cut.text, cut.at + cut.duration) == ("Your parcel is at the", pytest.approx(3.9))
+    # it played from 3.8 s to 5.7 s: the replay's line lasts as long
+    assert cut.played == pytest.approx(1.9)
+    assert any(
+        a.startswith("at 3.80 s: the model's line 'Your parcel is at the', cut by its server's")
+        and "played 1.90 s" in a
+        for a in plan.assumptions
+    )
     # asked again with nothing from the caller since: its context ends in the cut line
     assert (again.after_user, again.after_line) == (None, "Your parcel is at the")
     assert any(

@@ -29,7 +29,8 @@ reply's audio, as livekit-plugins-google shows it: the generation ends there (wh
 stays in the conversation), then a recoverable ``error``; the session goes on as the plugin does
 once it has reconnected. A rule's ``cut_after_words`` is the same failure for its first spoken
 reply, placed where a replay's report has it: the audio stops after that many words, and the
-server fails as the reply's generation would have ended (its ``duration``).
+server fails as the reply's generation would have ended (its ``duration``); with
+``cut_audio_seconds`` those words' audio lasts that long (the recorded call's line).
 
 OpenAI flavour (``livekit.agents.llm._realtime.openai``, which livekit-plugins-openai 1.8.9
 wraps): ``input_speech_started`` when speech begins (and the response still being generated is
@@ -77,7 +78,14 @@ from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 from typing_extensions import Never, override
 
-from .audio import FRAME_SAMPLES, KIND_USER, SAMPLE_RATE, frame_markers, read_markers
+from .audio import (
+    FRAME_SAMPLES,
+    FRAME_SECONDS,
+    KIND_USER,
+    SAMPLE_RATE,
+    frame_markers,
+    read_markers,
+)
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .schedule import delivery_wait
 from .stt import HeardWord
@@ -837,15 +845,26 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         if self._openai:
             generation.message_ch.send_nowait(generation.message())  # output_item.added
         sentence_id = model._new_sentence(text)
+        words = text.split(" ")
         seconds = model.duration_of(text)
+        played = None
+        if cut_after is not None and rule.cut_audio_seconds is not None:
+            # the words that play last as long as the recorded call played them, the rest at
+            # their pace; only those words' audio is sent
+            seconds = rule.cut_audio_seconds * len(words) / max(cut_after, 1)
+            played = max(1, round(rule.cut_audio_seconds / FRAME_SECONDS)) * FRAME_SAMPLES
         audio = marked_sentence_audio(sentence_id, seconds)
         record.sentence_id = sentence_id
         record.audio_seconds = len(audio) / SAMPLE_RATE
         record.first_audio_at = loop.time()
         self._last_spoken = record
         chunks = [audio[i : i + _CHUNK_SAMPLES] for i in range(0, len(audio), _CHUNK_SAMPLES)]
-        words = text.split(" ")
         step = max(0.0, rule.duration - rule.ttft) / len(chunks)
+        if played is not None:
+            assert cut_after is not None
+            chunks = [audio[i : i + _CHUNK_SAMPLES] for i in range(0, played, _CHUNK_SAMPLES)]
+            chunks[-1] = chunks[-1][: played - (len(chunks) - 1) * _CHUNK_SAMPLES]
+            words = words[:cut_after]
         sent_words = 0
         for index, chunk in enumerate(chunks):
             if index:
@@ -871,6 +890,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 generation.spoken += delta
                 generation.text_ch.send_nowait(delta)
                 sent_words += 1
+        if played is not None:
+            return False  # the server sent no more
         self._conversation.items.append(
             llm.ChatMessage(role="assistant", content=[text], id=record.message_id)
         )

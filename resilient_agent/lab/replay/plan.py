@@ -44,6 +44,7 @@ from .realtime_evidence import (
     barge_in_assumption,
     barge_ins,
     cut_by_errors,
+    cut_length_assumption,
     end_call_assumption,
     hung_assumption,
     hung_replies,
@@ -166,6 +167,8 @@ class LLMAnswer:
             close, inferred): the replay's model hangs on that context.
         cut_by_error: The realtime model's server failed as this answer's generation ended
             (at ``at + duration``): ``text`` is the part that played (inferred).
+        played: With ``cut_by_error``: seconds its line played (the agent's speaking time of
+            it in the report), which the replay's line lasts.
         hangs_until: A realtime model's reply the app asked for again (at ``at``) after the
             first one hung (inferred): the replay's model hangs on this context until then.
     """
@@ -183,6 +186,7 @@ class LLMAnswer:
     hung: bool = False
     cut_by_error: bool = False
     hangs_until: float | None = None
+    played: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1975,7 +1979,11 @@ class _Reader:
             if said.item_id in self.cut_lines:
                 # its stream ran until the server's error: what played is all it sent
                 until = round(max(answer.ttft, self.cut_lines[said.item_id] - at), 3)
-                answer = dataclasses.replace(answer, duration=until, cut_by_error=True)
+                played = round(self._line_done(said) - said.created, 3)
+                answer = dataclasses.replace(
+                    answer, duration=until, cut_by_error=True, played=played
+                )
+                self.assumptions.append(cut_length_assumption(said.text, said.created, played))
             if before is not None and before.item_id in self.cut_lines and self._last(before, at):
                 answer = dataclasses.replace(
                     answer, after_user=None, after_tool=None, after_line=before.text

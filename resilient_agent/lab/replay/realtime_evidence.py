@@ -41,6 +41,7 @@ __all__ = [
     "asked_again",
     "asked_again_assumption",
     "barge_in_assumption",
+    "cut_length_assumption",
     "barge_ins",
     "cut_by_errors",
     "end_call_assumption",
@@ -141,6 +142,15 @@ def cut_by_errors(
             cut[line.key] = error.at
         read.append(error)
     return read, cut
+
+
+def cut_length_assumption(text: str, began: float, played: float) -> str:
+    """The ``assumed:`` line of how long a line its server cut played."""
+    return (
+        f"at {began:.2f} s: the model's line {text!r}, cut by its server's error, played "
+        f"{played:.2f} s (the agent spoke it from {began:.2f} to {began + played:.2f} s): the "
+        "replay's model plays its words over as long, not at the lab voice's length for them"
+    )
 
 
 def hung_replies(
