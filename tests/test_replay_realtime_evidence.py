@@ -15,7 +15,7 @@ from livekit.agents import Agent
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay import load_plan
-from resilient_agent.lab.replay.emit import trimmed_report
+from resilient_agent.lab.replay.emit import redacted, trimmed_report
 from resilient_agent.lab.replay.realtime_evidence import asked_again
 from resilient_agent.lab.replay.round_trip import round_trip
 from resilient_agent.testing import Scenario, run_scenario
@@ -131,6 +131,25 @@ def test_a_reply_asked_for_with_nothing_created_before_is_not_a_hang() -> None:
     world, _ = run_scenario(_scenario(_NEVER_COMES), Agent)
     plan = load_plan(session_report(world))
     assert plan.answers == () and not any("never came" in a for a in plan.assumptions)
+
+
+def test_redaction_keeps_livekits_end_call_instructions_and_so_the_hung_goodbye() -> None:
+    world, _ = run_scenario(_scenario(_HUNG_GOODBYE), Agent)
+    report = redacted(trimmed_report(session_report(world)))
+    plan = load_plan(report)
+    # livekit's own instructions are none of the call's words: kept, and with them the tool
+    (run,) = plan.tool_runs
+    assert run.livekit_end_call
+    (answer,) = [a for a in plan.answers if a.after_tool == "end_call"]
+    assert answer.hung
+    # what the caller said is still redacted
+    (said,) = [m["content"] for m in report["chat_history"]["items"] if m["role"] == "user"]
+    assert said == ["w1 w2"]
+
+
+def test_redaction_still_redacts_an_end_call_tool_of_the_apps_own() -> None:
+    output = {"name": "end_call", "output": "the caller asked to hang up, say goodbye"}
+    assert redacted(output) == {"name": "end_call", "output": "w1 w2 w3 w4 w5 w6 w7 w8"}
 
 
 def test_a_line_gemini_cut_as_the_call_closed_was_cut_by_the_caller() -> None:
