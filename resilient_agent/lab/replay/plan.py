@@ -598,8 +598,9 @@ class _Reader:
         self.end_arrived: dict[int, float] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
-        # indices of the user messages an STT wrote (they carry speech metrics)
-        self.spoken_messages: set[int] = set()
+        # the user messages an STT wrote (the very entries of user_messages: chat-only ones are
+        # sorted in among them later)
+        self.spoken_messages: list[tuple[float, str]] = []
         # the user messages that merge typed and spoken words: the typed texts their extra names
         self.typed_marks: dict[tuple[float, str], tuple[str, ...]] = {}
         # the STT's delay from the end of each spoken turn to its final transcript
@@ -765,9 +766,12 @@ class _Reader:
             for index, message in enumerate(self.user_messages)
             if message in self.typed_marks
         }
-        self.typed = read_typed(
-            self.turns, replies, self.user_messages, frozenset(self.spoken_messages), parts
+        spoken = frozenset(
+            index
+            for index, message in enumerate(self.user_messages)
+            if any(message is s for s in self.spoken_messages)
         )
+        self.typed = read_typed(self.turns, replies, self.user_messages, spoken, parts)
         kept = [i for i in range(len(self.turns)) if i not in self.typed.claims]
         self.word_times = {
             kept.index(i): times for i, times in self.word_times.items() if i in kept
@@ -985,15 +989,16 @@ class _Reader:
         created_at = float(created) - self.t0 if isinstance(created, int | float) else at
         if role == "user":
             metrics = item.get("metrics")
+            message = (created_at, text)
             if isinstance(metrics, Mapping) and (
                 "stt_metadata" in metrics or "started_speaking_at" in metrics
             ):
-                self.spoken_messages.add(len(self.user_messages))
+                self.spoken_messages.append(message)
             delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
             if isinstance(delay, int | float):
                 self.transcription_delays.append(float(delay))
             self._mark_typed(created_at, text, item.get("extra"))
-            self.user_messages.append((created_at, text))
+            self.user_messages.append(message)
             self.context_marks.append((at, self.index))
         elif role == "assistant":
             metrics = item.get("metrics")
