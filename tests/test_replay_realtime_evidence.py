@@ -7,14 +7,18 @@ cut as the caller began, with none of their words transcribed before the close.
 
 from __future__ import annotations
 
+import copy
+from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pytest
 from livekit.agents import Agent
 
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import CATALOG
-from resilient_agent.lab.replay import load_plan
+from resilient_agent.lab.catalog.realtime import reply_cut_by_server_error
+from resilient_agent.lab.replay import load_plan, run_replay
 from resilient_agent.lab.replay.emit import redacted, trimmed_report
 from resilient_agent.lab.replay.realtime_evidence import asked_again
 from resilient_agent.lab.replay.round_trip import round_trip
@@ -131,6 +135,55 @@ def test_a_reply_asked_for_with_nothing_created_before_is_not_a_hang() -> None:
     world, _ = run_scenario(_scenario(_NEVER_COMES), Agent)
     plan = load_plan(session_report(world))
     assert plan.answers == () and not any("never came" in a for a in plan.assumptions)
+
+
+def _with_line(report: dict[str, Any], text: str) -> dict[str, Any]:
+    """``report`` with its first assistant message saying ``text``."""
+    events = copy.deepcopy(report["events"])
+    item = next(
+        e["item"]
+        for e in events
+        if e["type"] == "conversation_item_added" and e["item"].get("role") == "assistant"
+    )
+    item["content"] = [text]
+    return {**report, "events": events}
+
+
+def test_a_whole_sentence_the_error_came_during_with_nothing_asked_again_was_whole() -> None:
+    world, _ = run_scenario(_scenario(_CUT), Agent)
+    report = _with_line(session_report(world), "Your parcel is at the depot.")
+    plan = load_plan(report)
+    (answer, *_) = plan.answers
+    # the server failed at 3.9 s, once the reply had come whole: not cut, the error kept
+    assert not answer.cut_by_error and answer.fails_after == pytest.approx(3.9 - answer.at)
+    assert any(
+        a.startswith("at 3.90 s: the model's server failed") and "the reply had come whole" in a
+        for a in plan.assumptions
+    )
+
+
+def test_a_line_the_error_came_during_was_cut_mid_sentence_or_when_asked_again() -> None:
+    # mid-sentence: cut (the catalog's call); a whole sentence ResilientAgent asked for
+    # again as it ended: cut too (its audio ran out at the error)
+    world, _ = run_scenario(_scenario(_CUT), ResilientAgent)
+    for report in (
+        session_report(world),
+        _with_line(session_report(world), "Your parcel is at the depot."),
+    ):
+        plan = load_plan(report)
+        assert plan.answers[0].cut_by_error and plan.answers[0].fails_after is None
+        assert not any("the reply had come whole" in a for a in plan.assumptions)
+
+
+@pytest.mark.skipif(find_spec("livekit.plugins.google") is None, reason="no google plugin")
+def test_a_whole_reply_its_server_failed_as_it_played_round_trips_on_resilient_agent() -> None:
+    # Gemini Live's emulator fails after the reply is whole: ResilientAgent did not ask again,
+    # nor does its replay (which read the reply as cut and asked again before)
+    scenario = reply_cut_by_server_error(after_reply=True)
+    world, _ = run_scenario(scenario, ResilientAgent, stack="gemini-live")
+    plan = load_plan(session_report(world), hang_up_pad=0.3)
+    replay = run_replay(plan, ResilientAgent, name=scenario.name)
+    assert not replay.divergences, [str(d) for d in replay.divergences]
 
 
 def test_redaction_keeps_livekits_end_call_instructions_and_so_the_hung_goodbye() -> None:

@@ -30,7 +30,9 @@ stays in the conversation), then a recoverable ``error``; the session goes on as
 once it has reconnected. A rule's ``cut_after_words`` is the same failure for its first spoken
 reply, placed where a replay's report has it: the audio stops after that many words, and the
 server fails as the reply's generation would have ended (its ``duration``); with
-``cut_audio_seconds`` those words' audio lasts that long (the recorded call's line).
+``cut_audio_seconds`` those words' audio lasts that long (the recorded call's line). A rule's
+``fails_after_reply`` is the server failing after its first spoken reply came whole, before its
+turn is complete (``error_after_reply`` of the Gemini Live emulator).
 
 OpenAI flavour (``livekit.agents.llm._realtime.openai``, which livekit-plugins-openai 1.8.9
 wraps): ``input_speech_started`` when speech begins (and the response still being generated is
@@ -348,6 +350,16 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
             return None
         self._cut.add(id(rule))
         return rule.cut_after_words
+
+    def fails_after_reply_for(self, rule: LLMRule) -> float | None:
+        """Seconds after the request this whole reply's server fails (``fails_after_reply``).
+
+        Only a Gemini flavour's server fails so, and only for the rule's first spoken reply.
+        """
+        if self.flavour != "gemini" or rule.fails_after_reply is None or id(rule) in self._cut:
+            return None
+        self._cut.add(id(rule))
+        return rule.fails_after_reply
 
     def hangs_at(self, rule: LLMRule) -> bool:
         """Whether a response by ``rule`` made now hangs."""
@@ -822,6 +834,11 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
             self._end(generation)  # response.done
         elif calls or record.first_audio_at is None:
             self._end_gemini_turn(generation)  # a tool call ends Gemini's turn at once
+        elif (fails_after := self._model.fails_after_reply_for(rule)) is not None:
+            # the reply is whole; the server fails as it waits for the playout
+            generation.playout_timer = loop.call_at(
+                max(started + fails_after, loop.time()), self._fail_mid_reply, generation
+            )
         else:
             # Gemini holds turn_complete back until it believes the audio has played out
             at = record.first_audio_at + record.audio_seconds

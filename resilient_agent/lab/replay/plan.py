@@ -39,6 +39,7 @@ from .realtime import (
 from .realtime_evidence import (
     ModelLine,
     ToolReply,
+    app_replies,
     asked_again,
     asked_again_assumption,
     barge_in_assumption,
@@ -49,6 +50,7 @@ from .realtime_evidence import (
     hung_assumption,
     hung_replies,
     is_livekit_end_call,
+    whole_assumption,
 )
 from .typed import (
     TypedMessage,
@@ -167,6 +169,8 @@ class LLMAnswer:
             close, inferred): the replay's model hangs on that context.
         cut_by_error: The realtime model's server failed as this answer's generation ended
             (at ``at + duration``): ``text`` is the part that played (inferred).
+        fails_after: A realtime reply that came whole and whose server failed this many
+            seconds after it was asked for, as it played (inferred).
         played: With ``cut_by_error``: seconds its line played (the agent's speaking time of
             it in the report), which the replay's line lasts.
         hangs_until: A realtime model's reply the app asked for again (at ``at``) after the
@@ -187,6 +191,7 @@ class LLMAnswer:
     cut_by_error: bool = False
     hangs_until: float | None = None
     played: float | None = None
+    fails_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -642,6 +647,8 @@ class _Reader:
         # the agent's states, (seconds, state); what a realtime report shows by its absences
         self.agent_states: list[tuple[float, str]] = []
         self.cut_lines: dict[str, float] = {}
+        # a whole line its server's error came during: when the error came
+        self.whole_lines: dict[str, float] = {}
         self.hung: dict[str, ToolReply] = {}
         self.barge_ins: list[float] = []
         # a reply asked for again after the first hung: when asked again, when first
@@ -735,14 +742,20 @@ class _Reader:
             for s in self.said
             if s.from_llm is not False
         ]
-        self.errors, self.cut_lines = cut_by_errors(self.realtime, self.errors, lines)
+        errors = self.errors
+        asked = app_replies(self.report["events"])
+        self.errors, self.cut_lines, whole = cut_by_errors(self.realtime, errors, lines, asked)
+        for line in lines:
+            if line.key in whole:
+                self.whole_lines[line.key] = whole[line.key]
+                self.assumptions.append(whole_assumption(line, whole[line.key]))
         replies = [
             ToolReply(c.call_id, c.name, c.output, c.ended, c.reply_required)
             for c in self.calls.values()
             if c.ended is not None
         ]
         close = self.close_at
-        for reply in hung_replies(replies, lines, self.agent_states, close, self.errors):
+        for reply in hung_replies(replies, lines, self.agent_states, close, errors):
             assert close is not None
             self.hung[reply.key] = reply
             self.assumptions.append(hung_assumption(reply, close))
@@ -1989,6 +2002,9 @@ class _Reader:
                     answer, duration=until, cut_by_error=True, played=played
                 )
                 self.assumptions.append(cut_length_assumption(said.text, said.created, played))
+            if said.item_id in self.whole_lines:
+                failed = round(self.whole_lines[said.item_id] - at, 3)
+                answer = dataclasses.replace(answer, fails_after=failed)
             if before is not None and before.item_id in self.cut_lines and self._last(before, at):
                 answer = dataclasses.replace(
                     answer, after_user=None, after_tool=None, after_line=before.text

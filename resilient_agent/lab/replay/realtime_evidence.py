@@ -38,6 +38,7 @@ __all__ = [
     "CUT_REST",
     "ModelLine",
     "ToolReply",
+    "app_replies",
     "asked_again",
     "asked_again_assumption",
     "barge_in_assumption",
@@ -48,6 +49,8 @@ __all__ = [
     "hung_assumption",
     "hung_replies",
     "is_livekit_end_call",
+    "whole_assumption",
+    "whole_before_error",
 ]
 
 CUT_REST = "and the rest its server's error cut."
@@ -113,19 +116,27 @@ class ToolReply:
 
 
 def cut_by_errors(
-    flavour: RealtimeFlavour, errors: Sequence[ProviderError], lines: Sequence[ModelLine]
-) -> tuple[list[ProviderError], dict[str, float]]:
+    flavour: RealtimeFlavour,
+    errors: Sequence[ProviderError],
+    lines: Sequence[ModelLine],
+    asked_again: Sequence[float] = (),
+) -> tuple[list[ProviderError], dict[str, float], dict[str, float]]:
     """``errors`` with the model's line each one cut as its ``context``; each cut line's time.
 
     A recoverable error of the model while one of its lines played (not interrupted: the
     caller did not stop it) cut that line. Only Gemini Live's server is known to fail so
-    mid-reply; another provider's error is left as it is (not replayed).
+    mid-reply; another provider's error is left as it is (not replayed). But a line whose
+    transcript ends a sentence, and that no reply the app asked for (``asked_again``: each
+    ``user_initiated`` ``generate_reply``) followed as it ended, was whole: the server failed
+    as it waited for the line's playout (:func:`whole_before_error`).
 
     Returns:
-        The errors, and each cut line's ``key`` with its error's time.
+        The errors but those after a whole line, each cut line's ``key`` with its error's time,
+        and each whole line's with its error's time.
     """
     read: list[ProviderError] = []
     cut: dict[str, float] = {}
+    whole: dict[str, float] = {}
     for error in errors:
         line = next(
             (
@@ -138,10 +149,45 @@ def cut_by_errors(
             None,
         )
         if error.provider == "realtime" and error.recoverable and flavour == "gemini" and line:
+            if whole_before_error(line, asked_again):
+                whole[line.key] = error.at
+                continue
             error = dataclasses.replace(error, context=line.text)
             cut[line.key] = error.at
         read.append(error)
-    return read, cut
+    return read, cut, whole
+
+
+def whole_before_error(line: ModelLine, asked_again: Sequence[float]) -> bool:
+    """Whether ``line``, which its server's error came during, had come whole before it.
+
+    Its transcript ends a sentence (Gemini's transcript of a cut reply ends where its audio
+    did, mid-sentence as a rule) and no reply the app asked for followed in the instant it
+    ended (``ResilientAgent`` asks again for a reply whose audio ran out at the error).
+    """
+    if not line.text.rstrip().endswith((".", "!", "?")):
+        return False
+    return not any(abs(at - line.added) <= _SAME_INSTANT_S for at in asked_again)
+
+
+def whole_assumption(line: ModelLine, error_at: float) -> str:
+    """The ``assumed:`` line of a whole reply whose server failed while it played."""
+    return (
+        f"at {error_at:.2f} s: the model's server failed (a recoverable realtime_model_error) "
+        f"while its line {line.text!r} played, which ends a sentence, and no reply was asked "
+        f"for again as it ended at {line.added:.2f} s: the reply had come whole and the server "
+        "failed as it waited for its playout; the replay's model fails so then"
+    )
+
+
+def app_replies(events: Sequence[Any]) -> list[float]:
+    """When the app asked for a reply (``speech_created``, ``user_initiated``), call seconds."""
+    t0 = float(events[0]["created_at"]) if events else 0.0
+    return [
+        round(float(e["created_at"]) - t0, 3)
+        for e in events
+        if _is_reply(e) and e.get("user_initiated") is True
+    ]
 
 
 def cut_length_assumption(text: str, began: float, played: float) -> str:

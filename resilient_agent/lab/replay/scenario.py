@@ -272,6 +272,7 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 # a reply its server cut: the part that played, then what the error cut
                 cut_after_words=len(answer.text.split()) if answer.cut_by_error else None,
                 cut_audio_seconds=answer.played if answer.cut_by_error else None,
+                fails_after_reply=answer.fails_after,
             )
         )
     cut_replies = {m.text for m in plan.typed if m.answered_at_once}
