@@ -8,7 +8,6 @@ cut as the caller began, with none of their words transcribed before the close.
 from __future__ import annotations
 
 import copy
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -175,8 +174,9 @@ def test_a_line_the_error_came_during_was_cut_mid_sentence_or_when_asked_again()
         assert not any("the reply had come whole" in a for a in plan.assumptions)
 
 
-@pytest.mark.skipif(find_spec("livekit.plugins.google") is None, reason="no google plugin")
 def test_a_whole_reply_its_server_failed_as_it_played_round_trips_on_resilient_agent() -> None:
+    # the stack's plugin (livekit-plugins-google) may not import on livekit-agents' floor
+    pytest.importorskip("livekit.plugins.google", exc_type=ImportError)
     # Gemini Live's emulator fails after the reply is whole: ResilientAgent did not ask again,
     # nor does its replay (which read the reply as cut and asked again before)
     scenario = reply_cut_by_server_error(after_reply=True)
