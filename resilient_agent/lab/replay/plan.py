@@ -169,12 +169,12 @@ class LLMAnswer:
             close, inferred): the replay's model hangs on that context.
         cut_by_error: The realtime model's server failed as this answer's generation ended
             (at ``at + duration``): ``text`` is the part that played (inferred).
-        fails_after: A realtime reply that came whole and whose server failed this many
-            seconds after it was asked for, as it played (inferred).
-        played: With ``cut_by_error``: seconds its line played (the agent's speaking time of
-            it in the report), which the replay's line lasts.
         hangs_until: A realtime model's reply the app asked for again (at ``at``) after the
             first one hung (inferred): the replay's model hangs on this context until then.
+        played: With ``cut_by_error``: seconds its line played (the agent's speaking time of
+            it in the report), which the replay's line lasts.
+        fails_after: A realtime reply that came whole and whose server failed this many
+            seconds after it was asked for, as it played (inferred).
     """
 
     at: float
