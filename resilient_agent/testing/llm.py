@@ -96,6 +96,13 @@ class LLMRule:
             after this many of its words and its server fails (1011) as the reply's generation
             would have ended (``duration``), before its turn is complete: a replay of a reply
             its server cut, whose played words the report has. A pipeline LLM ignores it.
+        cut_audio_seconds: With ``cut_after_words``, how long those words' audio plays (a
+            replay's cut line, as long as the recorded call played it) instead of the voice's
+            length for them.
+        fails_after_reply: On a Gemini realtime model, the first spoken reply by this rule
+            comes whole and its server fails (1011) this many seconds after it was asked for,
+            before its turn is complete (as it waits for the reply's playout): a replay of a
+            whole reply whose server failed while it played. A pipeline LLM ignores it.
     """
 
     text: str = ""
@@ -112,6 +119,8 @@ class LLMRule:
     silent_answers: int = 0
     silent_as: Literal["text", "empty"] = "text"
     cut_after_words: int | None = None
+    cut_audio_seconds: float | None = None
+    fails_after_reply: float | None = None
 
     def hangs_at(self, call_time: float) -> bool:
         """Whether a request made at ``call_time`` seconds hangs."""

@@ -29,7 +29,10 @@ reply's audio, as livekit-plugins-google shows it: the generation ends there (wh
 stays in the conversation), then a recoverable ``error``; the session goes on as the plugin does
 once it has reconnected. A rule's ``cut_after_words`` is the same failure for its first spoken
 reply, placed where a replay's report has it: the audio stops after that many words, and the
-server fails as the reply's generation would have ended (its ``duration``).
+server fails as the reply's generation would have ended (its ``duration``); with
+``cut_audio_seconds`` those words' audio lasts that long (the recorded call's line). A rule's
+``fails_after_reply`` is the server failing after its first spoken reply came whole, before its
+turn is complete (``error_after_reply`` of the Gemini Live emulator).
 
 OpenAI flavour (``livekit.agents.llm._realtime.openai``, which livekit-plugins-openai 1.8.9
 wraps): ``input_speech_started`` when speech begins (and the response still being generated is
@@ -77,7 +80,14 @@ from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 from typing_extensions import Never, override
 
-from .audio import FRAME_SAMPLES, KIND_USER, SAMPLE_RATE, frame_markers, read_markers
+from .audio import (
+    FRAME_SAMPLES,
+    FRAME_SECONDS,
+    KIND_USER,
+    SAMPLE_RATE,
+    frame_markers,
+    read_markers,
+)
 from .llm import LLMRequest, LLMRule, ScriptedLLM, ToolCallScript
 from .schedule import delivery_wait
 from .stt import HeardWord
@@ -340,6 +350,16 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
             return None
         self._cut.add(id(rule))
         return rule.cut_after_words
+
+    def fails_after_reply_for(self, rule: LLMRule) -> float | None:
+        """Seconds after the request this whole reply's server fails (``fails_after_reply``).
+
+        Only a Gemini flavour's server fails so, and only for the rule's first spoken reply.
+        """
+        if self.flavour != "gemini" or rule.fails_after_reply is None or id(rule) in self._cut:
+            return None
+        self._cut.add(id(rule))
+        return rule.fails_after_reply
 
     def hangs_at(self, rule: LLMRule) -> bool:
         """Whether a response by ``rule`` made now hangs."""
@@ -814,6 +834,11 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
             self._end(generation)  # response.done
         elif calls or record.first_audio_at is None:
             self._end_gemini_turn(generation)  # a tool call ends Gemini's turn at once
+        elif (fails_after := self._model.fails_after_reply_for(rule)) is not None:
+            # the reply is whole; the server fails as it waits for the playout
+            generation.playout_timer = loop.call_at(
+                max(started + fails_after, loop.time()), self._fail_mid_reply, generation
+            )
         else:
             # Gemini holds turn_complete back until it believes the audio has played out
             at = record.first_audio_at + record.audio_seconds
@@ -837,15 +862,26 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
         if self._openai:
             generation.message_ch.send_nowait(generation.message())  # output_item.added
         sentence_id = model._new_sentence(text)
+        words = text.split(" ")
         seconds = model.duration_of(text)
+        played = None
+        if cut_after is not None and rule.cut_audio_seconds is not None:
+            # the words that play last as long as the recorded call played them, the rest at
+            # their pace; only those words' audio is sent
+            seconds = rule.cut_audio_seconds * len(words) / max(cut_after, 1)
+            played = max(1, round(rule.cut_audio_seconds / FRAME_SECONDS)) * FRAME_SAMPLES
         audio = marked_sentence_audio(sentence_id, seconds)
         record.sentence_id = sentence_id
         record.audio_seconds = len(audio) / SAMPLE_RATE
         record.first_audio_at = loop.time()
         self._last_spoken = record
         chunks = [audio[i : i + _CHUNK_SAMPLES] for i in range(0, len(audio), _CHUNK_SAMPLES)]
-        words = text.split(" ")
         step = max(0.0, rule.duration - rule.ttft) / len(chunks)
+        if played is not None:
+            assert cut_after is not None
+            chunks = [audio[i : i + _CHUNK_SAMPLES] for i in range(0, played, _CHUNK_SAMPLES)]
+            chunks[-1] = chunks[-1][: played - (len(chunks) - 1) * _CHUNK_SAMPLES]
+            words = words[:cut_after]
         sent_words = 0
         for index, chunk in enumerate(chunks):
             if index:
@@ -871,6 +907,8 @@ class ScriptedRealtimeSession(llm.RealtimeSession[Never]):
                 generation.spoken += delta
                 generation.text_ch.send_nowait(delta)
                 sent_words += 1
+        if played is not None:
+            return False  # the server sent no more
         self._conversation.items.append(
             llm.ChatMessage(role="assistant", content=[text], id=record.message_id)
         )

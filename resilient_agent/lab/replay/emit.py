@@ -18,6 +18,7 @@ from typing import Any
 
 from ..._engine.pending_words import TYPED_EXTRA
 from ..._session.cut_in import CUT_IN_EXTRA
+from .realtime_evidence import is_livekit_end_call
 
 __all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
 
@@ -124,7 +125,11 @@ def _slim_message(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redacted(report: Any) -> Any:
-    """``report`` with every word said replaced by a stand-in (``w1``, ``w2``, ...)."""
+    """``report`` with every word said replaced by a stand-in (``w1``, ``w2``, ...).
+
+    The output of livekit's ``EndCallTool`` (its default instructions, livekit's words and none
+    of the call's) is kept: the replay knows the tool by it (:func:`.is_livekit_end_call`).
+    """
     stand_ins: dict[str, str] = {}
 
     def word(w: str) -> str:
@@ -135,6 +140,13 @@ def redacted(report: Any) -> Any:
 
     def walk(value: Any, key: str | None = None) -> Any:
         if isinstance(value, Mapping):
+            name, output = value.get("name"), value.get("output")
+            if (
+                isinstance(name, str)
+                and isinstance(output, str)
+                and is_livekit_end_call(name, output)
+            ):
+                return {k: v if k == "output" else walk(v, k) for k, v in value.items()}
             return {
                 k: _arguments(v, text) if k == "arguments" else walk(v, k) for k, v in value.items()
             }

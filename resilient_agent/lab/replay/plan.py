@@ -40,13 +40,18 @@ from .realtime import (
 from .realtime_evidence import (
     ModelLine,
     ToolReply,
+    app_replies,
+    asked_again,
+    asked_again_assumption,
     barge_in_assumption,
     barge_ins,
     cut_by_errors,
+    cut_length_assumption,
     end_call_assumption,
     hung_assumption,
     hung_replies,
     is_livekit_end_call,
+    whole_assumption,
 )
 from .typed import (
     TypedMessage,
@@ -165,6 +170,12 @@ class LLMAnswer:
             close, inferred): the replay's model hangs on that context.
         cut_by_error: The realtime model's server failed as this answer's generation ended
             (at ``at + duration``): ``text`` is the part that played (inferred).
+        hangs_until: A realtime model's reply the app asked for again (at ``at``) after the
+            first one hung (inferred): the replay's model hangs on this context until then.
+        played: With ``cut_by_error``: seconds its line played (the agent's speaking time of
+            it in the report), which the replay's line lasts.
+        fails_after: A realtime reply that came whole and whose server failed this many
+            seconds after it was asked for, as it played (inferred).
     """
 
     at: float
@@ -179,6 +190,9 @@ class LLMAnswer:
     after_line: str | None = None
     hung: bool = False
     cut_by_error: bool = False
+    hangs_until: float | None = None
+    played: float | None = None
+    fails_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -597,8 +611,9 @@ class _Reader:
         self.end_arrived: dict[int, float] = {}
         self.agent_state = "initializing"
         self.user_messages: list[tuple[float, str]] = []
-        # indices of the user messages an STT wrote (they carry speech metrics)
-        self.spoken_messages: set[int] = set()
+        # the user messages an STT wrote (the very entries of user_messages: chat-only ones are
+        # sorted in among them later)
+        self.spoken_messages: list[tuple[float, str]] = []
         # the user messages that merge typed and spoken words: the typed texts their extra names
         self.typed_marks: dict[tuple[float, str], tuple[str, ...]] = {}
         # the STT's delay from the end of each spoken turn to its final transcript
@@ -640,9 +655,13 @@ class _Reader:
         # the agent's states, (seconds, state); what a realtime report shows by its absences
         self.agent_states: list[tuple[float, str]] = []
         self.cut_lines: dict[str, float] = {}
+        # a whole line its server's error came during: when the error came
+        self.whole_lines: dict[str, float] = {}
         self.hung: dict[str, ToolReply] = {}
         self.barge_ins: list[float] = []
         self.vad_spans: list[tuple[float, float]] = []
+        # a reply asked for again after the first hung: when asked again, when first
+        self.asked_again: dict[float, float] = {}
 
     def plan(self) -> ReplayPlan:
         version = _field(self.report, "sdk_version", str, "")
@@ -733,19 +752,26 @@ class _Reader:
             for s in self.said
             if s.from_llm is not False
         ]
-        self.errors, self.cut_lines = cut_by_errors(self.realtime, self.errors, lines)
+        errors = self.errors
+        asked = app_replies(self.report["events"])
+        self.errors, self.cut_lines, whole = cut_by_errors(self.realtime, errors, lines, asked)
+        for line in lines:
+            if line.key in whole:
+                self.whole_lines[line.key] = whole[line.key]
+                self.assumptions.append(whole_assumption(line, whole[line.key]))
         replies = [
             ToolReply(c.call_id, c.name, c.output, c.ended, c.reply_required)
             for c in self.calls.values()
             if c.ended is not None
         ]
         close = self.close_at
-        for reply in hung_replies(replies, lines, self.agent_states, close, self.errors):
+        for reply in hung_replies(replies, lines, self.agent_states, close, errors):
             assert close is not None
             self.hung[reply.key] = reply
             self.assumptions.append(hung_assumption(reply, close))
             if is_livekit_end_call(reply.name, reply.output):
                 self.assumptions.append(end_call_assumption(reply))
+        self.asked_again = {again: first for first, again in asked_again(self.report["events"])}
         starts = [t.start for t in turns if t.heard]
         for at, line in barge_ins(self.realtime, lines, starts, close):
             self.barge_ins.append(at)
@@ -763,9 +789,12 @@ class _Reader:
             for index, message in enumerate(self.user_messages)
             if message in self.typed_marks
         }
-        self.typed = read_typed(
-            self.turns, replies, self.user_messages, frozenset(self.spoken_messages), parts
+        spoken = frozenset(
+            index
+            for index, message in enumerate(self.user_messages)
+            if any(message is s for s in self.spoken_messages)
         )
+        self.typed = read_typed(self.turns, replies, self.user_messages, spoken, parts)
         kept = [i for i in range(len(self.turns)) if i not in self.typed.claims]
         self.word_times = {
             kept.index(i): times for i, times in self.word_times.items() if i in kept
@@ -983,10 +1012,11 @@ class _Reader:
         created_at = float(created) - self.t0 if isinstance(created, int | float) else at
         if role == "user":
             metrics = item.get("metrics")
+            message = (created_at, text)
             if isinstance(metrics, Mapping) and (
                 "stt_metadata" in metrics or "started_speaking_at" in metrics
             ):
-                self.spoken_messages.add(len(self.user_messages))
+                self.spoken_messages.append(message)
             delay = metrics.get("transcription_delay") if isinstance(metrics, Mapping) else None
             if isinstance(delay, int | float):
                 self.transcription_delays.append(float(delay))
@@ -996,7 +1026,7 @@ class _Reader:
             if span[0] is not None and span[1] is not None:
                 self.vad_spans.append((round(span[0] - self.t0, 3), round(span[1] - self.t0, 3)))
             self._mark_typed(created_at, text, item.get("extra"))
-            self.user_messages.append((created_at, text))
+            self.user_messages.append(message)
             self.context_marks.append((at, self.index))
         elif role == "assistant":
             metrics = item.get("metrics")
@@ -1975,10 +2005,21 @@ class _Reader:
             before = spoken[position - 1] if position else None
             silent = self._silent_turns(answer, requests, before)
             answer = dataclasses.replace(answer, silent_before=silent)
+            first = next((f for a, f in self.asked_again.items() if abs(a - at) < 1e-3), None)
+            if first is not None and not silent:
+                answer = dataclasses.replace(answer, hangs_until=answer.at)
+                self.assumptions.append(asked_again_assumption(first, at))
             if said.item_id in self.cut_lines:
                 # its stream ran until the server's error: what played is all it sent
                 until = round(max(answer.ttft, self.cut_lines[said.item_id] - at), 3)
-                answer = dataclasses.replace(answer, duration=until, cut_by_error=True)
+                played = round(self._line_done(said) - said.created, 3)
+                answer = dataclasses.replace(
+                    answer, duration=until, cut_by_error=True, played=played
+                )
+                self.assumptions.append(cut_length_assumption(said.text, said.created, played))
+            if said.item_id in self.whole_lines:
+                failed = round(self.whole_lines[said.item_id] - at, 3)
+                answer = dataclasses.replace(answer, fails_after=failed)
             if before is not None and before.item_id in self.cut_lines and self._last(before, at):
                 answer = dataclasses.replace(
                     answer, after_user=None, after_tool=None, after_line=before.text

@@ -11,6 +11,10 @@ of its own for it. What the report has instead:
   the agent thought from then to the close with nothing said and no error: the model's reply
   hung (:func:`hung_replies`). Asked for by livekit's ``EndCallTool``, whose hang-up waits for
   that reply's speech to end, it is a goodbye that never came (:func:`is_livekit_end_call`);
+- **a reply asked for again after it hung**: livekit created a reply (``speech_created``) and
+  nothing at all happened until the app asked for one again (a ``user_initiated``
+  ``generate_reply``, as ``ResilientAgent``'s Watchdog does when a reply hangs): the first
+  hung until then (:func:`asked_again`);
 - **a line Gemini cut as the caller began**: Gemini's server stops its reply at the caller's
   first sound (its ``interrupted``) and transcribes them word by word after; a line interrupted
   in the instant the session closed, with no word of the caller's transcribed after it began,
@@ -21,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from livekit.agents.beta.tools import EndCallTool
 
@@ -33,13 +38,19 @@ __all__ = [
     "CUT_REST",
     "ModelLine",
     "ToolReply",
+    "app_replies",
+    "asked_again",
+    "asked_again_assumption",
     "barge_in_assumption",
+    "cut_length_assumption",
     "barge_ins",
     "cut_by_errors",
     "end_call_assumption",
     "hung_assumption",
     "hung_replies",
     "is_livekit_end_call",
+    "whole_assumption",
+    "whole_before_error",
 ]
 
 CUT_REST = "and the rest its server's error cut."
@@ -48,6 +59,20 @@ cut it: the report has only that part."""
 
 # events of one instant are stamped this close apart
 _SAME_INSTANT_S = 1e-3
+# the events that show something happened in a call (what the replay reads: see .emit)
+_HAPPENINGS = frozenset(
+    {
+        "user_state_changed",
+        "agent_state_changed",
+        "user_input_transcribed",
+        "conversation_item_added",
+        "tool_execution_updated",
+        "function_tools_executed",
+        "speech_created",
+        "error",
+        "close",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -91,19 +116,27 @@ class ToolReply:
 
 
 def cut_by_errors(
-    flavour: RealtimeFlavour, errors: Sequence[ProviderError], lines: Sequence[ModelLine]
-) -> tuple[list[ProviderError], dict[str, float]]:
+    flavour: RealtimeFlavour,
+    errors: Sequence[ProviderError],
+    lines: Sequence[ModelLine],
+    asked_again: Sequence[float] = (),
+) -> tuple[list[ProviderError], dict[str, float], dict[str, float]]:
     """``errors`` with the model's line each one cut as its ``context``; each cut line's time.
 
     A recoverable error of the model while one of its lines played (not interrupted: the
     caller did not stop it) cut that line. Only Gemini Live's server is known to fail so
-    mid-reply; another provider's error is left as it is (not replayed).
+    mid-reply; another provider's error is left as it is (not replayed). But a line whose
+    transcript ends a sentence, and that no reply the app asked for (``asked_again``: each
+    ``user_initiated`` ``generate_reply``) followed as it ended, was whole: the server failed
+    as it waited for the line's playout (:func:`whole_before_error`).
 
     Returns:
-        The errors, and each cut line's ``key`` with its error's time.
+        The errors but those after a whole line, each cut line's ``key`` with its error's time,
+        and each whole line's with its error's time.
     """
     read: list[ProviderError] = []
     cut: dict[str, float] = {}
+    whole: dict[str, float] = {}
     for error in errors:
         line = next(
             (
@@ -116,10 +149,54 @@ def cut_by_errors(
             None,
         )
         if error.provider == "realtime" and error.recoverable and flavour == "gemini" and line:
+            if whole_before_error(line, asked_again):
+                whole[line.key] = error.at
+                continue
             error = dataclasses.replace(error, context=line.text)
             cut[line.key] = error.at
         read.append(error)
-    return read, cut
+    return read, cut, whole
+
+
+def whole_before_error(line: ModelLine, asked_again: Sequence[float]) -> bool:
+    """Whether ``line``, which its server's error came during, had come whole before it.
+
+    Its transcript ends a sentence (Gemini's transcript of a cut reply ends where its audio
+    did, mid-sentence as a rule) and no reply the app asked for followed in the instant it
+    ended (``ResilientAgent`` asks again for a reply whose audio ran out at the error).
+    """
+    if not line.text.rstrip().endswith((".", "!", "?")):
+        return False
+    return not any(abs(at - line.added) <= _SAME_INSTANT_S for at in asked_again)
+
+
+def whole_assumption(line: ModelLine, error_at: float) -> str:
+    """The ``assumed:`` line of a whole reply whose server failed while it played."""
+    return (
+        f"at {error_at:.2f} s: the model's server failed (a recoverable realtime_model_error) "
+        f"while its line {line.text!r} played, which ends a sentence, and no reply was asked "
+        f"for again as it ended at {line.added:.2f} s: the reply had come whole and the server "
+        "failed as it waited for its playout; the replay's model fails so then"
+    )
+
+
+def app_replies(events: Sequence[Any]) -> list[float]:
+    """When the app asked for a reply (``speech_created``, ``user_initiated``), call seconds."""
+    t0 = float(events[0]["created_at"]) if events else 0.0
+    return [
+        round(float(e["created_at"]) - t0, 3)
+        for e in events
+        if _is_reply(e) and e.get("user_initiated") is True
+    ]
+
+
+def cut_length_assumption(text: str, began: float, played: float) -> str:
+    """The ``assumed:`` line of how long a line its server cut played."""
+    return (
+        f"at {began:.2f} s: the model's line {text!r}, cut by its server's error, played "
+        f"{played:.2f} s (the agent spoke it from {began:.2f} to {began + played:.2f} s): the "
+        "replay's model plays its words over as long, not at the lab voice's length for them"
+    )
 
 
 def hung_replies(
@@ -161,6 +238,58 @@ def hung_assumption(reply: ToolReply, close_at: float) -> str:
         f"at {reply.ended:.2f} s: the model's reply to the output of {reply.name} never came "
         f"(the agent thought from then to the close at {close_at:.2f} s with nothing said and no "
         "error): it hung, and the replay's model hangs on it"
+    )
+
+
+def asked_again(events: Sequence[Any]) -> list[tuple[float, float]]:
+    """The replies that hung until the app asked for one again: (first asked, asked again).
+
+    livekit created a reply (``speech_created`` from ``generate_reply``, its own or the app's)
+    and nothing happened after it (no event the replay reads: no line, no turn, no transcript,
+    no tool, no error) until the app asked for a reply again (``speech_created``,
+    ``user_initiated``): the model's first reply hung until then, and the one asked again is
+    the one that came, if any. A reply asked with nothing created before it since the last
+    event (an app's own greeting after a pause) is not one.
+
+    Args:
+        events: The report's events (checked by :func:`~.plan.load_plan`).
+    """
+    t0 = float(events[0]["created_at"]) if events else 0.0
+    found: list[tuple[float, float]] = []
+    last: tuple[float, Any] | None = None  # the event before, and when
+    for event in events:
+        if not isinstance(event, Mapping) or event.get("type") not in _HAPPENINGS:
+            continue
+        at = float(event["created_at"]) - t0
+        if (
+            last is not None
+            and _is_reply(event)
+            and event.get("user_initiated") is True
+            and _is_reply(last[1])
+            and at - last[0] > _SAME_INSTANT_S
+        ):
+            first = found[-1][0] if found and found[-1][1] == last[0] else last[0]
+            found = [f for f in found if f[1] != last[0]]  # asked again twice: one hang
+            found.append((round(first, 3), round(at, 3)))
+        last = (at, event)
+    return found
+
+
+def _is_reply(event: Any) -> bool:
+    return (
+        isinstance(event, Mapping)
+        and event.get("type") == "speech_created"
+        and event.get("source") == "generate_reply"
+    )
+
+
+def asked_again_assumption(first: float, again: float) -> str:
+    """The ``assumed:`` line of a reply that hung until the app asked for one again."""
+    return (
+        f"at {first:.2f} s: the reply livekit created (speech_created) never came: nothing "
+        f"happened until {again:.2f} s, when the app asked for a reply again (a user_initiated "
+        "generate_reply, as ResilientAgent's Watchdog does when a reply hangs): it hung, and the "
+        f"replay's model hangs on that reply's context until {again:.2f} s"
     )
 
 

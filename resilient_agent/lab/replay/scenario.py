@@ -273,9 +273,11 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 duration=max(answer.duration, answer.ttft),
                 silent_answers=answer.silent_before,
                 # a reply that never came hangs whenever it is asked
-                hangs_before=math.inf if answer.hung else None,
+                hangs_before=math.inf if answer.hung else _asked_again(answer.hangs_until),
                 # a reply its server cut: the part that played, then what the error cut
                 cut_after_words=len(answer.text.split()) if answer.cut_by_error else None,
+                cut_audio_seconds=answer.played if answer.cut_by_error else None,
+                fails_after_reply=answer.fails_after,
             )
         )
     cut_replies = {m.text for m in plan.typed if m.answered_at_once}
@@ -317,3 +319,9 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
             ),
         )
     )
+
+
+def _asked_again(at: float | None) -> float | None:
+    """Until when a reply asked for again at ``at`` hangs: the requests before that instant."""
+    # the replayed agent asks again in the recorded instant, give or take the clock's rounding
+    return None if at is None else at - 1e-3
