@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import enum
 from collections import Counter
 from typing import Any, NamedTuple
@@ -219,6 +218,7 @@ class Watchdog(Middleware):
         # the session's one meter, shared with every middleware that reads the line's level
         meter = AudioLevelMeter.of(ctx)
         self._evidence = StallEvidence(self.thresholds, meter)
+        self._evidence.read_vad_silence = lambda: _vad_silence_window(ctx)
         self._evidence.agent_state_changed(loop_now())
         if meter is not None:
             meter.notify_quiet(self._line_went_quiet)
@@ -300,16 +300,18 @@ class Watchdog(Middleware):
             PlayoutLedger(ctx, self, output, loop_now) if output is not None and supported else None
         )
 
-    def _quiet(self, ctx: MiddlewareContext) -> bool:
-        """Whether nothing can stall right now: every stall needs one of these to hold."""
+    def _quiet(self, ctx: MiddlewareContext, interrupted_live: bool | None = None) -> bool:
+        """Whether nothing can stall right now: every stall needs one of these to hold.
+
+        ``interrupted_live``: whether an interrupted speech is not done, when already known.
+        """
         state = ctx.state
-        return (
-            state.user_state != "speaking"
-            and state.agent_state != "thinking"
-            and not any(
-                info.handle.interrupted and not info.handle.done()
-                for info in state.speeches.values()
-            )
+        if state.user_state == "speaking" or state.agent_state == "thinking":
+            return False
+        if interrupted_live is not None:
+            return not interrupted_live
+        return not any(
+            info.handle.interrupted and not info.handle.done() for info in state.speeches.values()
         )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
@@ -407,10 +409,13 @@ class Watchdog(Middleware):
         """Quiet, with no live speech that could be interrupted without a change of state."""
         return self._quiet(ctx) and _nothing_live(ctx)
 
-    def _dormant(self, ctx: MiddlewareContext, speech: SpeechHandle | None) -> bool:
+    def _dormant(
+        self, ctx: MiddlewareContext, speech: SpeechHandle | None, speech_live: bool | None = None
+    ) -> bool:
         """Whether no look can find a stall, or note anything, before an event wakes the watch.
 
-        The events are those :class:`_LookSchedule` lists.
+        The events are those :class:`_LookSchedule` lists. ``speech_live``: whether a speech of
+        the session's is live (created, not done), when already known.
         """
         state = ctx.state
         evidence = self._evidence
@@ -421,7 +426,7 @@ class Watchdog(Middleware):
             and evidence.last_turn_stuck_due is None
             and not (evidence.interims_heard and evidence.final_transcript_in)
             and (speech is None or speech.done())
-            and _nothing_live(ctx)
+            and (not speech_live if speech_live is not None else _nothing_live(ctx))
         )
 
     def _look(self, ctx: MiddlewareContext, found: asyncio.Future[_Look]) -> None:
@@ -431,29 +436,28 @@ class Watchdog(Middleware):
             return
         try:
             self._follow_audio_output(ctx)
-            self._evidence.thresholds = self._thresholds_for(ctx)
-            self._evidence.server_turns = ctx.state.server_turns
+            evidence = self._evidence
+            state = ctx.state
+            evidence.server_turns = state.server_turns
             # speech without a transcript is livekit's when the app asked it to handle it
             leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
             speech = ctx.session.current_speech
-            if ctx.state.agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
-                self._evidence.stt_deaf_at = now
-            stall = self._evidence.find(
-                now,
-                ctx.state,
-                speech,
-                self._ledger,
-                leave_untranscribed=leave_untranscribed,
+            agent_state = state.agent_state
+            if agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
+                evidence.stt_deaf_at = now
+            stall = evidence.find(
+                now, state, speech, self._ledger, leave_untranscribed=leave_untranscribed
             )
             if stall is not None:
                 found.set_result(_Look(stall, now, leave_untranscribed))
                 return
-            wait = self._wait_after(now, self._evidence.last_turn_stuck_due)
-            if self._quiet(ctx):
+            wait = self._wait_after(now, evidence.last_turn_stuck_due)
+            # what find() saw of the live speeches decides the schedule: no second walk of them
+            if self._quiet(ctx, evidence.interrupted_live):
                 self._schedule = _LookSchedule.ASLEEP
                 self._wait = wait
-            elif self._dormant(ctx, speech):
+            elif self._dormant(ctx, speech, evidence.speech_live):
                 self._schedule = _LookSchedule.DORMANT
                 self._look_at = now + wait
             else:
@@ -481,12 +485,6 @@ class Watchdog(Middleware):
         if self._next_look is not None:
             self._next_look.cancel()
             self._next_look = None
-
-    def _thresholds_for(self, ctx: MiddlewareContext) -> StallThresholds:
-        silence = _vad_silence_window(ctx)
-        if silence is None or silence == self.thresholds.vad_silence_s:
-            return self.thresholds
-        return dataclasses.replace(self.thresholds, vad_silence_s=silence)
 
     async def _handle(
         self, ctx: MiddlewareContext, stall: Stall, evidence: StallEvidence | None = None
