@@ -152,6 +152,9 @@ class StallEvidence:
         # the VAD's own silence window, read only when a stuck turn's evidence weighs it (the
         # session's VAD can be swapped at any time, with no event): None keeps the threshold's
         self.read_vad_silence: Callable[[], float | None] | None = None
+        # whether a turn without any transcript is livekit's to handle (the app set
+        # ``transcription_timeout``), read only when a stuck turn without one is weighed
+        self.read_leave_untranscribed: Callable[[], bool] | None = None
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
         """The caller started or stopped speaking."""
@@ -200,7 +203,7 @@ class StallEvidence:
         current_speech: SpeechHandle | None,
         ledger: PlayoutLedger | None,
         *,
-        leave_untranscribed: bool = False,
+        leave_untranscribed: bool | None = None,
     ) -> Stall | None:
         """The most urgent stall there is evidence for, or None.
 
@@ -210,7 +213,8 @@ class StallEvidence:
             current_speech: The session's current speech.
             ledger: The audio output's playout reports.
             leave_untranscribed: A turn without any transcript is livekit's to handle (the app
-                set ``transcription_timeout``).
+                set ``transcription_timeout``); None asks ``read_leave_untranscribed`` when it
+                matters (no reader: it is not).
         """
         # one pass in the order of urgency; a predicate after the first stall found is not
         # weighed (nor are its notes taken), as with ``or`` over them
@@ -266,7 +270,7 @@ class StallEvidence:
         return None
 
     def _user_turn_stuck(
-        self, now: float, state: ConversationState, leave_untranscribed: bool
+        self, now: float, state: ConversationState, leave_untranscribed: bool | None
     ) -> Stall | None:
         due = self.user_turn_stuck_due(state, leave_untranscribed=leave_untranscribed)
         self.last_turn_stuck_due = due
@@ -275,7 +279,7 @@ class StallEvidence:
         return Stall("user_turn_stuck", now - due[1])
 
     def user_turn_stuck_due(
-        self, state: ConversationState, *, leave_untranscribed: bool = False
+        self, state: ConversationState, *, leave_untranscribed: bool | None = None
     ) -> tuple[float, float] | None:
         """When the caller's turn will count as stuck if nothing changes, and since when quiet.
 
@@ -296,12 +300,18 @@ class StallEvidence:
         if transcribed and self.last_transcript_final and self.last_transcript_at >= quiet_since:
             # the STT finished the words before the quiet: the VAD should have ended speech
             needed = self._vad_silence_s() + self.thresholds.stuck_margin_s
-        elif not transcribed and leave_untranscribed:
+        elif not transcribed and self._leaves_untranscribed(leave_untranscribed):
             return None
         else:
             # no transcript, or words the STT has not finished: a longer quiet is needed
             needed = self.thresholds.quiet_s
         return quiet_since + needed, quiet_since
+
+    def _leaves_untranscribed(self, told: bool | None) -> bool:
+        if told is not None:
+            return told
+        read = self.read_leave_untranscribed
+        return read is not None and read()
 
     def _vad_silence_s(self) -> float:
         read = self.read_vad_silence

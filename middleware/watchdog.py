@@ -219,6 +219,7 @@ class Watchdog(Middleware):
         meter = AudioLevelMeter.of(ctx)
         self._evidence = StallEvidence(self.thresholds, meter)
         self._evidence.read_vad_silence = lambda: _vad_silence_window(ctx)
+        self._evidence.read_leave_untranscribed = lambda: _leave_untranscribed(ctx)
         self._evidence.agent_state_changed(loop_now())
         if meter is not None:
             meter.notify_quiet(self._line_went_quiet)
@@ -363,10 +364,17 @@ class Watchdog(Middleware):
         at = self._look_at
         if schedule is _LookSchedule.DORMANT:
             # a look at the instant of the change came after it (as the looks' timers do)
-            while at < now - _SAME_INSTANT_S:
-                # a look nothing could come of: what it would have noted, and the next one
-                self._evidence.passed_look(at)
-                at += self.check_every_s
+            until = now - _SAME_INSTANT_S
+            if at < until:
+                # looks nothing could come of: each noted the same, so the last one's notes
+                # are theirs (the grid stepped as the looks' timers stepped it)
+                step = self.check_every_s
+                while True:
+                    passed = at
+                    at += step
+                    if at >= until:
+                        break
+                self._evidence.passed_look(passed)
         elif schedule is _LookSchedule.PENDING and at < now - _SAME_INSTANT_S:
             # that look found the call quiet, and the watch slept until a change put it at risk
             self._evidence.passed_look(at)
@@ -439,18 +447,14 @@ class Watchdog(Middleware):
             evidence = self._evidence
             state = ctx.state
             evidence.server_turns = state.server_turns
-            # speech without a transcript is livekit's when the app asked it to handle it
-            leave_untranscribed = ctx.session.options.transcription_timeout is not None
             now = loop_now()
             speech = ctx.session.current_speech
             agent_state = state.agent_state
             if agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
                 evidence.stt_deaf_at = now
-            stall = evidence.find(
-                now, state, speech, self._ledger, leave_untranscribed=leave_untranscribed
-            )
+            stall = evidence.find(now, state, speech, self._ledger)
             if stall is not None:
-                found.set_result(_Look(stall, now, leave_untranscribed))
+                found.set_result(_Look(stall, now, _leave_untranscribed(ctx)))
                 return
             wait = self._wait_after(now, evidence.last_turn_stuck_due)
             # what find() saw of the live speeches decides the schedule: no second walk of them
@@ -618,6 +622,11 @@ def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:
     agent_vad = getattr(ctx.agent, "vad", None)
     current = agent_vad if utils.is_given(agent_vad) and agent_vad is not None else ctx.session.vad
     return current if isinstance(current, vad.VAD) else None
+
+
+def _leave_untranscribed(ctx: MiddlewareContext) -> bool:
+    """Speech without a transcript is livekit's when the app asked it to handle it."""
+    return ctx.session.options.transcription_timeout is not None
 
 
 def _vad_silence_window(ctx: MiddlewareContext) -> float | None:
