@@ -443,7 +443,9 @@ class Watchdog(Middleware):
         if found.done():
             return
         try:
-            self._follow_audio_output(ctx)
+            ledger = self._ledger
+            if ledger is None or ledger.output is not ctx.session.output.audio:
+                self._follow_audio_output(ctx)
             evidence = self._evidence
             state = ctx.state
             evidence.server_turns = state.server_turns
