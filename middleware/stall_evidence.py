@@ -35,6 +35,7 @@ speaking on its own schedule (Gemini Live, while its own reply plays): they are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -144,6 +145,16 @@ class StallEvidence:
         # what the last find() computed for user_turn_stuck_due: a look that found no stall
         # reads it to time the next look (nothing find() changes afterwards moves it)
         self.last_turn_stuck_due: tuple[float, float] | None = None
+        # what the last find() saw of the live speeches (its one walk of them): whether one is
+        # live (created, not done), and whether one of those was interrupted
+        self.speech_live = False
+        self.interrupted_live = False
+        # the VAD's own silence window, read only when a stuck turn's evidence weighs it (the
+        # session's VAD can be swapped at any time, with no event): None keeps the threshold's
+        self.read_vad_silence: Callable[[], float | None] | None = None
+        # whether a turn without any transcript is livekit's to handle (the app set
+        # ``transcription_timeout``), read only when a stuck turn without one is weighed
+        self.read_leave_untranscribed: Callable[[], bool] | None = None
 
     def user_state_changed(self, speaking: bool, now: float) -> None:
         """The caller started or stopped speaking."""
@@ -192,7 +203,7 @@ class StallEvidence:
         current_speech: SpeechHandle | None,
         ledger: PlayoutLedger | None,
         *,
-        leave_untranscribed: bool = False,
+        leave_untranscribed: bool | None = None,
     ) -> Stall | None:
         """The most urgent stall there is evidence for, or None.
 
@@ -202,15 +213,33 @@ class StallEvidence:
             current_speech: The session's current speech.
             ledger: The audio output's playout reports.
             leave_untranscribed: A turn without any transcript is livekit's to handle (the app
-                set ``transcription_timeout``).
+                set ``transcription_timeout``); None asks ``read_leave_untranscribed`` when it
+                matters (no reader: it is not).
         """
-        return (
-            self._interrupted_speech_not_done(now, state, ledger)
-            or self._user_turn_stuck(now, state, leave_untranscribed)
-            or self._turn_held_by_noise(now, state)
-            or self._speech_waits_for_silence(now, state, current_speech)
-            or self._thinking_without_speech(now, state, current_speech, ledger)
-        )
+        # one pass in the order of urgency; a predicate after the first stall found is not
+        # weighed (nor are its notes taken), as with ``or`` over them
+        stall = self._interrupted_speech_not_done(now, state, ledger)
+        if stall is not None:
+            return stall
+        if state.user_state == "speaking" and not self.server_turns:
+            stall = self._user_turn_stuck(now, state, leave_untranscribed)
+            if stall is None:
+                stall = self._turn_held_by_noise(now)
+            if stall is not None:
+                return stall
+            if current_speech is not None and state.agent_state != "speaking":
+                stall = self._speech_waits_for_silence(now, current_speech)
+                if stall is not None:
+                    return stall
+            else:
+                self._waiting = None
+            # the caller speaks: the agent's thinking is ruled out
+            self._thinking = None
+            self._thinking_ruled_out_at = now
+            return None
+        self.last_turn_stuck_due = None
+        self._waiting = None
+        return self._thinking_without_speech(now, state, current_speech, ledger)
 
     def _interrupted_speech_not_done(
         self, now: float, state: ConversationState, ledger: PlayoutLedger | None
@@ -219,10 +248,15 @@ class StallEvidence:
         if self._interrupted_at:
             for speech_id in [i for i in self._interrupted_at if i not in alive]:
                 del self._interrupted_at[speech_id]
+        self.speech_live = self.interrupted_live = False
         for speech_id, info in alive.items():
             handle = info.handle
-            if not handle.interrupted or handle.done():
+            if handle.done():
                 continue
+            self.speech_live = True
+            if not handle.interrupted:
+                continue
+            self.interrupted_live = True
             since = self._interrupted_at.setdefault(speech_id, now)
             if now - since < self.thresholds.interrupted_done_s:
                 continue
@@ -236,7 +270,7 @@ class StallEvidence:
         return None
 
     def _user_turn_stuck(
-        self, now: float, state: ConversationState, leave_untranscribed: bool
+        self, now: float, state: ConversationState, leave_untranscribed: bool | None
     ) -> Stall | None:
         due = self.user_turn_stuck_due(state, leave_untranscribed=leave_untranscribed)
         self.last_turn_stuck_due = due
@@ -245,7 +279,7 @@ class StallEvidence:
         return Stall("user_turn_stuck", now - due[1])
 
     def user_turn_stuck_due(
-        self, state: ConversationState, *, leave_untranscribed: bool = False
+        self, state: ConversationState, *, leave_untranscribed: bool | None = None
     ) -> tuple[float, float] | None:
         """When the caller's turn will count as stuck if nothing changes, and since when quiet.
 
@@ -265,21 +299,28 @@ class StallEvidence:
         transcribed = self._transcribed_this_turn()
         if transcribed and self.last_transcript_final and self.last_transcript_at >= quiet_since:
             # the STT finished the words before the quiet: the VAD should have ended speech
-            needed = self.thresholds.vad_silence_s + self.thresholds.stuck_margin_s
-        elif not transcribed and leave_untranscribed:
+            needed = self._vad_silence_s() + self.thresholds.stuck_margin_s
+        elif not transcribed and self._leaves_untranscribed(leave_untranscribed):
             return None
         else:
             # no transcript, or words the STT has not finished: a longer quiet is needed
             needed = self.thresholds.quiet_s
         return quiet_since + needed, quiet_since
 
-    def _turn_held_by_noise(self, now: float, state: ConversationState) -> Stall | None:
-        if (
-            self.server_turns
-            or not self.interims_heard
-            or state.user_state != "speaking"
-            or not self.final_transcript_in
-        ):
+    def _leaves_untranscribed(self, told: bool | None) -> bool:
+        if told is not None:
+            return told
+        read = self.read_leave_untranscribed
+        return read is not None and read()
+
+    def _vad_silence_s(self) -> float:
+        read = self.read_vad_silence
+        window = read() if read is not None else None
+        return self.thresholds.vad_silence_s if window is None else window
+
+    def _turn_held_by_noise(self, now: float) -> Stall | None:
+        # the caller shows as speaking, on a local VAD's word (find() asks only then)
+        if not self.interims_heard or not self.final_transcript_in:
             return None
         words_done_for = now - max(self.last_transcript_at, self.stt_deaf_at)
         if words_done_for < self.thresholds.noise_turn_s:
@@ -287,19 +328,10 @@ class StallEvidence:
         self.noise_known_at = now
         return Stall("turn_held_by_noise", words_done_for)
 
-    def _speech_waits_for_silence(
-        self, now: float, state: ConversationState, speech: SpeechHandle | None
-    ) -> Stall | None:
-        waiting = (
-            not self.server_turns
-            and speech is not None
-            and speech.allow_interruptions
-            and not speech.interrupted
-            and not speech.done()
-            and state.user_state == "speaking"
-            and state.agent_state != "speaking"
-        )
-        if not waiting or speech is None:
+    def _speech_waits_for_silence(self, now: float, speech: SpeechHandle) -> Stall | None:
+        # the caller shows as speaking, on a local VAD's word, and the agent does not speak
+        # (find() asks only then)
+        if not speech.allow_interruptions or speech.interrupted or speech.done():
             self._waiting = None
             return None
         if self._waiting is None or self._waiting[0] != speech.id:

@@ -171,6 +171,10 @@ class SttRecovery(Middleware):
             return
         if self._silence_check is not None:
             self._silence_check.cancel()
+            self._silence_check = None
+        if self._last_transcript_at >= began:
+            # the speech has a transcript already: its check would find so, and need no timer
+            return
         ended = loop_now()
         self._silence_check = asyncio.get_running_loop().call_later(
             self.silent_s, self._check_silence, ctx, began, ended

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import enum
 from collections import Counter
 from typing import Any, NamedTuple
@@ -219,6 +218,8 @@ class Watchdog(Middleware):
         # the session's one meter, shared with every middleware that reads the line's level
         meter = AudioLevelMeter.of(ctx)
         self._evidence = StallEvidence(self.thresholds, meter)
+        self._evidence.read_vad_silence = lambda: _vad_silence_window(ctx)
+        self._evidence.read_leave_untranscribed = lambda: _leave_untranscribed(ctx)
         self._evidence.agent_state_changed(loop_now())
         if meter is not None:
             meter.notify_quiet(self._line_went_quiet)
@@ -300,16 +301,18 @@ class Watchdog(Middleware):
             PlayoutLedger(ctx, self, output, loop_now) if output is not None and supported else None
         )
 
-    def _quiet(self, ctx: MiddlewareContext) -> bool:
-        """Whether nothing can stall right now: every stall needs one of these to hold."""
+    def _quiet(self, ctx: MiddlewareContext, interrupted_live: bool | None = None) -> bool:
+        """Whether nothing can stall right now: every stall needs one of these to hold.
+
+        ``interrupted_live``: whether an interrupted speech is not done, when already known.
+        """
         state = ctx.state
-        return (
-            state.user_state != "speaking"
-            and state.agent_state != "thinking"
-            and not any(
-                info.handle.interrupted and not info.handle.done()
-                for info in state.speeches.values()
-            )
+        if state.user_state == "speaking" or state.agent_state == "thinking":
+            return False
+        if interrupted_live is not None:
+            return not interrupted_live
+        return not any(
+            info.handle.interrupted and not info.handle.done() for info in state.speeches.values()
         )
 
     async def _watch(self, ctx: MiddlewareContext) -> None:
@@ -361,10 +364,17 @@ class Watchdog(Middleware):
         at = self._look_at
         if schedule is _LookSchedule.DORMANT:
             # a look at the instant of the change came after it (as the looks' timers do)
-            while at < now - _SAME_INSTANT_S:
-                # a look nothing could come of: what it would have noted, and the next one
-                self._evidence.passed_look(at)
-                at += self.check_every_s
+            until = now - _SAME_INSTANT_S
+            if at < until:
+                # looks nothing could come of: each noted the same, so the last one's notes
+                # are theirs (the grid stepped as the looks' timers stepped it)
+                step = self.check_every_s
+                while True:
+                    passed = at
+                    at += step
+                    if at >= until:
+                        break
+                self._evidence.passed_look(passed)
         elif schedule is _LookSchedule.PENDING and at < now - _SAME_INSTANT_S:
             # that look found the call quiet, and the watch slept until a change put it at risk
             self._evidence.passed_look(at)
@@ -407,10 +417,13 @@ class Watchdog(Middleware):
         """Quiet, with no live speech that could be interrupted without a change of state."""
         return self._quiet(ctx) and _nothing_live(ctx)
 
-    def _dormant(self, ctx: MiddlewareContext, speech: SpeechHandle | None) -> bool:
+    def _dormant(
+        self, ctx: MiddlewareContext, speech: SpeechHandle | None, speech_live: bool | None = None
+    ) -> bool:
         """Whether no look can find a stall, or note anything, before an event wakes the watch.
 
-        The events are those :class:`_LookSchedule` lists.
+        The events are those :class:`_LookSchedule` lists. ``speech_live``: whether a speech of
+        the session's is live (created, not done), when already known.
         """
         state = ctx.state
         evidence = self._evidence
@@ -421,7 +434,7 @@ class Watchdog(Middleware):
             and evidence.last_turn_stuck_due is None
             and not (evidence.interims_heard and evidence.final_transcript_in)
             and (speech is None or speech.done())
-            and _nothing_live(ctx)
+            and (not speech_live if speech_live is not None else _nothing_live(ctx))
         )
 
     def _look(self, ctx: MiddlewareContext, found: asyncio.Future[_Look]) -> None:
@@ -430,30 +443,27 @@ class Watchdog(Middleware):
         if found.done():
             return
         try:
-            self._follow_audio_output(ctx)
-            self._evidence.thresholds = self._thresholds_for(ctx)
-            self._evidence.server_turns = ctx.state.server_turns
-            # speech without a transcript is livekit's when the app asked it to handle it
-            leave_untranscribed = ctx.session.options.transcription_timeout is not None
+            ledger = self._ledger
+            if ledger is None or ledger.output is not ctx.session.output.audio:
+                self._follow_audio_output(ctx)
+            evidence = self._evidence
+            state = ctx.state
+            evidence.server_turns = state.server_turns
             now = loop_now()
             speech = ctx.session.current_speech
-            if ctx.state.agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
-                self._evidence.stt_deaf_at = now
-            stall = self._evidence.find(
-                now,
-                ctx.state,
-                speech,
-                self._ledger,
-                leave_untranscribed=leave_untranscribed,
-            )
+            agent_state = state.agent_state
+            if agent_state == "speaking" or stt_withheld_for(ctx.session, speech):
+                evidence.stt_deaf_at = now
+            stall = evidence.find(now, state, speech, self._ledger)
             if stall is not None:
-                found.set_result(_Look(stall, now, leave_untranscribed))
+                found.set_result(_Look(stall, now, _leave_untranscribed(ctx)))
                 return
-            wait = self._wait_after(now, self._evidence.last_turn_stuck_due)
-            if self._quiet(ctx):
+            wait = self._wait_after(now, evidence.last_turn_stuck_due)
+            # what find() saw of the live speeches decides the schedule: no second walk of them
+            if self._quiet(ctx, evidence.interrupted_live):
                 self._schedule = _LookSchedule.ASLEEP
                 self._wait = wait
-            elif self._dormant(ctx, speech):
+            elif self._dormant(ctx, speech, evidence.speech_live):
                 self._schedule = _LookSchedule.DORMANT
                 self._look_at = now + wait
             else:
@@ -481,12 +491,6 @@ class Watchdog(Middleware):
         if self._next_look is not None:
             self._next_look.cancel()
             self._next_look = None
-
-    def _thresholds_for(self, ctx: MiddlewareContext) -> StallThresholds:
-        silence = _vad_silence_window(ctx)
-        if silence is None or silence == self.thresholds.vad_silence_s:
-            return self.thresholds
-        return dataclasses.replace(self.thresholds, vad_silence_s=silence)
 
     async def _handle(
         self, ctx: MiddlewareContext, stall: Stall, evidence: StallEvidence | None = None
@@ -620,6 +624,11 @@ def _session_vad(ctx: MiddlewareContext) -> vad.VAD | None:
     agent_vad = getattr(ctx.agent, "vad", None)
     current = agent_vad if utils.is_given(agent_vad) and agent_vad is not None else ctx.session.vad
     return current if isinstance(current, vad.VAD) else None
+
+
+def _leave_untranscribed(ctx: MiddlewareContext) -> bool:
+    """Speech without a transcript is livekit's when the app asked it to handle it."""
+    return ctx.session.options.transcription_timeout is not None
 
 
 def _vad_silence_window(ctx: MiddlewareContext) -> float | None:

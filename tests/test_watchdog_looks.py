@@ -114,7 +114,7 @@ def _frame(level: int) -> rtc.AudioFrame:
 class _LookingAllAlong(Watchdog):
     """The watch as it was: a look every ``check_every_s`` while something can stall."""
 
-    def _dormant(self, ctx: MiddlewareContext, speech: Any) -> bool:
+    def _dormant(self, ctx: MiddlewareContext, speech: Any, speech_live: Any = None) -> bool:
         return False
 
     def _idle(self, ctx: MiddlewareContext) -> bool:
