@@ -150,8 +150,8 @@ def lost_playouts(
         cleared = [c for c in committed if began < c < added - _LATE_PLAYOUT_S]
         if not cleared or not _near(added, replies):
             continue
-        # livekit asked for no reply between the commit and the message: it waited for the line
-        if any(cleared[-1] + _SAME_INSTANT_S < r < added - _SAME_INSTANT_S for r in replies):
+        # livekit asked for no reply from the commit to the message: it waited for the line
+        if any(cleared[-1] - _SAME_INSTANT_S <= r < added - _SAME_INSTANT_S for r in replies):
             continue
         found.append(LostPlayout(text, round(cleared[-1], 3), round(added, 3)))
     return found
