@@ -10,6 +10,7 @@ from livekit.agents import Agent
 from resilient_agent import ResilientAgent
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay import load_plan
+from resilient_agent.lab.replay.emit import trimmed_report
 from resilient_agent.lab.replay.faults import ProviderError
 from resilient_agent.lab.replay.pipeline_evidence import (
     HungRequest,
@@ -63,6 +64,16 @@ def test_a_request_that_never_produced_a_token_hangs_until_the_agent_asked_again
     )
     # nothing else is read into it
     assert not plan.faults.lost_playout_report and plan.faults.faults.stt_silent_at is None
+
+
+@pytest.mark.parametrize("name", [_HANGS, _LOST_PLAYOUT, _SILENT_STT])
+def test_an_emitted_test_keeps_what_the_inference_reads(name: str) -> None:
+    # --emit-test inlines the report trimmed to what the replay reads
+    world, _ = run_scenario(_scenario(name), ResilientAgent)
+    report = session_report(world)
+    faults = load_plan(report).faults
+    assert faults.llm_hangs or faults.lost_playout_report or faults.faults.stt_silent_at
+    assert load_plan(trimmed_report(report)).faults == faults
 
 
 def test_a_refused_request_times_its_answer_from_the_retry() -> None:
