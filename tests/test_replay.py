@@ -201,6 +201,9 @@ def test_livekits_own_report_of_the_readme_agent_replays_faithfully() -> None:
     plan = load_plan(data)
     assert plan.sdk_version.startswith("1.8.")
     assert [r.name for r in plan.tool_runs] == ["book_table"]
+    # no provider failed: nothing is read from what the report lacks (see pipeline_evidence)
+    assert plan.faults.llm_hangs is None and not plan.faults.lost_playout_report
+    assert plan.faults.faults.stt_silent_at is None
     replayed = run_replay(plan, Agent)
     assert replayed.divergences == (), [str(d) for d in replayed.divergences]
     # the same turn lost whole; how many words it had, the report cannot say (estimated)

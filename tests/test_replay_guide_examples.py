@@ -21,6 +21,11 @@ REALTIME_BARGE_IN_REPLAY = (
 )
 REALTIME_HUNG_RECORD = "resilient-agent lab --quiet --agent resilient_agent:ResilientAgent --only 'realtime/openai/livekit_goodbye_never_comes$' --record reports"  # noqa: E501
 REALTIME_HUNG_REPLAY = "resilient-agent replay reports/ResilientAgent/realtime__openai__livekit_goodbye_never_comes.json --hang-up-pad 0.3"  # noqa: E501
+PIPELINE_RECORD = "resilient-agent lab --quiet --agent resilient_agent:ResilientAgent --only 'stall/(llm_hangs|lost_playout_report)$' --record reports"  # noqa: E501
+PIPELINE_HANG_REPLAY = "resilient-agent replay reports/ResilientAgent/stall__llm_hangs.json"
+PIPELINE_PLAYOUT_REPLAY = (
+    "resilient-agent replay reports/ResilientAgent/stall__lost_playout_report.json"
+)
 TYPED_RECORD = "resilient-agent lab --quiet --only 'lost_words/typed_while_caller_speaks_in_handoff$' --record reports"  # noqa: E501
 TYPED_REPLAY = (
     "resilient-agent replay reports/Agent/lost_words__typed_while_caller_speaks_in_handoff.json"
@@ -54,6 +59,7 @@ def _printed(commands: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (REALTIME_HUNG_RECORD, [REALTIME_HUNG_REPLAY], 1),
         (TYPED_RECORD, [TYPED_REPLAY], 1),
         (VAD_RECORD, [VAD_REPLAY], 1),
+        (PIPELINE_RECORD, [PIPELINE_HANG_REPLAY, PIPELINE_PLAYOUT_REPLAY], 2),
     ],
 )
 def test_what_the_guide_shows_a_replay_reading_is_printed(

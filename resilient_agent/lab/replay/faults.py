@@ -97,12 +97,19 @@ class FaultPlan:
             the line said again after the failure (a middleware's recovery), or, as the report
             never had its words, :data:`UNSAID_ANSWER`.
         assumptions: One line per inference.
+        llm_hangs: The context of an answer (the user message, the tool whose output it
+            answered) to the call seconds until which the LLM's requests answering it never
+            produce a token (inferred, see :mod:`.pipeline_evidence`).
+        lost_playout_report: The audio output never reports the playout of a line it cleared
+            (inferred, see :mod:`.pipeline_evidence`).
     """
 
     faults: ProviderFaults = field(default_factory=ProviderFaults)
     llm_timeouts: Mapping[str, float] | None = None
     unsaid: Mapping[str, str] | None = None
     assumptions: tuple[str, ...] = ()
+    llm_hangs: Mapping[tuple[str | None, str | None], float] | None = None
+    lost_playout_report: bool = False
 
 
 def provider_error(event: Mapping[str, Any], at: float) -> ProviderError | None:

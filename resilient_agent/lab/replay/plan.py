@@ -27,6 +27,15 @@ from .cut_in_turns import TurnCut, cut_into, word_count_by
 from .faults import FaultPlan, ProviderError, fault_plan, provider_error, sentence_count
 from .handoffs import Handoff, TaskEntry, WorkflowReader, every_task
 from .latency import ProviderLatency, provider_latency
+from .pipeline_evidence import (
+    hung_request_assumption,
+    hung_requests,
+    lost_playout_assumption,
+    lost_playouts,
+    retry_after_refusals,
+    silent_stt_assumption,
+    silent_stt_from,
+)
 from .realtime import (
     SERVER_SILENCE_S,
     RealtimeFlavour,
@@ -707,6 +716,8 @@ class _Reader:
             self.errors, None if unsaid is None else unsaid.text, self._stt_silent_from(turns)
         )
         self.assumptions.extend(faults.assumptions)
+        if self.realtime is None:
+            faults = self._pipeline_absences(faults, answers)
         if _closed_by_app(self.close_reason, self.close_at, self.script_end):
             self.assumptions.append(
                 f"the agent hung up {self.hang_up_pad:g} s after it asked to (--hang-up-pad; "
@@ -776,6 +787,52 @@ class _Reader:
         for at, line in barge_ins(self.realtime, lines, starts, close):
             self.barge_ins.append(at)
             self.assumptions.append(barge_in_assumption(at, line.text))
+
+    def _pipeline_absences(self, faults: FaultPlan, answers: Sequence[LLMAnswer]) -> FaultPlan:
+        """What the pipeline report shows by its absences (see :mod:`.pipeline_evidence`)."""
+        replies = [at for at, source in self.speeches if source == "generate_reply"]
+        breakers = [
+            *(at for at, _ in self.context_marks),
+            *(at for at, _, _ in self.entry_marks),
+            *(e.at for e in self.errors),
+            *(t for turn in self.turns for t in turn[:2] if t is not None),
+        ]
+        answered = [s.created for s in self.said if s.from_llm is not False]
+        hangs: dict[tuple[str | None, str | None], float] = {}
+        for request in hung_requests(replies, answered, self.agent_states, breakers):
+            answer = next((a for a in answers if abs(a.at - request.again) < 1e-3), None)
+            if answer is None or (answer.after_user, answer.after_tool) in hangs:
+                continue
+            hangs[(answer.after_user, answer.after_tool)] = request.until
+            context = (
+                f"the output of {answer.after_tool}"
+                if answer.after_tool is not None
+                else repr(answer.after_user)
+            )
+            self.assumptions.append(hung_request_assumption(request, context))
+        interrupted = [
+            (s.text, s.created, s.added) for s in self.said if s.interrupted and s.from_llm
+        ]
+        committed = [at for at, _ in self.user_messages]
+        lost = lost_playouts(interrupted, committed, [at for at, _ in self.speeches])
+        self.assumptions.extend(lost_playout_assumption(line) for line in lost)
+        provider = faults.faults
+        if provider.stt_silent_at is None and provider.stt_dies_at is None:
+            heard = [
+                (t[0], t[1], i in self.transcripts, bool(t[2]))
+                for i, t in enumerate(self.turns)
+                if t[1] is not None
+            ]
+            silent = silent_stt_from(heard, self.agent_states)
+            if silent is not None:
+                provider = dataclasses.replace(provider, stt_silent_at=silent)
+                self.assumptions.append(silent_stt_assumption(silent))
+        return dataclasses.replace(
+            faults,
+            faults=provider,
+            llm_hangs=hangs or None,
+            lost_playout_report=bool(lost),
+        )
 
     def _take_typed(self) -> None:
         """The typed messages out of the caller's turns (see :mod:`.typed`)."""
@@ -1958,8 +2015,15 @@ class _Reader:
                 continue
             calls = groups.pop(said.item_id, [])
             entered = self._entered(said.created)
+            answer = self._answer(said.created, said.text, said.ttft, calls, entered, said.ttfs)
+            # livekit's ttft counts from the refused request; the answer is the retry's
+            retried = retry_after_refusals(answer.at, answer.ttft, self.errors)
             answers.append(
-                self._answer(said.created, said.text, said.ttft, calls, entered, said.ttfs)
+                dataclasses.replace(
+                    answer,
+                    ttft=round(answer.ttft - retried, 3),
+                    duration=round(answer.duration - retried, 3),
+                )
             )
         for calls in groups.values():
             first = min(c.started for c in calls)

@@ -185,6 +185,7 @@ def _scenario(
         caller_leaves_at=caller_leaves_at,
         talk_over_tolerance=None,
         tool_mocks=dict(tool_mocks or {}),
+        lost_playout_report=plan.faults.lost_playout_report,
         provider_faults=dataclasses.replace(
             plan.faults.faults,
             # a slow but live provider, as the report measured it
@@ -227,6 +228,7 @@ def _session_options(plan: ReplayPlan) -> dict[str, Any]:
 def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
     rules: list[LLMRule] = []
     seen: set[tuple[str | None, str | None]] = set()
+    hangs = plan.faults.llm_hangs or {}
     entered: set[str] = set()
     for answer in plan.answers:
         calls = tuple(ToolCallScript(c.name, dict(c.arguments)) for c in answer.tool_calls)
@@ -272,8 +274,16 @@ def _rules(plan: ReplayPlan, app: bool = False) -> tuple[LLMRule, ...]:
                 ttft=answer.ttft,
                 duration=max(answer.duration, answer.ttft),
                 silent_answers=answer.silent_before,
-                # a reply that never came hangs whenever it is asked
-                hangs_before=math.inf if answer.hung else _asked_again(answer.hangs_until),
+                # a reply that never came hangs whenever it is asked; a realtime reply asked
+                # for again, or a pipeline request that produced no token, hangs until the
+                # agent asked again
+                hangs_before=(
+                    math.inf
+                    if answer.hung
+                    else _asked_again(answer.hangs_until)
+                    if answer.hangs_until is not None
+                    else hangs.get(key)
+                ),
                 # a reply its server cut: the part that played, then what the error cut
                 cut_after_words=len(answer.text.split()) if answer.cut_by_error else None,
                 cut_audio_seconds=answer.played if answer.cut_by_error else None,
