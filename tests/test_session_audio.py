@@ -680,7 +680,9 @@ def test_notes_keep_the_frames_before_their_time_while_their_guard_allows_it(
     # the other callback is shown every frame at the same times
     assert seen.frames == [
         (n, at)
-        for n, at in zip(range(1, 7), [f[0] for f in notes.frames] + [at for _, at in notes.woken])
+        for n, at in zip(
+            range(1, 7), [f[0] for f in notes.frames] + [at for _, at in notes.woken], strict=True
+        )
     ]
     # an observed class notes the frames itself; the wrapper calls the notes
     assert notes.calls == (0 if cls is Microphone else 6)

@@ -27,6 +27,12 @@ changes a frame is only appended (the *quick* path); what the rechecks among tho
 would have done (the last one's trim) is done in bulk at the next full look: at the next
 change, after a few frames, or when the audio is read. The frames kept, and their withheld
 flags, are those every recheck in full keeps.
+
+While at most one speech is live, the quick path is run by the audio observation itself: the
+tap's frame callback is its notes (:class:`~resilient_agent._engine.audio.FrameNotes`: until
+when, and while which speech allows interruptions, a frame is only appended), so such a frame
+calls nothing of the tap's; the rechecks' 50 ms schedule over those frames is caught up when the
+notes close.
 """
 
 from __future__ import annotations

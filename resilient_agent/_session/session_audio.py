@@ -10,7 +10,10 @@ How: livekit reads the input with ``async for``, and ``AudioInput.__aiter__`` re
 itself, so each frame is one call of ``type(input).__anext__``. While observed, the input's class
 is a subclass of its own class (made for that input, same name, same ``__qualname__``, no slots
 or instance attributes of its own) whose ``__anext__`` calls the class's own and then the
-callbacks, and whose ``on_detached`` tells the session's :class:`SessionAudio` that livekit let
+callbacks (a first callback that is
+:class:`~resilient_agent._engine.audio.FrameNotes`, the turn keeper's tap, has the frames it
+only notes appended in that ``__anext__`` itself, with no call), and whose ``on_detached`` tells
+the session's :class:`SessionAudio` that livekit let
 the input go, so that a replacement input is observed the same way. The object is the app's:
 identity, ``isinstance``, attributes, ``repr`` are unchanged; only ``type(input) is
 TheAppsClass`` tells. The class is put back when the last callback leaves, the input is
