@@ -167,8 +167,9 @@ class WithheldAudioTap:
         # tap is on it (its rechecks' trim still to do)
         self._quick_until = _NEVER
         self._quick = False
-        # what the observation is given: while no speech is live, the frames of the quick path
-        # are appended by the observation itself (no call); from the index noted here
+        # what the observation is given: while at most one speech is live (the notes' guard),
+        # the frames of the quick path are appended by the observation itself (no call), from
+        # the index noted here (0: not noting)
         self.on_frame = _Notes(self._frames, self._on_frame)
         self._noted_from = 0
         # speeches created and not done: while one is, a recheck reads the session
@@ -471,8 +472,9 @@ _AT = itemgetter(0)
 class _Notes:
     """The tap's frame callback (:class:`~resilient_agent._engine.audio.FrameNotes`).
 
-    A frame before :attr:`until` is only appended, as the quick path of
-    :meth:`WithheldAudioTap._on_frame` would (the observation does it without the call).
+    A frame before :attr:`until`, while :attr:`guard` (the one live speech, if any) allows
+    interruptions, is only appended, as the quick path of :meth:`WithheldAudioTap._on_frame`
+    would (the observation does it without the call).
     """
 
     __slots__ = ("frames", "guard", "on_frame", "until")
