@@ -615,3 +615,74 @@ def test_after_a_handoff_the_session_keeps_the_apps_input() -> None:
     world, _ = run_scenario(scenario, ResilientAgent)
     kept = world.recorder.input_audio_kept
     assert kept and all(k for _, k in kept)
+
+
+class _Notes:
+    """Frame notes (``FrameNotes``): frames before ``until`` kept while ``guard`` allows it."""
+
+    def __init__(self) -> None:
+        self.until = float("-inf")
+        self.guard: Any = None
+        self.frames: list[tuple[float, rtc.AudioFrame, bool]] = []
+        self.woken: list[tuple[int, float]] = []
+        self.calls = 0
+
+    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        self.woken.append((int(np.frombuffer(frame.data, dtype=np.int16)[0]), now))
+
+    def __call__(self, frame: rtc.AudioFrame, now: float) -> None:
+        self.calls += 1
+        guard = self.guard
+        if now < self.until and (guard is None or guard.allow_interruptions):
+            self.frames.append((now, frame, False))
+        else:
+            self.on_frame(frame, now)
+
+
+class _TwoFramesAllowed:
+    """A speech that stops allowing interruptions once two frames were noted."""
+
+    def __init__(self, notes: _Notes) -> None:
+        self._notes = notes
+
+    @property
+    def allow_interruptions(self) -> bool:
+        return len(self._notes.frames) < 2
+
+
+@pytest.mark.parametrize("cls", [Microphone, Unswappable])
+def test_notes_keep_the_frames_before_their_time_while_their_guard_allows_it(
+    cls: type[Microphone],
+) -> None:
+    async def main() -> tuple[_Notes, Seen, float]:
+        loop = asyncio.get_running_loop()
+        mic = cls()
+        session = _session(mic)
+        audio = SessionAudio(session)
+        notes, seen = _Notes(), Seen()
+        assert audio.observe(notes) and audio.observe(seen)
+        started = loop.time()
+        notes.until = started + 0.045
+        notes.guard = _TwoFramesAllowed(notes)
+        assert await _read(session.input.audio, 6) == [1, 2, 3, 4, 5, 6]
+        audio.close()
+        return notes, seen, started
+
+    notes, seen, started = run_virtual(main())
+    times = [started + 0.01 * n for n in range(1, 7)]
+    # noted until the guard refused; shown to on_frame from then on, and after `until`
+    assert [(at, int(np.frombuffer(f.data, dtype=np.int16)[0])) for at, f, _ in notes.frames] == [
+        (pytest.approx(times[0]), 1),
+        (pytest.approx(times[1]), 2),
+    ]
+    assert [value for value, _ in notes.woken] == [3, 4, 5, 6]
+    assert [at for _, at in notes.woken] == pytest.approx(times[2:])
+    # the other callback is shown every frame at the same times
+    assert seen.frames == [
+        (n, at)
+        for n, at in zip(
+            range(1, 7), [f[0] for f in notes.frames] + [at for _, at in notes.woken], strict=True
+        )
+    ]
+    # an observed class notes the frames itself; the wrapper calls the notes
+    assert notes.calls == (0 if cls is Microphone else 6)

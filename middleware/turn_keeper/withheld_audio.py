@@ -27,6 +27,12 @@ changes a frame is only appended (the *quick* path); what the rechecks among tho
 would have done (the last one's trim) is done in bulk at the next full look: at the next
 change, after a few frames, or when the audio is read. The frames kept, and their withheld
 flags, are those every recheck in full keeps.
+
+While at most one speech is live, the quick path is run by the audio observation itself: the
+tap's frame callback is its notes (:class:`~resilient_agent._engine.audio.FrameNotes`: until
+when, and while which speech allows interruptions, a frame is only appended), so such a frame
+calls nothing of the tap's; the rechecks' 50 ms schedule over those frames is caught up when the
+notes close.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ PRE_ROLL_S = 0.4
 _NOT_STEADY, _QUIET, _IN_WINDOW = 0, 1, 2
 # Frames appended on the quick path before the tap looks in full again (and trims): the
 # memory held beyond the last trim, against one full look per this many frames.
-_QUICK_FRAMES = 8
+_QUICK_FRAMES = 16
 _NEVER = float("-inf")
 
 
@@ -161,6 +167,11 @@ class WithheldAudioTap:
         # tap is on it (its rechecks' trim still to do)
         self._quick_until = _NEVER
         self._quick = False
+        # what the observation is given: while at most one speech is live (the notes' guard),
+        # the frames of the quick path are appended by the observation itself (no call), from
+        # the index noted here (0: not noting)
+        self.on_frame = _Notes(self._frames, self._on_frame)
+        self._noted_from = 0
         # speeches created and not done: while one is, a recheck reads the session
         self._live: set[SpeechHandle] = set()
         current = session.current_speech
@@ -172,8 +183,13 @@ class WithheldAudioTap:
             add(session, "speech_created", self._speech_created, by=self),
         )
 
-    def on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
-        """Keep one frame, noting whether livekit withholds it from the STT right now."""
+    def _on_frame(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Keep one frame, noting whether livekit withholds it from the STT right now.
+
+        Called as ``on_frame`` (the tap's :class:`_Notes`) for the frames it does not only note.
+        """
+        if self._noted_from:
+            self._catch_up()
         # the quick path (see the module's doc): no speech live can withhold, nothing to look at
         if now < self._quick_until:
             for speech in self._live:
@@ -191,9 +207,36 @@ class WithheldAudioTap:
             # steady: until the caller's state changes, or a speech live may withhold, the
             # rechecks would only trim
             self._quick = True
-            self._quick_until = now + _QUICK_FRAMES * frame.duration
+            self._quick_until = until = now + _QUICK_FRAMES * frame.duration
+            live = self._live
+            if len(live) < 2:
+                # at most one speech live: the observation notes the frames while it allows
+                # interruptions (asked at each frame: the app may protect it in place)
+                notes = self.on_frame
+                notes.until = until
+                notes.guard = next(iter(live)) if live else None
+                self._noted_from = len(self._frames)
         else:
             self._quick_until = _NEVER
+
+    def _catch_up(self) -> None:
+        """The rechecks' 50 ms schedule over the frames the observation noted; ends the noting.
+
+        A noted frame ``_RECHECK_S`` or more after the one before it rechecked, whatever came
+        earlier: the schedule is walked from the last such frame only (at 50 ms frames, about
+        the last frame), as on_frame's quick path would have walked it frame by frame.
+        """
+        frames, first = self._frames, self._noted_from
+        self.on_frame.until = _NEVER
+        self._noted_from = 0
+        last = max(len(frames) - 1, first)
+        while last > first and frames[last][0] - frames[last - 1][0] < _RECHECK_S:
+            last -= 1
+        checked = self._checked_at
+        for at, _, _ in frames[last:]:
+            if at - checked >= _RECHECK_S:
+                checked = at
+        self._checked_at = checked
 
     def _take(self, frame: rtc.AudioFrame, now: float) -> bool:
         """Keep one frame, rechecking when it is time to; whether it rechecked."""
@@ -234,6 +277,8 @@ class WithheldAudioTap:
 
         Each was a steady one (see on_frame), whose trim drops all the earlier ones' would.
         """
+        if self._noted_from:
+            self._catch_up()
         if not self._quick:
             return
         checked = self._checked_at
@@ -248,6 +293,7 @@ class WithheldAudioTap:
     def _caller_changed(self, _: object) -> None:
         # the next frame rechecks in full (reading the caller's state as it is then)
         self._quick_until = _NEVER
+        self.on_frame.until = _NEVER
 
     def _speech_created(self, event: SpeechCreatedEvent) -> None:
         self._arm(event.speech_handle)
@@ -258,6 +304,8 @@ class WithheldAudioTap:
         if speech not in live and not speech.done():
             live.add(speech)
             speech.add_done_callback(live.discard)
+            # a live speech may be protected at any frame: on_frame asks (the noting ends)
+            self.on_frame.until = _NEVER
 
     def close(self) -> None:
         """Stop following the session's events (the tap is no longer fed)."""
@@ -369,6 +417,7 @@ class WithheldAudioTap:
         previous._settle()
         # the next frame looks in full
         self._quick_until, self._quick = _NEVER, False
+        self.on_frame.until = _NEVER
         first = self._frames[0][0] if self._frames else float("inf")
         earlier = [f for f in previous._frames if f[0] < first]
         self._frames[:0] = earlier
@@ -418,6 +467,34 @@ class WithheldAudioTap:
 
 
 _AT = itemgetter(0)
+
+
+class _Notes:
+    """The tap's frame callback (:class:`~resilient_agent._engine.audio.FrameNotes`).
+
+    A frame before :attr:`until`, while :attr:`guard` (the one live speech, if any) allows
+    interruptions, is only appended, as the quick path of :meth:`WithheldAudioTap._on_frame`
+    would (the observation does it without the call).
+    """
+
+    __slots__ = ("frames", "guard", "on_frame", "until")
+
+    def __init__(
+        self,
+        frames: list[tuple[float, rtc.AudioFrame, bool]],
+        on_frame: Callable[[rtc.AudioFrame, float], None],
+    ) -> None:
+        self.until = _NEVER
+        self.guard: SpeechHandle | None = None
+        self.frames = frames
+        self.on_frame = on_frame
+
+    def __call__(self, frame: rtc.AudioFrame, now: float) -> None:
+        guard = self.guard
+        if now < self.until and (guard is None or guard.allow_interruptions):
+            self.frames.append((now, frame, False))
+        else:
+            self.on_frame(frame, now)
 
 
 def _listen_on(

@@ -11,10 +11,55 @@ from typing import Protocol
 
 from livekit import rtc
 
-__all__ = ["FrameCallback", "ModelInputHold"]
+__all__ = ["FrameCallback", "FrameNotes", "Interruptible", "ModelInputHold", "notes_of"]
 
 FrameCallback = Callable[[rtc.AudioFrame, float], None]
 """Called with each frame of caller audio and the loop time it passed at."""
+
+
+class Interruptible(Protocol):
+    """What a frame's noting asks of a speech (livekit's ``SpeechHandle`` is one)."""
+
+    @property
+    def allow_interruptions(self) -> bool:
+        """Whether the caller may interrupt it (it can change at any time, with no event)."""
+        ...
+
+
+class FrameNotes(Protocol):
+    """A frame callback with a quick path the audio observation runs itself, without calling it.
+
+    A frame passing before :attr:`until`, while :attr:`guard` (if any) allows interruptions, is
+    appended to :attr:`frames` as ``(time, frame, False)``; any other is shown to
+    :attr:`on_frame`. Calling the notes does the same (where the observation calls its callbacks
+    in a loop). The owner moves :attr:`until` and :attr:`guard` (read for every frame) and reads
+    what was noted; what it would have done for each noted frame it does in bulk, later. So one
+    caller frame runs one Python frame of the library's while nothing is due: the observed
+    input's own ``__anext__``. The observation tells notes from other callbacks by
+    their attributes (see :func:`notes_of`).
+    """
+
+    until: float
+    guard: Interruptible | None
+    frames: list[tuple[float, rtc.AudioFrame, bool]]
+    on_frame: FrameCallback
+
+    def __call__(self, frame: rtc.AudioFrame, now: float) -> None:
+        """Note ``frame`` while the notes hold, else show it to :attr:`on_frame`."""
+        ...
+
+
+def notes_of(callback: FrameCallback) -> FrameNotes | None:
+    """``callback`` as :class:`FrameNotes` if it is notes (their four attributes), else None."""
+    found = callback
+    if (
+        isinstance(getattr(found, "frames", None), list)
+        and hasattr(found, "until")
+        and hasattr(found, "guard")
+        and callable(getattr(found, "on_frame", None))
+    ):
+        return callback  # type: ignore[return-value]
+    return None
 
 
 class ModelInputHold(Protocol):

@@ -10,7 +10,10 @@ How: livekit reads the input with ``async for``, and ``AudioInput.__aiter__`` re
 itself, so each frame is one call of ``type(input).__anext__``. While observed, the input's class
 is a subclass of its own class (made for that input, same name, same ``__qualname__``, no slots
 or instance attributes of its own) whose ``__anext__`` calls the class's own and then the
-callbacks, and whose ``on_detached`` tells the session's :class:`SessionAudio` that livekit let
+callbacks (a first callback that is
+:class:`~resilient_agent._engine.audio.FrameNotes`, the turn keeper's tap, has the frames it
+only notes appended in that ``__anext__`` itself, with no call), and whose ``on_detached`` tells
+the session's :class:`SessionAudio` that livekit let
 the input go, so that a replacement input is observed the same way. The object is the app's:
 identity, ``isinstance``, attributes, ``repr`` are unchanged; only ``type(input) is
 TheAppsClass`` tells. The class is put back when the last callback leaves, the input is
@@ -42,6 +45,7 @@ from livekit import rtc
 from livekit.agents import AgentSession
 from livekit.agents.voice.io import AudioInput
 
+from .._engine.audio import FrameNotes, notes_of
 from .._engine.log import get_logger
 from .._livekit.interception import ClassNotSwapped, Interceptor
 from .audio_observer import AudioObserver, FrameCallback, _loop_clock
@@ -66,7 +70,18 @@ class _Tap:
     undone when the last session lets the input go.
     """
 
-    __slots__ = ("audio", "base", "callbacks", "clock", "observed", "owners", "show", "swap")
+    __slots__ = (
+        "audio",
+        "base",
+        "callbacks",
+        "clock",
+        "notes",
+        "observed",
+        "owners",
+        "show",
+        "swap",
+        "wake",
+    )
 
     def __init__(self, audio: AudioInput, base: type[AudioInput]) -> None:
         self.audio = audio
@@ -75,9 +90,13 @@ class _Tap:
         # read for every frame: every owner's callbacks in one tuple, replaced (never changed)
         # so that a callback leaving while the frame is shown leaves the frame's loop as it was
         self.callbacks: tuple[FrameCallback, ...] = ()
-        # what each frame is shown to: the callback when there is exactly one (most of a call:
-        # the turn keeper's tap), or one function calling all of them (no loop in __anext__)
+        # the first callback when it is notes (the turn keeper's tap, all call long): a frame
+        # it only notes is appended in __anext__ itself, with no call (see FrameNotes)
+        self.notes: FrameNotes | _NoNotes = _NO_NOTES
+        # what each frame is shown to after the notes (None: nothing), and what each frame
+        # the notes do not take is shown to: one callable, no loop or test in __anext__
         self.show: FrameCallback | None = None
+        self.wake: FrameCallback = _nobody
         # the loop's clock, found at the first frame (no None test on every frame after it)
         self.clock: Callable[[], float] = self._first_clock
         self.swap = Interceptor()
@@ -89,7 +108,14 @@ class _Tap:
         else:
             self.owners.pop(owner, None)
         self.callbacks = callbacks = tuple(c for held in self.owners.values() for c in held)
-        self.show = _shown_to(callbacks)
+        notes = notes_of(callbacks[0]) if callbacks else None
+        if notes is not None:
+            self.notes, self.show = notes, _shown_to(callbacks[1:])
+            # a frame the notes do not take is the notes' owner's to look at in full
+            callbacks = (notes.on_frame, *callbacks[1:])
+        else:
+            self.notes, self.show = _NO_NOTES, None
+        self.wake = _shown_to(callbacks) or _nobody
 
     def _first_clock(self) -> float:
         self.clock = clock = _loop_clock(asyncio.get_running_loop())
@@ -98,6 +124,22 @@ class _Tap:
     def detached(self) -> None:
         for owner in list(self.owners):
             owner._detached()
+
+
+class _NoNotes:
+    """The notes of a tap whose first callback has none: no frame is only noted."""
+
+    __slots__ = ()
+    until = float("-inf")
+    guard = None
+    frames: list[tuple[float, rtc.AudioFrame, bool]]  # never read: no frame is before until
+
+
+_NO_NOTES = _NoNotes()
+
+
+def _nobody(frame: rtc.AudioFrame, now: float) -> None:
+    """Shows a frame to nobody (a tap between its last callback leaving and its restore)."""
 
 
 def _shown_to(callbacks: tuple[FrameCallback, ...]) -> FrameCallback | None:
@@ -141,9 +183,15 @@ def _observed_class(base: type[AudioInput], tap: _Tap) -> type[Any]:
         frame = await next_frame(self)
         # a copy of the observed input has its class too, and is not observed
         if self is audio:
-            show = tap.show
-            if show is not None:
-                show(frame, tap.clock())
+            now = tap.clock()
+            notes = tap.notes
+            # most frames of a call: noted, with no call (see FrameNotes)
+            if now < notes.until and ((guard := notes.guard) is None or guard.allow_interruptions):
+                notes.frames.append((now, frame, False))
+                if tap.show is not None:
+                    tap.show(frame, now)
+            else:
+                tap.wake(frame, now)
         return frame
 
     def detached(self: AudioInput) -> None:
