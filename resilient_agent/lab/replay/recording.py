@@ -30,11 +30,12 @@ from ...testing.audio_recording import (
     recorded_channel,
 )
 from ...testing.session_report import LAB_VAD_TAG
+from ...testing.silero import UnmarkedSileroVAD
 from ...testing.silero_edges import EDGE_TOLERANCE_S, SILERO_WINDOW_S
 from .agent_audio import SilentLine, silent_line
 from .plan import ReplayPlan, ReportError
 
-__all__ = ["SILERO_WINDOW_S", "ReplayRecording", "read_recording"]
+__all__ = ["SILERO_WINDOW_S", "ReplayRecording", "followed_ends", "read_recording"]
 
 # how far the recording may end before the caller's last words: one lab frame
 _FRAME_S = 0.01
@@ -115,6 +116,20 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
         lab_vad == "scripted",
         tuple(assumptions),
         silent,
+    )
+
+
+def followed_ends(vad: object) -> tuple[str, ...]:
+    """The ``assumed:`` lines of the turn ends a replay's Silero (``vad``) took from the report."""
+    if not isinstance(vad, UnmarkedSileroVAD):
+        return ()
+    return tuple(
+        f"at {edge.recorded:.2f} s: the replay's Silero heard the caller until "
+        f"{edge.replayed:.3f} s, the report ends it at {edge.recorded:.3f} s "
+        f"({abs(edge.replayed - edge.recorded) * 1000:.0f} ms apart, within two "
+        f"{SILERO_WINDOW_S * 1000:.0f} ms Silero windows): the turn ends at the report's time "
+        "(livekit's recorder's Opus blurs a window where Silero is at its threshold)"
+        for edge in vad.followed
     )
 
 
