@@ -17,6 +17,7 @@ from resilient_agent._livekit.versions import installed_livekit_version
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.cli import main
 from resilient_agent.lab.replay.plan import load_plan
+from resilient_agent.lab.replay.recording import read_recording
 from resilient_agent.lab.replay.round_trip import round_trip
 from resilient_agent.lab.run import RESILIENT_PATH, load_agent_class
 from resilient_agent.testing import run_scenario
@@ -312,3 +313,16 @@ def test_an_emitted_test_replays_the_recording_copied_beside_it(
     assert main([*args, "--emit-test", str(redacted_test), "--redact"]) == 0
     assert "the test replays without the recording: --redact" in capsys.readouterr().out
     assert "RECORDING" not in redacted_test.read_text()
+
+
+def test_a_recording_the_labs_energy_vad_heard_gives_silero_no_turn_ends_to_follow(
+    recorded: tuple[Path, Path],
+) -> None:
+    report_path, audio_path = recorded
+    report = json.loads(report_path.read_text())
+    plan = load_plan(report)
+    assert read_recording(audio_path, report, plan).caller.silero_ends == ()
+    # the same call as a production report (no lab tag): Silero hears it, and may follow them
+    untagged = {**report, "tags": []}
+    ends = read_recording(audio_path, untagged, plan).caller.silero_ends
+    assert ends == tuple(t.end for t in plan.turns)

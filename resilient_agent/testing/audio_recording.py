@@ -74,11 +74,15 @@ class CallerRecording:
         offset: The call second of the recording's first sample (its
             ``audio_recording_started_at`` less the call's start).
         silenced: Call-second spans played as silence (zeros) instead of the recording.
+        silero_ends: The recorded call's turn ends (call seconds) that livekit's Silero hearing
+            the recording follows where it ends a turn one or two windows off (Opus blurs a
+            window at its threshold: see :mod:`.silero_edges`); empty: none.
     """
 
     path: Path
     offset: float = 0.0
     silenced: tuple[tuple[float, float], ...] = ()
+    silero_ends: tuple[float, ...] = ()
 
     def samples(self) -> np.ndarray:
         """The caller's channel at 16 kHz with sample 0 at the call's second 0."""

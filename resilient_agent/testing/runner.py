@@ -335,7 +335,7 @@ async def _run_call(
         vad, stt, llm, tts = None, running.emulator, running.scripted, running.emulator
         session = AgentSession(vad=None, llm=running.model, **_session_options(scenario))
     elif scenario.model == "pipeline" and running is not None:
-        vad = _vad(scenario, script)
+        vad = _vad(scenario, script, clock)
         stt, llm, tts = running.heard, running.scripted, running.spoken
         session = AgentSession(
             vad=vad,
@@ -510,7 +510,7 @@ def _providers(
     clock: Callable[[], float],
 ) -> tuple[ScriptedVAD | UnmarkedSileroVAD, ScriptedSTT | LabRecognizer, ScriptedLLM, ScriptedTTS]:
     """The call's VAD, STT, LLM and TTS, scripted or real as the scenario says."""
-    vad = _vad(scenario, script)
+    vad = _vad(scenario, script, clock)
     faults = scenario.provider_faults
     real = scenario.real_speech
     stt = (
@@ -545,15 +545,26 @@ def _providers(
 
 
 def _vad(
-    scenario: Scenario, script: Callable[[float], np.ndarray] | None
+    scenario: Scenario,
+    script: Callable[[float], np.ndarray] | None,
+    clock: Callable[[], float],
 ) -> ScriptedVAD | UnmarkedSileroVAD:
-    """The call's VAD: scripted, or livekit's embedded Silero model (hearing no marks)."""
+    """The call's VAD: scripted, or livekit's embedded Silero model (hearing no marks).
+
+    Silero hearing a recording follows its call's turn ends a window or two off (see
+    :mod:`.silero_edges`).
+    """
     if scenario.vad == "scripted" and scenario.caller_line == "recorded":
         # the recording's samples as the call's VAD heard them (Opus rings on after speech)
         return ScriptedVAD(fault=scenario.vad_fault, energy_threshold=RECORDED_SPEECH_LEVEL)
     if scenario.vad == "scripted":
         return ScriptedVAD(fault=scenario.vad_fault, script=script)
-    return UnmarkedSileroVAD(min_silence_duration=SILENCE_TO_END_SPEECH)
+    recording = scenario.caller_recording
+    return UnmarkedSileroVAD(
+        min_silence_duration=SILENCE_TO_END_SPEECH,
+        recorded_ends=recording.silero_ends if recording is not None else (),
+        clock=clock,
+    )
 
 
 def _realtime_model(

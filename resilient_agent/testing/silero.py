@@ -7,18 +7,28 @@ The lab stamps a marker on every 10 ms frame of the caller's speech for its scri
 VAD hears the voice alone, so the lab's Silero does too: :class:`UnmarkedSileroVAD` takes the
 markers out of each frame (:func:`~.audio.unmarked_frame`) before livekit's model hears it; the
 STT still gets the marked frames.
+
+A replay's Silero can follow the recorded call's turn ends where they are a window or two off
+(``recorded_ends``: see :mod:`.silero_edges`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Sequence
 
 from livekit import rtc
 from livekit.agents import inference, vad
 from typing_extensions import override
 
 from .audio import unmarked_frame
+from .silero_edges import (
+    ACTIVATION_THRESHOLD,
+    DEACTIVATION_THRESHOLD,
+    EdgeFollower,
+    FollowedEdge,
+)
 
 __all__ = ["UnmarkedSileroVAD"]
 
@@ -28,10 +38,31 @@ class UnmarkedSileroVAD(vad.VAD):
 
     Args:
         min_silence_duration: Seconds of silence before END_OF_SPEECH.
+        recorded_ends: A replay's recorded turn ends (call seconds) its turn ends follow
+            within two windows (:class:`~.silero_edges.EdgeFollower`); empty: none.
+        clock: Call seconds now; required with ``recorded_ends``.
     """
 
-    def __init__(self, *, min_silence_duration: float) -> None:
-        self._silero = inference.VAD(min_silence_duration=min_silence_duration)
+    def __init__(
+        self,
+        *,
+        min_silence_duration: float,
+        recorded_ends: Sequence[float] = (),
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        # livekit's defaults, given so the edge follower knows what Silero hears as speech
+        self._silero = inference.VAD(
+            min_silence_duration=min_silence_duration,
+            activation_threshold=ACTIVATION_THRESHOLD,
+            deactivation_threshold=DEACTIVATION_THRESHOLD,
+        )
+        if recorded_ends and clock is None:
+            raise ValueError("recorded_ends needs the call's clock")
+        self._min_silence = min_silence_duration
+        self._recorded_ends = tuple(recorded_ends)
+        self._clock = clock
+        self.followed: list[FollowedEdge] = []
+        """The turn ends taken from the recording's report, in order."""
         super().__init__(capabilities=self._silero.capabilities)
 
     @property
@@ -51,14 +82,27 @@ class UnmarkedSileroVAD(vad.VAD):
 
     @override
     def stream(self) -> vad.VADStream:
-        return _UnmarkedStream(self, self._silero.stream())
+        follower = None
+        if self._recorded_ends and self._clock is not None:
+            follower = EdgeFollower(self._recorded_ends, min_silence_duration=self._min_silence)
+            follower.followed = self.followed
+        return _UnmarkedStream(self, self._silero.stream(), follower, self._clock)
 
 
 class _UnmarkedStream(vad.VADStream):
     """Frames in without markers to Silero's stream; its events out as they come."""
 
-    def __init__(self, owner: UnmarkedSileroVAD, silero: vad.VADStream) -> None:
+    def __init__(
+        self,
+        owner: UnmarkedSileroVAD,
+        silero: vad.VADStream,
+        follower: EdgeFollower | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self._silero = silero
+        self._follower = follower
+        self._clock = clock
+        self._release: asyncio.TimerHandle | None = None
         super().__init__(owner)
 
     async def _main_task(self) -> None:
@@ -72,6 +116,8 @@ class _UnmarkedStream(vad.VADStream):
             self._silero.end_input()
             await events
         finally:
+            if self._release is not None:
+                self._release.cancel()
             events.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await events
@@ -79,4 +125,26 @@ class _UnmarkedStream(vad.VADStream):
 
     async def _forward_events(self) -> None:
         async for event in self._silero:
-            self._event_ch.send_nowait(event)
+            if self._follower is None or self._clock is None:
+                self._event_ch.send_nowait(event)
+                continue
+            for sent in self._follower.on_event(event, self._clock()):
+                self._event_ch.send_nowait(sent)
+            self._schedule_release()
+
+    def _schedule_release(self) -> None:
+        """Send a held end at its time (on the call's clock)."""
+        assert self._follower is not None and self._clock is not None
+        if self._release is not None:
+            self._release.cancel()
+            self._release = None
+        due = self._follower.due()
+        if due is not None:
+            delay = max(0.0, due - self._clock())
+            self._release = asyncio.get_running_loop().call_later(delay, self._send_due)
+
+    def _send_due(self) -> None:
+        assert self._follower is not None and self._clock is not None
+        self._release = None
+        for sent in self._follower.release_due(self._clock()):
+            self._event_ch.send_nowait(sent)

@@ -249,6 +249,7 @@ def _replay(
 ) -> int:
     from livekit.agents import Agent
 
+    from .recording import followed_ends
     from .run import run_replay
 
     print(_summary(args.report, plan), file=out)
@@ -265,6 +266,8 @@ def _replay(
     for assumed in recording.assumptions if recording is not None else ():
         print(f"assumed: {assumed}", file=out)
     recorded = run_replay(plan, Agent, recording=recording)
+    for assumed in followed_ends(recorded.world.vad):
+        print(f"assumed: {assumed}", file=out)
     faithful = not recorded.divergences
     if faithful:
         print(

@@ -30,20 +30,15 @@ from ...testing.audio_recording import (
     recorded_channel,
 )
 from ...testing.session_report import LAB_VAD_TAG
+from ...testing.silero import UnmarkedSileroVAD
+from ...testing.silero_edges import EDGE_TOLERANCE_S, SILERO_WINDOW_S
 from .agent_audio import SilentLine, silent_line
 from .plan import ReplayPlan, ReportError
 
-__all__ = ["SILERO_WINDOW_S", "ReplayRecording", "read_recording"]
+__all__ = ["SILERO_WINDOW_S", "ReplayRecording", "followed_ends", "read_recording"]
 
 # how far the recording may end before the caller's last words: one lab frame
 _FRAME_S = 0.01
-
-SILERO_WINDOW_S = 0.032
-"""livekit's Silero decides on 512-sample windows at 16 kHz: a turn's edge moves by whole ones.
-Hearing the Opus-coded recording instead of the call's audio, a window near its threshold can
-fall on the other side (the lab's ``thank_you``: the window that ended the caller's turn in
-the call heard 0.349, just under the 0.35 under which livekit's Silero lets a turn go, and
-0.577 on the recording, so the turn ended a window later)."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +87,15 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
             f"caller's last turn ends at {last:.2f} s (events): not this call's recording"
         )
     lab_vad = _lab_vad(report.get("tags"))
+    ends = tuple(t.end for t in plan.turns if t.ended) if lab_vad != "scripted" else ()
     vad = (
         "the lab's energy VAD, as in the recorded lab call"
         if lab_vad == "scripted"
-        else "livekit's embedded Silero VAD (on the Opus-coded recording a turn's edge may come "
+        else "livekit's embedded Silero VAD (on the Opus-coded recording a turn's end may come "
         f"a {SILERO_WINDOW_S * 1000:.0f} ms window off the call's: Opus rings on where the "
-        "call's Silero was near its threshold)"
+        "call's Silero was near its threshold; where the replay's Silero ends a turn at most "
+        f"{EDGE_TOLERANCE_S:.3f} s from the report's end of it (user_state_changed to "
+        "listening), the replay ends it at the report's time, each printed as assumed)"
     )
     assumptions.append(
         f"the caller's audio is the recording's channel 0 ({seconds:.2f} s from "
@@ -114,10 +112,24 @@ def read_recording(path: Path, report: Any, plan: ReplayPlan) -> ReplayRecording
             f"for sentence {silent.sentence}"
         )
     return ReplayRecording(
-        CallerRecording(path, round(offset, 6)),
+        CallerRecording(path, round(offset, 6), silero_ends=ends),
         lab_vad == "scripted",
         tuple(assumptions),
         silent,
+    )
+
+
+def followed_ends(vad: object) -> tuple[str, ...]:
+    """The ``assumed:`` lines of the turn ends a replay's Silero (``vad``) took from the report."""
+    if not isinstance(vad, UnmarkedSileroVAD):
+        return ()
+    return tuple(
+        f"at {edge.recorded:.2f} s: the replay's Silero heard the caller until "
+        f"{edge.replayed:.3f} s, the report ends it at {edge.recorded:.3f} s "
+        f"({abs(edge.replayed - edge.recorded) * 1000:.0f} ms apart, within two "
+        f"{SILERO_WINDOW_S * 1000:.0f} ms Silero windows): the turn ends at the report's time "
+        "(livekit's recorder's Opus blurs a window where Silero is at its threshold)"
+        for edge in vad.followed
     )
 
 

@@ -38,7 +38,8 @@ CAUSES: Mapping[str, str] = MappingProxyType(
         "provider_fault": "a provider fault (the report records errors, not hangs or silence)",
         "verdict_only": "faithful, another verdict",
         "silero_opus": (
-            "livekit's Silero on the Opus-coded recording (a turn's edge one 32 ms window off)"
+            "livekit's Silero on the Opus-coded recording (a turn's edge one 32 ms window off "
+            "that the replay does not follow: a start, or an end where it heard the caller again)"
         ),
         "caller_estimate": "the caller's turns or words, estimated from the transcripts",
         "vad_fault": (
@@ -206,7 +207,11 @@ def cause(
 
 
 def _within_a_silero_window(found: Sequence[Divergence]) -> bool:
-    """A turn's edge moved by one Silero window, and the lines after it by as much, no more."""
+    """A turn's edge moved by one Silero window, and the lines after it by as much, no more.
+
+    The replay's Silero ends a turn at the report's time within two windows
+    (:mod:`~...testing.silero_edges`); what is left here is an edge it does not follow.
+    """
     window = SILERO_WINDOW_S + FRAME_TOLERANCE_S
     return any(d.kind == "turns" for d in found) and all(
         d.kind in ("turns", "lines") and 0 < d.off_by <= window for d in found
