@@ -279,3 +279,38 @@ def test_the_emitted_test_replays_with_the_hang_up_pad_given(seed_report: dict[s
     )
     assert source.count("plan = load_plan(REPORT, hang_up_pad=0.3)") == 2
     compile(source, "test_call.py", "exec")
+
+
+def test_an_emitted_test_passes_in_a_fresh_project_and_fails_on_plain_agent(
+    seed_report: dict[str, Any], tmp_path: Path
+) -> None:
+    """The incident as a regression test in an app's own suite: pytest run in a project of its
+    own (no conftest, no pytest settings of ours), on the emitted file as written."""
+    import subprocess
+    import sys
+
+    report = tmp_path / "call.json"
+    report.write_text(json.dumps(seed_report))
+    project = tmp_path / "app"
+    kept = project / "tests" / "test_incident.py"
+    on_agent = project / "tests" / "test_incident_on_agent.py"
+    assert main(["replay", str(report), "--emit-test", str(kept)]) == 0
+    # the recorded call lost words on Agent: the replay says so, and the test still is written
+    assert main(["replay", str(report), "--agent", BASELINE, "--emit-test", str(on_agent)]) == 1
+
+    def pytest_in_project(test: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    passed = pytest_in_project(kept)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "2 passed" in passed.stdout
+    failed = pytest_in_project(on_agent)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "1 failed, 1 passed" in failed.stdout
+    assert "never reached the LLM" in failed.stdout

@@ -32,6 +32,9 @@ __all__ = [
 
 BASELINE_PATH = "livekit.agents:Agent"
 RESILIENT_PATH = "resilient_agent:ResilientAgent"
+# the classes the lab and a replay build their own agent on; any other is an app's, with its own
+# tools
+LAB_AGENT_PATHS = (RESILIENT_PATH, BASELINE_PATH)
 
 
 @dataclass(frozen=True)

@@ -230,10 +230,11 @@ def _shown(path: Path) -> str:
 
 def _agent_under_test(path: str | None) -> tuple[type[Agent], bool]:
     """The class the verdict runs on, and whether it is the app's own."""
-    from ..run import RESILIENT_PATH, AgentPathError, load_agent_class
+    from ..run import LAB_AGENT_PATHS, RESILIENT_PATH, AgentPathError, load_agent_class
 
     try:
-        return load_agent_class(path or RESILIENT_PATH), path is not None
+        # livekit's Agent or ResilientAgent named: the replay's own agent, as --emit-test's
+        return load_agent_class(path or RESILIENT_PATH), path not in (None, *LAB_AGENT_PATHS)
     except AgentPathError as exc:
         raise ReplayUsageError(str(exc)) from exc
 

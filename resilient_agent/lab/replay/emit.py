@@ -18,6 +18,7 @@ from typing import Any
 
 from ..._engine.pending_words import TYPED_EXTRA
 from ..._session.cut_in import CUT_IN_EXTRA
+from ..run import LAB_AGENT_PATHS
 from .realtime_evidence import is_livekit_end_call
 
 __all__ = ["emitted_test_source", "redacted", "trimmed_report", "write_test"]
@@ -48,8 +49,6 @@ _METRIC_KEYS = (
 # what the plan reads of an error: which provider failed, and whether livekit recovered
 _ERROR_KEYS = ("type", "recoverable")
 _HANDOFF_KEYS = ("id", "type", "old_agent_id", "new_agent_id")
-# the classes a replay builds its own agent on; any other is the app's, with its own tools
-_OURS = ("resilient_agent:ResilientAgent", "livekit.agents:Agent")
 # the typed words a merged user message names are words said too (redacted alike)
 _WORD_KEYS = frozenset({"transcript", "content", "output", "message", TYPED_EXTRA})
 
@@ -220,7 +219,7 @@ def test_the_replay_is_faithful_on_plain_agent() -> None:
 
 def test_{cls.lower()}_keeps_the_call() -> None:
     plan = {load}
-    run = run_replay(plan, {cls}, app={agent_path not in _OURS}{audio})
+    run = run_replay(plan, {cls}, app={agent_path not in LAB_AGENT_PATHS}{audio})
     assert run.outcome.passed, run.outcome.reasons
 '''
 
