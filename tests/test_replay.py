@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from livekit.agents import Agent, RunContext, function_tool
+from livekit.agents import Agent
+from readme_call import livekit_report_of_the_readme_call
 
-from resilient_agent import ResilientAgent, end_call_tool
-from resilient_agent._livekit.compat import livekit_session_report
+from resilient_agent import ResilientAgent
 from resilient_agent._livekit.versions import installed_livekit_version
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.cli import main
@@ -22,7 +22,7 @@ from resilient_agent.lab.replay.emit import emitted_test_source, redacted, trimm
 from resilient_agent.lab.replay.fidelity import divergences
 from resilient_agent.lab.run import BASELINE_PATH as BASELINE
 from resilient_agent.lab.run import RESILIENT_PATH as RESILIENT
-from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+from resilient_agent.testing import run_scenario
 from resilient_agent.testing.session_report import session_report
 
 # the seed report's race: a tool calls disallow_interruptions() and says its hold message with
@@ -151,53 +151,8 @@ def test_redaction_keeps_words_apart_and_the_replay_working(seed_report: dict[st
     assert run_replay(plan, Agent).divergences == ()
 
 
-# The README's MyAgent, as an app that has not adopted ResilientAgent yet builds it on Agent.
-HOLD = "One moment while I book that."
-
-
-def _readme_agent(base: type[Agent]) -> Agent:
-    class MyAgent(base):  # type: ignore[valid-type,misc]
-        def __init__(self) -> None:
-            super().__init__(
-                instructions="You are a friendly restaurant host.",
-                tools=[end_call_tool(farewell="Thanks for calling, goodbye!")],
-            )
-
-        @function_tool
-        async def book_table(self, ctx: RunContext, time: str) -> str:
-            """Book a table.
-
-            Args:
-                time: When the table is wanted.
-            """
-            await ctx.session.say(HOLD, allow_interruptions=False)
-            return f"Booked for {time}."
-
-    return MyAgent()
-
-
 def test_livekits_own_report_of_the_readme_agent_replays_faithfully() -> None:
-    call = Scenario(
-        name="readme/my_agent",
-        family="readme",
-        description="The README's MyAgent books a table; the caller corrects it over the hold.",
-        agent=_readme_agent,
-        utterances=(
-            Utterance(1.0, 2.8, "please book a table for eight", reply_within=8.0),
-            Utterance(4.1, 5.4, "actually make it nine", reply_within=6.0),
-        ),
-        llm=(
-            LLMRule(
-                when_user_says="book", tool_calls=(ToolCallScript("book_table", {"time": "8"}),)
-            ),
-            LLMRule(after_tool="book_table", text="Your table is booked."),
-        ),
-        duration=14.0,
-    )
-    world, outcome = run_scenario(call, Agent)
-    report = livekit_session_report(world.session, job_id="job", room_id="RM_1", room="room")
-    assert report is not None, "livekit moved JobContext.make_session_report"
-    data = json.loads(json.dumps(report.to_dict(), default=str))
+    data, outcome = livekit_report_of_the_readme_call()
     plan = load_plan(data)
     assert plan.sdk_version.startswith("1.8.")
     assert [r.name for r in plan.tool_runs] == ["book_table"]

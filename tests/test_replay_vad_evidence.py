@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from livekit.agents import Agent
+from readme_call import README_CALL, livekit_report_of_the_readme_call
 
 from resilient_agent import ResilientAgent
-from resilient_agent._livekit.compat import livekit_session_report
 from resilient_agent.lab.catalog import CATALOG
 from resilient_agent.lab.replay.plan import CallerTurn, load_plan
 from resilient_agent.lab.replay.recording import read_recording
 from resilient_agent.lab.replay.round_trip import round_trip
 from resilient_agent.lab.replay.vad_evidence import vad_failure, with_vad_evidence
-from resilient_agent.testing import LLMRule, Scenario, ToolCallScript, Utterance, run_scenario
+from resilient_agent.testing import run_scenario
 from resilient_agent.testing.session_report import session_report
-from tests.test_replay import _readme_agent
 
 
 def _frames(*spans: tuple[float, float]) -> np.ndarray:
@@ -78,27 +76,8 @@ def test_no_failure_is_read_where_the_vad_ended_the_turn_at_the_callers_last_sou
 
 def test_livekits_own_report_of_an_unscripted_session_shows_no_vad_failure() -> None:
     """The README's agent's SessionReport, made by livekit: each turn ends at its last sound."""
-    call = Scenario(
-        name="readme/my_agent",
-        family="readme",
-        description="The README's MyAgent books a table; the caller corrects it over the hold.",
-        agent=_readme_agent,
-        utterances=(
-            Utterance(1.0, 2.8, "please book a table for eight"),
-            Utterance(4.1, 5.4, "actually make it nine"),
-        ),
-        llm=(
-            LLMRule(
-                when_user_says="book", tool_calls=(ToolCallScript("book_table", {"time": "8"}),)
-            ),
-            LLMRule(after_tool="book_table", text="Your table is booked."),
-        ),
-        duration=14.0,
-    )
-    world, _ = run_scenario(call, Agent)
-    report = livekit_session_report(world.session, job_id="job", room_id="RM_1", room="room")
-    assert report is not None
-    plan = load_plan(json.loads(json.dumps(report.to_dict(), default=str)))
+    data, _ = livekit_report_of_the_readme_call()
+    plan = load_plan(data)
     assert plan.vad_spans  # livekit measured the spoken turns
-    said = _frames(*((u.start, u.end) for u in call.utterances))
+    said = _frames(*((u.start, u.end) for u in README_CALL.utterances))
     assert vad_failure(plan.turns, plan.vad_spans, said) is None
