@@ -70,7 +70,7 @@ import re
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from livekit import rtc
@@ -111,6 +111,8 @@ _CHUNK_SAMPLES = 10 * FRAME_SAMPLES
 _ACTIVE_RESPONSE = "conversation_already_has_active_response"
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|(?<!\w)'([^']+)'(?!\w)")
 _GENERATE_REPLY_TIMEOUT_S = 5.0  # livekit-plugins-google's wait for generation_created
+# what a rule says its first spoken reply does on a failing server: words, or seconds
+_Fault = TypeVar("_Fault", int, float)
 _MODALITIES: tuple[Literal["text", "audio"], ...] = ("audio", "text")
 
 
@@ -346,20 +348,21 @@ class ScriptedRealtimeModel(llm.RealtimeModel):
 
         Only a Gemini flavour's server fails so, and only for the rule's first spoken reply.
         """
-        if self.flavour != "gemini" or rule.cut_after_words is None or id(rule) in self._cut:
-            return None
-        self._cut.add(id(rule))
-        return rule.cut_after_words
+        return self._first_gemini_reply(rule, rule.cut_after_words)
 
     def fails_after_reply_for(self, rule: LLMRule) -> float | None:
         """Seconds after the request this whole reply's server fails (``fails_after_reply``).
 
         Only a Gemini flavour's server fails so, and only for the rule's first spoken reply.
         """
-        if self.flavour != "gemini" or rule.fails_after_reply is None or id(rule) in self._cut:
+        return self._first_gemini_reply(rule, rule.fails_after_reply)
+
+    def _first_gemini_reply(self, rule: LLMRule, value: _Fault | None) -> _Fault | None:
+        """``value`` for the rule's first spoken reply on a Gemini flavour's server, else None."""
+        if self.flavour != "gemini" or value is None or id(rule) in self._cut:
             return None
         self._cut.add(id(rule))
-        return rule.fails_after_reply
+        return value
 
     def hangs_at(self, rule: LLMRule) -> bool:
         """Whether a response by ``rule`` made now hangs."""
