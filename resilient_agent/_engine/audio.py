@@ -51,12 +51,11 @@ class FrameNotes(Protocol):
 
 def notes_of(callback: FrameCallback) -> FrameNotes | None:
     """``callback`` as :class:`FrameNotes` if it is notes (their four attributes), else None."""
-    found = callback
     if (
-        isinstance(getattr(found, "frames", None), list)
-        and hasattr(found, "until")
-        and hasattr(found, "guard")
-        and callable(getattr(found, "on_frame", None))
+        isinstance(getattr(callback, "frames", None), list)
+        and hasattr(callback, "until")
+        and hasattr(callback, "guard")
+        and callable(getattr(callback, "on_frame", None))
     ):
         return callback  # type: ignore[return-value]
     return None
