@@ -215,6 +215,25 @@ class _Swapped:
     subclass: type[Any]
 
 
+def _lay_out_anew(instance: Any) -> None:
+    """Give ``instance``, whose class was just assigned, a fresh dict with the same attributes.
+
+    CPython 3.11 and later lay an instance's attributes out for the class it was made with, and
+    keep that layout through a ``__class__`` assignment: the interpreter then reads them on its
+    slow path, for the rest of the object's life (the app's audio input: every read of its
+    attributes by livekit, frame after frame, about twice as slow, also once its own class is
+    back). A new dict holding the same attributes is read on the fast path under any class. Only
+    the dict object is new: code that kept the old one (``vars(instance)``) would no longer see
+    the instance's attributes, which nothing in livekit does.
+    """
+    try:
+        attributes = instance.__dict__
+    except AttributeError:
+        return  # its attributes are slots: laid out by the class itself
+    with contextlib.suppress(AttributeError, TypeError):
+        instance.__dict__ = dict(attributes)
+
+
 class ClassNotSwapped(TypeError):
     """An instance took a ``__class__`` assignment without its type changing (a proxy, a mock)."""
 
@@ -292,6 +311,7 @@ class Interceptor:
             with contextlib.suppress(Exception):
                 instance.__class__ = own_class
             raise ClassNotSwapped("its __class__ assignment does not change its type")
+        _lay_out_anew(instance)
         self._installed.append(_Swapped(spec, instance, own_class, subclass))
 
     @property
@@ -332,6 +352,8 @@ class Interceptor:
                 found=found.__qualname__,
                 why=f"{type(exc).__name__}: {exc}",
             )
+            return
+        _lay_out_anew(item.instance)
 
     def _restore(self, item: _Installed) -> None:
         attribute = item.spec.attribute
