@@ -143,9 +143,15 @@ class CallRecorder:
         for event in _OTHER_SESSION_EVENTS:
             session.on(event, self._other_event_listener(event))
         for event in _REPORTED_EVENTS:
-            session.on(event, self.agent_events.append)
+            # a function of ours, not the list's builtin ``append``: livekit's emit reads each
+            # listener's signature at every event, and a builtin's is parsed from its text, a
+            # class built each time: the lab's recorder would weigh on every call it measures
+            session.on(event, self._on_reported_event)
         if session.output.audio is not None:
             session.output.audio.on("playback_started", self._on_playback_started)
+
+    def _on_reported_event(self, ev: Any) -> None:
+        self.agent_events.append(ev)
 
     def _on_user_state(self, ev: lk_events.UserStateChangedEvent) -> None:
         self.user_states.append((self.clock(), ev.new_state))
