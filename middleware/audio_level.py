@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 from livekit import rtc
 
 from resilient_agent import MiddlewareContext
+from resilient_agent._engine.loudness import mean_square
 
 __all__ = ["MIN_VOICE_RMS", "QUIET_BELOW_PEAK", "AudioLevelMeter"]
 
@@ -118,15 +118,13 @@ class AudioLevelMeter:
         if not self.metering or now - self._measured_at < _MEASURE_EVERY_S:
             return
         self._measured_at = now
-        samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if not samples.size:
+        level = mean_square(frame)
+        if level is None:
             return
-        # the array's own dot: np.dot's, without the module function's dispatch in Python
-        mean_square = float(samples.dot(samples)) / samples.size
         for floor in self._floors:
-            if mean_square > floor * floor:
+            if level > floor * floor:
                 self._floors[floor] = now
-        rms = mean_square**0.5
+        rms = level**0.5
         # as max() twice and voice_heard, without the calls: this runs for every frame metered
         peak = self.turn_peak
         if rms > peak:

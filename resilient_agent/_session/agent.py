@@ -56,8 +56,8 @@ def _checked_tool_error_message(message: object) -> str | None:
 
 def default_middleware() -> list[MiddlewareEntry]:
     """The first-party middleware ``ResilientAgent`` runs when ``middleware=`` is not given."""
-    # imported by name: the first-party package lives in the top-level middleware/ folder
-    # and is mapped to resilient_agent.middleware by the packaging (see docs/middleware.md)
+    # imported by name: the first-party package lives in the top-level middleware/ folder,
+    # reached as resilient_agent.middleware through a symbolic link (see pyproject.toml)
     first_party = importlib.import_module("resilient_agent.middleware")
     entries: list[MiddlewareEntry] = list(first_party.default_middleware())
     return entries

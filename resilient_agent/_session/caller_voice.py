@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from livekit import rtc
 
 from .._engine.audio import ModelInputHold
+from .._engine.loudness import mean_square
 from .._engine.state import ConversationState
 from .session_audio import SessionAudio
 
@@ -58,6 +58,6 @@ class CallerVoice:
         if now - self._looked_at < LOOK_EVERY_S:
             return
         self._looked_at = now
-        samples = np.frombuffer(frame.data, dtype=np.int16).astype(np.float32)
-        if samples.size and float(samples.dot(samples)) > FLOOR_RMS * FLOOR_RMS * samples.size:
+        level = mean_square(frame)
+        if level is not None and level > FLOOR_RMS * FLOOR_RMS:
             self._state.caller_voiced_at = time.time()

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 from livekit import rtc
 
+from .._engine.loudness import mean_square
 from .._engine.state import MiddlewareContext
 
 __all__ = ["MIN_AUDIBLE_RMS", "ReplyAudio", "Synthesis", "TtsNode"]
@@ -133,7 +133,5 @@ async def _awaited(made: Awaitable[Any]) -> Any:
 
 
 def _rms(frame: rtc.AudioFrame) -> float:
-    samples = np.frombuffer(frame.data, dtype=np.int16)
-    if samples.size == 0:
-        return 0.0
-    return float(np.sqrt(np.mean(samples.astype(np.float32) ** 2)))
+    level = mean_square(frame)
+    return 0.0 if level is None else level**0.5

@@ -275,6 +275,123 @@ def lab_frames_in(frame_s: float) -> int:
     return parts
 
 
+class _LineSamples:
+    """The samples the caller's line carries at each of the lab's 10 ms frames.
+
+    Apart from the input that sends them: the session's observation gives the input a class of
+    its own while it is observed, and CPython 3.11 then looks every method called on the input
+    up the slow way; RoomIO's input calls none per frame (it reads its channel), so neither does
+    the lab's.
+    """
+
+    def __init__(
+        self,
+        windows: Sequence[SpeechWindow],
+        noise: Sequence[NoiseWindow],
+        line: CallerLine,
+        recording: np.ndarray | None,
+    ) -> None:
+        # a ``recorded`` line's audio: int16 at the lab's rate from the call's second 0
+        self.recording = recording
+        self._speech: list[tuple[SpeechWindow, dict[int, int]]] | None = None
+        self.line: CallerLine = line
+        self.windows = sorted(windows, key=lambda w: w.start)
+        self.noise = tuple(noise)
+        self.silence = np.zeros(FRAME_SAMPLES, dtype=np.int16)
+
+    def script_samples(self, frame_index: int) -> np.ndarray:
+        """The marked samples the script has the caller produce in a frame."""
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
+        for window in self.windows:
+            if window.start <= t < window.end:
+                return _speech_samples(window, t)
+        for noise in self.noise:
+            if noise.start <= t < noise.end:
+                return noise_frame(noise.rms, frame_index)
+        return self.silence
+
+    def line_samples(self, frame_index: int) -> np.ndarray:
+        """The samples the line carries in a frame (the script's, as the line passes them)."""
+        if self.line == "zeros":
+            return self.silence
+        if self.line == "recorded":
+            return self._recorded_samples(frame_index)
+        samples = self.script_samples(frame_index)
+        if self.line == "quiet":
+            if samples is self.silence:
+                return samples
+            voice = samples.copy()
+            if voice[0] == _MAGIC:
+                voice[:_HEADER] = _TONE[:_HEADER]  # a low-gain line carries the voice, no marker
+            return (voice * _QUIET_GAIN).astype(np.int16)
+        return samples
+
+    def _recorded_samples(self, frame_index: int) -> np.ndarray:
+        """A recorded line's frame: the recording, with the word marks where it has speech."""
+        if self.recording is None:
+            return self.silence
+        chunk = self._recorded_frame(frame_index)
+        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
+        for window, voiced in self._recorded_speech():
+            if frame_index in voiced:
+                # the words spread over the window's speech, not its silences
+                at = voiced[frame_index]
+                word, first, last = word_frames(len(voiced), len(window.words), at)
+                marker = AudioMarker(KIND_USER, window.index, word, at - first, last - first)
+                return marker_frame_samples(marker, chunk)
+            if window.start <= t < window.end:
+                # a pause inside the utterance is marked as the lab marks its own (no word in it)
+                return marker_frame_samples(_pause_marker(window), chunk)
+        return chunk
+
+    def _recorded_frame(self, frame_index: int) -> np.ndarray:
+        assert self.recording is not None
+        start = frame_index * FRAME_SAMPLES
+        chunk = self.recording[start : start + FRAME_SAMPLES]
+        if len(chunk) < FRAME_SAMPLES:
+            chunk = np.concatenate([chunk, self.silence[: FRAME_SAMPLES - len(chunk)]])
+        return chunk
+
+    def _recorded_speech(self) -> list[tuple[SpeechWindow, dict[int, int]]]:
+        """Each window with its recorded speech frames: frame index to its rank among them.
+
+        A window that runs past the recording's end was still being said when the recorder
+        stopped (the session closed): its frames there count as speech, so its words go on
+        past the end as they were said.
+        """
+        if self._speech is None:
+            assert self.recording is not None
+            self._speech = []
+            recorded = len(self.recording) // FRAME_SAMPLES
+            for window in self.windows:
+                first = round(window.start / FRAME_SECONDS)
+                last = round(window.end / FRAME_SECONDS)
+                voiced = [
+                    i
+                    for i in range(first, last)
+                    if i >= recorded
+                    or np.abs(self._recorded_frame(i).astype(np.int32)).mean()
+                    > RECORDED_SPEECH_LEVEL
+                ]
+                self._speech.append((window, {i: rank for rank, i in enumerate(voiced)}))
+        return self._speech
+
+
+def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
+    total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
+    frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
+    word, first, last = word_frames(total_frames, len(window.words), frame)
+    base = None
+    if window.samples is not None:
+        chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
+        if len(chunk) == FRAME_SAMPLES:
+            base = chunk
+    if not window.marked:
+        return base if base is not None else np.zeros(FRAME_SAMPLES, dtype=np.int16)
+    marker = AudioMarker(KIND_USER, window.index, word, frame - first, last - first)
+    return marker_frame_samples(marker, base)
+
+
 class ScriptedAudioInput(AudioInput):
     """A microphone that plays the user's speech windows as 10 ms frames on the loop clock.
 
@@ -293,28 +410,17 @@ class ScriptedAudioInput(AudioInput):
         recording: np.ndarray | None = None,
     ) -> None:
         super().__init__(label="ScriptedAudioInput")
-        # a ``recorded`` line's audio: int16 at the lab's rate from the call's second 0
-        self._recording = recording
-        self._speech: list[tuple[SpeechWindow, dict[int, int]]] | None = None
+        self._samples = _LineSamples(windows, noise, line, recording)
         self._parts = lab_frames_in(frame_s)
-        self.line: CallerLine = line
-        self._windows = sorted(windows, key=lambda w: w.start)
-        self._noise = tuple(noise)
         self._total_frames = round(duration / FRAME_SECONDS)
         self._next_frame = 0
         self._started_at: float | None = None
-        self._silence = np.zeros(FRAME_SAMPLES, dtype=np.int16)
         self.frames_sent = 0
 
-    def _samples_for(self, frame_index: int) -> np.ndarray:
-        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
-        for window in self._windows:
-            if window.start <= t < window.end:
-                return self._speech_samples(window, t)
-        for noise in self._noise:
-            if noise.start <= t < noise.end:
-                return noise_frame(noise.rms, frame_index)
-        return self._silence
+    @property
+    def line(self) -> CallerLine:
+        """What the line passes of the caller's voice."""
+        return self._samples.line
 
     def script_at(self, now: float) -> np.ndarray:
         """The marked samples the caller produces at loop time ``now`` (what the script says).
@@ -323,89 +429,9 @@ class ScriptedAudioInput(AudioInput):
         ``zeros`` lines.
         """
         if self._started_at is None:
-            return self._silence
+            return self._samples.silence
         index = int((now - self._started_at) / FRAME_SECONDS + 1e-6) - 1
-        return self._samples_for(max(index, 0))
-
-    def _line_samples(self, frame_index: int) -> np.ndarray:
-        if self.line == "zeros":
-            return self._silence
-        if self.line == "recorded":
-            return self._recorded_samples(frame_index)
-        samples = self._samples_for(frame_index)
-        if self.line == "quiet":
-            if samples is self._silence:
-                return samples
-            voice = samples.copy()
-            if voice[0] == _MAGIC:
-                voice[:_HEADER] = _TONE[:_HEADER]  # a low-gain line carries the voice, no marker
-            return (voice * _QUIET_GAIN).astype(np.int16)
-        return samples
-
-    def _recorded_samples(self, frame_index: int) -> np.ndarray:
-        """A recorded line's frame: the recording, with the word marks where it has speech."""
-        if self._recording is None:
-            return self._silence
-        chunk = self._recorded_frame(frame_index)
-        t = frame_index * FRAME_SECONDS + FRAME_SECONDS / 2
-        for window, voiced in self._recorded_speech():
-            if frame_index in voiced:
-                # the words spread over the window's speech, not its silences
-                at = voiced[frame_index]
-                word, first, last = word_frames(len(voiced), len(window.words), at)
-                marker = AudioMarker(KIND_USER, window.index, word, at - first, last - first)
-                return marker_frame_samples(marker, chunk)
-            if window.start <= t < window.end:
-                # a pause inside the utterance is marked as the lab marks its own (no word in it)
-                return marker_frame_samples(_pause_marker(window), chunk)
-        return chunk
-
-    def _recorded_frame(self, frame_index: int) -> np.ndarray:
-        assert self._recording is not None
-        start = frame_index * FRAME_SAMPLES
-        chunk = self._recording[start : start + FRAME_SAMPLES]
-        if len(chunk) < FRAME_SAMPLES:
-            chunk = np.concatenate([chunk, self._silence[: FRAME_SAMPLES - len(chunk)]])
-        return chunk
-
-    def _recorded_speech(self) -> list[tuple[SpeechWindow, dict[int, int]]]:
-        """Each window with its recorded speech frames: frame index to its rank among them.
-
-        A window that runs past the recording's end was still being said when the recorder
-        stopped (the session closed): its frames there count as speech, so its words go on
-        past the end as they were said.
-        """
-        if self._speech is None:
-            assert self._recording is not None
-            self._speech = []
-            recorded = len(self._recording) // FRAME_SAMPLES
-            for window in self._windows:
-                first = round(window.start / FRAME_SECONDS)
-                last = round(window.end / FRAME_SECONDS)
-                voiced = [
-                    i
-                    for i in range(first, last)
-                    if i >= recorded
-                    or np.abs(self._recorded_frame(i).astype(np.int32)).mean()
-                    > RECORDED_SPEECH_LEVEL
-                ]
-                self._speech.append((window, {i: rank for rank, i in enumerate(voiced)}))
-        return self._speech
-
-    @staticmethod
-    def _speech_samples(window: SpeechWindow, t: float) -> np.ndarray:
-        total_frames = max(1, round((window.end - window.start) / FRAME_SECONDS))
-        frame = min(int((t - window.start) / FRAME_SECONDS), total_frames - 1)
-        word, first, last = word_frames(total_frames, len(window.words), frame)
-        base = None
-        if window.samples is not None:
-            chunk = window.samples[frame * FRAME_SAMPLES : (frame + 1) * FRAME_SAMPLES]
-            if len(chunk) == FRAME_SAMPLES:
-                base = chunk
-        if not window.marked:
-            return base if base is not None else np.zeros(FRAME_SAMPLES, dtype=np.int16)
-        marker = AudioMarker(KIND_USER, window.index, word, frame - first, last - first)
-        return marker_frame_samples(marker, base)
+        return self._samples.script_samples(max(index, 0))
 
     async def __anext__(self) -> rtc.AudioFrame:
         loop = asyncio.get_running_loop()
@@ -420,10 +446,11 @@ class ScriptedAudioInput(AudioInput):
         wait = delivery_wait("caller_audio", due - loop.time())
         if wait > 0:
             await asyncio.sleep(wait)
+        line = self._samples
         if parts == 1:
-            samples = self._line_samples(first)
+            samples = line.line_samples(first)
         else:
-            samples = np.concatenate([self._line_samples(i) for i in range(first, first + parts)])
+            samples = np.concatenate([line.line_samples(i) for i in range(first, first + parts)])
         self._next_frame = first + parts
         self.frames_sent += 1
         return rtc.AudioFrame(
