@@ -15,7 +15,7 @@ from collections.abc import Callable
 from livekit import rtc
 
 from resilient_agent import MiddlewareContext
-from resilient_agent._engine.loudness import mean_square
+from resilient_agent._session.loudness import mean_square
 
 __all__ = ["MIN_VOICE_RMS", "QUIET_BELOW_PEAK", "AudioLevelMeter"]
 

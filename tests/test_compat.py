@@ -1155,3 +1155,38 @@ def test_place_played_audio_moved_trips(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(compat, "_RECORDER_QUEUE", "_queue")  # and its 1.8.0 queue
     with pytest.raises(AssertionError, match=re.escape("moved RecorderIO._put")):
         check_place_played_audio(tmp_path)
+
+
+def check_frame_buffer() -> None:
+    from livekit import rtc
+
+    from resilient_agent._livekit.compat import frame_buffer_reader
+
+    message = _change("test_frame_buffer_is_where_compat_expects_it")
+    frame = rtc.AudioFrame(b"\x01\x00\xff\x7f", 16000, 1, 2)
+    read = frame_buffer_reader()
+    assert read(frame) is frame.data.obj, message
+
+
+def test_frame_buffer_is_where_compat_expects_it() -> None:
+    check_frame_buffer()
+
+
+def test_frame_buffer_moved_trips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_FRAME_BUFFER", "_samples")  # livekit renamed it
+    with pytest.raises(AssertionError, match=re.escape("moved AudioFrame._data")):
+        check_frame_buffer()
+
+
+def test_a_moved_frame_buffer_reads_the_public_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    from livekit import rtc
+
+    import resilient_agent._livekit.compat as compat
+
+    monkeypatch.setattr(compat, "_FRAME_BUFFER", "_samples")
+    frame = rtc.AudioFrame(b"\x01\x00\xff\x7f", 16000, 1, 2)
+    read = compat.frame_buffer_reader()
+    assert np.frombuffer(read(frame), np.int16).tolist() == [1, 32767]

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from livekit import rtc
 from livekit.agents.voice import agent_activity
 from livekit.agents.voice.speech_handle import SpeechHandle
 from opentelemetry import context as otel_context
@@ -23,7 +25,6 @@ from opentelemetry import context as otel_context
 from .._engine.fanout import NOT_KNOWN
 
 if TYPE_CHECKING:
-    from livekit import rtc
     from livekit.rtc._proto import participant_pb2, track_pb2
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Reliance",
     "close_as_caller_left",
     "event_listeners",
+    "frame_buffer",
     "last_event_listener",
     "inference_speech",
     "link_publication_track",
@@ -154,6 +156,27 @@ def tool_call_releasable(run_context: Any) -> bool:
     """
     first_update = getattr(run_context, _FIRST_UPDATE, None)
     return isinstance(first_update, asyncio.Future) and not first_update.done()
+
+
+_FRAME_BUFFER = "_data"
+
+
+def frame_buffer_reader() -> Callable[[rtc.AudioFrame], Any]:
+    """What reads an audio frame's samples as a buffer: ``AudioFrame._data`` where it is that.
+
+    ``frame.data`` makes three memoryviews of ``_data`` at every read; a level measured on
+    every frame of the caller's line reads the buffer they view instead. The public ``data``
+    if livekit moved it (the same samples, as int16 memoryview).
+    """
+    probe = rtc.AudioFrame(b"\x01\x00\x02\x00", 16000, 1, 2)
+    held = getattr(probe, _FRAME_BUFFER, None)
+    if held is not None and held is probe.data.obj:
+        return operator.attrgetter(_FRAME_BUFFER)
+    return operator.attrgetter("data")
+
+
+frame_buffer: Callable[[rtc.AudioFrame], Any] = frame_buffer_reader()
+"""``frame``'s samples as a buffer of int16 (see :func:`frame_buffer_reader`)."""
 
 
 _LISTENERS = "_events"
@@ -641,6 +664,12 @@ RELIED_ON: tuple[Reliance, ...] = (
         "resilient_agent._session.session_audio (observing the caller's audio in place)",
         "livekit changed AudioInput.__anext__ or on_detached",
         "test_intercepted_methods_keep_their_signatures[AudioInput.__class__]",
+    ),
+    Reliance(
+        "rtc.AudioFrame._data is the buffer frame.data views (the frame's int16 samples)",
+        "resilient_agent._session.loudness (the level of the caller's line, of the replies)",
+        "livekit moved AudioFrame._data",
+        "test_frame_buffer_is_where_compat_expects_it",
     ),
     Reliance(
         "AudioInput.__aiter__ returns the input itself, so the session's `async for` over "

@@ -17,8 +17,8 @@ import time
 from livekit import rtc
 
 from .._engine.audio import ModelInputHold
-from .._engine.loudness import mean_square
 from .._engine.state import ConversationState
+from .loudness import mean_square
 from .session_audio import SessionAudio
 
 __all__ = ["FLOOR_RMS", "LOOK_EVERY_S", "CallerVoice"]

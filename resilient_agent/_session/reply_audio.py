@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from livekit import rtc
 
-from .._engine.loudness import mean_square
 from .._engine.state import MiddlewareContext
+from .loudness import mean_square
 
 __all__ = ["MIN_AUDIBLE_RMS", "ReplyAudio", "Synthesis", "TtsNode"]
 

@@ -1,14 +1,17 @@
 """How loud a frame of audio is: the one measurement every level reading of the library makes.
 
 The caller's line level (the first-party ``AudioLevelMeter``), a realtime model's caller voice
-and the agent's synthesized replies are all measured here, on every frame some of them look at:
-the numpy calls are the cheapest this interpreter makes of them (see :func:`mean_square`).
+and the agent's synthesized replies are measured here, on every frame they look at: the
+cheapest form of it is kept in one place. The samples are read as the frame holds them
+(:func:`~resilient_agent._livekit.compat.frame_buffer`), not through ``frame.data``'s views.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from livekit import rtc
+
+from .._livekit.compat import frame_buffer
 
 __all__ = ["mean_square"]
 
@@ -26,7 +29,7 @@ def mean_square(frame: rtc.AudioFrame) -> float | None:
     Its square root is the frame's RMS; compare the mean square with a squared level to save the
     root.
     """
-    samples = _frombuffer(frame.data, _INT16).astype(_FLOAT32)
+    samples = _frombuffer(frame_buffer(frame), _INT16).astype(_FLOAT32)
     count = len(samples)  # the array's size: len() is a call CPython makes directly, .size is not
     if not count:
         return None
