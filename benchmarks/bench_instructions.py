@@ -43,6 +43,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,11 @@ ADDED_PER_TURN_BUDGET = 4.23e6
 # A rebuild that changes no behaviour moves the heap layout, and with it the count, by up to
 # this much per turn (docs/overhead.md): above the ceiling by less is not a regression to act on.
 HEAP_LAYOUT_NOISE = 0.3e6
+# layout_environment's variable, and how far each layout shifts the heap from the one before
+LAYOUT_VARIABLE = "RESILIENT_AGENT_BENCH_LAYOUT"
+LAYOUT_STEP_BYTES = 1000
+# the figure is the median of this many layouts: one layout's count is off by up to ~0.4 M a turn
+DEFAULT_LAYOUTS = 5
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
@@ -141,10 +147,13 @@ def _count(
     traced: bool,
     production: bool,
     keep: Path | None = None,
+    layout: int = 0,
 ) -> int:
     """The main thread's instructions for one bench call of ``variant`` under callgrind.
 
-    With ``keep``, the main thread's callgrind file is copied there (see :func:`profile_name`).
+    ``layout``: which heap layout the process starts from (see :func:`layout_environment`).
+    With ``keep``, the main thread's callgrind file is copied there (see :func:`profile_name`);
+    only layout 0's is kept.
     """
     label, agent, without = variant
     with tempfile.TemporaryDirectory() as out:
@@ -167,17 +176,29 @@ def _count(
         if shutil.which("setarch"):
             # the same addresses every run: hash and allocation patterns repeat exactly
             command = ["setarch", "-R", *command]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        env = {**os.environ, "PYTHONHASHSEED": "0", **layout_environment(layout)}
         subprocess.run(command, check=True, capture_output=True, env=env)
         # one file per thread: the main thread's ends in -01
         (main_thread,) = Path(out).glob("callgrind.*-01")
-        if keep is not None:
+        if keep is not None and layout == 0:
             keep.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(main_thread, keep / profile_name(label, turns))
         for line in main_thread.read_text().splitlines():
             if line.startswith("summary:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no instruction summary for {label}")
+
+
+def layout_environment(layout: int) -> dict[str, str]:
+    """The environment that starts a counted process from heap layout number ``layout``.
+
+    The same code counts differently from one heap layout to another: where objects land
+    decides CPython's method-cache collisions and when glibc's realloc moves a block, and that
+    moves the chain's figure by several hundred thousand instructions a turn (docs/overhead.md).
+    A variable of ``layout`` kilobytes in the environment, copied into ``os.environ`` at start,
+    shifts every object allocated after it; layout 0 adds nothing.
+    """
+    return {LAYOUT_VARIABLE: "x" * (LAYOUT_STEP_BYTES * layout)} if layout else {}
 
 
 def per_turn(
@@ -187,40 +208,58 @@ def per_turn(
     traced: bool = False,
     production: bool = False,
     keep: Path | None = None,
+    layout: int = 0,
 ) -> float:
     """Instructions per turn: the ``turns``-turn call minus the 2-turn call, per extra turn."""
-    long_call = _count(variant, turns, frame_s, traced, production, keep)
-    base_call = _count(variant, BASE_TURNS, frame_s, traced, production, keep)
+    long_call = _count(variant, turns, frame_s, traced, production, keep, layout)
+    base_call = _count(variant, BASE_TURNS, frame_s, traced, production, keep, layout)
     return (long_call - base_call) / (turns - BASE_TURNS)
 
 
-def _counted_ahead(
+def _counted(
     variants: list[_Variant],
     turns: int,
     frame_s: float,
     traced: bool,
     production: bool,
     jobs: int,
+    layouts: int,
     keep: Path | None = None,
 ) -> dict[str, float]:
-    """Every variant's instructions per turn, ``jobs`` valgrind runs at a time.
+    """Every variant's instructions per turn, the median over ``layouts`` heap layouts.
 
-    Each run counts its own process's instructions, so running several at once changes no count.
+    ``jobs`` valgrind runs at a time: each counts its own process's instructions, so running
+    several at once changes no count.
     """
     from concurrent.futures import ThreadPoolExecutor  # not in the counted child's imports
 
-    calls = [(variant, n) for variant in variants for n in (turns, BASE_TURNS)]
+    calls = [
+        (variant, n, layout)
+        for layout in range(layouts)
+        for variant in variants
+        for n in (turns, BASE_TURNS)
+    ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         counts = list(
             pool.map(
-                lambda call: _count(call[0], call[1], frame_s, traced, production, keep), calls
+                lambda call: _count(
+                    call[0], call[1], frame_s, traced, production, keep, layout=call[2]
+                ),
+                calls,
             )
         )
-    by_call = dict(zip([(variant[0], n) for variant, n in calls], counts, strict=True))
-    return {
-        label: (by_call[(label, turns)] - by_call[(label, BASE_TURNS)]) / (turns - BASE_TURNS)
-        for label, _, _ in variants
-    }
+    by_call = dict(zip([(v[0], n, layout) for v, n, layout in calls], counts, strict=True))
+    figures = {}
+    for label, _, _ in variants:
+        each = [
+            (by_call[(label, turns, layout)] - by_call[(label, BASE_TURNS, layout)])
+            / (turns - BASE_TURNS)
+            for layout in range(layouts)
+        ]
+        if layouts > 1:
+            print(f"  {label}, layout by layout: {', '.join(f'{c / 1e6:.2f}' for c in each)} M")
+        figures[label] = statistics.median(each)
+    return figures
 
 
 def run(
@@ -232,6 +271,7 @@ def run(
     jobs: int = 1,
     pair: bool = False,
     keep: Path | None = None,
+    layouts: int = 1,
 ) -> bool:
     """Print the instructions per turn of each variant, and each one's difference.
 
@@ -240,21 +280,18 @@ def run(
     """
     frame_s = frame_ms / 1000
     session = "production-shaped session, " if production else ""
+    over = f", median of {layouts} heap layouts" if layouts > 1 else ""
     print(
         f"[{session}{frame_ms} ms caller frames{', livekit tracing on' if traced else ''}] "
         f"main-thread instructions per turn ({turns}-turn call minus {BASE_TURNS}-turn call, "
-        "callgrind)"
+        f"callgrind{over})"
     )
     figures: dict[str, float] = {}
     variants = _variants(by_middleware, pair)
-    ahead = (
-        _counted_ahead(variants, turns, frame_s, traced, production, jobs, keep) if jobs > 1 else {}
-    )
+    counted = _counted(variants, turns, frame_s, traced, production, jobs, layouts, keep)
     for variant in variants:
         label = variant[0]
-        count = (
-            ahead[label] if ahead else per_turn(variant, turns, frame_s, traced, production, keep)
-        )
+        count = counted[label]
         figures[label] = count
         if label == "Agent":
             print(f"{label:<46} {count / 1e6:9.2f} M", flush=True)
@@ -303,6 +340,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--pair", action="store_true", help="Agent and ResilientAgent alone, no other variant"
     )
     parser.add_argument(
+        "--layouts",
+        type=int,
+        default=DEFAULT_LAYOUTS,
+        help=f"count each variant from this many heap layouts, the median ({DEFAULT_LAYOUTS})",
+    )
+    parser.add_argument(
         "--keep-profile",
         type=Path,
         metavar="DIR",
@@ -334,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.layouts < 1:
+        parser.error("--layouts must be at least 1")
     if args.pair and args.by_middleware:
         parser.error("--pair and --by-middleware exclude each other")
     if args.skip_exit:
@@ -347,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.jobs,
         args.pair,
         args.keep_profile,
+        args.layouts,
     ):
         sys.exit(1)
 

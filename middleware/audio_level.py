@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 from livekit import rtc
 
-from resilient_agent import MiddlewareContext
-from resilient_agent._session.loudness import mean_square
+from resilient_agent import MiddlewareContext, frame_mean_square
 
 __all__ = ["MIN_VOICE_RMS", "QUIET_BELOW_PEAK", "AudioLevelMeter"]
 
@@ -118,7 +117,7 @@ class AudioLevelMeter:
         if not self.metering or now - self._measured_at < _MEASURE_EVERY_S:
             return
         self._measured_at = now
-        level = mean_square(frame)
+        level = frame_mean_square(frame)
         if level is None:
             return
         for floor in self._floors:

@@ -56,6 +56,7 @@ from ._livekit.versions import __version__ as __version__
 from ._livekit.versions import has_capability
 from ._session.agent import ResilientAgent, default_middleware
 from ._session.cut_in import cut_in
+from ._session.loudness import frame_mean_square
 from ._session.model_audio import ModelAudio
 from ._session.reply_audio import ReplyAudio, Synthesis
 from ._session.report import CallReport
@@ -71,6 +72,7 @@ __all__ = [
     "ModelAudio",
     "ReplyAudio",
     "Synthesis",
+    "frame_mean_square",
     "CloseReason",
     "ConversationState",
     "InferenceNext",

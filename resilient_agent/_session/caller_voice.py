@@ -18,7 +18,7 @@ from livekit import rtc
 
 from .._engine.audio import ModelInputHold
 from .._engine.state import ConversationState
-from .loudness import mean_square
+from .loudness import frame_mean_square
 from .session_audio import SessionAudio
 
 __all__ = ["FLOOR_RMS", "LOOK_EVERY_S", "CallerVoice"]
@@ -58,6 +58,6 @@ class CallerVoice:
         if now - self._looked_at < LOOK_EVERY_S:
             return
         self._looked_at = now
-        level = mean_square(frame)
+        level = frame_mean_square(frame)
         if level is not None and level > FLOOR_RMS * FLOOR_RMS:
             self._state.caller_voiced_at = time.time()

@@ -13,7 +13,7 @@ from livekit import rtc
 
 from .._livekit.compat import frame_buffer
 
-__all__ = ["mean_square"]
+__all__ = ["frame_mean_square"]
 
 # numpy's dtypes as objects and its function as a global: given a type (np.int16) numpy looks
 # its dtype up at every call, and numpy's module ``__getattr__`` keeps CPython from specializing
@@ -23,7 +23,7 @@ _FLOAT32 = np.dtype(np.float32)
 _frombuffer = np.frombuffer
 
 
-def mean_square(frame: rtc.AudioFrame) -> float | None:
+def frame_mean_square(frame: rtc.AudioFrame) -> float | None:
     """The mean of the squares of ``frame``'s int16 samples; None for a frame without any.
 
     Its square root is the frame's RMS; compare the mean square with a squared level to save the

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from livekit import rtc
 
 from .._engine.state import MiddlewareContext
-from .loudness import mean_square
+from .loudness import frame_mean_square
 
 __all__ = ["MIN_AUDIBLE_RMS", "ReplyAudio", "Synthesis", "TtsNode"]
 
@@ -133,5 +133,5 @@ async def _awaited(made: Awaitable[Any]) -> Any:
 
 
 def _rms(frame: rtc.AudioFrame) -> float:
-    level = mean_square(frame)
+    level = frame_mean_square(frame)
     return 0.0 if level is None else level**0.5
