@@ -204,21 +204,6 @@ def layout_environment(layout: int) -> dict[str, str]:
     return {LAYOUT_VARIABLE: "x" * (LAYOUT_STEP_BYTES * layout)} if layout else {}
 
 
-def per_turn(
-    variant: _Variant,
-    turns: int,
-    frame_s: float,
-    traced: bool = False,
-    production: bool = False,
-    keep: Path | None = None,
-    layout: int = 0,
-) -> float:
-    """Instructions per turn: the ``turns``-turn call minus the 2-turn call, per extra turn."""
-    long_call = _count(variant, turns, frame_s, traced, production, keep, layout)
-    base_call = _count(variant, BASE_TURNS, frame_s, traced, production, keep, layout)
-    return (long_call - base_call) / (turns - BASE_TURNS)
-
-
 def _counted(
     variants: list[_Variant],
     turns: int,
@@ -245,9 +230,7 @@ def _counted(
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         counts = list(
             pool.map(
-                lambda call: _count(
-                    call[0], call[1], frame_s, traced, production, keep, layout=call[2]
-                ),
+                lambda call: _count(call[0], call[1], frame_s, traced, production, keep, call[2]),
                 calls,
             )
         )
@@ -274,7 +257,7 @@ def run(
     jobs: int = 1,
     pair: bool = False,
     keep: Path | None = None,
-    layouts: int = 1,
+    layouts: int = DEFAULT_LAYOUTS,
 ) -> bool:
     """Print the instructions per turn of each variant, and each one's difference.
 
