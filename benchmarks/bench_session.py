@@ -12,6 +12,9 @@ of 3 fresh processes per agent. It also prints the concurrent calls one core sus
 agent (call seconds over Agent's median CPU seconds, and that over the CPU ratio for
 ResilientAgent), and its figures last: ``production-shaped CPU ratio`` (target at most 1.02)
 and ``production-shaped memory ratio`` (target at most 1.10); it exits 1 when one is missed.
+``--production --null`` runs the same pairs with a plain Agent on both sides: the ratio it prints
+is what the machine alone makes of a comparison, the yardstick for the CPU ratio's distance
+from 1.
 
 The lab's scripted session (the default):
 
@@ -75,6 +78,8 @@ SAMPLE_TO_S = 28.0
 # livekit's RoomIO default (RoomInputOptions.audio_frame_size_ms); the lab's own frames are 10 ms
 ROOMIO_FRAME_S = 0.05
 _CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "ResilientAgent": ResilientAgent}
+# --null: the same pairs with Agent on both sides, so the ratio can only be the measurement's noise
+_NULL_CLASSES: dict[str, type[Agent]] = {"Agent": Agent, "Agent again": Agent}
 # the chain's added memory per lab session may not grow past what it held when this budget was
 # set (129.7 KB, rounded up to the KB: fa5a06d's 125.3 KB, then ~4 KB for the class made for each
 # observed audio input in place of a registry of the process; the lab session is too small for a
@@ -217,17 +222,22 @@ def _cpu_round(frame_s: float) -> float:
 
 
 def _alternate(
-    make: Callable[[], Scenario], what: str, pairs: int
+    make: Callable[[], Scenario],
+    what: str,
+    pairs: int,
+    classes: dict[str, type[Agent]] = _CLASSES,
 ) -> tuple[dict[str, list[float]], str]:
     """CPU seconds of ``pairs`` alternating runs of each agent, and the line on their latencies.
+
+    ``classes``: the two agents of each pair, by label, in the order each pair runs them.
 
     Raises:
         SystemExit: An agent failed the call, or the latencies differ between runs.
     """
-    seconds: dict[str, list[float]] = {label: [] for label in _CLASSES}
+    seconds: dict[str, list[float]] = {label: [] for label in classes}
     latencies: list[list[float | None]] = []
     for _ in range(pairs):
-        for label, cls in _CLASSES.items():
+        for label, cls in classes.items():
             spent, per_turn, passed = _run(cls, make())
             if not passed:
                 raise SystemExit(f"{label} failed {what}")
@@ -246,8 +256,9 @@ def _alternate(
 
 
 def _ratios(seconds: dict[str, list[float]]) -> list[float]:
-    """ResilientAgent over Agent, run by run."""
-    return [r / a for a, r in zip(seconds["Agent"], seconds["ResilientAgent"], strict=True)]
+    """The second agent's seconds over the first's (ResilientAgent over Agent), run by run."""
+    first, second = seconds.values()
+    return [b / a for a, b in zip(first, second, strict=True)]
 
 
 def _rss() -> int:
@@ -386,6 +397,30 @@ def production(pairs: int = PRODUCTION_PAIRS, with_memory: bool = True) -> bool:
     return met
 
 
+def null_production(pairs: int = PRODUCTION_PAIRS) -> None:
+    """Print the production-shaped CPU ratio of Agent against itself: the measurement's noise.
+
+    The pairs run as those of :func:`production` do, with a plain ``Agent`` on both sides, so
+    nothing but the machine and the order of the runs can move the ratio away from 1: a
+    ResilientAgent ratio as far from 1 as this one says nothing about the chain.
+    """
+    print(
+        f"null comparison: Agent against itself, {pairs} alternating pairs of the "
+        f"production-shaped call ({PRODUCTION_TURNS} turns, {_frames(ROOMIO_FRAME_S)})"
+    )
+    run_scenario(_production_scenario(turns=1, duration=6.0), Agent)
+    seconds, same = _alternate(
+        _production_scenario, "the production-shaped call", pairs, _NULL_CLASSES
+    )
+    ratios = _ratios(seconds)
+    print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+    print(same)
+    print(
+        f"null CPU ratio (median of {pairs}): {statistics.median(ratios):.3f}; "
+        f"per-run {min(ratios):.3f}-{max(ratios):.3f}"
+    )
+
+
 def main() -> None:
     """Run what the command line asks for (both halves by default)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -401,14 +436,24 @@ def main() -> None:
         default=PRODUCTION_PAIRS,
         help=f"with --production: alternating pairs of the CPU median ({PRODUCTION_PAIRS})",
     )
+    parser.add_argument(
+        "--null",
+        action="store_true",
+        help="with --production: Agent against itself, the CPU ratio's noise (no target)",
+    )
     parser.add_argument("--memory-child", choices=sorted(_MEMORY_CLASSES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child, args.production)
         return
+    if args.null and not args.production:
+        parser.error("--null compares the production-shaped call: add --production")
     if args.production:
         if args.pairs < 1:
             parser.error("--pairs must be at least 1")
+        if args.null:
+            null_production(args.pairs)
+            return
         sys.exit(0 if production(args.pairs, with_memory=not args.cpu_only) else 1)
     if not args.memory_only:
         cpu(args.rounds)

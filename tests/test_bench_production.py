@@ -7,9 +7,16 @@ detector, 50 ms frames) passing and deterministic, without timing anything.
 
 from __future__ import annotations
 
+import pytest
 from livekit.agents import Agent
 
-from benchmarks.bench_session import PRODUCTION_TURN_SECONDS, _production_scenario
+from benchmarks.bench_session import (
+    _NULL_CLASSES,
+    PRODUCTION_TURN_SECONDS,
+    _alternate,
+    _production_scenario,
+    _ratios,
+)
 from resilient_agent import ResilientAgent
 from resilient_agent.testing import run_scenario
 
@@ -33,3 +40,15 @@ def test_the_production_call_answers_every_turn_alike_on_both_agents() -> None:
 def test_the_production_call_replays_exactly() -> None:
     """Threads run the models, and the virtual clock waits for them: a rerun is the same call."""
     assert _turn_times(Agent) == _turn_times(Agent)
+
+
+def test_the_null_comparison_runs_a_plain_agent_on_both_sides_of_each_pair() -> None:
+    """``--production --null``: what the CPU ratio is when nothing differs but the run."""
+    assert list(_NULL_CLASSES.values()) == [Agent, Agent]
+    seconds, same = _alternate(lambda: _production_scenario(turns=2), "the call", 2, _NULL_CLASSES)
+    assert list(seconds) == list(_NULL_CLASSES)
+    assert all(len(runs) == 2 and all(s > 0 for s in runs) for runs in seconds.values())
+    assert "identical for all 2 turns in all 4 runs: True" in same
+    # the pair's second run over its first, as ResilientAgent's over Agent's
+    pairs = zip(seconds["Agent"], seconds["Agent again"], strict=True)
+    assert _ratios(seconds) == pytest.approx([again / first for first, again in pairs])
