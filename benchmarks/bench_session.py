@@ -363,18 +363,13 @@ def production(pairs: int = PRODUCTION_PAIRS, with_memory: bool = True) -> bool:
         f"{PRODUCTION_TURN_SECONDS:.0f} s; livekit's embedded VAD and turn detector; "
         f"{_frames(ROOMIO_FRAME_S)}; the lab's scripted STT, LLM and TTS"
     )
-    for cls in _CLASSES.values():
-        run_scenario(_production_scenario(turns=1, duration=6.0), cls)
-    seconds, same = _alternate(_production_scenario, "the production-shaped call", pairs)
-    ratios = _ratios(seconds)
+    seconds, ratios = _production_pairs(pairs, _CLASSES)
     call_s = _production_scenario().duration
     base, resilient = (statistics.median(seconds[label]) for label in _CLASSES)
     print(
         f"CPU of a {call_s:.0f} s call (median of {pairs} alternating pairs): "
         f"Agent {base:.2f}s, ResilientAgent {resilient:.2f}s"
     )
-    print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
-    print(same)
     cpu_ratio = statistics.median(ratios)
     memory_ratio = 0.0
     if with_memory:
@@ -397,6 +392,23 @@ def production(pairs: int = PRODUCTION_PAIRS, with_memory: bool = True) -> bool:
     return met
 
 
+def _production_pairs(
+    pairs: int, classes: dict[str, type[Agent]]
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Run ``pairs`` alternating pairs of the production-shaped call; print their ratios.
+
+    Returns each agent's CPU seconds by label and the per-pair ratios (second over first).
+    """
+    # one short call of each first: neither's first timed run pays for imports and caches
+    for cls in dict.fromkeys(classes.values()):
+        run_scenario(_production_scenario(turns=1, duration=6.0), cls)
+    seconds, same = _alternate(_production_scenario, "the production-shaped call", pairs, classes)
+    ratios = _ratios(seconds)
+    print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+    print(same)
+    return seconds, ratios
+
+
 def null_production(pairs: int = PRODUCTION_PAIRS) -> None:
     """Print the production-shaped CPU ratio of Agent against itself: the measurement's noise.
 
@@ -408,13 +420,7 @@ def null_production(pairs: int = PRODUCTION_PAIRS) -> None:
         f"null comparison: Agent against itself, {pairs} alternating pairs of the "
         f"production-shaped call ({PRODUCTION_TURNS} turns, {_frames(ROOMIO_FRAME_S)})"
     )
-    run_scenario(_production_scenario(turns=1, duration=6.0), Agent)
-    seconds, same = _alternate(
-        _production_scenario, "the production-shaped call", pairs, _NULL_CLASSES
-    )
-    ratios = _ratios(seconds)
-    print(f"per-run ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
-    print(same)
+    _, ratios = _production_pairs(pairs, _NULL_CLASSES)
     print(
         f"null CPU ratio (median of {pairs}): {statistics.median(ratios):.3f}; "
         f"per-run {min(ratios):.3f}-{max(ratios):.3f}"
