@@ -51,7 +51,7 @@ from .bench_session import (
     SESSION_SECONDS,
     _production_scenario,
 )
-from .budget import budget_verdict
+from .budget import print_kb_budget
 
 __all__ = ["ADDED_KB_BUDGET", "SESSIONS", "heap_per_session", "main"]
 
@@ -174,17 +174,12 @@ def _report(results: dict[str, dict[str, object]], sessions: int) -> bool:
     for room, size in sorted(added.items(), key=lambda item: -abs(item[1])):
         print(f"  {size:+7.1f} KB  {room}")
     added_kb = resilient - base
-    verdict = budget_verdict(
+    return print_kb_budget(
+        f"holds {added_kb:.1f} KB of Python heap per production-shaped session",
         added_kb,
         ADDED_KB_BUDGET,
         RUN_TO_RUN_NOISE_KB,
-        f"one run's noise ({RUN_TO_RUN_NOISE_KB:.0f} KB)",
     )
-    print(
-        f"budget: the chain holds {added_kb:.1f} KB of Python heap per production-shaped "
-        f"session, at most {ADDED_KB_BUDGET:.0f} KB: {verdict}"
-    )
-    return verdict != "EXCEEDED"
 
 
 def main() -> None:

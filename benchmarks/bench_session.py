@@ -63,7 +63,7 @@ from resilient_agent.testing import Scenario, Utterance, run_scenario, run_virtu
 from resilient_agent.testing.audio import FRAME_SECONDS
 from resilient_agent.testing.runner import run_scenario_async
 
-from .budget import budget_verdict
+from .budget import print_kb_budget
 
 TURNS = 100
 TURN_SECONDS = 6.0
@@ -338,17 +338,9 @@ def memory() -> bool:
     per_session = _memory_per_session(production=False)
     _print_memory(per_session, SESSIONS)
     added_kb = (per_session["ResilientAgent"] - per_session["Agent"]) / 1e3
-    verdict = budget_verdict(
-        added_kb,
-        ADDED_KB_BUDGET,
-        RUN_TO_RUN_NOISE_KB,
-        f"one run's noise ({RUN_TO_RUN_NOISE_KB:.0f} KB)",
+    return print_kb_budget(
+        f"adds {added_kb:.1f} KB per lab session", added_kb, ADDED_KB_BUDGET, RUN_TO_RUN_NOISE_KB
     )
-    print(
-        f"budget: the chain adds {added_kb:.1f} KB per lab session, at most "
-        f"{ADDED_KB_BUDGET:.0f} KB: {verdict}"
-    )
-    return verdict != "EXCEEDED"
 
 
 def production(pairs: int = PRODUCTION_PAIRS, with_memory: bool = True) -> bool:
