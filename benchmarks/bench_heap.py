@@ -37,6 +37,7 @@ import sys
 import tracemalloc
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict
 
 from livekit.agents import Agent
 
@@ -53,7 +54,7 @@ from .bench_session import (
 )
 from .budget import print_kb_budget
 
-__all__ = ["ADDED_KB_BUDGET", "SESSIONS", "heap_per_session", "main"]
+__all__ = ["ADDED_KB_BUDGET", "SESSIONS", "HeapFigures", "heap_per_session", "main"]
 
 SESSIONS = 10
 # What the chain may hold per production-shaped session on the traced heap (ResilientAgent minus
@@ -76,6 +77,15 @@ _ROOMS = (
     ("/livekit/", "livekit"),
 )
 _ELSEWHERE = "Python, asyncio and other packages"
+
+
+class HeapFigures(TypedDict):
+    """One variant's figures, as its process prints them."""
+
+    per_session: float
+    """Traced bytes per concurrent session, the mean over the sampling window."""
+    rooms: dict[str, float]
+    """Bytes per session by the room that allocated them, mid-call (see :data:`_ROOMS`)."""
 
 
 def _room(filename: str) -> str:
@@ -125,20 +135,16 @@ def heap_child(label: str, sessions: int) -> None:
     rooms: Counter[str] = Counter()
     for stat in snapshot.compare_to(baseline, "filename"):
         rooms[_room(stat.traceback[0].filename)] += stat.size_diff
-    per_session = (statistics.mean(samples) - before) / sessions
-    print(
-        json.dumps(
-            {
-                "per_session": per_session,
-                "rooms": {room: size / sessions for room, size in rooms.items()},
-            }
-        )
+    figures = HeapFigures(
+        per_session=(statistics.mean(samples) - before) / sessions,
+        rooms={room: size / sessions for room, size in rooms.items()},
     )
+    print(json.dumps(figures))
 
 
-def heap_per_session(sessions: int = SESSIONS) -> dict[str, dict[str, object]]:
+def heap_per_session(sessions: int = SESSIONS) -> dict[str, HeapFigures]:
     """Each variant's heap per session (bytes) and by room, measured in fresh processes."""
-    results = {}
+    results: dict[str, HeapFigures] = {}
     for label in _MEMORY_CLASSES:
         command = [sys.executable, "-m", "benchmarks.bench_heap", "--child", label]
         out = subprocess.run(
@@ -148,13 +154,11 @@ def heap_per_session(sessions: int = SESSIONS) -> dict[str, dict[str, object]]:
     return results
 
 
-def _report(results: dict[str, dict[str, object]], sessions: int) -> bool:
+def _report(results: dict[str, HeapFigures], sessions: int) -> bool:
     """Print the figures, last the budget's verdict; False if the budget is exceeded."""
-
-    def kb(label: str) -> float:
-        return float(results[label]["per_session"]) / 1e3  # type: ignore[arg-type]
-
-    base, resilient, no_tap = kb("Agent"), kb("ResilientAgent"), kb(NO_TAP)
+    base, resilient, no_tap = (
+        results[label]["per_session"] / 1e3 for label in ("Agent", "ResilientAgent", NO_TAP)
+    )
     print(
         f"Python heap per concurrent session ({sessions} production-shaped sessions, traced, "
         f"mean of {SAMPLE_FROM_S:.0f}-{SAMPLE_TO_S:.0f}s into the call): "
@@ -164,8 +168,7 @@ def _report(results: dict[str, dict[str, object]], sessions: int) -> bool:
         f"{NO_TAP}: {no_tap:.1f} KB; the tap holds {resilient - no_tap:.1f} KB, "
         f"the rest of the chain {no_tap - base:.1f} KB"
     )
-    agent_rooms: dict[str, float] = results["Agent"]["rooms"]  # type: ignore[assignment]
-    resilient_rooms: dict[str, float] = results["ResilientAgent"]["rooms"]  # type: ignore[assignment]
+    agent_rooms, resilient_rooms = results["Agent"]["rooms"], results["ResilientAgent"]["rooms"]
     print("where the chain's heap is (ResilientAgent minus Agent, KB per session, mid-call):")
     added = {
         room: (resilient_rooms.get(room, 0.0) - agent_rooms.get(room, 0.0)) / 1e3

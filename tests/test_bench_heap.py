@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_heap import ADDED_KB_BUDGET, NO_TAP, _report, _room
+from benchmarks.bench_heap import ADDED_KB_BUDGET, NO_TAP, HeapFigures, _report, _room
 
 ROOT = Path(__file__).resolve().parent.parent
 # the versions the budget was set on: object sizes, and so the heap, differ on others
@@ -46,11 +46,11 @@ def test_the_chain_holds_no_more_heap_per_session_than_its_budget() -> None:
     assert out.strip().splitlines()[-1].endswith(": holds"), out
 
 
-def _results(agent_kb: float, resilient_kb: float) -> dict[str, dict[str, object]]:
+def _results(agent_kb: float, resilient_kb: float) -> dict[str, HeapFigures]:
     return {
-        "Agent": {"per_session": agent_kb * 1e3, "rooms": {"livekit": 5e3}},
-        "ResilientAgent": {"per_session": resilient_kb * 1e3, "rooms": {"livekit": 6e3}},
-        NO_TAP: {"per_session": (resilient_kb - 10) * 1e3, "rooms": {}},
+        "Agent": HeapFigures(per_session=agent_kb * 1e3, rooms={"livekit": 5e3}),
+        "ResilientAgent": HeapFigures(per_session=resilient_kb * 1e3, rooms={"livekit": 6e3}),
+        NO_TAP: HeapFigures(per_session=(resilient_kb - 10) * 1e3, rooms={}),
     }
 
 
