@@ -28,7 +28,6 @@ Run ``python -m benchmarks.bench_heap`` (about a minute; ``--sessions N`` for an
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import statistics
@@ -39,10 +38,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TypedDict
 
-from livekit.agents import Agent
-
 from resilient_agent.testing import run_scenario, run_virtual
-from resilient_agent.testing.runner import run_scenario_async
 
 from .bench_session import (
     _MEMORY_CLASSES,
@@ -51,6 +47,7 @@ from .bench_session import (
     SAMPLE_TO_S,
     SESSION_SECONDS,
     _production_scenario,
+    concurrent_samples,
 )
 from .budget import print_kb_budget
 
@@ -101,29 +98,6 @@ def _traced() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
-async def _concurrent_sessions(
-    agent_class: type[Agent], sessions: int
-) -> tuple[list[int], tracemalloc.Snapshot]:
-    """The traced heap sampled every second of the window, and a snapshot at its middle."""
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    scenario = _production_scenario(turns=3, duration=SESSION_SECONDS)
-    calls = [loop.create_task(run_scenario_async(scenario, agent_class)) for _ in range(sessions)]
-    samples = []
-    middle = round((SAMPLE_FROM_S + SAMPLE_TO_S) / 2)
-    snapshot = None
-    at = SAMPLE_FROM_S
-    while at <= SAMPLE_TO_S:
-        await asyncio.sleep(at - (loop.time() - start))
-        samples.append(_traced())
-        if at == middle:
-            snapshot = tracemalloc.take_snapshot()
-        at += 1.0
-    await asyncio.gather(*calls)
-    assert snapshot is not None
-    return samples, snapshot
-
-
 def heap_child(label: str, sessions: int) -> None:
     """In a fresh process: print one variant's heap per session and by room, as JSON."""
     agent_class = _MEMORY_CLASSES[label]
@@ -131,7 +105,18 @@ def heap_child(label: str, sessions: int) -> None:
     tracemalloc.start(1)
     before = _traced()
     baseline = tracemalloc.take_snapshot()
-    samples, snapshot = run_virtual(_concurrent_sessions(agent_class, sessions))
+    middle = round((SAMPLE_FROM_S + SAMPLE_TO_S) / 2)
+    snapshots: list[tracemalloc.Snapshot] = []
+
+    def sample(at: float) -> int:
+        traced = _traced()
+        if at == middle:
+            snapshots.append(tracemalloc.take_snapshot())
+        return traced
+
+    scenario = _production_scenario(turns=3, duration=SESSION_SECONDS)
+    samples = run_virtual(concurrent_samples(agent_class, scenario, sessions, sample))
+    (snapshot,) = snapshots
     rooms: Counter[str] = Counter()
     for stat in snapshot.compare_to(baseline, "filename"):
         rooms[_room(stat.traceback[0].filename)] += stat.size_diff

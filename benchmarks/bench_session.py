@@ -266,7 +266,13 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-async def _concurrent_sessions(agent_class: type[Agent], scenario: Scenario, sessions: int) -> int:
+async def concurrent_samples(
+    agent_class: type[Agent], scenario: Scenario, sessions: int, sample: Callable[[float], int]
+) -> list[int]:
+    """Run ``sessions`` concurrent calls; ``sample(at)`` every second of the sampling window.
+
+    ``at`` is the seconds into the calls, from :data:`SAMPLE_FROM_S` to :data:`SAMPLE_TO_S`.
+    """
     loop = asyncio.get_running_loop()
     start = loop.time()
     calls = [loop.create_task(run_scenario_async(scenario, agent_class)) for _ in range(sessions)]
@@ -274,10 +280,10 @@ async def _concurrent_sessions(agent_class: type[Agent], scenario: Scenario, ses
     at = SAMPLE_FROM_S
     while at <= SAMPLE_TO_S:
         await asyncio.sleep(at - (loop.time() - start))
-        samples.append(_rss())
+        samples.append(sample(at))
         at += 1.0
     await asyncio.gather(*calls)
-    return int(statistics.mean(samples))
+    return samples
 
 
 def memory_child(label: str, production: bool) -> None:
@@ -294,7 +300,8 @@ def memory_child(label: str, production: bool) -> None:
     # one short call first, so both classes start from warmed-up imports, caches and models
     run_scenario(warm, cls)
     before = _rss()
-    during = run_virtual(_concurrent_sessions(cls, scenario, sessions))
+    samples = run_virtual(concurrent_samples(cls, scenario, sessions, lambda _at: _rss()))
+    during = int(statistics.mean(samples))
     print((during - before) / sessions)
 
 
