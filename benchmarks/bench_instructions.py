@@ -4,7 +4,11 @@ Wall-clock CPU on a shared machine moves by several percent from one run to the 
 ``bench_session``'s per-run ratios), too much to tell a change of one point. The instructions a
 thread executes do not move: each figure here is the main thread's instruction count (valgrind's
 callgrind, one count per thread) for the bench's N-turn call minus that of its 2-turn call, so
-imports, caches and session start-up cancel out, divided by N - 2: instructions per turn.
+the session's start and end cancel out, divided by N - 2: instructions per turn. Only the call
+itself is counted, from the moment ``run_scenario`` is called to the moment it returns (callgrind
+dumps its counts at a marker on either side, :data:`CALL_MARKER`): the interpreter's start-up
+(imports) and exit come to thousands of millions of instructions that do not cancel out between
+two processes, since the heap layout moves them by millions.
 An instruction of a numpy loop counts as much as one of a Python attribute lookup, and Agent's
 own work has more of the former, so this ratio runs below the wall-clock one: it says where the
 overhead is, not what it costs in seconds.
@@ -32,12 +36,9 @@ ResilientAgent alone); one variant takes a few minutes under valgrind. Each vari
 from :data:`DEFAULT_LAYOUTS` heap layouts (``--layouts N``; see :func:`layout_environment`) and
 its figure is their median, each layout's printed: one layout's count moves with where objects
 happen to land, by more than most changes to the chain. ``--keep-profile DIR`` keeps the first
-layout's main-thread callgrind file of each run in DIR (``<variant>-<turns>.callgrind``), for
-``python -m benchmarks.callgrind_diff DIR`` (per-function instructions per turn, ResilientAgent
-minus Agent) or ``callgrind_annotate``. ``--skip-exit`` ends each counted process with
-``os._exit`` once its call is over, so that the interpreter's exit (module teardown and its last
-garbage collection, whose cost follows the heap left at exit rather than the turns) is not
-counted; the figures are then not comparable with those of runs without it.
+layout's main-thread callgrind file of each run's call in DIR (``<variant>-<turns>.callgrind``),
+for ``python -m benchmarks.callgrind_diff DIR`` (per-function instructions per turn,
+ResilientAgent minus Agent) or ``callgrind_annotate``.
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ DEFAULT_LAYOUTS = 5
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
 NO_TELEMETRY = "telemetry"
-# set for the counted child by --skip-exit (the child's command line is fixed by _count)
-SKIP_EXIT = "BENCH_INSTRUCTIONS_SKIP_EXIT"
+# The C function the counted child calls right before and right after its call, for callgrind to
+# dump its counts there (--dump-before): the second part holds the call alone. Nothing else in the
+# child asks for its parent's pid, and _count refuses a run with any other dump.
+CALL_MARKER = "getppid"
+# a main-thread callgrind file: callgrind.<pid>[.<part>]-01, part 1 before the first dump
+_MAIN_THREAD_FILE = re.compile(r"callgrind\.\d+(?:\.(\d+))?-01")
 
 
 def _variants(by_middleware: bool, pair: bool = False) -> list[_Variant]:
@@ -129,12 +134,11 @@ def _child(
             agent_class = Variant
     scenario = _production_scenario(turns) if production else _scenario(turns, frame_s=frame_s)
     with CallTraces() if traced else contextlib.nullcontext():
+        os.getppid()  # CALL_MARKER: the counted call starts
         _, outcome = run_scenario(scenario, agent_class)
+        os.getppid()  # CALL_MARKER: it is over
     if not outcome.passed:
         raise SystemExit(f"{agent} without {without} failed the {turns}-turn call")
-    if os.environ.get(SKIP_EXIT):
-        sys.stdout.flush()
-        os._exit(0)
 
 
 def profile_name(label: str, turns: int) -> str:
@@ -155,8 +159,11 @@ def _count(
     """The main thread's instructions for one bench call of ``variant`` under callgrind.
 
     ``layout``: which heap layout the process starts from (see :func:`layout_environment`).
-    With ``keep``, the main thread's callgrind file is copied there (see :func:`profile_name`);
-    only layout 0's is kept.
+    With ``keep``, the main thread's callgrind file of the call is copied there (see
+    :func:`profile_name`); only layout 0's is kept.
+
+    Raises:
+        RuntimeError: When callgrind did not dump at the child's two markers and nowhere else.
     """
     label, agent, without = variant
     with tempfile.TemporaryDirectory() as out:
@@ -164,6 +171,7 @@ def _count(
             "valgrind",
             "--tool=callgrind",
             "--separate-threads=yes",
+            f"--dump-before={CALL_MARKER}",
             f"--callgrind-out-file={out}/callgrind.%p",
             sys.executable,
             "-m",
@@ -181,12 +189,21 @@ def _count(
             command = ["setarch", "-R", *command]
         env = {**os.environ, "PYTHONHASHSEED": "0", **layout_environment(layout)}
         subprocess.run(command, check=True, capture_output=True, env=env)
-        # one file per thread: the main thread's ends in -01
-        (main_thread,) = Path(out).glob("callgrind.*-01")
+        parts = {
+            match.group(1): path
+            for path in Path(out).iterdir()
+            if (match := _MAIN_THREAD_FILE.fullmatch(path.name))
+        }
+        if parts.keys() != {"1", "2", None}:
+            raise RuntimeError(
+                f"{label}: callgrind dumped the main thread's counts {len(parts) - 1} times, not "
+                f"twice at the {CALL_MARKER}() markers around the call"
+            )
+        call = parts["2"]
         if keep is not None and layout == 0:
             keep.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(main_thread, keep / profile_name(label, turns))
-        for line in main_thread.read_text().splitlines():
+            shutil.copyfile(call, keep / profile_name(label, turns))
+        for line in call.read_text().splitlines():
             if line.startswith("summary:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no instruction summary for {label}")
@@ -337,11 +354,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="DIR",
         help="keep each run's main-thread callgrind file in DIR",
     )
-    parser.add_argument(
-        "--skip-exit",
-        action="store_true",
-        help="do not count the interpreter's exit (os._exit after each call)",
-    )
     parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -367,8 +379,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--layouts must be at least 1")
     if args.pair and args.by_middleware:
         parser.error("--pair and --by-middleware exclude each other")
-    if args.skip_exit:
-        os.environ[SKIP_EXIT] = "1"
     if not run(
         args.turns,
         args.frame_ms,
