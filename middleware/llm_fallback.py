@@ -82,7 +82,9 @@ class LlmFallback(Middleware):
         self._first_failure_at: float | None = None
         self._turn: str | None = None
         self._said_this_turn = False
-        self._give_up = asyncio.Event()
+        # done once this turn's fallback line is decided: its replies still waiting for a first
+        # token end with nothing to say (made when first needed, on the session's loop)
+        self._give_up: asyncio.Future[None] | None = None
         self._provider_errors = 0
         # when the provider attempt under way began (an inference's start, or the last error)
         self._attempt_began: float | None = None
@@ -101,7 +103,7 @@ class LlmFallback(Middleware):
             # the caller spoke again: the LLM gets a fresh chance
             self._turn = turn
             self._said_this_turn = False
-            self._give_up = asyncio.Event()
+            self._give_up = None
             self._reset()
         if self._said_this_turn:
             logger.info(
@@ -120,7 +122,7 @@ class LlmFallback(Middleware):
         started, started_wall = loop_now(), time.time()
         self._attempt_began = started
         errors_before = self._provider_errors
-        give_up = self._give_up
+        give_up = self._turn_given_up()
         iterator = aiter(stream)
         produced = False
         failure: str | None = None
@@ -182,7 +184,9 @@ class LlmFallback(Middleware):
         if enough and not self._said_this_turn:
             self._said_this_turn = True
             # replies of this turn still waiting for a first token end with nothing to say
-            self._give_up.set()
+            turn_given_up = self._turn_given_up()
+            if not turn_given_up.done():
+                turn_given_up.set_result(None)
             asyncio.get_running_loop().call_soon(self._say_fallback, ctx, now)
 
     def _say_fallback(self, ctx: MiddlewareContext, decided_at: float) -> None:
@@ -200,6 +204,12 @@ class LlmFallback(Middleware):
             counts={"llm_fallback_lines": 1},
         )
 
+    def _turn_given_up(self) -> asyncio.Future[None]:
+        """Done once this turn's fallback line is decided (see ``_give_up``)."""
+        if self._give_up is None:
+            self._give_up = asyncio.get_running_loop().create_future()
+        return self._give_up
+
     def _reset(self) -> None:
         self._failed = 0
         self._first_failure_at = None
@@ -212,16 +222,18 @@ def _last_user_message_id(request: InferenceRequest) -> str | None:
     return None
 
 
-async def _next_unless(iterator: AsyncIterator[Any], give_up: asyncio.Event) -> tuple[bool, Any]:
-    """``(True, chunk)``; ``(False, None)`` at the end of the stream or once ``give_up`` is set."""
-    if give_up.is_set():
+async def _next_unless(
+    iterator: AsyncIterator[Any], give_up: asyncio.Future[None]
+) -> tuple[bool, Any]:
+    """``(True, chunk)``; ``(False, None)`` at the end of the stream or once ``give_up`` is done."""
+    if give_up.done():
         return False, None
     next_chunk = asyncio.ensure_future(anext(iterator))
-    waiter = asyncio.ensure_future(give_up.wait())
     try:
-        await asyncio.wait({next_chunk, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        # a future, waited on as it is: an Event would need a task of its own to wait on it,
+        # cancelled at every reply's first token
+        await asyncio.wait((next_chunk, give_up), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        waiter.cancel()
         if not next_chunk.done():
             next_chunk.cancel()
             with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
