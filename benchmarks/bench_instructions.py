@@ -69,7 +69,7 @@ HEAP_LAYOUT_NOISE = 0.002
 # layout_environment's variable, and how far each layout shifts the heap from the one before
 LAYOUT_VARIABLE = "RESILIENT_AGENT_BENCH_LAYOUT"
 LAYOUT_STEP_BYTES = 1000
-# the figure is the median of this many layouts: one layout's count is off by up to ~0.4 M a turn
+# the figure is the median of this many layouts: one layout's count is off by up to ~0.3 M a turn
 DEFAULT_LAYOUTS = 5
 # (label, agent class, first-party middleware left out, "*" for none at all, or NO_TELEMETRY)
 _Variant = tuple[str, str, str | None]
