@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 from typing import Any
 
 import pytest
@@ -20,7 +22,7 @@ from resilient_agent import (
     ToolCall,
     ToolOutcome,
 )
-from resilient_agent._engine.chain import MiddlewareChain
+from resilient_agent._engine.chain import MiddlewareChain, _parameter_count
 
 CTX: Any = object()  # the chain passes the context through untouched
 
@@ -226,6 +228,82 @@ def test_wrong_hook_signature_is_rejected() -> None:
 
     with pytest.raises(MiddlewareError, match=r"declare it as on_user_state\(self, ctx, ev\)"):
         MiddlewareChain([TooFew()])
+
+
+def _plain(a, b): ...  # type: ignore[no-untyped-def]
+def _defaults(a, b=1, *, c=2): ...  # type: ignore[no-untyped-def]
+def _positional_only(a, /, b, *args, c, **kwargs): ...  # type: ignore[no-untyped-def]
+def _star(*args, **kwargs): ...  # type: ignore[no-untyped-def]
+def _with_locals(a):  # type: ignore[no-untyped-def]
+    b = c = a
+    return b, c
+
+
+@functools.wraps(_plain)
+def _wrapping(*args, **kwargs): ...  # type: ignore[no-untyped-def]
+
+
+def _declared(*args): ...  # type: ignore[no-untyped-def]
+
+
+_declared.__signature__ = inspect.signature(_defaults)  # type: ignore[attr-defined]
+
+
+class _CallableHook:
+    def __call__(self, ctx: Any, ev: Any) -> None: ...
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        _plain,
+        _defaults,
+        _positional_only,
+        _star,
+        _with_locals,
+        _wrapping,
+        _declared,
+        _CallableHook(),
+    ],
+)
+def test_a_hooks_parameter_count_is_what_inspect_signature_lists(function: Any) -> None:
+    # the validation reads a plain function's count off its code; anything else is asked of
+    # inspect.signature, and both must agree with it
+    assert _parameter_count(function) == len(inspect.signature(function).parameters)
+
+
+def test_a_wrapped_hook_is_checked_by_the_signature_it_declares() -> None:
+    def takes_ctx_only(self: Any, ctx: Any) -> None: ...
+
+    @functools.wraps(takes_ctx_only)
+    async def on_user_state(*args: Any) -> None: ...
+
+    class Wrapped(Middleware):
+        pass
+
+    Wrapped.on_user_state = on_user_state  # type: ignore[method-assign,assignment]
+    with pytest.raises(MiddlewareError, match=r"takes \(self, ctx\), the hook passes"):
+        MiddlewareChain([Wrapped()])
+
+
+def test_a_hook_typo_in_a_mixin_is_found_and_the_first_by_name_is_named() -> None:
+    class Mixin:
+        async def on_user_stat(self, ctx: Any, ev: Any) -> None: ...
+
+        async def decide_speeh(self, ctx: Any, speech: Any) -> None: ...
+
+    class Mixed(Middleware, Mixin):
+        pass
+
+    with pytest.raises(MiddlewareError, match="unknown hook 'decide_speeh'"):
+        MiddlewareChain([Mixed()])
+
+
+def test_middlewares_own_hook_like_names_are_all_hooks() -> None:
+    # the unknown-hook check reads only the classes above Middleware: one of Middleware's own
+    # would otherwise be reported against every middleware
+    own = {a for klass in Middleware.__mro__ for a in vars(klass)}
+    assert not [a for a in own if a.startswith(("on_", "decide_", "wrap_")) and a not in HOOKS]
 
 
 def test_duplicates_bad_positions_versions_and_non_middleware() -> None:

@@ -52,8 +52,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): "the plugins those entry points import",
     (
         "resilient_agent/_livekit/versions.py",
-        "_warned_version",
-    ): "livekit's version is warned about once",
+        "_version_checked",
+    ): "livekit's installed version is checked once",
     (
         "resilient_agent/_livekit/versions.py",
         "_missing_reported",

@@ -95,7 +95,7 @@ def test_tested_range_bounds(version: str, inside: bool) -> None:
 def test_untested_livekit_is_warned_once_with_version_and_range(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(versions, "_warned_version", False)
+    monkeypatch.setattr(versions, "_version_checked", False)
     monkeypatch.setattr(versions, "installed_livekit_version", lambda: "1.7.1")
     with capture_logs() as logs:
         assert warn_if_untested_livekit()
@@ -108,11 +108,26 @@ def test_untested_livekit_is_warned_once_with_version_and_range(
 
 
 def test_tested_livekit_is_not_warned(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(versions, "_warned_version", False)
+    monkeypatch.setattr(versions, "_version_checked", False)
     monkeypatch.setattr(versions, "installed_livekit_version", lambda: "1.8.3")
     with capture_logs() as logs:
         assert not warn_if_untested_livekit()
     assert not [r for r in logs if r["event"] == "livekit_version_untested"]
+
+
+def test_the_installed_version_is_read_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # reading it parses the package's metadata: no agent after the first pays for it again
+    reads: list[str] = []
+
+    def read() -> str:
+        reads.append("livekit-agents")
+        return "1.8.3"
+
+    monkeypatch.setattr(versions, "_version_checked", False)
+    monkeypatch.setattr(versions, "installed_livekit_version", read)
+    for _ in range(3):
+        assert not warn_if_untested_livekit()
+    assert reads == ["livekit-agents"]
 
 
 def test_missing_capability_is_reported_once_by_feature(monkeypatch: pytest.MonkeyPatch) -> None:

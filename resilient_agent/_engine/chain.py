@@ -8,7 +8,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from functools import cached_property
-from types import MappingProxyType
+from inspect import CO_VARARGS, CO_VARKEYWORDS
+from types import FunctionType, MappingProxyType
 from typing import Any, Protocol
 
 from .boundary import Budget, StrayCancellationError, budget_of, guarded_wrap
@@ -34,9 +35,17 @@ _POSITIONS: Mapping[str, int] = MappingProxyType({"first": 0, "normal": 1, "last
 # what ``setting_up`` is while no middleware sets up (most of a call): one shared empty set
 NOBODY_SETTING_UP: AbstractSet[int] = frozenset()
 _PREFIXES = ("on_", "decide_", "wrap_")
+_MIDDLEWARE_BASES = frozenset(Middleware.__mro__)
 
 ErrorReporter = Callable[[Named | str, str, BaseException, str], None]
 """Told ``(middleware, hook, exception, action)`` when a middleware fails."""
+
+
+# What each hook is passed, read once: a chain is validated at every agent and every session, and
+# inspect.signature is most of what that costs
+_HOOK_PARAMETERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {hook: tuple(inspect.signature(getattr(Middleware, hook)).parameters) for hook in HOOKS}
+)
 
 
 def _overridden(mw: Middleware, hook: str) -> bool:
@@ -70,8 +79,18 @@ def validate_middleware(mw: object) -> Middleware:
             fix="upgrade the middleware (or resilient-agent) so both speak the same API version",
             hook="api_version",
         )
-    for attr in dir(type(mw)):
-        if not attr.startswith(_PREFIXES) or attr in HOOKS:
+    # the names dir() would list that look like hooks, in its order: read off the namespaces of
+    # the classes above Middleware (dir() lists every attribute of every base, and Middleware's
+    # own hook-like names are its hooks)
+    named = {
+        a
+        for klass in type(mw).__mro__
+        if klass not in _MIDDLEWARE_BASES
+        for a in vars(klass)
+        if a.startswith(_PREFIXES)
+    }
+    for attr in sorted(named):
+        if attr in HOOKS:
             continue
         if not callable(getattr(type(mw), attr, None)):
             continue
@@ -83,7 +102,8 @@ def validate_middleware(mw: object) -> Middleware:
         )
         raise MiddlewareError(name, f"unknown hook {attr!r}", fix=hint, hook=attr)
     for hook, spec in HOOKS.items():
-        if _overridden(mw, hook):
+        # a hook no class above Middleware names is Middleware's own
+        if hook in named and _overridden(mw, hook):
             _check_signature(mw, hook, spec.kind)
     budget = getattr(mw, "hook_budget_s", None)
     if budget is not None and (
@@ -122,15 +142,37 @@ def _check_signature(mw: Middleware, hook: str, kind: str) -> None:
             fix=f"write 'async def {hook}(...)'",
             hook=hook,
         )
-    expected = list(inspect.signature(getattr(Middleware, hook)).parameters)
-    actual = list(inspect.signature(method).parameters)
-    if len(actual) != len(expected):
+    expected = _HOOK_PARAMETERS[hook]
+    if _parameter_count(method) != len(expected):
+        actual = list(inspect.signature(method).parameters)
         raise MiddlewareError(
             name,
             f"takes ({', '.join(actual)}), the hook passes ({', '.join(expected)})",
             fix=f"declare it as {hook}({', '.join(expected)})",
             hook=hook,
         )
+
+
+def _parameter_count(method: Callable[..., Any]) -> int:
+    """How many parameters ``inspect.signature(method)`` lists, read off a plain function's code.
+
+    Anything else (a function with ``__wrapped__`` or ``__signature__``, a callable object) is
+    asked of ``inspect.signature`` itself.
+    """
+    if (
+        type(method) is FunctionType
+        and not hasattr(method, "__wrapped__")
+        and not hasattr(method, "__signature__")
+    ):
+        code = method.__code__
+        flags = code.co_flags
+        return (
+            code.co_argcount
+            + code.co_kwonlyargcount
+            + bool(flags & CO_VARARGS)
+            + bool(flags & CO_VARKEYWORDS)
+        )
+    return len(inspect.signature(method).parameters)
 
 
 class MiddlewareChain:

@@ -40,7 +40,10 @@ TESTED_LIVEKIT_RANGE = f">={TESTED_LIVEKIT_FLOOR},<{TESTED_LIVEKIT_CEILING}"
 
 logger = get_logger("versions")
 
-_warned_version = False
+# the installed version is read once per process (reading it parses the package's metadata file,
+# which every agent constructed would otherwise pay for); livekit is imported already, so the
+# version this process runs cannot change under it
+_version_checked = False
 _missing_reported: set[str] = set()
 
 
@@ -88,16 +91,18 @@ def require_importable_livekit() -> None:
 def warn_if_untested_livekit() -> bool:
     """Log once per process when the installed livekit-agents is outside the tested range.
 
+    The version is read at the first call only.
+
     Returns:
         True if this call logged the warning.
     """
-    global _warned_version
-    if _warned_version:
+    global _version_checked
+    if _version_checked:
         return False
+    _version_checked = True
     version = installed_livekit_version()
     if version is None or livekit_in_tested_range(version):
         return False
-    _warned_version = True
     logger.warning(
         "livekit_version_untested",
         installed=version,
