@@ -12,6 +12,9 @@ the K functions that add the most). ``--under NAME`` (repeatable) counts, in Res
 calls only, what runs inside each function named ``NAME`` (``name`` or ``name@path-part``, e.g.
 ``_look@watchdog``), itself and everything it calls, per turn, and the K functions of it that run
 the most: where one of the chain's entry points (a listener, a notify task, a timer) spends.
+``--per-call`` counts instead what a call costs apart from its turns (its set-up and tear-down:
+the 2-turn count minus two turns at the per-turn rate) for each agent, and the functions where
+ResilientAgent's adds the most: a cost every call pays once, whatever its length.
 """
 
 from __future__ import annotations
@@ -117,6 +120,41 @@ def _print_under(under: Sequence[str], turns: int, frame_s: float, top: int) -> 
             print(f"{round(count / extra):>8,}  {name}  {_where(path)}:{line}")
 
 
+def per_call(agent_class: type[Any], turns: int, frame_s: float) -> Counter[_Key]:
+    """Bytecodes of each function in a call apart from its turns (2-turn call minus 2 turns)."""
+    short = _count(agent_class, BASE_TURNS, frame_s)
+    long = _count(agent_class, turns, frame_s)
+    extra = turns - BASE_TURNS
+    # per function: the short call's count minus BASE_TURNS turns at the function's own rate
+    return Counter(
+        {
+            key: round(short[key] - BASE_TURNS * (long[key] - short[key]) / extra)
+            for key in short.keys() | long.keys()
+        }
+    )
+
+
+def _print_per_call(turns: int, frame_s: float, top: int) -> None:
+    from livekit.agents import Agent
+
+    from resilient_agent import ResilientAgent
+
+    agent = per_call(Agent, turns, frame_s)
+    resilient = per_call(ResilientAgent, turns, frame_s)
+    total_agent, total_resilient = sum(agent.values()), sum(resilient.values())
+    print(
+        f"[{round(frame_s * 1000)} ms caller frames] Python bytecodes per call apart from its "
+        f"turns ({BASE_TURNS}-turn call minus {BASE_TURNS} turns at the {turns}-turn rate)"
+    )
+    print(f"Agent           {total_agent:>10,}")
+    print(f"ResilientAgent  {total_resilient:>10,}  adds {total_resilient - total_agent:,}")
+    added = resilient.copy()
+    added.subtract(agent)
+    print(f"the {top} functions that add the most:")
+    for (path, line, name), count in added.most_common(top):
+        print(f"{count:>8,}  {name}  {_where(path)}:{line}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the bytecodes per turn of both agents, and the functions that add the most."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -129,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=[],
         metavar="NAME",
         help="count what runs inside this function (name or name@path-part), ResilientAgent only",
+    )
+    parser.add_argument(
+        "--per-call",
+        action="store_true",
+        help="what a call costs apart from its turns (set-up and tear-down), per agent",
     )
     args = parser.parse_args(argv)
     if args.turns <= BASE_TURNS:
@@ -144,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_scenario(_scenario(BASE_TURNS, frame_s=frame_s), agent_class)
     if args.under:
         _print_under(args.under, args.turns, frame_s, args.top)
+        return
+    if args.per_call:
+        _print_per_call(args.turns, frame_s, args.top)
         return
     agent = extra_turns(Agent, args.turns, frame_s)
     resilient = extra_turns(ResilientAgent, args.turns, frame_s)
