@@ -139,20 +139,26 @@ def _print_per_call(turns: int, frame_s: float, top: int) -> None:
 
     from resilient_agent import ResilientAgent
 
-    agent = per_call(Agent, turns, frame_s)
-    resilient = per_call(ResilientAgent, turns, frame_s)
-    total_agent, total_resilient = sum(agent.values()), sum(resilient.values())
     print(
         f"[{round(frame_s * 1000)} ms caller frames] Python bytecodes per call apart from its "
         f"turns ({BASE_TURNS}-turn call minus {BASE_TURNS} turns at the {turns}-turn rate)"
     )
+    _print_added(per_call(Agent, turns, frame_s), per_call(ResilientAgent, turns, frame_s), top)
+
+
+def _print_added(
+    agent: Counter[_Key], resilient: Counter[_Key], top: int, divisor: int = 1
+) -> None:
+    """Each agent's total and the ``top`` functions ResilientAgent adds the most in, / divisor."""
+    total_agent = round(sum(agent.values()) / divisor)
+    total_resilient = round(sum(resilient.values()) / divisor)
     print(f"Agent           {total_agent:>10,}")
     print(f"ResilientAgent  {total_resilient:>10,}  adds {total_resilient - total_agent:,}")
     added = resilient.copy()
     added.subtract(agent)
     print(f"the {top} functions that add the most:")
     for (path, line, name), count in added.most_common(top):
-        print(f"{count:>8,}  {name}  {_where(path)}:{line}")
+        print(f"{round(count / divisor):>8,}  {name}  {_where(path)}:{line}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -193,20 +199,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     agent = extra_turns(Agent, args.turns, frame_s)
     resilient = extra_turns(ResilientAgent, args.turns, frame_s)
-    extra = args.turns - BASE_TURNS
-    total_agent = round(sum(agent.values()) / extra)
-    total_resilient = round(sum(resilient.values()) / extra)
     print(
         f"[{args.frame_ms} ms caller frames] Python bytecodes per turn "
         f"({args.turns}-turn call minus {BASE_TURNS}-turn call, sys.settrace)"
     )
-    print(f"Agent           {total_agent:>10,}")
-    print(f"ResilientAgent  {total_resilient:>10,}  adds {total_resilient - total_agent:,}")
-    added = resilient.copy()
-    added.subtract(agent)
-    print(f"the {args.top} functions that add the most:")
-    for (path, line, name), count in added.most_common(args.top):
-        print(f"{round(count / extra):>8,}  {name}  {_where(path)}:{line}")
+    _print_added(agent, resilient, args.top, divisor=args.turns - BASE_TURNS)
 
 
 if __name__ == "__main__":
